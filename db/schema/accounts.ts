@@ -1,0 +1,35 @@
+import type { ColumnType, Generated } from 'kysely';
+
+export type Tier = 'free' | 'paid';
+
+export interface AccountsTable {
+  id: Generated<string>;
+  name: string;
+  /** Stored as given; uniqueness and lookup are on lower(email). */
+  email: string;
+  organization: string;
+  tier: ColumnType<Tier, Tier | undefined, Tier>;
+  verified_at: Date | null;
+  stripe_customer_id: string | null;
+  stripe_subscription_id: string | null;
+  /** Stripe's subscription status as last seen (active, past_due, canceled, ...). */
+  subscription_status: string | null;
+  default_payment_method_id: string | null;
+  payment_method_brand: string | null;
+  payment_method_last4: string | null;
+  /** The open hosted checkout session, so a second upgrade reuses it instead of opening another. */
+  checkout_session_id: string | null;
+  tier_changed_at: ColumnType<Date, Date | undefined, Date>;
+  created_at: ColumnType<Date, never, never>;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+export interface TierChangesTable {
+  id: Generated<string>;
+  account_id: string;
+  from_tier: Tier;
+  to_tier: Tier;
+  /** What caused it: api_upgrade, checkout_success, webhook:<event type>, reconcile, ... */
+  reason: string;
+  at: ColumnType<Date, Date | undefined, never>;
+}

@@ -1,0 +1,26 @@
+import type { AccountsTable, TierChangesTable } from './accounts.js';
+import type { ApiKeysTable } from './api-keys.js';
+import type { EmailOutboxTable } from './email-outbox.js';
+import type { EmailVerificationTokensTable } from './email-verification-tokens.js';
+import type { InvoiceLinesTable, InvoicesTable } from './invoices.js';
+import type { SchedulerRunsTable } from './scheduler-runs.js';
+import type { UsageEventsTable } from './usage-events.js';
+import type { ProcessedWebhookEventsTable } from './webhook-events.js';
+
+export interface Database {
+  accounts: AccountsTable;
+  tier_changes: TierChangesTable;
+  api_keys: ApiKeysTable;
+  email_verification_tokens: EmailVerificationTokensTable;
+  usage_events: UsageEventsTable;
+  invoices: InvoicesTable;
+  invoice_lines: InvoiceLinesTable;
+  processed_webhook_events: ProcessedWebhookEventsTable;
+  email_outbox: EmailOutboxTable;
+  scheduler_runs: SchedulerRunsTable;
+}
+
+export type { Tier } from './accounts.js';
+export type { UsageStatus } from './usage-events.js';
+export type { InvoiceKind } from './invoices.js';
+export type { OutboxStatus } from './email-outbox.js';

@@ -1,0 +1,25 @@
+import type { ColumnType, Generated } from 'kysely';
+import type { Tier } from './accounts.js';
+
+export type UsageStatus = 'completed' | 'cancelled' | 'failed';
+
+/** The usage ledger: one row per completion request, idempotent on request_id. */
+export interface UsageEventsTable {
+  id: Generated<string>;
+  request_id: string;
+  account_id: string;
+  model: string;
+  /** The tier the request ran under; only paid-tier rows are billable. */
+  tier: Tier;
+  status: UsageStatus;
+  prompt_tokens: number;
+  completion_tokens: number;
+  /** USD per 1M tokens at request time, exact decimal (numeric) carried as a string. */
+  input_price_per_million: string;
+  output_price_per_million: string;
+  /** Exact USD cost of the request (numeric, unrounded); rounding happens per invoice line. */
+  cost_usd: string;
+  created_at: Date;
+  recorded_at: ColumnType<Date, Date | undefined, never>;
+  invoice_id: string | null;
+}

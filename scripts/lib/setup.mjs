@@ -1,0 +1,260 @@
+// The "make sure" steps shared by `npm start` and `npm test`: dependencies installed, code built,
+// Postgres and Redis reachable (starting private ones under var/ when the machine has none).
+// Plain JavaScript on purpose: it runs before TypeScript or any dependency is installed.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, chownSync, readFileSync, rmSync, statSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const VAR = path.join(ROOT, 'var');
+
+export const say = (msg) => process.stderr.write(`[setup] ${msg}\n`);
+
+export class SetupError extends Error {}
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { cwd: ROOT, stdio: opts.quiet ? 'pipe' : 'inherit', encoding: 'utf8', ...opts });
+  if (r.error) throw new SetupError(`${cmd} could not run: ${r.error.message}`);
+  if (r.status !== 0) {
+    const out = opts.quiet ? `\n${r.stdout ?? ''}${r.stderr ?? ''}` : '';
+    throw new SetupError(`${cmd} ${args.join(' ')} exited with ${r.status}${out}`);
+  }
+  return r;
+}
+
+function which(cmd) {
+  const r = spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : undefined;
+}
+
+const isRoot = () => typeof process.getuid === 'function' && process.getuid() === 0;
+
+/** apt-get install, only where the machine has apt-get and we run as root. */
+function aptInstall(pkgs) {
+  if (!isRoot() || !which('apt-get')) return false;
+  say(`installing ${pkgs.join(' ')} with apt-get`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  let r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...pkgs], { stdio: 'inherit', env });
+  if (r.status !== 0) {
+    spawnSync('apt-get', ['update'], { stdio: 'inherit', env });
+    r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...pkgs], { stdio: 'inherit', env });
+  }
+  return r.status === 0;
+}
+
+export function ensureDependencies() {
+  const lock = path.join(ROOT, 'package-lock.json');
+  const marker = path.join(ROOT, 'node_modules', '.package-lock.json');
+  // npm writes node_modules/.package-lock.json on every install: missing or older than the lockfile means stale.
+  const stale = !existsSync(marker) || statSync(lock).mtimeMs > statSync(marker).mtimeMs;
+  if (stale) {
+    say('installing dependencies (npm ci)');
+    run('npm', ['ci', '--no-audit', '--no-fund']);
+  }
+}
+
+export function build() {
+  say('building (tsc)');
+  run(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(ROOT, 'tsconfig.json')]);
+}
+
+// ---------------------------------------------------------------- Redis
+
+/** Sends PING over a plain socket: no client library, no reconnect loop, an answer or not in `ms`. */
+export function redisPing(host, port, ms = 1000) {
+  return new Promise((resolve) => {
+    const s = net.connect({ host, port });
+    const done = (ok) => {
+      s.destroy();
+      resolve(ok);
+    };
+    s.setTimeout(ms, () => done(false));
+    s.once('error', () => done(false));
+    s.once('connect', () => s.write('PING\r\n'));
+    s.once('data', (d) => done(d.toString().startsWith('+PONG') || d.toString().startsWith('-NOAUTH')));
+  });
+}
+
+const PRIVATE_REDIS_PORT = 6390;
+
+/** Returns { url, stop } for a Redis that answers. */
+export async function ensureRedis() {
+  if (process.env.REDIS_URL) {
+    const u = new URL(process.env.REDIS_URL);
+    if (!(await redisPing(u.hostname, Number(u.port || 6379), 3000))) {
+      throw new SetupError(`REDIS_URL is set to ${process.env.REDIS_URL} but nothing answers there`);
+    }
+    return { url: process.env.REDIS_URL, stop: async () => {} };
+  }
+  if (await redisPing('127.0.0.1', 6379)) return { url: 'redis://127.0.0.1:6379', stop: async () => {} };
+  if (await redisPing('127.0.0.1', PRIVATE_REDIS_PORT)) return { url: `redis://127.0.0.1:${PRIVATE_REDIS_PORT}`, stop: async () => {} };
+
+  let bin = which('redis-server');
+  if (!bin && aptInstall(['redis-server'])) bin = which('redis-server');
+  if (!bin) {
+    throw new SetupError('no Redis found: install Redis (apt-get install redis-server, or brew install redis) or set REDIS_URL');
+  }
+  const dir = path.join(VAR, 'redis');
+  mkdirSync(dir, { recursive: true });
+  say(`starting a private Redis on 127.0.0.1:${PRIVATE_REDIS_PORT} (data in var/redis)`);
+  // Append-only so queued jobs and unmetered usage survive a restart of the private server.
+  run(bin, ['--port', String(PRIVATE_REDIS_PORT), '--bind', '127.0.0.1', '--dir', dir, '--daemonize', 'yes', '--pidfile', path.join(dir, 'redis.pid'),
+    '--logfile', path.join(dir, 'redis.log'), '--appendonly', 'yes', '--save', '', '--maxmemory-policy', 'noeviction'], { quiet: true });
+  for (let i = 0; i < 100; i++) {
+    if (await redisPing('127.0.0.1', PRIVATE_REDIS_PORT, 200)) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url: `redis://127.0.0.1:${PRIVATE_REDIS_PORT}`,
+    stop: async () => {
+      const cli = which('redis-cli');
+      if (cli) spawnSync(cli, ['-p', String(PRIVATE_REDIS_PORT), 'shutdown'], { stdio: 'ignore' });
+      else {
+        const pid = Number(readFileSync(path.join(dir, 'redis.pid'), 'utf8'));
+        if (pid) process.kill(pid, 'SIGTERM');
+      }
+    },
+  };
+}
+
+// ---------------------------------------------------------------- Postgres
+
+const PRIVATE_PG_PORT = 54329;
+
+async function pgConnects(url) {
+  const { default: pg } = await import('pg');
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await c.connect();
+    await c.query('select 1');
+    return true;
+  } catch (err) {
+    return err?.code === '3D000' ? 'no-database' : false;
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+function withDatabase(url, db) {
+  const u = new URL(url);
+  u.pathname = `/${db}`;
+  return u.toString();
+}
+
+export async function createDatabase(serverUrl, name, template) {
+  const { default: pg } = await import('pg');
+  const c = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres'), connectionTimeoutMillis: 3000 });
+  await c.connect();
+  try {
+    const exists = await c.query('select 1 from pg_database where datname = $1', [name]);
+    if (exists.rowCount === 0) await c.query(`create database "${name}"${template ? ` template "${template}"` : ''}`);
+  } finally {
+    await c.end();
+  }
+  return withDatabase(serverUrl, name);
+}
+
+export async function dropDatabase(serverUrl, name) {
+  const { default: pg } = await import('pg');
+  const c = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres'), connectionTimeoutMillis: 3000 });
+  await c.connect();
+  try {
+    await c.query(`drop database if exists "${name}" with (force)`);
+  } finally {
+    await c.end();
+  }
+}
+
+function findPgBin(name) {
+  const onPath = which(name);
+  if (onPath) return onPath;
+  const base = '/usr/lib/postgresql';
+  if (!existsSync(base)) return undefined;
+  const versions = readdirSync(base).filter((v) => existsSync(path.join(base, v, 'bin', name))).sort((a, b) => Number(b) - Number(a));
+  return versions[0] ? path.join(base, versions[0], 'bin', name) : undefined;
+}
+
+/**
+ * Returns { serverUrl, url, stop } where url names `dbName` (created when missing).
+ * DATABASE_URL wins; then a server on localhost:5432; then a private cluster under var/postgres.
+ */
+export async function ensurePostgres(dbName) {
+  if (process.env.DATABASE_URL) {
+    const state = await pgConnects(process.env.DATABASE_URL);
+    if (state === false) throw new SetupError(`DATABASE_URL is set but Postgres does not answer there`);
+    const name = new URL(process.env.DATABASE_URL).pathname.slice(1);
+    if (state === 'no-database') await createDatabase(process.env.DATABASE_URL, name);
+    return { serverUrl: process.env.DATABASE_URL, url: process.env.DATABASE_URL, stop: async () => {} };
+  }
+  const users = [...new Set([process.env.PGUSER, 'postgres', os.userInfo().username].filter(Boolean))];
+  for (const user of users) {
+    const serverUrl = `postgres://${encodeURIComponent(user)}@127.0.0.1:5432/postgres`;
+    if ((await pgConnects(serverUrl)) === true) {
+      return { serverUrl, url: await createDatabase(serverUrl, dbName), stop: async () => {} };
+    }
+  }
+  const privateUrl = `postgres://postgres@127.0.0.1:${PRIVATE_PG_PORT}/postgres`;
+  if ((await pgConnects(privateUrl)) === true) {
+    return { serverUrl: privateUrl, url: await createDatabase(privateUrl, dbName), stop: async () => {} };
+  }
+  return startPrivatePostgres(dbName);
+}
+
+async function startPrivatePostgres(dbName) {
+  let initdb = findPgBin('initdb');
+  if (!initdb && aptInstall(['postgresql'])) initdb = findPgBin('initdb');
+  const pgCtl = findPgBin('pg_ctl');
+  if (!initdb || !pgCtl) {
+    throw new SetupError('no PostgreSQL found: install PostgreSQL (apt-get install postgresql, or brew install postgresql) or set DATABASE_URL');
+  }
+  const dir = path.join(VAR, 'postgres');
+  const data = path.join(dir, 'data');
+  mkdirSync(dir, { recursive: true });
+  // Postgres refuses to run as root: as root, run it as the `postgres` system user.
+  let asUser = [];
+  if (isRoot()) {
+    const id = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
+    if (id.status !== 0) throw new SetupError('running as root, Postgres needs a `postgres` system user: install PostgreSQL (apt-get install postgresql) or set DATABASE_URL');
+    const uid = Number(id.stdout.trim());
+    const gid = Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout.trim());
+    chownSync(dir, uid, gid);
+    asUser = ['runuser', '-u', 'postgres', '--'];
+  }
+  const exec = (bin, args) => (asUser.length ? run(asUser[0], [...asUser.slice(1), bin, ...args], { quiet: true }) : run(bin, args, { quiet: true }));
+  if (!existsSync(path.join(data, 'PG_VERSION'))) {
+    say('initialising a private Postgres cluster in var/postgres');
+    rmSync(data, { recursive: true, force: true });
+    exec(initdb, ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8']);
+  }
+  say(`starting the private Postgres on 127.0.0.1:${PRIVATE_PG_PORT}`);
+  exec(pgCtl, ['-D', data, '-l', path.join(dir, 'postgres.log'), '-w', '-t', '60', '-o', `-p ${PRIVATE_PG_PORT} -k ${dir} -c listen_addresses=127.0.0.1`, 'start']);
+  const serverUrl = `postgres://postgres@127.0.0.1:${PRIVATE_PG_PORT}/postgres`;
+  return {
+    serverUrl,
+    url: await createDatabase(serverUrl, dbName),
+    stop: async () => {
+      exec(pgCtl, ['-D', data, '-m', 'fast', '-w', 'stop']);
+    },
+  };
+}
+
+export async function migrate(env) {
+  run(process.execPath, [path.join(ROOT, 'dist', 'scripts', 'migrate.js')], { env: { ...process.env, ...env } });
+}
+
+/** Runs `fn` and turns a SetupError into the one clear line the issue asks for. */
+export async function main(fn) {
+  try {
+    await fn();
+  } catch (err) {
+    if (err instanceof SetupError) {
+      process.stderr.write(`\nsetup failed: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}
+

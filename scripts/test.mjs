@@ -1,0 +1,71 @@
+// `npm test`: the same "make sure" steps as `npm start`, then the whole mocha suite against real
+// Postgres and Redis. Each run gets its own database and its own Redis key prefix, removed at the end.
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { ROOT, build, dropDatabase, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
+
+await main(async () => {
+  ensureDependencies();
+  build();
+  const runId = `${Date.now().toString(36)}${process.pid.toString(36)}`;
+  const dbName = `svc_test_${runId}`;
+  const postgres = await ensurePostgres(dbName);
+  const redis = await ensureRedis();
+  const env = {
+    ...process.env,
+    NODE_ENV: 'test',
+    DATABASE_URL: postgres.url,
+    PG_SERVER_URL: postgres.serverUrl,
+    REDIS_URL: redis.url,
+    REDIS_PREFIX: `test_${runId}`,
+  };
+  await migrate(env);
+
+  const mocha = spawn(process.execPath, ['--enable-source-maps', path.join(ROOT, 'node_modules', 'mocha', 'bin', 'mocha.js'), ...process.argv.slice(2)], {
+    cwd: ROOT,
+    env,
+    stdio: 'inherit',
+  });
+  const forward = (sig) => mocha.kill(sig);
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  const code = await new Promise((resolve) => mocha.once('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));
+
+  say('cleaning up the test database and Redis keys');
+  await dropDatabase(postgres.serverUrl, dbName).catch((err) => say(`could not drop ${dbName}: ${err.message}`));
+  await dropTestDatabases(postgres.serverUrl, dbName);
+  await clearRedisPrefix(redis.url, env.REDIS_PREFIX);
+  await postgres.stop();
+  await redis.stop();
+  process.exit(code);
+});
+
+/** Databases the tests cloned from this run's database are named after it. */
+async function dropTestDatabases(serverUrl, prefix) {
+  const { default: pg } = await import('pg');
+  const u = new URL(serverUrl);
+  u.pathname = '/postgres';
+  const c = new pg.Client({ connectionString: u.toString() });
+  await c.connect();
+  try {
+    const { rows } = await c.query('select datname from pg_database where datname like $1', [`${prefix}%`]);
+    for (const { datname } of rows) await c.query(`drop database if exists "${datname}" with (force)`);
+  } finally {
+    await c.end();
+  }
+}
+
+async function clearRedisPrefix(url, prefix) {
+  const { Redis } = await import('ioredis');
+  const r = new Redis(url, { maxRetriesPerRequest: 1 });
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) await r.unlink(...keys);
+    } while (cursor !== '0');
+  } finally {
+    r.disconnect();
+  }
+}

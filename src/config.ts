@@ -1,0 +1,328 @@
+// The only reader of process.env. Everything is validated once, at start-up, into a frozen,
+// grouped object; a bad value stops the process with one line naming the variable.
+
+export type Env = Record<string, string | undefined>;
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, expected: string, got: string | undefined) {
+    super(`${variable} must be ${expected}${got === undefined ? ' (it is not set)' : ` (got ${JSON.stringify(got)})`}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export type NodeEnv = 'development' | 'test' | 'production';
+export type MailTransport = 'dev-outbox' | 'postmark';
+export type ModelBackend = 'local' | 'catalog';
+
+export interface TierLimits {
+  requestsPerMinute: number;
+  requestsPerHour: number;
+  requestsPerDay: number;
+  tokensPerDay: number;
+}
+
+export interface Config {
+  env: NodeEnv;
+  http: {
+    host: string;
+    port: number;
+    /** Base of links we hand out (verification email, Stripe return URLs). */
+    publicBaseUrl: string;
+    bodyLimitBytes: number;
+    shutdownTimeoutMs: number;
+    trustProxy: boolean;
+  };
+  log: { level: string };
+  db: { url: string; poolSize: number; statementTimeoutMs: number };
+  redis: { url: string; prefix: string };
+  auth: {
+    jwt: {
+      secret: string | undefined;
+      jwksUrl: string | undefined;
+      algorithms: string[];
+      issuer: string | undefined;
+      audience: string | undefined;
+      mintTtlSeconds: number;
+    };
+    verifyTokenTtlMs: number;
+    regenerateWindowMs: number;
+  };
+  mail: {
+    transport: MailTransport;
+    from: string;
+    devDir: string;
+    postmark: { serverToken: string | undefined; apiBase: string | undefined };
+    maxAttempts: number;
+  };
+  catalog: { modelsFile: string };
+  providers: {
+    backend: ModelBackend;
+    openai: { apiKey: string | undefined; baseUrl: string | undefined };
+    anthropic: { apiKey: string | undefined; baseUrl: string | undefined };
+    gemini: { apiKey: string | undefined; baseUrl: string | undefined };
+    local: { ttftMs: number; tokensPerSecond: number };
+    requestTimeoutMs: number;
+    maxRetries: number;
+  };
+  queue: {
+    workerConcurrency: number;
+    maxDepth: number;
+    pickupTimeoutMs: number;
+    heartbeatMs: number;
+    stalledIntervalMs: number;
+  };
+  limits: {
+    paid: TierLimits;
+    /** Completion tokens reserved at admission when the request sets no max_tokens. */
+    defaultCompletionReservation: number;
+    reservationTtlMs: number;
+  };
+  stripe: {
+    secretKey: string | undefined;
+    webhookSecret: string | undefined;
+    priceId: string | undefined;
+    apiBase: string | undefined;
+    timeoutMs: number;
+    currency: string;
+  };
+  scheduler: {
+    invoiceCron: string;
+    reconcileCron: string;
+    rollupCron: string;
+    metricsPort: number | undefined;
+  };
+}
+
+class Reader {
+  constructor(private readonly env: Env) {}
+
+  raw(name: string): string | undefined {
+    const v = this.env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  }
+
+  str(name: string, fallback: string): string {
+    return this.raw(name) ?? fallback;
+  }
+
+  optional(name: string): string | undefined {
+    return this.raw(name);
+  }
+
+  int(name: string, fallback: number | undefined, min: number, max: number): number {
+    const v = this.raw(name);
+    if (v === undefined) {
+      if (fallback === undefined) throw new ConfigError(name, `an integer from ${min} to ${max}`, v);
+      return fallback;
+    }
+    if (!/^-?\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+      throw new ConfigError(name, `an integer from ${min} to ${max}`, v);
+    }
+    return Number(v);
+  }
+
+  optionalInt(name: string, min: number, max: number): number | undefined {
+    return this.raw(name) === undefined ? undefined : this.int(name, undefined, min, max);
+  }
+
+  bool(name: string, fallback: boolean): boolean {
+    const v = this.raw(name);
+    if (v === undefined) return fallback;
+    if (/^(1|true|yes|on)$/i.test(v)) return true;
+    if (/^(0|false|no|off)$/i.test(v)) return false;
+    throw new ConfigError(name, 'true or false', v);
+  }
+
+  oneOf<T extends string>(name: string, choices: readonly T[], fallback: T): T {
+    const v = this.raw(name) ?? fallback;
+    if (!choices.includes(v as T)) throw new ConfigError(name, `one of ${choices.join(', ')}`, v);
+    return v as T;
+  }
+
+  url(name: string, fallback: string | undefined, protocols: string[]): string {
+    const v = this.raw(name) ?? fallback;
+    if (v === undefined) throw new ConfigError(name, `a URL (${protocols.join(' or ')})`, v);
+    let parsed: URL;
+    try {
+      parsed = new URL(v);
+    } catch {
+      throw new ConfigError(name, `a URL (${protocols.join(' or ')})`, v);
+    }
+    if (!protocols.includes(parsed.protocol.replace(/:$/, ''))) {
+      throw new ConfigError(name, `a URL (${protocols.join(' or ')})`, v);
+    }
+    return v.replace(/\/+$/, '');
+  }
+
+  optionalUrl(name: string, protocols: string[]): string | undefined {
+    return this.raw(name) === undefined ? undefined : this.url(name, undefined, protocols);
+  }
+
+  list(name: string, fallback: string[]): string[] {
+    const v = this.raw(name);
+    return v === undefined ? fallback : v.split(',').map((s) => s.trim()).filter(Boolean);
+  }
+
+  cron(name: string, fallback: string): string {
+    const v = this.str(name, fallback);
+    if (v.split(/\s+/).length < 5 || v.split(/\s+/).length > 6) throw new ConfigError(name, 'a cron expression of 5 or 6 fields', v);
+    return v;
+  }
+}
+
+const HS_ALGS = ['HS256', 'HS384', 'HS512'];
+const ASYM_ALGS = ['RS256', 'RS384', 'RS512', 'PS256', 'ES256', 'ES384', 'EdDSA'];
+
+// 100 messages x 50,000 characters, each character escaped as \uXXXX (6 bytes) in the worst
+// case, plus room for the other fields: the largest valid request must fit.
+const DEFAULT_BODY_LIMIT = 32 * 1024 * 1024;
+
+export function loadConfig(env: Env = process.env): Config {
+  const r = new Reader(env);
+  const nodeEnv = r.oneOf<NodeEnv>('NODE_ENV', ['development', 'test', 'production'], 'development');
+  const production = nodeEnv === 'production';
+
+  const port = r.int('PORT', 8080, 0, 65535);
+  const host = r.str('HOST', '127.0.0.1');
+  const publicBaseUrl = r.url('PUBLIC_BASE_URL', `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`, ['http', 'https']);
+
+  const devDefault = (name: string, local: string): string | undefined => {
+    if (r.raw(name) === undefined && production) throw new ConfigError(name, 'set in production', undefined);
+    return local;
+  };
+  const dbUrl = r.url('DATABASE_URL', devDefault('DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/completions_dev'), ['postgres', 'postgresql']);
+  const redisUrl = r.url('REDIS_URL', devDefault('REDIS_URL', 'redis://127.0.0.1:6379'), ['redis', 'rediss']);
+
+  const jwtSecret = r.optional('JWT_SECRET');
+  const jwksUrl = r.optionalUrl('JWT_JWKS_URL', ['http', 'https']);
+  if (jwtSecret !== undefined && jwtSecret.length < 32) throw new ConfigError('JWT_SECRET', 'at least 32 characters', '<hidden>');
+  if (jwtSecret !== undefined && jwksUrl !== undefined) throw new ConfigError('JWT_JWKS_URL', 'unset when JWT_SECRET is set (choose one)', jwksUrl);
+  if (jwtSecret === undefined && jwksUrl === undefined && production) {
+    throw new ConfigError('JWT_SECRET', 'set in production (or JWT_JWKS_URL)', undefined);
+  }
+  const defaultAlgs = jwksUrl !== undefined ? ['RS256', 'ES256'] : ['HS256'];
+  const algorithms = r.list('JWT_ALGORITHMS', defaultAlgs);
+  const allowed = jwksUrl !== undefined ? ASYM_ALGS : HS_ALGS;
+  for (const a of algorithms) {
+    if (!allowed.includes(a)) throw new ConfigError('JWT_ALGORITHMS', `a list of ${allowed.join('/')} for the configured key`, algorithms.join(','));
+  }
+
+  const mailTransport = r.oneOf<MailTransport>('MAIL_TRANSPORT', ['dev-outbox', 'postmark'], production ? 'postmark' : 'dev-outbox');
+  const postmarkToken = r.optional('POSTMARK_SERVER_TOKEN');
+  if (mailTransport === 'postmark' && postmarkToken === undefined) {
+    throw new ConfigError('POSTMARK_SERVER_TOKEN', 'set when MAIL_TRANSPORT is postmark', undefined);
+  }
+
+  const openaiKey = r.optional('OPENAI_API_KEY');
+  const anthropicKey = r.optional('ANTHROPIC_API_KEY');
+  const geminiKey = r.optional('GEMINI_API_KEY');
+  // auto: with no provider key on a non-production machine every model is served by the
+  // built-in local model, so the whole product works offline.
+  const backendSetting = r.oneOf('MODEL_BACKEND', ['auto', 'local', 'catalog'], 'auto');
+  const anyKey = openaiKey !== undefined || anthropicKey !== undefined || geminiKey !== undefined;
+  const backend: ModelBackend = backendSetting === 'auto' ? (anyKey || production ? 'catalog' : 'local') : backendSetting;
+
+  const config: Config = {
+    env: nodeEnv,
+    http: {
+      host,
+      port,
+      publicBaseUrl,
+      bodyLimitBytes: r.int('BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT, 1024, 256 * 1024 * 1024),
+      shutdownTimeoutMs: r.int('SHUTDOWN_TIMEOUT_MS', 25_000, 0, 600_000),
+      trustProxy: r.bool('TRUST_PROXY', false),
+    },
+    log: { level: r.oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], nodeEnv === 'test' ? 'warn' : 'info') },
+    db: {
+      url: dbUrl,
+      poolSize: r.int('DB_POOL_SIZE', 10, 1, 200),
+      statementTimeoutMs: r.int('DB_STATEMENT_TIMEOUT_MS', 10_000, 100, 600_000),
+    },
+    redis: { url: redisUrl, prefix: r.str('REDIS_PREFIX', 'svc') },
+    auth: {
+      jwt: {
+        secret: jwtSecret ?? (production || jwksUrl !== undefined ? undefined : 'dev-only-jwt-secret-change-me-0123456789abcdef'),
+        jwksUrl,
+        algorithms,
+        issuer: r.optional('JWT_ISSUER'),
+        audience: r.optional('JWT_AUDIENCE'),
+        mintTtlSeconds: r.int('JWT_MINT_TTL_SECONDS', 3600, 60, 30 * 86400),
+      },
+      verifyTokenTtlMs: r.int('VERIFY_TOKEN_TTL_HOURS', 24, 1, 24 * 30) * 3_600_000,
+      regenerateWindowMs: 2 * 3_600_000,
+    },
+    mail: {
+      transport: mailTransport,
+      from: r.str('MAIL_FROM', 'Completions <no-reply@completions.local>'),
+      devDir: r.str('MAIL_DEV_DIR', 'var/mail'),
+      postmark: { serverToken: postmarkToken, apiBase: r.optionalUrl('POSTMARK_API_BASE', ['http', 'https']) },
+      maxAttempts: r.int('MAIL_MAX_ATTEMPTS', 8, 1, 100),
+    },
+    catalog: { modelsFile: r.str('MODELS_FILE', 'config/models.json') },
+    providers: {
+      backend,
+      openai: { apiKey: openaiKey, baseUrl: r.optionalUrl('OPENAI_BASE_URL', ['http', 'https']) },
+      anthropic: { apiKey: anthropicKey, baseUrl: r.optionalUrl('ANTHROPIC_BASE_URL', ['http', 'https']) },
+      gemini: { apiKey: geminiKey, baseUrl: r.optionalUrl('GEMINI_BASE_URL', ['http', 'https']) },
+      local: {
+        ttftMs: r.int('LOCAL_MODEL_TTFT_MS', 200, 0, 60_000),
+        tokensPerSecond: r.int('LOCAL_MODEL_TOKENS_PER_SECOND', 50, 1, 1_000_000),
+      },
+      requestTimeoutMs: r.int('UPSTREAM_TIMEOUT_MS', 120_000, 1000, 3_600_000),
+      maxRetries: r.int('UPSTREAM_MAX_RETRIES', 2, 0, 10),
+    },
+    queue: {
+      workerConcurrency: r.int('WORKER_CONCURRENCY', 64, 1, 10_000),
+      maxDepth: r.int('QUEUE_MAX_DEPTH', 2000, 1, 1_000_000),
+      pickupTimeoutMs: r.int('QUEUE_PICKUP_TIMEOUT_MS', 10_000, 100, 600_000),
+      heartbeatMs: r.int('STREAM_HEARTBEAT_MS', 15_000, 100, 600_000),
+      stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 30_000, 100, 600_000),
+    },
+    limits: {
+      paid: {
+        requestsPerMinute: r.int('PAID_REQUESTS_PER_MINUTE', 600, 1, 10_000_000),
+        requestsPerHour: r.int('PAID_REQUESTS_PER_HOUR', 20_000, 1, 100_000_000),
+        requestsPerDay: r.int('PAID_REQUESTS_PER_DAY', 200_000, 1, 1_000_000_000),
+        tokensPerDay: r.int('PAID_TOKENS_PER_DAY', 50_000_000, 1, 1_000_000_000_000),
+      },
+      defaultCompletionReservation: r.int('DEFAULT_COMPLETION_RESERVATION', 4096, 1, 8192),
+      reservationTtlMs: r.int('RESERVATION_TTL_MS', 15 * 60_000, 1000, 86_400_000),
+    },
+    stripe: {
+      secretKey: r.optional('STRIPE_SECRET_KEY'),
+      webhookSecret: r.optional('STRIPE_WEBHOOK_SECRET'),
+      priceId: r.optional('STRIPE_PRICE_ID'),
+      apiBase: r.optionalUrl('STRIPE_API_BASE', ['http', 'https']),
+      timeoutMs: r.int('STRIPE_TIMEOUT_MS', 10_000, 100, 120_000),
+      currency: r.str('BILLING_CURRENCY', 'usd').toLowerCase(),
+    },
+    scheduler: {
+      invoiceCron: r.cron('INVOICE_CRON', '15 0 1 * *'),
+      reconcileCron: r.cron('RECONCILE_CRON', '30 3 * * *'),
+      rollupCron: r.cron('ROLLUP_CRON', '5 * * * *'),
+      metricsPort: r.optionalInt('SCHEDULER_METRICS_PORT', 0, 65535),
+    },
+  };
+  return deepFreeze(config);
+}
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === 'object') {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
+
+/** For entry points: load or print the one line that says what is wrong, then exit. */
+export function loadConfigOrExit(env: Env = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(78);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,98 @@
+// One error type for the whole service. Features throw AppError; the web edge maps it to a status
+// and an OpenAI-style envelope ({"error":{message,type,code,param}}) so the official SDKs raise
+// their matching classes. Validation failures keep the interface's own 422 body (HTTPValidationError).
+
+export type ErrorKind =
+  | 'invalid_request'
+  | 'validation'
+  | 'authentication'
+  | 'permission'
+  | 'not_found'
+  | 'conflict'
+  | 'payload_too_large'
+  | 'rate_limited'
+  | 'insufficient_quota'
+  | 'upstream'
+  | 'unavailable'
+  | 'internal';
+
+const STATUS: Record<ErrorKind, number> = {
+  invalid_request: 400,
+  validation: 422,
+  authentication: 401,
+  permission: 403,
+  not_found: 404,
+  conflict: 409,
+  payload_too_large: 413,
+  rate_limited: 429,
+  insufficient_quota: 429,
+  upstream: 502,
+  unavailable: 503,
+  internal: 500,
+};
+
+// The `type` strings OpenAI uses for each family of error.
+const OPENAI_TYPE: Record<ErrorKind, string> = {
+  invalid_request: 'invalid_request_error',
+  validation: 'invalid_request_error',
+  authentication: 'authentication_error',
+  permission: 'permission_error',
+  not_found: 'not_found_error',
+  conflict: 'invalid_request_error',
+  payload_too_large: 'invalid_request_error',
+  rate_limited: 'rate_limit_exceeded',
+  insufficient_quota: 'insufficient_quota',
+  upstream: 'upstream_error',
+  unavailable: 'service_unavailable',
+  internal: 'server_error',
+};
+
+export interface ValidationIssue {
+  loc: (string | number)[];
+  msg: string;
+  type: string;
+}
+
+export interface AppErrorOptions {
+  code?: string;
+  param?: string | null;
+  headers?: Record<string, string>;
+  /** Overrides the kind's default status (for example 502 against 503 for upstream). */
+  status?: number;
+  detail?: ValidationIssue[];
+  cause?: unknown;
+}
+
+export class AppError extends Error {
+  readonly status: number;
+  readonly code: string | null;
+  readonly param: string | null;
+  readonly headers: Record<string, string>;
+  readonly detail: ValidationIssue[] | undefined;
+
+  constructor(readonly kind: ErrorKind, message: string, opts: AppErrorOptions = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'AppError';
+    this.status = opts.status ?? STATUS[kind];
+    this.code = opts.code ?? null;
+    this.param = opts.param ?? null;
+    this.headers = opts.headers ?? {};
+    this.detail = opts.detail;
+  }
+
+  get type(): string {
+    return OPENAI_TYPE[this.kind];
+  }
+
+  /** The JSON body a client sees. */
+  toBody(): unknown {
+    if (this.kind === 'validation') return { detail: this.detail ?? [] };
+    return { error: { message: this.message, type: this.type, code: this.code, param: this.param } };
+  }
+}
+
+export function validationError(detail: ValidationIssue[]): AppError {
+  return new AppError('validation', 'Request validation failed', { detail });
+}
+
+export const isAppError = (e: unknown): e is AppError => e instanceof AppError;

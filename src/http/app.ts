@@ -1,0 +1,82 @@
+import Koa from 'koa';
+import { Router } from '@koa/router';
+import type { AppContext } from '../context.js';
+import { AppError } from '../errors.js';
+import { validate } from '../validation.js';
+import { authenticate } from './middleware/auth.js';
+import { jsonBody } from './middleware/body.js';
+import { errorHandler } from './middleware/errors.js';
+import { observe } from './middleware/observe.js';
+import { requestId } from './middleware/request-id.js';
+import { buildOpenApi } from './openapi.js';
+import type { AppState, HttpContext, RouteSpec } from './route.js';
+import { allRoutes } from './routes/index.js';
+
+/**
+ * The web tier, in the order a request meets it: request id, metrics and access log, the one
+ * error mapper, then per route: credential, body, query and body validation, handler.
+ */
+export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState> {
+  let openApiDoc: unknown;
+  // `only` serves a chosen set of routes (middleware tests); by default, every endpoint.
+  const routes = only ?? allRoutes(() => openApiDoc);
+  openApiDoc = buildOpenApi(routes, app.config.http.publicBaseUrl);
+
+  const router = new Router<AppState>();
+  for (const spec of routes) {
+    const stack: Koa.Middleware<AppState>[] = [
+      async (ctx, next) => {
+        ctx.state.route = spec.path;
+        await next();
+      },
+      authenticate(spec.auth, app),
+    ];
+    if (spec.method === 'post' && (spec.body || spec.rawBody)) stack.push(jsonBody(app.config.http.bodyLimitBytes, spec.rawBody));
+    if (spec.query) {
+      const schema = spec.query;
+      stack.push(async (ctx, next) => {
+        ctx.state.query = validate(schema, { ...ctx.query }, 'query');
+        await next();
+      });
+    }
+    if (spec.body) {
+      const schema = spec.body;
+      const required = spec.bodyRequired ?? true;
+      stack.push(async (ctx, next) => {
+        const body = ctx.state.body;
+        if (body === undefined) {
+          if (required) throw new AppError('validation', 'Body required', { detail: [{ loc: ['body'], msg: 'Field required', type: 'missing' }] });
+        } else {
+          ctx.state.body = validate(schema, body, 'body');
+        }
+        await next();
+      });
+    }
+    stack.push(async (ctx) => {
+      await spec.handler(ctx as HttpContext, app);
+    });
+    router[spec.method](spec.path, ...(stack as Parameters<typeof router.get>[1][]));
+  }
+
+  const koa = new Koa<AppState>({ proxy: app.config.http.trustProxy });
+  // Errors are logged once, by the error mapper; Koa's own stderr printing would repeat them.
+  koa.silent = true;
+  koa.use(requestId());
+  koa.use(observe(app));
+  koa.use(errorHandler(app.log));
+  koa.use(router.routes());
+  koa.use(
+    router.allowedMethods({
+      throw: true,
+      methodNotAllowed: () => new AppError('invalid_request', 'Method not allowed for this URL', { status: 405, code: 'method_not_allowed' }),
+      notImplemented: () => new AppError('invalid_request', 'Method not implemented', { status: 501, code: 'not_implemented' }),
+    }),
+  );
+  // Sets (rather than throws) the 404, so allowedMethods above can still turn it into a 405.
+  koa.use(async (ctx) => {
+    const notFound = new AppError('not_found', `Unknown request URL: ${ctx.method} ${ctx.path}`, { code: 'unknown_url' });
+    ctx.status = notFound.status;
+    ctx.body = notFound.toBody();
+  });
+  return koa;
+}

@@ -1,0 +1,109 @@
+import type { JsonSchema } from '../validation.js';
+import type { RouteSpec } from './route.js';
+
+const ValidationError: JsonSchema = {
+  type: 'object',
+  required: ['loc', 'msg', 'type'],
+  properties: {
+    loc: { type: 'array', items: { anyOf: [{ type: 'string' }, { type: 'integer' }] } },
+    msg: { type: 'string' },
+    type: { type: 'string' },
+  },
+};
+
+const HTTPValidationError: JsonSchema = {
+  type: 'object',
+  properties: { detail: { type: 'array', items: { $ref: '#/components/schemas/ValidationError' } } },
+};
+
+const ErrorResponse: JsonSchema = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['message', 'type'],
+      properties: {
+        message: { type: 'string' },
+        type: { type: 'string', example: 'invalid_request_error' },
+        code: { type: ['string', 'null'] },
+        param: { type: ['string', 'null'] },
+      },
+    },
+  },
+};
+
+const errorRef = (description: string) => ({
+  description,
+  content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } },
+});
+
+/** The OpenAPI 3.1 document, generated from the same route specs and schemas the router validates with. */
+export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const r of routes) {
+    if (r.hidden) continue;
+    const responses: Record<string, unknown> = {};
+    for (const [status, spec] of Object.entries(r.responses)) {
+      const content: Record<string, unknown> = {};
+      content['application/json'] = spec.schema ? { schema: spec.schema } : {};
+      for (const media of spec.alsoAs ?? []) content[media] = { schema: { type: 'string' } };
+      responses[status] = {
+        description: spec.description,
+        content,
+        ...(spec.headers ? { headers: Object.fromEntries(Object.entries(spec.headers).map(([h, d]) => [h, { description: d, schema: { type: 'string' } }])) } : {}),
+      };
+    }
+    if (r.query || r.body) {
+      responses['422'] = {
+        description: 'Validation error',
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/HTTPValidationError' } } },
+      };
+    }
+    if (r.auth !== 'none') responses['401'] ??= errorRef('Missing or invalid credential');
+    responses['429'] ??= errorRef('Rate limit exceeded; retry with exponential backoff');
+    responses['500'] ??= errorRef('Server error');
+
+    const parameters = r.query
+      ? Object.entries((r.query.properties ?? {}) as Record<string, JsonSchema>).map(([name, schema]) => ({
+          name,
+          in: 'query',
+          required: ((r.query?.required ?? []) as string[]).includes(name),
+          schema,
+        }))
+      : undefined;
+
+    const security =
+      r.auth === 'none' ? [] : r.auth === 'api_key' ? [{ ApiKey: [] }] : r.auth === 'jwt' ? [{ JWT: [] }] : [{ ApiKey: [] }, { JWT: [] }];
+
+    (paths[r.path] ??= {})[r.method] = {
+      operationId: r.operationId,
+      summary: r.summary,
+      ...(r.description ? { description: r.description } : {}),
+      tags: [r.tag],
+      security,
+      ...(parameters ? { parameters } : {}),
+      ...(r.body
+        ? { requestBody: { required: r.bodyRequired ?? true, content: { 'application/json': { schema: r.body } } } }
+        : {}),
+      responses,
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Chat Completion, Account and Billing Service',
+      version: '1.0.0',
+      description: 'OpenAI-compatible chat completions with self-serve accounts, a free tier and a pay-as-you-go paid tier billed monthly.',
+    },
+    servers: [{ url: serverUrl }],
+    paths,
+    components: {
+      schemas: { ValidationError, HTTPValidationError, ErrorResponse },
+      securitySchemes: {
+        ApiKey: { type: 'http', scheme: 'bearer', description: 'API key: sk-svc-…' },
+        JWT: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Frontend-issued JSON Web Token' },
+      },
+    },
+  };
+}

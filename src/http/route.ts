@@ -1,0 +1,62 @@
+import type { RouterContext } from '@koa/router';
+import type { AppContext } from '../context.js';
+import type { JsonSchema } from '../validation.js';
+import type { Account } from '../accounts/accounts.repository.js';
+
+/** Which credential an endpoint takes (the interface's Authentication section). */
+export type AuthMode = 'none' | 'api_key' | 'jwt' | 'api_key_or_jwt';
+
+export interface AppState {
+  requestId: string;
+  /** The matched route's path, for metrics labels. */
+  route?: string;
+  account?: Account;
+  /** How the caller authenticated, when it did. */
+  credential?: 'api_key' | 'jwt';
+  body?: unknown;
+  query?: unknown;
+  rawBody?: string;
+}
+
+export type HttpContext = RouterContext<AppState>;
+
+export interface ResponseSpec {
+  description: string;
+  schema?: JsonSchema;
+  /** Media types other than JSON the endpoint can answer with. */
+  alsoAs?: ('text/html' | 'text/event-stream' | 'text/plain')[];
+  headers?: Record<string, string>;
+}
+
+/**
+ * One endpoint: everything the router needs and everything the OpenAPI document says about it,
+ * declared once. Schemas here are the single source of truth for validation and documentation.
+ */
+export interface RouteSpec {
+  method: 'get' | 'post';
+  path: string;
+  operationId: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  auth: AuthMode;
+  query?: JsonSchema;
+  body?: JsonSchema;
+  /** The body is required (422 when absent) rather than optional. */
+  bodyRequired?: boolean;
+  /** Keep the exact request bytes in ctx.state.rawBody (signature checks). */
+  rawBody?: boolean;
+  responses: Record<number, ResponseSpec>;
+  /** Left out of the OpenAPI document (the docs page itself). */
+  hidden?: boolean;
+  handler: (ctx: HttpContext, app: AppContext) => Promise<void> | void;
+}
+
+export const defineRoutes = (routes: RouteSpec[]): RouteSpec[] => routes;
+
+/** The account an authenticated route runs for; the auth middleware guarantees it. */
+export function accountOf(ctx: HttpContext): Account {
+  const account = ctx.state.account;
+  if (!account) throw new Error(`route ${ctx.path} read the account without authenticating`);
+  return account;
+}

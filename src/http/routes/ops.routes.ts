@@ -1,0 +1,116 @@
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { checkHealth } from '../../health/health.service.js';
+import { AppError } from '../../errors.js';
+import { defineRoutes, type RouteSpec } from '../route.js';
+
+const require = createRequire(import.meta.url);
+const swaggerDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
+const DOC_ASSETS: Record<string, string> = {
+  'swagger-ui.css': 'text/css; charset=utf-8',
+  'swagger-ui-bundle.js': 'application/javascript; charset=utf-8',
+};
+
+const DOCS_HTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>API documentation</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
+<body><div id="ui"></div><script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script>window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#ui', deepLinking: true });</script>
+</body></html>`;
+
+/** Accept asks for the Prometheus text format (text/plain) or OpenMetrics, as a Prometheus server does. */
+function wantsPrometheusText(accept: string): boolean {
+  return /text\/plain|application\/openmetrics-text/i.test(accept);
+}
+
+/** /health, /metrics, /openapi.json and /docs. `openApi` is filled in by the app once every route is known. */
+export function opsRoutes(openApi: () => unknown): RouteSpec[] {
+  return defineRoutes([
+    {
+      method: 'get',
+      path: '/health',
+      operationId: 'health',
+      summary: 'State of Postgres, Redis and the completion queue',
+      tag: 'operations',
+      auth: 'none',
+      responses: {
+        200: { description: 'Every dependency answers' },
+        503: { description: 'At least one dependency is down; `down` names it' },
+      },
+      handler: async (ctx, app) => {
+        const backend = app.config.providers.backend;
+        const report = await checkHealth(app, {
+          model_backend: backend,
+          ...(backend === 'local' ? { model_note: 'no provider keys configured: every catalog model is served by the built-in local model' } : {}),
+        });
+        ctx.status = report.status === 'ok' ? 200 : 503;
+        ctx.set('Cache-Control', 'no-store');
+        ctx.body = report;
+      },
+    },
+    {
+      method: 'get',
+      path: '/metrics',
+      operationId: 'metrics',
+      summary: 'Process and HTTP metrics: JSON by default, Prometheus text when Accept asks for text/plain or OpenMetrics',
+      tag: 'operations',
+      auth: 'none',
+      responses: { 200: { description: 'Metrics', alsoAs: ['text/plain'] } },
+      handler: async (ctx, app) => {
+        const registry = app.metrics.registry;
+        if (wantsPrometheusText(ctx.get('accept'))) {
+          ctx.type = registry.contentType;
+          ctx.body = await registry.metrics();
+        } else {
+          ctx.body = await registry.getMetricsAsJSON();
+        }
+      },
+    },
+    {
+      method: 'get',
+      path: '/openapi.json',
+      operationId: 'openapi',
+      summary: 'This OpenAPI document',
+      tag: 'operations',
+      auth: 'none',
+      responses: { 200: { description: 'OpenAPI 3.1 document' } },
+      handler: (ctx) => {
+        ctx.body = openApi();
+      },
+    },
+    {
+      method: 'get',
+      path: '/docs',
+      operationId: 'docs',
+      summary: 'Rendered API documentation',
+      tag: 'operations',
+      auth: 'none',
+      hidden: true,
+      responses: { 200: { description: 'HTML page', alsoAs: ['text/html'] } },
+      handler: (ctx) => {
+        ctx.type = 'text/html; charset=utf-8';
+        ctx.body = DOCS_HTML;
+      },
+    },
+    {
+      method: 'get',
+      path: '/docs/assets/:file',
+      operationId: 'docsAsset',
+      summary: 'Static assets of the documentation page',
+      tag: 'operations',
+      auth: 'none',
+      hidden: true,
+      responses: { 200: { description: 'Asset' } },
+      handler: async (ctx) => {
+        const file = String(ctx.params.file);
+        const type = DOC_ASSETS[file];
+        if (!type) throw new AppError('not_found', `No such asset: ${file}`);
+        ctx.type = type;
+        ctx.set('Cache-Control', 'public, max-age=86400');
+        ctx.body = await readFile(path.join(swaggerDir, file));
+      },
+    },
+  ]);
+}

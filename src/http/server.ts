@@ -1,0 +1,62 @@
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import type { AppContext } from '../context.js';
+import { isMain, runProcess } from '../lifecycle.js';
+import { createHttpApp } from './app.js';
+import type { RouteSpec } from './route.js';
+
+export interface RunningServer {
+  server: http.Server;
+  url: string;
+  /** Stop accepting and let in-flight requests finish up to the deadline; the caller closes the context. */
+  stop(): Promise<void>;
+}
+
+/** Starts the web tier on the configured host and port (PORT=0 picks a free one). */
+export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Promise<RunningServer> {
+  const koa = createHttpApp(app, routes);
+  await app.warmUp([app.redis, app.redisConnection('queue-producer')]);
+  const server = http.createServer(koa.callback());
+  // Streams can be long; Node's default request timeout (5 min) would cut them.
+  server.requestTimeout = 0;
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+
+  const sockets = new Set<Socket>();
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.once('close', () => sockets.delete(s));
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(app.config.http.port, app.config.http.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : app.config.http.port;
+  const host = app.config.http.host.includes(':') ? `[${app.config.http.host}]` : app.config.http.host;
+  const url = `http://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${port}`;
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Idle keep-alive sockets would hold close() open; busy ones finish their request first.
+      server.closeIdleConnections();
+      const deadline = new Promise<void>((resolve) => setTimeout(resolve, app.config.http.shutdownTimeoutMs).unref());
+      await Promise.race([closed, deadline]);
+      for (const s of sockets) s.destroy();
+    })());
+
+  return { server, url, stop };
+}
+
+if (isMain(import.meta.url)) {
+  runProcess('web', async (app) => {
+    const running = await startWebServer(app);
+    return { stop: running.stop, ready: `web tier listening on ${running.url}` };
+  });
+}

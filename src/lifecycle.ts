@@ -1,0 +1,65 @@
+import { loadConfigOrExit, type Config } from './config.js';
+import { createContext, type AppContext } from './context.js';
+
+/** Something a process runs until it is told to stop (a queue worker, a poller, a cron table). */
+export interface BackgroundService {
+  name: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The shape of every entry point: load and validate configuration, build the context, start,
+ * and on SIGTERM/SIGINT stop what was started, then close the context. A second signal forces exit.
+ */
+export function runProcess(role: string, start: (app: AppContext, config: Config) => Promise<{ stop(): Promise<void>; ready?: string }>): void {
+  const config = loadConfigOrExit();
+  const app = createContext(config, { role });
+  let stopper: { stop(): Promise<void> } | undefined;
+  let signalled = false;
+  const shutdown = (signal: string) => {
+    if (signalled) {
+      app.log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    signalled = true;
+    app.log.info({ signal }, `${role}: shutting down`);
+    const forced = setTimeout(() => {
+      app.log.error(`${role}: shutdown deadline passed; exiting`);
+      process.exit(1);
+    }, config.http.shutdownTimeoutMs + 5000);
+    forced.unref();
+    (stopper ? stopper.stop() : Promise.resolve())
+      .then(() => app.close())
+      .then(
+        () => process.exit(0),
+        (err) => {
+          app.log.error({ err }, `${role}: shutdown failed`);
+          process.exit(1);
+        },
+      );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  start(app, config).then(
+    (s) => {
+      stopper = s;
+      app.log.info({ modelBackend: config.providers.backend }, s.ready ?? `${role}: ready`);
+    },
+    (err) => {
+      process.stderr.write(`${role} failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+      app.close().finally(() => process.exit(1));
+    },
+  );
+}
+
+/** Stops services in reverse start order. */
+export function stopAll(services: BackgroundService[]): () => Promise<void> {
+  return async () => {
+    for (const s of [...services].reverse()) await s.stop();
+  };
+}
+
+/** True when this module is the file Node was asked to run. */
+export function isMain(importMetaUrl: string): boolean {
+  return process.argv[1] !== undefined && importMetaUrl === new URL(`file://${process.argv[1]}`).href;
+}

@@ -1,0 +1,25 @@
+import { randomBytes } from 'node:crypto';
+import { loadConfig, type Config, type Env } from '../../src/config.js';
+
+/** The environment `npm test` prepared (isolated database and Redis prefix), plus test defaults. */
+export function testEnv(overrides: Env = {}): Env {
+  return {
+    ...process.env,
+    NODE_ENV: 'test',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    ...overrides,
+  };
+}
+
+export function testConfig(overrides: Env = {}): Config {
+  return loadConfig(testEnv(overrides));
+}
+
+export const randomId = (bytes = 6): string => randomBytes(bytes).toString('hex');
+
+/** A Redis prefix of its own, inside this run's prefix (so the run's cleanup removes it). */
+export const isolatedPrefix = (): string => `${process.env.REDIS_PREFIX ?? 'test'}:${randomId(4)}`;
+
+export const uniqueEmail = (tag = 'user'): string => `${tag}.${randomId()}@example.com`;

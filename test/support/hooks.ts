@@ -1,0 +1,8 @@
+import { stopAllRoles } from './processes.js';
+
+/** Mocha root hooks: whatever a test started as a child process is gone before the run ends. */
+export const mochaHooks = {
+  async afterAll(): Promise<void> {
+    await stopAllRoles();
+  },
+};

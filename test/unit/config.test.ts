@@ -1,0 +1,34 @@
+import { expect } from 'chai';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+describe('configuration', () => {
+  const base = { DATABASE_URL: 'postgres://u@localhost:5432/db', REDIS_URL: 'redis://127.0.0.1:6379' };
+
+  it('applies the documented defaults when nothing is set', () => {
+    const c = loadConfig({});
+    expect(c.http.port).to.equal(8080);
+    expect(c.env).to.equal('development');
+    expect(c.mail.transport).to.equal('dev-outbox');
+    expect(c.providers.backend).to.equal('local');
+  });
+
+  it('names the variable and what it expects when a value is wrong', () => {
+    expect(() => loadConfig({ ...base, PORT: 'eighty' })).to.throw(ConfigError, /^PORT must be an integer from 0 to 65535 \(got "eighty"\)$/);
+    expect(() => loadConfig({ ...base, REDIS_URL: 'http://x' })).to.throw(ConfigError, /^REDIS_URL must be a URL \(redis or rediss\)/);
+    expect(() => loadConfig({ ...base, MAIL_TRANSPORT: 'smtp' })).to.throw(ConfigError, /^MAIL_TRANSPORT must be one of dev-outbox, postmark/);
+  });
+
+  it('requires the production-only variables in production', () => {
+    expect(() => loadConfig({ NODE_ENV: 'production' })).to.throw(ConfigError, /^DATABASE_URL must be set in production/);
+    expect(() => loadConfig({ NODE_ENV: 'production', ...base })).to.throw(ConfigError, /^JWT_SECRET must be set in production/);
+  });
+
+  it('serves catalog models from their providers as soon as one provider key is set', () => {
+    expect(loadConfig({ ...base, OPENAI_API_KEY: 'sk-x' }).providers.backend).to.equal('catalog');
+  });
+
+  it('is frozen, so no code can change it after start-up', () => {
+    const c = loadConfig(base);
+    expect(Object.isFrozen(c.http)).to.equal(true);
+  });
+});

@@ -1,0 +1,10 @@
+import { isMain, runProcess, stopAll, type BackgroundService } from '../src/lifecycle.js';
+
+// The `worker` role: everything that drains a queue. Each replica runs the same set; BullMQ and
+// row locks share the work between replicas.
+if (isMain(import.meta.url)) {
+  runProcess('worker', async () => {
+    const services: BackgroundService[] = [];
+    return { stop: stopAll(services), ready: `worker: running ${services.map((s) => s.name).join(', ') || 'no services'}` };
+  });
+}
