@@ -2,7 +2,7 @@
 // Postgres and Redis. Each run gets its own database and its own Redis key prefix, removed at the end.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { ROOT, build, dropDatabase, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
+import { OUT_DIR, ROOT, build, dropDatabase, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
 
 await main(async () => {
   ensureDependencies();
@@ -21,7 +21,12 @@ await main(async () => {
   };
   await migrate(env);
 
-  const mocha = spawn(process.execPath, ['--enable-source-maps', path.join(ROOT, 'node_modules', 'mocha', 'bin', 'mocha.js'), ...process.argv.slice(2)], {
+  // `npm test -- path/to/file.test.js --grep x` runs a part; with no file given, the whole suite.
+  const args = process.argv.slice(2);
+  const files = args.filter((a) => a.endsWith('.js'));
+  const specs = files.length ? [] : [path.join(OUT_DIR, 'test', '**', '*.test.js')];
+  const mochaArgs = ['--require', path.join(OUT_DIR, 'test', 'support', 'hooks.js'), ...specs, ...args];
+  const mocha = spawn(process.execPath, ['--enable-source-maps', path.join(ROOT, 'node_modules', 'mocha', 'bin', 'mocha.js'), ...mochaArgs], {
     cwd: ROOT,
     env,
     stdio: 'inherit',
