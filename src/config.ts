@@ -53,6 +53,8 @@ export interface Config {
     devDir: string;
     postmark: { serverToken: string | undefined; apiBase: string | undefined };
     maxAttempts: number;
+    /** How long one send may take before it counts as a failed attempt (a hung provider). */
+    sendTimeoutMs: number;
   };
   catalog: { modelsFile: string };
   providers: {
@@ -257,6 +259,7 @@ export function loadConfig(env: Env = process.env): Config {
       devDir: r.str('MAIL_DEV_DIR', 'var/mail'),
       postmark: { serverToken: postmarkToken, apiBase: r.optionalUrl('POSTMARK_API_BASE', ['http', 'https']) },
       maxAttempts: r.int('MAIL_MAX_ATTEMPTS', 8, 1, 100),
+      sendTimeoutMs: r.int('MAIL_SEND_TIMEOUT_MS', 30_000, 100, 600_000),
     },
     catalog: { modelsFile: r.str('MODELS_FILE', 'config/models.json') },
     providers: {
