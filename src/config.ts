@@ -85,6 +85,8 @@ export interface Config {
     priceId: string | undefined;
     apiBase: string | undefined;
     timeoutMs: number;
+    /** Automatic retries of a failed Stripe call (with our idempotency keys, so never a double write). */
+    maxNetworkRetries: number;
     currency: string;
   };
   scheduler: {
@@ -297,6 +299,7 @@ export function loadConfig(env: Env = process.env): Config {
       priceId: r.optional('STRIPE_PRICE_ID'),
       apiBase: r.optionalUrl('STRIPE_API_BASE', ['http', 'https']),
       timeoutMs: r.int('STRIPE_TIMEOUT_MS', 10_000, 100, 120_000),
+      maxNetworkRetries: r.int('STRIPE_MAX_NETWORK_RETRIES', 2, 0, 5),
       currency: r.str('BILLING_CURRENCY', 'usd').toLowerCase(),
     },
     scheduler: {
