@@ -1,0 +1,43 @@
+import type { JsonSchema } from '../validation.js';
+
+/**
+ * Prices are exact decimal strings (USD per 1M tokens), never JSON numbers: a float cannot hold
+ * 0.30 exactly, and usage rows copy these strings into Postgres numeric columns.
+ */
+export const PRICE_PATTERN = '^\\d+(\\.\\d{1,6})?$';
+
+const price: JsonSchema = { type: 'string', pattern: PRICE_PATTERN, maxLength: 20 };
+
+export const catalogModelSchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'provider', 'upstream_model', 'tiers', 'input_price_per_million', 'output_price_per_million'],
+  properties: {
+    // The public id is what clients send as `model`, which the interface bounds at 50 characters.
+    id: { type: 'string', minLength: 1, maxLength: 50, pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]*$' },
+    provider: { type: 'string', enum: ['openai', 'anthropic', 'gemini', 'local'] },
+    upstream_model: { type: 'string', minLength: 1, maxLength: 200 },
+    tiers: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', enum: ['free', 'paid'] } },
+    input_price_per_million: price,
+    output_price_per_million: price,
+    /** The provider's own list price when the service's price floor raised it (transparency only). */
+    published_input_price_per_million: price,
+    published_output_price_per_million: price,
+    description: { type: 'string', maxLength: 500 },
+  },
+};
+
+export const catalogFileSchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['models', 'personas'],
+  properties: {
+    models: { type: 'array', minItems: 1, items: catalogModelSchema },
+    // Persona names are what clients send as `persona` (max 50 characters in the interface).
+    personas: {
+      type: 'object',
+      propertyNames: { type: 'string', minLength: 1, maxLength: 50, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$' },
+      additionalProperties: { type: 'string', minLength: 1, maxLength: 20000 },
+    },
+  },
+};

@@ -1,0 +1,225 @@
+import { createHash } from 'node:crypto';
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import { abortError } from './abort.js';
+import { countPromptTokens, tokenPieces } from './tokenizer.js';
+import type { ChatMessage, CompletionEvent, CompletionParams, Provider } from './types.js';
+
+export interface LocalModelOptions {
+  /** Delay before the first token. 0 means "next turn of the event loop", no timer. */
+  ttftMs: number;
+  /** Tokens per second per choice once streaming. */
+  tokensPerSecond: number;
+}
+
+export const LOCAL_MODEL_FINGERPRINT = 'local-model-v1';
+
+// ---- deterministic text --------------------------------------------------------------------
+
+/** mulberry32: a tiny, well-distributed PRNG; we only need reproducibility, not secrecy. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function seedOf(model: string, messages: readonly ChatMessage[], index: number): number {
+  const h = createHash('sha256');
+  h.update(model).update('\0').update(String(index));
+  for (const m of messages) h.update('\0').update(m.role).update('\0').update(m.content);
+  return h.digest().readUInt32BE(0);
+}
+
+const STOPWORDS = new Set(
+  'about above after again against also because been before being below between both cannot could does doing down during each from further have having here hers herself himself into itself just more most myself once only other ought ours ourselves over same should some such than that their theirs them themselves then there these they this those through under until very what when where which while whom with would your yours yourself yourselves please tell explain know want need like make give write show help thanks thank could hello dear'.split(
+    ' ',
+  ),
+);
+
+/**
+ * The subject of the last user message: its longest non-trivial word with the non-trivial words
+ * right beside it ("quantum entanglement"). ASCII only, so every token of the answer decodes alone.
+ */
+function topicOf(messages: readonly ChatMessage[]): string {
+  const last = [...messages].reverse().find((m) => m.role === 'user') ?? messages[messages.length - 1];
+  const words = (last?.content.slice(0, 4000).match(/[A-Za-z][A-Za-z'-]*/g) ?? []).map((w) => w.toLowerCase());
+  const salient = (w: string | undefined) => w !== undefined && w.length >= 4 && w.length <= 20 && !w.includes("'") && !STOPWORDS.has(w);
+  let best = -1;
+  words.forEach((w, i) => {
+    if (salient(w) && (best < 0 || w.length > words[best]!.length)) best = i;
+  });
+  if (best < 0) return 'this question';
+  let from = best;
+  let to = best;
+  while (to - from < 2 && salient(words[from - 1])) from -= 1;
+  while (to - from < 2 && salient(words[to + 1])) to += 1;
+  return words.slice(from, to + 1).join(' ');
+}
+
+const an = (word: string): string => `${/^[aeiou]/.test(word) ? 'an' : 'a'} ${word}`;
+
+const OPENERS = ['Sure.', 'Good question.', 'Happy to help.', 'Here is a short answer.', "Let's take it step by step.", 'In short:'];
+const ADJ = ['main', 'underlying', 'practical', 'overall', 'typical', 'important', 'simple', 'basic', 'usual', 'key', 'common'];
+const NOUNS = ['approach', 'result', 'process', 'example', 'detail', 'structure', 'method', 'pattern', 'idea', 'step', 'constraint', 'trade-off', 'input', 'context', 'goal', 'assumption'];
+const VPS = [
+  'depends on the context',
+  'changes the outcome',
+  'makes the rest easier',
+  'needs a careful check',
+  'stays the same in most cases',
+  'becomes much simpler',
+  'shapes the final result',
+  'affects how well it works',
+  'reduces the risk of mistakes',
+  'is worth testing early',
+  'tends to matter more than expected',
+];
+const SENTENCES: ((w: Words) => string)[] = [
+  (w) => `The key point about ${w.topic} is that ${w.np()} ${w.vp()}.`,
+  (w) => `In practice, ${w.np()} ${w.vp()} when ${w.np()} ${w.vp()}.`,
+  (w) => `A common mistake is to assume that ${w.np()} ${w.vp()}.`,
+  (w) => `It helps to think of ${w.topic} as ${an(w.adj())} ${w.noun()} that ${w.vp()}.`,
+  (w) => `Generally, ${w.np()} ${w.vp()}, which is why ${w.np()} matters.`,
+  (w) => `If you are unsure, start with the ${w.adj()} ${w.noun()} and check whether it ${w.vp()}.`,
+  (w) => `Most people find that ${w.np()} ${w.vp()} once ${w.np()} is clear.`,
+  (w) => `For ${w.topic}, ${w.np()} usually ${w.vp()}.`,
+];
+const CLOSERS = ['I hope this helps.', 'Let me know if you would like more detail.', 'Feel free to ask a follow-up question.', 'Would you like a worked example?'];
+
+interface Words {
+  topic: string;
+  adj(): string;
+  noun(): string;
+  np(): string;
+  vp(): string;
+}
+
+/** A plausible, deterministic answer of roughly `target` tokens, ending at a sentence. */
+function compose(rand: () => number, topic: string, target: number): string {
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+  const w: Words = { topic, adj: () => pick(ADJ), noun: () => pick(NOUNS), np: () => `the ${pick(ADJ)} ${pick(NOUNS)}`, vp: () => pick(VPS) };
+  let text = pick(OPENERS);
+  let words = text.split(' ').length;
+  let inParagraph = 0;
+  let breakNext = false;
+  // Words are a close, cheap proxy for tokens in this vocabulary (about 1.15 tokens per word).
+  const targetWords = Math.round(target / 1.15);
+  const listAt = target > 70 && rand() < 0.4 ? 2 : -1;
+  let sentences = 0;
+  while (words < targetWords - 8) {
+    let s: string;
+    if (sentences === listAt) {
+      s = `Here are the steps:\n\n1. Identify the ${w.adj()} ${w.noun()}.\n2. Check that it ${w.vp()}.\n3. Adjust the ${w.noun()} and compare the result.`;
+      breakNext = true;
+    } else {
+      s = pick(SENTENCES)(w);
+    }
+    const sep = breakNext || inParagraph >= 2 + Math.floor(rand() * 3) ? '\n\n' : ' ';
+    if (sep === '\n\n') inParagraph = 0;
+    breakNext = sentences === listAt;
+    text += sep + s;
+    inParagraph += 1;
+    sentences += 1;
+    words += s.split(/\s+/).length;
+  }
+  return `${text}${breakNext ? '\n\n' : ' '}${pick(CLOSERS)}`;
+}
+
+export interface PlannedChoice {
+  /** The choice's tokens as strings, in order. */
+  pieces: string[];
+  finish: 'stop' | 'length';
+}
+
+/** The full answer of one choice: deterministic in (model, messages, index), cut by stop and max_tokens. */
+export function planChoice(params: CompletionParams, index: number): PlannedChoice {
+  const rand = prng(seedOf(params.model, params.messages, index));
+  const target = 30 + Math.floor(rand() * 91);
+  let text = compose(rand, topicOf(params.messages), target);
+  let finish: 'stop' | 'length' = 'stop';
+  // A stop sequence ends the text just before it, as OpenAI does (the sequence is not returned).
+  let cut = -1;
+  for (const s of params.stop ?? []) {
+    if (s === '') continue;
+    const at = text.indexOf(s);
+    if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+  }
+  if (cut >= 0) text = text.slice(0, cut);
+  let pieces = text === '' ? [] : tokenPieces(text);
+  if (params.max_tokens !== undefined && pieces.length > params.max_tokens) {
+    pieces = pieces.slice(0, params.max_tokens);
+    finish = 'length';
+  }
+  return { pieces, finish };
+}
+
+// ---- pacing --------------------------------------------------------------------------------
+
+async function pause(ms: number, signal: AbortSignal): Promise<void> {
+  try {
+    // ms rounds down to 0 at high rates: yield to the event loop without a timer.
+    if (ms < 1) await nextTurn(undefined, { signal });
+    else await sleep(ms, undefined, { signal });
+  } catch {
+    throw abortError();
+  }
+}
+
+/**
+ * The built-in model: deterministic answers, paced like a real model. All choices stream in
+ * parallel, interleaved; each timer tick emits every token that is due, merged into one delta per
+ * choice, so a very high tokens-per-second rate costs a few ticks per answer, not one per token.
+ * temperature, top_p, penalties, logit_bias and user are accepted and have no effect.
+ */
+export class LocalProvider implements Provider {
+  readonly name = 'local';
+  readonly fingerprint = LOCAL_MODEL_FINGERPRINT;
+
+  constructor(private readonly opts: LocalModelOptions) {}
+
+  check(_params: CompletionParams): void {
+    // Every field the interface allows can be honoured (or is meaningless) for this model.
+  }
+
+  async *stream(params: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+    if (signal.aborted) throw abortError();
+    const n = params.n ?? 1;
+    const choices = Array.from({ length: n }, (_, i) => planChoice(params, i));
+    const promptTokens = countPromptTokens(params.messages);
+    const msPerToken = 1000 / this.opts.tokensPerSecond;
+
+    await pause(this.opts.ttftMs, signal);
+    const start = performance.now();
+    const longest = Math.max(...choices.map((c) => c.pieces.length));
+    const finished = choices.map(() => false);
+    let sent = 0;
+    let produced = 0;
+    for (;;) {
+      // Everything due by now, and at least one token per tick.
+      const due = Math.min(longest, Math.max(sent + 1, Math.floor((performance.now() - start) / msPerToken) + 1));
+      for (let i = 0; i < n; i++) {
+        const c = choices[i]!;
+        if (finished[i]) continue;
+        const slice = c.pieces.slice(sent, due);
+        if (slice.length > 0) {
+          produced += slice.length;
+          yield { type: 'delta', index: i, content: slice.join('') };
+          if (signal.aborted) throw abortError();
+        }
+        if (due >= c.pieces.length) {
+          finished[i] = true;
+          yield { type: 'finish', index: i, reason: c.finish };
+          if (signal.aborted) throw abortError();
+        }
+      }
+      sent = due;
+      if (sent >= longest) break;
+      await pause(start + sent * msPerToken - performance.now(), signal);
+    }
+    yield { type: 'usage', prompt_tokens: promptTokens, completion_tokens: produced };
+  }
+}

@@ -1,0 +1,187 @@
+import { expect } from 'chai';
+import { isAbortError } from '../../src/providers/abort.js';
+import { LocalProvider, LOCAL_MODEL_FINGERPRINT } from '../../src/providers/local.provider.js';
+import { countPromptTokens, countTokens } from '../../src/providers/tokenizer.js';
+import type { CompletionEvent, CompletionParams } from '../../src/providers/types.js';
+
+const fast = new LocalProvider({ ttftMs: 0, tokensPerSecond: 1_000_000 });
+
+const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
+  model: 'gemini-2.5-flash',
+  messages: [{ role: 'user', content: 'How do I keep a sourdough starter alive?' }],
+  ...over,
+});
+
+interface Collected {
+  texts: string[];
+  finishes: Record<number, string>;
+  usage?: { prompt_tokens: number; completion_tokens: number };
+  events: CompletionEvent[];
+}
+
+async function collect(provider: LocalProvider, p: CompletionParams, signal = new AbortController().signal): Promise<Collected> {
+  const out: Collected = { texts: [], finishes: {}, events: [] };
+  for await (const e of provider.stream(p, signal)) {
+    out.events.push(e);
+    if (e.type === 'delta') out.texts[e.index] = (out.texts[e.index] ?? '') + e.content;
+    else if (e.type === 'finish') out.finishes[e.index] = e.reason;
+    else out.usage = { prompt_tokens: e.prompt_tokens, completion_tokens: e.completion_tokens };
+  }
+  return out;
+}
+
+describe('local model', () => {
+  it('names itself local-model-v1 for system_fingerprint', () => {
+    expect(fast.name).to.equal('local');
+    expect(fast.fingerprint).to.equal(LOCAL_MODEL_FINGERPRINT).and.equal('local-model-v1');
+  });
+
+  it('answers the same request with the same text', async () => {
+    const a = await collect(fast, params());
+    const b = await collect(fast, params());
+    expect(a.texts[0]).to.be.a('string').and.not.empty;
+    expect(b.texts[0]).to.equal(a.texts[0]);
+  });
+
+  it('answers different prompts and models differently', async () => {
+    const a = await collect(fast, params());
+    const b = await collect(fast, params({ messages: [{ role: 'user', content: 'What is a monad?' }] }));
+    const c = await collect(fast, params({ model: 'claude-haiku-4-5' }));
+    expect(b.texts[0]).to.not.equal(a.texts[0]);
+    expect(c.texts[0]).to.not.equal(a.texts[0]);
+  });
+
+  it('writes English sentences that end with punctuation and finishes with stop', async () => {
+    const r = await collect(fast, params());
+    expect(r.texts[0]).to.match(/^[A-Z].*[.?!]$/s);
+    expect(r.finishes).to.deep.equal({ 0: 'stop' });
+  });
+
+  it('produces roughly 30 to 120 tokens when max_tokens is not set', async () => {
+    for (const content of ['Explain recursion', 'What is the capital of France?', 'Write a haiku about rain', 'hi', 'Compare TCP and UDP']) {
+      const r = await collect(fast, params({ messages: [{ role: 'user', content }] }));
+      expect(countTokens(r.texts[0]!)).to.be.within(25, 135);
+    }
+  });
+
+  it('stops at max_tokens with finish_reason length', async () => {
+    const r = await collect(fast, params({ max_tokens: 5 }));
+    expect(countTokens(r.texts[0]!)).to.equal(5);
+    expect(r.finishes[0]).to.equal('length');
+    expect(r.usage?.completion_tokens).to.equal(5);
+  });
+
+  it('returns the untruncated answer as a prefix of itself when max_tokens cuts it', async () => {
+    const full = await collect(fast, params());
+    const cut = await collect(fast, params({ max_tokens: 7 }));
+    expect(full.texts[0]!.startsWith(cut.texts[0]!)).to.equal(true);
+  });
+
+  it('cuts the text just before the earliest stop sequence with finish_reason stop', async () => {
+    const full = (await collect(fast, params())).texts[0]!;
+    const r = await collect(fast, params({ stop: ['zzz-never', '.'] }));
+    expect(r.texts[0]).to.equal(full.slice(0, full.indexOf('.')));
+    expect(r.texts[0]).to.not.contain('.');
+    expect(r.finishes[0]).to.equal('stop');
+  });
+
+  it('can end with an empty choice when the answer starts with a stop sequence', async () => {
+    const full = (await collect(fast, params())).texts[0]!;
+    const r = await collect(fast, params({ stop: [full.slice(0, 3)] }));
+    expect(r.texts[0]).to.equal(undefined);
+    expect(r.finishes[0]).to.equal('stop');
+    expect(r.usage?.completion_tokens).to.equal(0);
+  });
+
+  it('streams n distinct choices, indexed 0..n-1, each finished once', async () => {
+    const r = await collect(fast, params({ n: 3 }));
+    expect(r.texts).to.have.length(3);
+    expect(new Set(r.texts).size).to.equal(3);
+    expect(r.finishes).to.deep.equal({ 0: 'stop', 1: 'stop', 2: 'stop' });
+    const finishCount = r.events.filter((e) => e.type === 'finish').length;
+    expect(finishCount).to.equal(3);
+  });
+
+  it('gives choice 0 of an n=3 request the same text as the n=1 answer', async () => {
+    const one = await collect(fast, params());
+    const three = await collect(fast, params({ n: 3 }));
+    expect(three.texts[0]).to.equal(one.texts[0]);
+  });
+
+  it('reports usage once, last: the chat prompt count and the tokens produced across all choices', async () => {
+    const p = params({ n: 2, messages: [{ role: 'system', content: 'Be helpful.' }, { role: 'user', content: 'Tell me about tides' }] });
+    const r = await collect(fast, p);
+    expect(r.events.filter((e) => e.type === 'usage')).to.have.length(1);
+    expect(r.events.at(-1)?.type).to.equal('usage');
+    expect(r.usage).to.deep.equal({
+      prompt_tokens: countPromptTokens(p.messages),
+      completion_tokens: countTokens(r.texts[0]!) + countTokens(r.texts[1]!),
+    });
+  });
+
+  it('sends every delta of a choice before its finish', async () => {
+    const r = await collect(fast, params({ n: 2 }));
+    for (const index of [0, 1]) {
+      const finishAt = r.events.findIndex((e) => e.type === 'finish' && e.index === index);
+      const lastDelta = r.events.findLastIndex((e) => e.type === 'delta' && e.index === index);
+      expect(lastDelta).to.be.lessThan(finishAt);
+    }
+  });
+
+  it('paces tokens at the configured rate, one small delta per token at a slow rate', async () => {
+    const slow = new LocalProvider({ ttftMs: 0, tokensPerSecond: 200 });
+    const r = await collect(slow, params({ max_tokens: 10 }));
+    const deltas = r.events.filter((e) => e.type === 'delta');
+    expect(deltas.length).to.be.greaterThan(3);
+  });
+
+  it('merges due tokens into few deltas at a very high rate', async () => {
+    const r = await collect(fast, params({ max_tokens: 100 }));
+    const deltas = r.events.filter((e) => e.type === 'delta');
+    expect(deltas.length).to.be.lessThan(10);
+  });
+
+  it('stops promptly with an AbortError when aborted mid-stream, without waiting for the next token', async () => {
+    const slow = new LocalProvider({ ttftMs: 0, tokensPerSecond: 1 });
+    const ac = new AbortController();
+    const it = slow.stream(params(), ac.signal)[Symbol.asyncIterator]();
+    const first = await it.next();
+    expect(first.value).to.include({ type: 'delta', index: 0 });
+    const started = performance.now();
+    const pending = it.next();
+    ac.abort();
+    const err = await pending.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isAbortError(err)).to.equal(true);
+    expect(performance.now() - started).to.be.lessThan(200);
+  });
+
+  it('aborts during the wait for the first token', async () => {
+    const slow = new LocalProvider({ ttftMs: 60_000, tokensPerSecond: 10 });
+    const ac = new AbortController();
+    const pending = collect(slow, params(), ac.signal).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    ac.abort();
+    expect(isAbortError(await pending)).to.equal(true);
+  });
+
+  it('refuses to start on an already aborted signal', async () => {
+    const ac = new AbortController();
+    ac.abort();
+    const err = await collect(fast, params(), ac.signal).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isAbortError(err)).to.equal(true);
+  });
+
+  it('accepts every request field (check does not throw)', () => {
+    expect(() =>
+      fast.check(params({ temperature: 2, top_p: 0.5, n: 5, presence_penalty: 1, frequency_penalty: -1, logit_bias: { '50256': -100 }, user: 'u1', stop: ['\n'] })),
+    ).to.not.throw();
+  });
+});
