@@ -1,0 +1,231 @@
+import type { Redis } from 'ioredis';
+import type { AppContext } from '../context.js';
+import type { Config, TierLimits } from '../config.js';
+import type { Tier } from '../../db/schema/index.js';
+import { systemClock } from '../clock.js';
+import { AppError } from '../errors.js';
+import { redisKey } from '../infra/redis.js';
+import { promClient } from '../metrics.js';
+import { limitsForTier } from './tier-limits.js';
+import { rateLimitHeaders, ceilSeconds, type RequestWindow } from './limit-headers.js';
+import { ADMIT_LUA, COOLDOWN_LUA, SETTLE_LUA } from './limiter.scripts.js';
+
+// Fixed UTC windows (see limiter.scripts.ts): exact counts, O(1) state per account, and resets a
+// client can predict. The known cost is a burst at a boundary: up to twice a window's limit in a
+// short span around it (for example 20 requests at 12:00:59 and 20 more at 12:01:00).
+
+const MINUTE = 60_000;
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+/** How long a settled requestId is remembered, so a late duplicate settle (a job retry) is still ignored. */
+const SETTLED_MARKER_TTL_MS = DAY;
+
+export type RejectionReason = 'requests' | 'tokens';
+
+export interface Admission {
+  allowed: boolean;
+  reason?: RejectionReason;
+  /** 0 when allowed; otherwise whole seconds (>= 1) until a retry can succeed. */
+  retryAfterSeconds: number;
+  /** Put every one on the response, admitted or not; on a rejection it includes Retry-After. */
+  headers: Record<string, string>;
+}
+
+export interface AdmitInput {
+  accountId: string;
+  tier: Tier;
+  /** Identifies this request's token reservation; settle() with the same id releases it. */
+  requestId: string;
+  /** Tokens held until settle(): prompt tokens + (max_tokens ?? default reservation) x n. */
+  reserveTokens: number;
+}
+
+export interface SettleInput {
+  accountId: string;
+  requestId: string;
+  /** Prompt plus completion tokens actually used (0 if none were produced). */
+  actualTokens: number;
+}
+
+/** One Redis command as [name, ...args], for a caller's own MULTI or pipeline: `multi.call(...cmd)`. */
+export type RedisCommand = [command: string, ...args: (string | number)[]];
+
+interface LimiterRedis extends Redis {
+  limitsAdmit(...keysThenArgs: (string | number)[]): Promise<number[]>;
+  limitsSettle(...keysThenArgs: (string | number)[]): Promise<number>;
+  limitsCooldown(...keysThenArgs: (string | number)[]): Promise<number[]>;
+}
+
+// ioredis sends EVAL the first time on each connection and EVALSHA after, so every call is one round trip.
+function scripts(app: AppContext): LimiterRedis {
+  return app.once('limits:scripts', () => {
+    app.redis.defineCommand('limitsAdmit', { numberOfKeys: 3, lua: ADMIT_LUA });
+    app.redis.defineCommand('limitsSettle', { numberOfKeys: 4, lua: SETTLE_LUA });
+    app.redis.defineCommand('limitsCooldown', { numberOfKeys: 1, lua: COOLDOWN_LUA });
+    return app.redis as LimiterRedis;
+  });
+}
+
+function metrics(app: AppContext) {
+  return app.once('limits:metrics', () => ({
+    rejections: new promClient.Counter({
+      name: 'rate_limit_rejections_total',
+      help: 'Chat completion requests refused by the rate limiter, by reason (requests or tokens) and tier',
+      labelNames: ['reason', 'tier'] as const,
+      registers: [app.metrics.registry],
+    }),
+    unavailable: new promClient.Counter({
+      name: 'rate_limiter_unavailable_total',
+      help: 'Limiter calls refused with 503 because Redis could not be reached',
+      registers: [app.metrics.registry],
+    }),
+  }));
+}
+
+/** '' tells the scripts to read Redis's TIME: production processes then share one clock. */
+const scriptNow = (app: AppContext): string => (app.clock === systemClock ? '' : String(app.clock.now().getTime()));
+
+// The hash tag keeps every key of one account in one cluster slot, as a multi-key script needs.
+const accountKey = (config: Config, accountId: string, ...parts: string[]): string => redisKey(config, 'limits', `{${accountId}}`, ...parts);
+
+function usageKeys(config: Config, accountId: string): [counters: string, reservations: string, reserved: string] {
+  return [accountKey(config, accountId, 'counters'), accountKey(config, accountId, 'reservations'), accountKey(config, accountId, 'reserved')];
+}
+
+function unavailable(app: AppContext, err: unknown): AppError {
+  metrics(app).unavailable.inc();
+  app.log.warn({ err }, 'rate limiter cannot reach Redis; refusing the request');
+  // Never admit unchecked traffic: a 503 with a short Retry-After lets clients back off and return.
+  return new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', {
+    code: 'service_unavailable',
+    headers: { 'Retry-After': '5' },
+    cause: err,
+  });
+}
+
+function requireId(name: string, value: string): void {
+  if (typeof value !== 'string' || value.length === 0) throw new TypeError(`${name} must be a non-empty string`);
+}
+
+function requireTokenCount(name: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 0) throw new TypeError(`${name} must be a non-negative integer (got ${value})`);
+}
+
+/**
+ * Admits or refuses one chat completion request for an account, counting it in the minute, hour
+ * and day windows and reserving its tokens against the day's quota, all in one atomic script
+ * (one round trip). Throws AppError 'unavailable' (503) when Redis cannot be reached.
+ */
+export async function admit(app: AppContext, input: AdmitInput): Promise<Admission> {
+  requireId('accountId', input.accountId);
+  requireId('requestId', input.requestId);
+  requireTokenCount('reserveTokens', input.reserveTokens);
+  const limits = limitsForTier(app.config, input.tier);
+  let reply: number[];
+  try {
+    reply = await scripts(app).limitsAdmit(
+      ...usageKeys(app.config, input.accountId),
+      scriptNow(app),
+      limits.requestsPerMinute,
+      limits.requestsPerHour,
+      limits.requestsPerDay,
+      limits.tokensPerDay,
+      input.requestId,
+      input.reserveTokens,
+      app.config.limits.reservationTtlMs,
+    );
+  } catch (err) {
+    throw unavailable(app, err);
+  }
+  const admission = toAdmission(limits, reply);
+  if (!admission.allowed) metrics(app).rejections.inc({ reason: admission.reason, tier: input.tier });
+  return admission;
+}
+
+function toAdmission(limits: TierLimits, reply: number[]): Admission {
+  const [allowed, reason, retryAfterMs, now, minuteCount, hourCount, dayCount, tokensUsed] = reply.map(Number) as [number, number, number, number, number, number, number, number];
+  const until = (size: number) => (Math.floor(now / size) + 1) * size - now;
+  const windows: RequestWindow[] = [
+    { name: 'minute', limit: limits.requestsPerMinute, used: minuteCount, resetMs: until(MINUTE) },
+    { name: 'hour', limit: limits.requestsPerHour, used: hourCount, resetMs: until(HOUR) },
+    { name: 'day', limit: limits.requestsPerDay, used: dayCount, resetMs: until(DAY) },
+  ];
+  const tokens = { limit: limits.tokensPerDay, used: tokensUsed, resetMs: until(DAY) };
+  if (allowed === 1) return { allowed: true, retryAfterSeconds: 0, headers: rateLimitHeaders(windows, tokens) };
+  return {
+    allowed: false,
+    reason: reason === 2 ? 'tokens' : 'requests',
+    retryAfterSeconds: ceilSeconds(retryAfterMs),
+    headers: rateLimitHeaders(windows, tokens, retryAfterMs),
+  };
+}
+
+/**
+ * The error a route throws for a refused admission: 429 with the OpenAI-style body
+ * (`rate_limit_exceeded`, or `insufficient_quota` for the daily tokens) and every rate-limit header.
+ */
+export function admissionError(admission: Admission): AppError {
+  if (admission.allowed) throw new Error('admissionError called for an admitted request');
+  const wait = `Please try again in ${admission.retryAfterSeconds}s.`;
+  return admission.reason === 'tokens'
+    ? new AppError('insufficient_quota', `You have used your daily token quota, or this request's token reservation does not fit in what is left of it. ${wait}`, {
+        code: 'insufficient_quota',
+        headers: admission.headers,
+      })
+    : new AppError('rate_limited', `Rate limit reached for requests. ${wait}`, { code: 'rate_limit_exceeded', headers: admission.headers });
+}
+
+/**
+ * The settle step as commands for a caller's own MULTI or pipeline (the worker records usage in
+ * the same round trip): `for (const cmd of settleCommands(app, input)) multi.call(...cmd)`.
+ * Uses EVAL with the script text, so it cannot fail with NOSCRIPT inside a transaction.
+ */
+export function settleCommands(app: AppContext, input: SettleInput): RedisCommand[] {
+  requireId('accountId', input.accountId);
+  requireId('requestId', input.requestId);
+  requireTokenCount('actualTokens', input.actualTokens);
+  return [['eval', SETTLE_LUA, 4, ...settleKeysAndArgs(app, input)]];
+}
+
+function settleKeysAndArgs(app: AppContext, input: SettleInput): (string | number)[] {
+  return [
+    ...usageKeys(app.config, input.accountId),
+    accountKey(app.config, input.accountId, 'settled', input.requestId),
+    scriptNow(app),
+    input.requestId,
+    input.actualTokens,
+    SETTLED_MARKER_TTL_MS,
+  ];
+}
+
+/**
+ * Replaces a request's reservation with the tokens it actually used (completed, cancelled or
+ * failed). Idempotent per requestId. One round trip. Throws AppError 'unavailable' without Redis.
+ */
+export async function settle(app: AppContext, input: SettleInput): Promise<void> {
+  requireId('accountId', input.accountId);
+  requireId('requestId', input.requestId);
+  requireTokenCount('actualTokens', input.actualTokens);
+  try {
+    await scripts(app).limitsSettle(...settleKeysAndArgs(app, input));
+  } catch (err) {
+    throw unavailable(app, err);
+  }
+}
+
+/**
+ * The key-regeneration limit: one per config.auth.regenerateWindowMs (2 hours) per account, as a
+ * sliding cooldown: the next regeneration is allowed exactly that long after the last allowed one.
+ * An allowed call counts at once, so call it just before regenerating.
+ */
+export async function admitKeyRegeneration(app: AppContext, accountId: string): Promise<{ allowed: boolean; retryAfterSeconds: number }> {
+  requireId('accountId', accountId);
+  let reply: number[];
+  try {
+    reply = await scripts(app).limitsCooldown(accountKey(app.config, accountId, 'key-regeneration'), scriptNow(app), app.config.auth.regenerateWindowMs);
+  } catch (err) {
+    throw unavailable(app, err);
+  }
+  const [allowed, retryAfterMs] = reply.map(Number) as [number, number];
+  return allowed === 1 ? { allowed: true, retryAfterSeconds: 0 } : { allowed: false, retryAfterSeconds: ceilSeconds(retryAfterMs) };
+}
