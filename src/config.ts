@@ -89,6 +89,8 @@ export interface Config {
     maxNetworkRetries: number;
     currency: string;
   };
+  /** Failpoints for crash-recovery tests (FAULT_INJECT); never set in production. */
+  faults: { crashBeforeRecord: boolean };
   scheduler: {
     invoiceCron: string;
     reconcileCron: string;
@@ -302,6 +304,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxNetworkRetries: r.int('STRIPE_MAX_NETWORK_RETRIES', 2, 0, 5),
       currency: r.str('BILLING_CURRENCY', 'usd').toLowerCase(),
     },
+    faults: { crashBeforeRecord: r.list('FAULT_INJECT', []).includes('crash-before-record') },
     scheduler: {
       invoiceCron: r.cron('INVOICE_CRON', '15 0 1 * *'),
       reconcileCron: r.cron('RECONCILE_CRON', '30 3 * * *'),

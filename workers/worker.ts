@@ -1,10 +1,14 @@
 import { isMain, runProcess, stopAll, type BackgroundService } from '../src/lifecycle.js';
+import { startCompletionWorker } from './completion.js';
+import { startMetering } from './metering.js';
 
 // The `worker` role: everything that drains a queue. Each replica runs the same set; BullMQ and
 // row locks share the work between replicas.
 if (isMain(import.meta.url)) {
-  runProcess('worker', async () => {
+  runProcess('worker', async (app) => {
     const services: BackgroundService[] = [];
+    services.push(await startCompletionWorker(app));
+    services.push(await startMetering(app));
     return { stop: stopAll(services), ready: `worker: running ${services.map((s) => s.name).join(', ') || 'no services'}` };
   });
 }

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { AppContext } from '../context.js';
 import { isMain, runProcess } from '../lifecycle.js';
 import { createHttpApp } from './app.js';
+import { relayHubOf } from '../chat/relay-hub.js';
 import type { RouteSpec } from './route.js';
 
 export interface RunningServer {
@@ -16,6 +17,8 @@ export interface RunningServer {
 export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Promise<RunningServer> {
   const koa = createHttpApp(app, routes);
   await app.warmUp([app.redis, app.redisConnection('queue-producer')]);
+  // The relay's pattern subscription is in place before the first request can be queued.
+  await relayHubOf(app).start();
   const server = http.createServer(koa.callback());
   // Streams can be long; Node's default request timeout (5 min) would cut them.
   server.requestTimeout = 0;

@@ -1,0 +1,99 @@
+import { randomBytes } from 'node:crypto';
+import type { Account } from '../accounts/accounts.repository.js';
+import { catalogOf } from '../catalog/catalog.js';
+import type { AppContext } from '../context.js';
+import { AppError, validationError } from '../errors.js';
+import { providerFor } from '../providers/registry.js';
+import { countPromptTokens } from '../providers/tokenizer.js';
+import type { ChatMessage, CompletionParams } from '../providers/types.js';
+import type { ChatCompletionRequest } from './chat.schema.js';
+import type { CompletionJob } from './completion-job.js';
+
+/**
+ * Above this many characters the prompt is not tokenized on the web tier (it would hold the event
+ * loop for every other client); its token count is estimated as UTF-8 bytes / 3, generous on
+ * purpose for the reservation, and the worker settles to the real count.
+ */
+const TOKENIZE_LIMIT_CHARS = 64_000;
+
+export function newCompletionId(): string {
+  return `chatcmpl-${randomBytes(18).toString('base64url')}`;
+}
+
+function estimatePromptTokens(messages: ChatMessage[]): number {
+  let chars = 0;
+  for (const m of messages) chars += m.content.length;
+  if (chars <= TOKENIZE_LIMIT_CHARS) return countPromptTokens(messages);
+  let bytes = 0;
+  for (const m of messages) bytes += Buffer.byteLength(m.content);
+  return Math.ceil(bytes / 3) + 4 * messages.length;
+}
+
+/**
+ * Everything decided before a request is queued: the model exists (404) and the tier may use it
+ * (403), the persona exists (422), the provider can honour every field (422) and is configured
+ * (503), and how many tokens to reserve in the daily quota.
+ */
+export function prepareCompletion(app: AppContext, account: Account, req: ChatCompletionRequest, relayTo: string): CompletionJob {
+  const catalog = catalogOf(app);
+  const model = catalog.find(req.model);
+  if (!model) {
+    throw new AppError('not_found', `The model \`${req.model}\` does not exist or you do not have access to it. GET /v1/models lists the models your tier may use.`, {
+      code: 'model_not_found',
+      param: 'model',
+    });
+  }
+  if (!model.tiers.includes(account.tier)) {
+    throw new AppError('permission', `The model \`${model.id}\` needs the paid tier. Upgrade with POST /v1/subscription/upgrade.`, {
+      code: 'model_requires_paid_tier',
+      param: 'model',
+    });
+  }
+  const messages: ChatMessage[] = req.messages.map((m) => ({ role: m.role, content: m.content }));
+  if (req.persona != null) {
+    const prompt = catalog.persona(req.persona);
+    if (prompt === undefined) {
+      const known = Object.keys(catalog.personas);
+      throw validationError([
+        { loc: ['body', 'persona'], msg: `Unknown persona '${req.persona}'; available: ${known.join(', ') || 'none'}`, type: 'value_error' },
+      ]);
+    }
+    messages.unshift({ role: 'system', content: prompt });
+  }
+
+  const params: CompletionParams = { model: model.upstream_model, messages };
+  if (req.temperature != null) params.temperature = req.temperature;
+  if (req.top_p != null) params.top_p = req.top_p;
+  if (req.max_tokens != null) params.max_tokens = req.max_tokens;
+  if (req.n != null) params.n = req.n;
+  if (req.stop != null && req.stop.length > 0) params.stop = req.stop;
+  if (req.presence_penalty != null) params.presence_penalty = req.presence_penalty;
+  if (req.frequency_penalty != null) params.frequency_penalty = req.frequency_penalty;
+  if (req.logit_bias != null) params.logit_bias = req.logit_bias;
+  if (req.user != null) params.user = req.user;
+
+  const provider = providerFor(app, model);
+  provider.check(params);
+
+  const promptTokens = estimatePromptTokens(messages);
+  const completionBudget = (req.max_tokens ?? app.config.limits.defaultCompletionReservation) * (req.n ?? 1);
+  return {
+    id: newCompletionId(),
+    relayTo,
+    accountId: account.id,
+    tier: account.tier,
+    model: {
+      id: model.id,
+      provider: model.provider,
+      upstream_model: model.upstream_model,
+      input_price_per_million: model.input_price_per_million,
+      output_price_per_million: model.output_price_per_million,
+    },
+    params,
+    stream: req.stream === true,
+    includeUsage: req.stream === true && req.stream_options?.include_usage === true,
+    created: Math.floor(app.clock.now().getTime() / 1000),
+    promptTokens,
+    reservedTokens: promptTokens + completionBudget,
+  };
+}

@@ -1,0 +1,184 @@
+import type { ChainableCommander } from 'ioredis';
+import type { AppContext } from '../context.js';
+import { AppError } from '../errors.js';
+import { countTokens } from '../providers/tokenizer.js';
+import { ProviderError, type CompletionEvent, type Provider } from '../providers/types.js';
+import { appendUsage } from '../usage/usage-stream.js';
+import type { UsageStatus } from '../../db/schema/index.js';
+import type { CompletionJob } from './completion-job.js';
+import type { RelayError } from './relay-protocol.js';
+import type { RelayPublisher } from './relay-publisher.js';
+
+export interface RunnerDeps {
+  app: AppContext;
+  provider: Provider;
+  publisher: RelayPublisher;
+  signal: AbortSignal;
+  /** Adds the quota settlement for `actualTokens` to the request's final MULTI. */
+  settle: (tx: ChainableCommander, actualTokens: number) => void;
+  /** Failpoint for the crash-recovery test: called after the upstream answered, before recording. */
+  beforeRecord?: () => void;
+}
+
+export interface RunOutcome {
+  status: UsageStatus;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+interface ChoiceState {
+  text: string;
+  started: boolean;
+  finish: string | null;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+  });
+
+/** Exponential backoff with jitter, or the upstream's own Retry-After when it gave one. */
+export function retryDelayMs(attempt: number, retryAfterMs: number | undefined): number {
+  if (retryAfterMs !== undefined) return Math.min(retryAfterMs, 20_000);
+  const base = Math.min(250 * 2 ** attempt, 4000);
+  return base / 2 + Math.random() * (base / 2);
+}
+
+export function toRelayError(err: unknown): RelayError {
+  if (err instanceof AppError) {
+    return { status: err.status, error: { message: err.message, type: err.type, code: err.code, param: err.param } };
+  }
+  if (err instanceof ProviderError) {
+    // The upstream's own client errors are the caller's (400); its outages are ours to report (502).
+    const status = err.status === 400 || err.status === 413 || err.status === 422 ? 400 : err.status === 429 ? 503 : 502;
+    const code = err.status === 429 ? 'upstream_rate_limited' : status === 400 ? 'upstream_rejected_request' : 'upstream_error';
+    return { status, error: { message: `The model provider failed: ${err.message}`, type: status === 400 ? 'invalid_request_error' : 'upstream_error', code, param: null } };
+  }
+  return { status: 500, error: { message: 'The completion failed inside the service; please retry.', type: 'server_error', code: 'internal_error', param: null } };
+}
+
+/**
+ * Runs one completion: calls the provider (retrying a 429/5xx only while nothing has been produced),
+ * relays chunks (streaming) or one body (non-streaming), then in a single MULTI publishes the end,
+ * appends the usage event and settles the token reservation.
+ */
+export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promise<RunOutcome> {
+  const { app, provider, publisher, signal } = deps;
+  const n = job.params.n ?? 1;
+  const choices: ChoiceState[] = Array.from({ length: n }, () => ({ text: '', started: false, finish: null }));
+  const fingerprint = JSON.stringify(provider.fingerprint ?? null);
+  // The constant head of every chunk, serialised once per request.
+  const head = `{"id":${JSON.stringify(job.id)},"object":"chat.completion.chunk","created":${job.created},"model":${JSON.stringify(job.model.id)},"system_fingerprint":${fingerprint},"choices":[`;
+  const tail = job.includeUsage ? '],"usage":null}\n\n' : ']}\n\n';
+  const chunk = (choice: object) => `data: ${head}${JSON.stringify(choice)}${tail}`;
+
+  let upstreamUsage: { prompt_tokens: number; completion_tokens: number } | undefined;
+  let produced = false;
+  let producedTokens = 0;
+
+  const onEvent = (ev: CompletionEvent) => {
+    if (ev.type === 'usage') {
+      upstreamUsage = { prompt_tokens: ev.prompt_tokens, completion_tokens: ev.completion_tokens };
+      publisher.count(ev.prompt_tokens, ev.completion_tokens);
+      return;
+    }
+    const c = choices[ev.index];
+    if (!c) return;
+    if (ev.type === 'delta') {
+      if (ev.content === '') return;
+      produced = true;
+      c.text += ev.content;
+      producedTokens += countTokens(ev.content);
+      publisher.count(job.promptTokens, producedTokens);
+      if (job.stream) {
+        const delta = c.started ? { content: ev.content } : { role: 'assistant', content: ev.content };
+        c.started = true;
+        publisher.sse(chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }), true);
+      }
+    } else if (ev.type === 'finish') {
+      c.finish = ev.reason;
+      if (job.stream) {
+        const delta = c.started ? {} : { role: 'assistant', content: '' };
+        c.started = true;
+        publisher.sse(chunk({ index: ev.index, delta, logprobs: null, finish_reason: ev.reason }), false);
+      }
+    }
+  };
+
+  let failure: unknown;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      for await (const ev of provider.stream(job.params, signal)) {
+        onEvent(ev);
+        if (signal.aborted) break;
+      }
+      break;
+    } catch (err) {
+      if (signal.aborted) break;
+      const retryable = err instanceof ProviderError && err.retryable;
+      if (!produced && retryable && attempt < app.config.providers.maxRetries) {
+        app.log.warn({ requestId: job.id, attempt, err: (err as Error).message }, 'upstream failed before the first token; retrying');
+        await sleep(retryDelayMs(attempt, (err as ProviderError).retryAfterMs), signal);
+        if (signal.aborted) break;
+        continue;
+      }
+      failure = err;
+      break;
+    }
+  }
+
+  const status: UsageStatus = signal.aborted ? 'cancelled' : failure !== undefined ? 'failed' : 'completed';
+  // The provider's counts when it finished normally; otherwise what was actually produced. A request
+  // the upstream refused before producing anything bills no prompt tokens (providers do not charge them).
+  const promptTokens = upstreamUsage?.prompt_tokens ?? (produced ? job.promptTokens : 0);
+  const completionTokens = status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : producedTokens;
+  publisher.count(promptTokens, completionTokens);
+
+  await publisher.flush();
+  deps.beforeRecord?.();
+
+  const record = (tx: ChainableCommander) => {
+    appendUsage(tx, app.config, {
+      request_id: job.id,
+      account_id: job.accountId,
+      model: job.model.id,
+      tier: job.tier,
+      status,
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      input_price_per_million: job.model.input_price_per_million,
+      output_price_per_million: job.model.output_price_per_million,
+      created_at: new Date(job.created * 1000).toISOString(),
+    });
+    deps.settle(tx, promptTokens + completionTokens);
+  };
+
+  if (status === 'completed') {
+    const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+    if (job.stream) {
+      const usageChunk = job.includeUsage ? `data: ${head}],"usage":${JSON.stringify(usage)}}\n\n` : '';
+      await publisher.finish('done', usageChunk, record);
+    } else {
+      const body = {
+        id: job.id,
+        object: 'chat.completion',
+        created: job.created,
+        model: job.model.id,
+        system_fingerprint: provider.fingerprint ?? null,
+        choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text }, logprobs: null, finish_reason: c.finish ?? 'stop' })),
+        usage,
+      };
+      await publisher.finish('final', JSON.stringify(body), record);
+    }
+  } else if (status === 'failed') {
+    const relayError = toRelayError(failure);
+    app.log.warn({ requestId: job.id, status: relayError.status, err: failure instanceof Error ? failure.message : String(failure) }, 'completion failed');
+    await publisher.finish('error', JSON.stringify(relayError), record);
+  } else {
+    // Cancelled: nobody is listening; record what was produced and tell any listener it ended.
+    await publisher.finish('done', '', record);
+  }
+  return { status, promptTokens, completionTokens };
+}

@@ -1,0 +1,223 @@
+import type { AppContext } from '../context.js';
+import { AppError } from '../errors.js';
+import { COMPLETIONS_QUEUE } from '../infra/queues.js';
+import { settle } from '../limits/limiter.service.js';
+import { promClient } from '../metrics.js';
+import type { CompletionJob } from './completion-job.js';
+import type { RelayError, RelayMessage } from './relay-protocol.js';
+import { relayHubOf } from './relay-hub.js';
+
+export type DispatchEvent =
+  | { kind: 'picked' }
+  | { kind: 'sse'; payload: string }
+  | { kind: 'final'; payload: string }
+  | { kind: 'error'; error: RelayError }
+  /** The stream is complete; `payload` holds any last SSE events (the usage chunk). */
+  | { kind: 'done'; payload: string }
+  /** A relay message was lost (sequence gap) or could not be read. */
+  | { kind: 'gap' }
+  /** Nothing arrived for too long after the job started (its worker died and nobody re-ran it). */
+  | { kind: 'idle' };
+
+export interface Dispatch {
+  /**
+   * Settles when a worker has the job (or the job already ended); rejects with 503 when none took
+   * it within config.queue.pickupTimeoutMs (the job is then withdrawn, its reservation released).
+   */
+  pickedUp: Promise<void>;
+  /** The client went away: stop the job wherever it is (waiting in the queue or running). */
+  cancel(): void;
+  /** Stop listening (the response is complete). */
+  close(): void;
+}
+
+const NO_WORKER_RETRY_AFTER_S = 30;
+const QUEUE_FULL_RETRY_AFTER_S = 10;
+const DEPTH_REFRESH_MS = 250;
+
+function dispatchMetrics(app: AppContext) {
+  return app.once('dispatch-metrics', () => ({
+    rejected: new promClient.Counter({
+      name: 'completion_dispatch_rejected_total',
+      help: 'Completion requests refused before running, by reason (queue_full, no_worker, queue_unavailable)',
+      labelNames: ['reason'] as const,
+      registers: [app.metrics.registry],
+    }),
+    depth: new promClient.Gauge({ name: 'completion_queue_waiting', help: 'Jobs waiting for a worker, as last seen by this web process', registers: [app.metrics.registry] }),
+  }));
+}
+
+/**
+ * The queue depth as last read, refreshed in the background: checking it costs a request no round
+ * trip. Between refreshes each enqueue counts itself, so a burst cannot overshoot by much.
+ */
+class QueueDepth {
+  private waiting = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly app: AppContext) {}
+
+  start(): void {
+    if (this.timer) return;
+    const refresh = () => {
+      this.app
+        .queue(COMPLETIONS_QUEUE)
+        .getWaitingCount()
+        .then((n) => {
+          this.waiting = n;
+          dispatchMetrics(this.app).depth.set(n);
+        })
+        .catch(() => undefined);
+    };
+    refresh();
+    this.timer = setInterval(refresh, DEPTH_REFRESH_MS);
+    this.timer.unref();
+    this.app.once('queue-depth-timer', () => this.timer, async (t) => clearInterval(t));
+  }
+
+  get current(): number {
+    return this.waiting;
+  }
+
+  added(): void {
+    this.waiting++;
+  }
+}
+
+function depthOf(app: AppContext): QueueDepth {
+  const d = app.once('queue-depth', () => new QueueDepth(app));
+  d.start();
+  return d;
+}
+
+/** Refuses up front (503, no quota used) when the queue is already deeper than its bound. */
+export function assertQueueHasRoom(app: AppContext): void {
+  if (depthOf(app).current >= app.config.queue.maxDepth) {
+    dispatchMetrics(app).rejected.inc({ reason: 'queue_full' });
+    throw new AppError('unavailable', 'The service is at capacity right now; please retry shortly.', {
+      code: 'queue_full',
+      headers: { 'Retry-After': String(QUEUE_FULL_RETRY_AFTER_S) },
+    });
+  }
+}
+
+/**
+ * Queues the job and relays what its worker publishes to `onEvent`, in order. Throws 503 when the
+ * queue cannot be reached; `pickedUp` rejects with 503 when no worker takes the job in time.
+ */
+export async function dispatch(app: AppContext, job: CompletionJob, onEvent: (e: DispatchEvent) => void): Promise<Dispatch> {
+  const hub = relayHubOf(app);
+  const queue = app.queue<CompletionJob>(COMPLETIONS_QUEUE);
+  let expected = 0;
+  let picked = false;
+  let ended = false;
+  let idleTimer: NodeJS.Timeout | undefined;
+  const idleMs = app.config.providers.requestTimeoutMs + 10_000;
+
+  let resolvePickup!: (v: 'picked' | 'ended') => void;
+  const pickup = new Promise<'picked' | 'ended'>((r) => (resolvePickup = r));
+
+  const end = (e: DispatchEvent) => {
+    if (ended) return;
+    ended = true;
+    clearTimeout(idleTimer);
+    unregister();
+    resolvePickup('ended');
+    onEvent(e);
+  };
+  const armIdle = () => {
+    clearTimeout(idleTimer);
+    idleTimer = setTimeout(() => end({ kind: 'idle' }), idleMs);
+    idleTimer.unref();
+  };
+
+  const unregister = hub.register(job.id, (m: RelayMessage | undefined) => {
+    if (ended) return;
+    if (!m || (m.seq !== expected && m.kind !== 'picked')) return end({ kind: 'gap' });
+    expected = m.seq + 1;
+    armIdle();
+    switch (m.kind) {
+      case 'picked':
+        picked = true;
+        resolvePickup('picked');
+        onEvent({ kind: 'picked' });
+        return;
+      case 'sse':
+        return onEvent({ kind: 'sse', payload: m.payload });
+      case 'final':
+        return end({ kind: 'final', payload: m.payload });
+      case 'done':
+        return end({ kind: 'done', payload: m.payload });
+      case 'error': {
+        let error: RelayError;
+        try {
+          error = JSON.parse(m.payload) as RelayError;
+        } catch {
+          return end({ kind: 'gap' });
+        }
+        return end({ kind: 'error', error });
+      }
+    }
+  });
+
+  await hub.start();
+  try {
+    await queue.add('completion', job, { jobId: job.id });
+  } catch (err) {
+    unregister();
+    dispatchMetrics(app).rejected.inc({ reason: 'queue_unavailable' });
+    await settle(app, { accountId: job.accountId, requestId: job.id, actualTokens: 0 }).catch(() => undefined);
+    throw new AppError('unavailable', 'The completion queue is unreachable right now; please retry shortly.', {
+      code: 'queue_unavailable',
+      headers: { 'Retry-After': '5' },
+      cause: err,
+    });
+  }
+  depthOf(app).added();
+
+  const withdraw = async (): Promise<boolean> => {
+    // remove() refuses a job a worker holds, so this never races with one that just started it.
+    const removed = await queue.remove(job.id).catch(() => 0);
+    if (removed === 1) await settle(app, { accountId: job.accountId, requestId: job.id, actualTokens: 0 }).catch(() => undefined);
+    return removed === 1;
+  };
+
+  // Wait for a worker to take the job; if none does in time, withdraw it and say so.
+  const pickedUp = (async () => {
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), app.config.queue.pickupTimeoutMs)));
+      const outcome = await Promise.race([pickup, timedOut]);
+      clearTimeout(timer);
+      if (outcome !== 'timeout') return;
+      if (await withdraw()) {
+        ended = true;
+        unregister();
+        dispatchMetrics(app).rejected.inc({ reason: 'no_worker' });
+        throw new AppError('unavailable', 'No completion worker is available right now; please retry shortly.', {
+          code: 'no_worker_available',
+          headers: { 'Retry-After': String(NO_WORKER_RETRY_AFTER_S) },
+        });
+      }
+      // Held by a worker that has not announced itself yet: keep waiting.
+    }
+  })();
+
+  return {
+    pickedUp,
+    cancel() {
+      if (ended) return;
+      ended = true;
+      clearTimeout(idleTimer);
+      unregister();
+      resolvePickup('ended');
+      if (!picked) void withdraw();
+      void hub.cancel(job.id);
+    },
+    close() {
+      ended = true;
+      clearTimeout(idleTimer);
+      unregister();
+    },
+  };
+}

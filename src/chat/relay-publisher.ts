@@ -1,0 +1,153 @@
+import type { ChainableCommander, Redis } from 'ioredis';
+import { encodeRelay, type RelayError, type RelayKind } from './relay-protocol.js';
+
+/** Progress of a request, kept in Redis so a re-run of a stalled job knows what the client already got. */
+export interface Progress {
+  /** Last sequence number published. */
+  seq: number;
+  /** Client-visible text was published (a re-run must not stream into the same connection again). */
+  sent: boolean;
+  /** Usage reported by the upstream, or counted so far. */
+  promptTokens: number;
+  completionTokens: number;
+  /** The usage row was appended: nothing is left to record. */
+  recorded: boolean;
+}
+
+export const PROGRESS_TTL_SECONDS = 86_400;
+
+export function parseProgress(h: Record<string, string>): Progress | undefined {
+  if (!h || Object.keys(h).length === 0) return undefined;
+  return {
+    seq: Number(h.seq ?? -1),
+    sent: h.sent === '1',
+    promptTokens: Number(h.ptoks ?? 0),
+    completionTokens: Number(h.ctoks ?? 0),
+    recorded: h.recorded === '1',
+  };
+}
+
+/**
+ * The worker's end of the relay. SSE events are coalesced per event-loop turn into one message,
+ * published together with the progress record in one pipeline (one round trip per flush, not per
+ * token). A PUBLISH that reaches no subscriber means the web process is gone: `onGone` fires so the
+ * worker can stop the upstream request.
+ */
+export class RelayPublisher {
+  private seq: number;
+  private pending: string[] = [];
+  private scheduled = false;
+  private last: Promise<unknown> = Promise.resolve();
+  private sentText = false;
+  private promptTokens = 0;
+  private completionTokens = 0;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly channel: string,
+    private readonly progressKey: string,
+    private readonly onGone: () => void,
+    startSeq = 0,
+  ) {
+    this.seq = startSeq;
+  }
+
+  get hasSentText(): boolean {
+    return this.sentText;
+  }
+
+  /** Tokens produced so far, for the progress record a re-run would bill from. */
+  count(promptTokens: number, completionTokens: number): void {
+    this.promptTokens = promptTokens;
+    this.completionTokens = completionTokens;
+  }
+
+  /** Seq 0: a worker has the job. Awaited, so the web tier's pickup timer stops promptly. */
+  async picked(): Promise<void> {
+    await this.publishNow('picked', '');
+  }
+
+  /** Queues one ready-to-write SSE event (`data: …\n\n`), flushed at the end of this turn. */
+  sse(event: string, visibleText: boolean): void {
+    this.pending.push(event);
+    if (visibleText) this.sentText = true;
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => void this.flush().catch(() => undefined));
+    }
+  }
+
+  /** Publishes what is pending now, with the progress record. */
+  flush(): Promise<unknown> {
+    this.scheduled = false;
+    if (this.pending.length === 0) return this.last;
+    const payload = this.pending.join('');
+    this.pending = [];
+    const tx = this.redis.pipeline();
+    this.addPublish(tx, 'sse', payload);
+    this.addProgress(tx);
+    return this.track(tx.exec());
+  }
+
+  /**
+   * Publishes the last message(s) of the request together with `extra` commands (usage record,
+   * quota settlement) in ONE atomic MULTI, after anything still pending.
+   */
+  finish(kind: 'done' | 'final' | 'error', payload: string, extra: (tx: ChainableCommander) => void): Promise<unknown> {
+    const tx = this.redis.multi();
+    if (this.pending.length > 0) {
+      this.addPublish(tx, 'sse', this.pending.join(''));
+      this.pending = [];
+    }
+    this.addPublish(tx, kind, payload);
+    extra(tx);
+    tx.hset(this.progressKey, { recorded: '1' });
+    return this.track(tx.exec());
+  }
+
+  /** An error event for a stream, or the error reply for a plain request. */
+  errorPayload(err: RelayError): string {
+    return JSON.stringify(err);
+  }
+
+  private addPublish(tx: ChainableCommander, kind: RelayKind, payload: string): void {
+    tx.publish(this.channel, encodeRelay(this.seq++, kind, payload));
+  }
+
+  private addProgress(tx: ChainableCommander): void {
+    tx.hset(this.progressKey, {
+      seq: String(this.seq - 1),
+      sent: this.sentText ? '1' : '0',
+      ptoks: String(this.promptTokens),
+      ctoks: String(this.completionTokens),
+    });
+  }
+
+  private publishNow(kind: RelayKind, payload: string): Promise<unknown> {
+    const tx = this.redis.pipeline();
+    this.addPublish(tx, kind, payload);
+    this.addProgress(tx);
+    tx.expire(this.progressKey, PROGRESS_TTL_SECONDS);
+    return this.track(tx.exec());
+  }
+
+  /** The first failure to publish, if any: the client cannot be reached any more. */
+  failure: unknown;
+
+  /**
+   * Every publish reply is checked for "no subscriber": the web process (and its client) is gone.
+   * A failed publish means the same thing. Either way `onGone` stops the upstream request.
+   */
+  private track(p: Promise<[Error | null, unknown][] | null>): Promise<unknown> {
+    const checked = p.then((replies) => {
+      const first = replies?.[0];
+      if (first && first[0] === null && first[1] === 0) this.onGone();
+      for (const [err] of replies ?? []) if (err) throw err;
+    });
+    this.last = checked.catch((err) => {
+      this.failure ??= err;
+      this.onGone();
+    });
+    return checked;
+  }
+}

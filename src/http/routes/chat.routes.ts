@@ -1,0 +1,187 @@
+import type { AppContext } from '../../context.js';
+import { AppError, type ErrorKind } from '../../errors.js';
+import { ChatCompletionRequestSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
+import { prepareCompletion } from '../../chat/chat.service.js';
+import type { CompletionJob } from '../../chat/completion-job.js';
+import { assertQueueHasRoom, dispatch, type Dispatch, type DispatchEvent } from '../../chat/dispatch.service.js';
+import { relayHubOf } from '../../chat/relay-hub.js';
+import type { RelayError } from '../../chat/relay-protocol.js';
+import { admissionError, admit } from '../../limits/limiter.service.js';
+import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
+
+const KIND_BY_STATUS: Record<number, ErrorKind> = {
+  400: 'invalid_request',
+  401: 'authentication',
+  403: 'permission',
+  404: 'not_found',
+  429: 'rate_limited',
+  502: 'upstream',
+  503: 'unavailable',
+};
+
+/** A failure reported by the worker, as the error the client sees. */
+function relayFailure(e: RelayError): AppError {
+  const kind = KIND_BY_STATUS[e.status] ?? (e.status >= 500 ? 'upstream' : 'invalid_request');
+  return new AppError(kind, e.error.message, {
+    status: e.status,
+    code: e.error.code ?? undefined,
+    param: e.error.param,
+    headers: e.status === 503 ? { 'Retry-After': '5' } : {},
+  });
+}
+
+const lostRelay = () =>
+  new AppError('upstream', 'Part of the response was lost between the worker and this server; please retry.', { code: 'relay_interrupted' });
+const stalled = () => new AppError('upstream', 'The worker stopped answering; please retry.', { code: 'worker_timeout' });
+
+/** The SSE form of an error after the stream has started: an event clients (and the OpenAI SDK) read as an error. */
+const errorEvent = (err: AppError) => `data: ${JSON.stringify({ error: { message: err.message, type: err.type, code: err.code, param: err.param } })}\n\n`;
+const DONE = 'data: [DONE]\n\n';
+
+async function plainCompletion(ctx: HttpContext, app: AppContext, job: CompletionJob): Promise<void> {
+  let settle!: (e: DispatchEvent) => void;
+  const outcome = new Promise<DispatchEvent>((r) => (settle = r));
+  const d = await dispatch(app, job, (e) => {
+    if (e.kind !== 'picked' && e.kind !== 'sse') settle(e);
+  });
+  watchDisconnect(ctx, d);
+  await d.pickedUp;
+  const e = await outcome;
+  if (e.kind === 'final') {
+    ctx.type = 'application/json';
+    ctx.body = e.payload;
+    return;
+  }
+  throw e.kind === 'error' ? relayFailure(e.error) : e.kind === 'idle' ? stalled() : lostRelay();
+}
+
+/**
+ * Headers are sent with the first chunk, so a failure before any output (an upstream outage after
+ * its retries) still gets a proper status. If nothing arrives for a heartbeat interval, the stream
+ * is committed and kept alive with SSE comments.
+ */
+async function streamCompletion(ctx: HttpContext, app: AppContext, job: CompletionJob): Promise<void> {
+  const res = ctx.res;
+  const heartbeatMs = app.config.queue.heartbeatMs;
+  let committed = false;
+  let finished = false;
+  let lastWrite = 0;
+  let beat: NodeJS.Timeout | undefined;
+  let settleFirst!: (v: { committed: true } | { error: AppError }) => void;
+  const first = new Promise<{ committed: true } | { error: AppError }>((r) => (settleFirst = r));
+
+  const write = (s: string) => {
+    lastWrite = performance.now();
+    res.write(s);
+  };
+  const commit = () => {
+    if (committed) return;
+    committed = true;
+    // From here on Koa leaves the response to us; its status is kept for metrics and logs.
+    ctx.respond = false;
+    ctx.status = 200;
+    res.writeHead(200, {
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      'Cache-Control': 'no-cache',
+      Connection: 'keep-alive',
+      'X-Accel-Buffering': 'no',
+    });
+    beat = setInterval(() => {
+      if (performance.now() - lastWrite >= heartbeatMs - 5) write(': keep-alive\n\n');
+    }, heartbeatMs);
+    settleFirst({ committed: true });
+  };
+  const finish = (tail: string) => {
+    if (finished) return;
+    finished = true;
+    clearInterval(beat);
+    res.end(tail);
+  };
+  const fail = (err: AppError) => {
+    if (committed) finish(errorEvent(err) + DONE);
+    else settleFirst({ error: err });
+  };
+
+  let waitTimer: NodeJS.Timeout | undefined;
+  const d = await dispatch(app, job, (e) => {
+    clearTimeout(waitTimer);
+    switch (e.kind) {
+      case 'picked':
+        // A slow first token: commit after one heartbeat interval and keep the connection alive.
+        waitTimer = setTimeout(() => {
+          commit();
+          write(': keep-alive\n\n');
+        }, heartbeatMs);
+        return;
+      case 'sse':
+        commit();
+        write(e.payload);
+        return;
+      case 'done':
+        commit();
+        finish(e.payload + DONE);
+        return;
+      case 'final':
+        commit();
+        finish(DONE);
+        return;
+      case 'error':
+        return fail(relayFailure(e.error));
+      case 'idle':
+        return fail(stalled());
+      case 'gap':
+        return fail(lostRelay());
+    }
+  });
+  res.once('close', () => {
+    clearTimeout(waitTimer);
+    clearInterval(beat);
+  });
+  watchDisconnect(ctx, d);
+  await d.pickedUp;
+  const outcome = await first;
+  if ('error' in outcome) {
+    clearTimeout(waitTimer);
+    throw outcome.error;
+  }
+}
+
+/** A client that goes away mid-request cancels the job: withdrawn if queued, aborted if running. */
+function watchDisconnect(ctx: HttpContext, d: Dispatch): void {
+  ctx.res.once('close', () => {
+    if (ctx.res.writableFinished) d.close();
+    else d.cancel();
+  });
+}
+
+export const chatRoutes: RouteSpec[] = defineRoutes([
+  {
+    method: 'post',
+    path: '/v1/chat/completions',
+    operationId: 'createChatCompletion',
+    summary: 'Create a chat completion (JSON, or server-sent events when stream is true)',
+    description:
+      'Rate-limit headers (X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset and the OpenAI x-ratelimit-* set) are on every response. ' +
+      'A stream is a sequence of `data: <chat.completion.chunk JSON>` lines ending with `data: [DONE]`.',
+    tag: 'chat',
+    auth: 'api_key',
+    body: ChatCompletionRequestSchema,
+    responses: {
+      200: { description: 'A chat.completion body, or an SSE stream of chat.completion.chunk events', alsoAs: ['text/event-stream'] },
+      403: { description: 'The model needs the paid tier' },
+      404: { description: 'Unknown model' },
+      502: { description: 'The upstream model provider failed' },
+      503: { description: 'No capacity (queue full, no worker, provider not configured); see Retry-After' },
+    },
+    handler: async (ctx, app) => {
+      const account = accountOf(ctx);
+      const req = ctx.state.body as ChatCompletionRequest;
+      const job = prepareCompletion(app, account, req, relayHubOf(app).instance);
+      assertQueueHasRoom(app);
+      const admission = await admit(app, { accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens });
+      ctx.set(admission.headers);
+      if (!admission.allowed) throw admissionError(admission);
+      await (job.stream ? streamCompletion(ctx, app, job) : plainCompletion(ctx, app, job));
+    },
+  },
+]);

@@ -1,0 +1,86 @@
+import { hostname } from 'node:os';
+import type { Redis } from 'ioredis';
+import type { AppContext } from '../context.js';
+import { promClient } from '../metrics.js';
+import { insertUsageEvents } from './usage.repository.js';
+import { METERING_GROUP, parseUsageEntry, usageStreamKey } from './usage-stream.js';
+import type { UsageEvent } from './usage-event.js';
+
+/** An entry a consumer took but never acknowledged (it crashed) is taken over after this long. */
+const RECLAIM_IDLE_MS = 30_000;
+
+function meteringMetrics(app: AppContext) {
+  return app.once('metering-metrics', () => ({
+    recorded: new promClient.Counter({
+      name: 'usage_events_recorded_total',
+      help: 'Usage events written to the ledger (duplicates excluded)',
+      registers: [app.metrics.registry],
+    }),
+    lag: new promClient.Gauge({
+      name: 'usage_metering_lag_seconds',
+      help: 'Age of the oldest usage event drained in the last batch (0 when the stream is empty)',
+      registers: [app.metrics.registry],
+    }),
+  }));
+}
+
+export async function ensureMeteringGroup(redis: Redis, key: string): Promise<void> {
+  try {
+    // From the start of the stream: entries appended before the group existed are metered too.
+    await redis.xgroup('CREATE', key, METERING_GROUP, '0', 'MKSTREAM');
+  } catch (err) {
+    if (!String(err).includes('BUSYGROUP')) throw err;
+  }
+}
+
+type Entries = [id: string, fields: string[]][];
+
+/**
+ * Drains up to `count` usage events into the ledger: first entries a dead consumer left behind,
+ * then new ones (waiting up to `blockMs` for some). Inserted with ON CONFLICT DO NOTHING, then
+ * acknowledged and deleted, so a crash at any point re-delivers and never double counts.
+ */
+export async function drainUsageOnce(app: AppContext, redis: Redis, opts: { consumer?: string; count?: number; blockMs?: number } = {}): Promise<number> {
+  const key = usageStreamKey(app.config);
+  const consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
+  const count = opts.count ?? 500;
+
+  const claimed = (await redis.xautoclaim(key, METERING_GROUP, consumer, RECLAIM_IDLE_MS, '0-0', 'COUNT', count)) as [string, Entries, string[]?];
+  let entries: Entries = claimed[1] ?? [];
+  if (entries.length === 0) {
+    const args: (string | number)[] = ['GROUP', METERING_GROUP, consumer, 'COUNT', count];
+    if (opts.blockMs !== undefined) args.push('BLOCK', opts.blockMs);
+    args.push('STREAMS', key, '>');
+    const reply = (await (redis.xreadgroup as (...a: (string | number)[]) => Promise<unknown>)(...args)) as [string, Entries][] | null;
+    entries = reply?.[0]?.[1] ?? [];
+  }
+  if (entries.length === 0) {
+    meteringMetrics(app).lag.set(0);
+    return 0;
+  }
+  const events: UsageEvent[] = [];
+  for (const [, fields] of entries) {
+    const e = parseUsageEntry(fields);
+    if (e) events.push(e);
+    else app.log.error({ fields }, 'unreadable usage entry; dropping it');
+  }
+  const inserted = await insertUsageEvents(app.db, events);
+  const ids = entries.map(([id]) => id);
+  await redis.multi().xack(key, METERING_GROUP, ...ids).xdel(key, ...ids).exec();
+  const m = meteringMetrics(app);
+  m.recorded.inc(inserted);
+  const oldestMs = Number(ids[0]!.split('-')[0]);
+  m.lag.set(Math.max(0, (Date.now() - oldestMs) / 1000));
+  return entries.length;
+}
+
+/** Drains until the stream has nothing new (for on-demand invoices and tests). */
+export async function flushUsage(app: AppContext, redis: Redis = app.redis): Promise<number> {
+  await ensureMeteringGroup(redis, usageStreamKey(app.config));
+  let total = 0;
+  for (;;) {
+    const n = await drainUsageOnce(app, redis);
+    total += n;
+    if (n === 0) return total;
+  }
+}

@@ -1,0 +1,142 @@
+import { randomBytes } from 'node:crypto';
+import type { ChainableCommander } from 'ioredis';
+import type { AppContext } from '../src/context.js';
+import type { BackgroundService } from '../src/lifecycle.js';
+import { COMPLETIONS_QUEUE, createWorker } from '../src/infra/queues.js';
+import { redisKey } from '../src/infra/redis.js';
+import { catalogOf } from '../src/catalog/catalog.js';
+import { providerFor } from '../src/providers/registry.js';
+import { settleCommands } from '../src/limits/limiter.service.js';
+import type { CompletionJob } from '../src/chat/completion-job.js';
+import { runCompletion, toRelayError } from '../src/chat/completion-runner.js';
+import { cancelPattern, relayChannel } from '../src/chat/relay-protocol.js';
+import { parseProgress, RelayPublisher } from '../src/chat/relay-publisher.js';
+import { appendUsage } from '../src/usage/usage-stream.js';
+import { AppError } from '../src/errors.js';
+
+/**
+ * The completion worker: takes jobs from the queue (config.queue.workerConcurrency at a time),
+ * runs them against the provider and relays the output to the web process holding the client.
+ * Cancellation arrives on one pattern subscription per process.
+ */
+export async function startCompletionWorker(app: AppContext): Promise<BackgroundService> {
+  const { config } = app;
+  const prefix = config.redis.prefix;
+  const workerId = `${process.pid}-${randomBytes(3).toString('hex')}`;
+  const running = new Map<string, AbortController>();
+
+  const cancels = app.redisConnection('subscriber', 'cancel-subscriber');
+  const cancelPrefix = cancelPattern(prefix).slice(0, -1);
+  cancels.on('pmessage', (_pattern: string, channel: string) => {
+    running.get(channel.slice(cancelPrefix.length))?.abort('client_cancelled');
+  });
+  await cancels.psubscribe(cancelPattern(prefix));
+  // Fail at start-up, not on the first request, when the catalog file is wrong.
+  catalogOf(app);
+
+  const settleInto = (job: CompletionJob) => (tx: ChainableCommander, actualTokens: number) => {
+    for (const [cmd, ...args] of settleCommands(app, { accountId: job.accountId, requestId: job.id, actualTokens })) tx.call(cmd, ...args);
+  };
+
+  const crashBeforeRecord = config.faults.crashBeforeRecord
+    ? () => {
+        app.log.warn('failpoint crash-before-record: exiting without recording usage');
+        process.kill(process.pid, 'SIGKILL');
+      }
+    : undefined;
+
+  const process_ = async (job: CompletionJob): Promise<void> => {
+    const progressKey = redisKey(config, 'req', job.id);
+    const channel = relayChannel(prefix, job.relayTo, job.id);
+    const [[, isFirstRun], [, existing]] = (await app.redis.multi().hsetnx(progressKey, 'worker', workerId).hgetall(progressKey).exec()) as [
+      [null, number],
+      [null, Record<string, string>],
+    ];
+    const controller = new AbortController();
+    let startSeq = 0;
+    if (!isFirstRun) {
+      // BullMQ re-runs a job whose worker stalled (died or froze). What the first run did decides.
+      const progress = parseProgress(existing);
+      if (progress?.recorded) return;
+      if (progress && (progress.sent || progress.completionTokens > 0)) {
+        await endInterruptedRun(app, job, progress, channel, progressKey, settleInto(job));
+        return;
+      }
+      startSeq = (progress?.seq ?? -1) + 1;
+    }
+    const publisher = new RelayPublisher(app.redis, channel, progressKey, () => controller.abort('client_gone'), startSeq);
+    running.set(job.id, controller);
+    try {
+      await publisher.picked();
+      let provider;
+      try {
+        provider = providerFor(app, { ...job.model, provider: job.model.provider as never, tiers: [job.tier] });
+        provider.check(job.params);
+      } catch (err) {
+        await publisher.finish('error', JSON.stringify(toRelayError(err)), (tx) => {
+          appendUsage(tx, config, usageOf(job, 'failed', 0, 0));
+          settleInto(job)(tx, 0);
+        });
+        return;
+      }
+      await runCompletion(job, { app, provider, publisher, signal: controller.signal, settle: settleInto(job), beforeRecord: crashBeforeRecord });
+    } finally {
+      running.delete(job.id);
+    }
+  };
+
+  const worker = createWorker<CompletionJob>(config, COMPLETIONS_QUEUE, app.redisConnection('queue-worker', 'completion-worker'), (job) => process_(job.data), {
+    concurrency: config.queue.workerConcurrency,
+    lockDuration: Math.max(config.queue.stalledIntervalMs, 1000),
+  });
+  worker.on('error', (err) => app.log.error({ err }, 'completion worker error'));
+  worker.on('failed', (job, err) => app.log.error({ jobId: job?.id, err }, 'completion job failed'));
+  await worker.waitUntilReady();
+
+  return {
+    name: 'completions',
+    async stop() {
+      // Finishes the jobs in hand (streams in flight run to their end), takes no new ones.
+      await worker.close();
+    },
+  };
+}
+
+function usageOf(job: CompletionJob, status: 'completed' | 'cancelled' | 'failed', promptTokens: number, completionTokens: number) {
+  return {
+    request_id: job.id,
+    account_id: job.accountId,
+    model: job.model.id,
+    tier: job.tier,
+    status,
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    input_price_per_million: job.model.input_price_per_million,
+    output_price_per_million: job.model.output_price_per_million,
+    created_at: new Date(job.created * 1000).toISOString(),
+  };
+}
+
+/**
+ * A re-run of a job whose first run already sent text: streaming it again would duplicate or
+ * garble the client's answer. End the stream with an error event instead, and record what the
+ * first run produced (it is in the progress record), once.
+ */
+async function endInterruptedRun(
+  app: AppContext,
+  job: CompletionJob,
+  progress: NonNullable<ReturnType<typeof parseProgress>>,
+  channel: string,
+  progressKey: string,
+  settle: (tx: ChainableCommander, tokens: number) => void,
+): Promise<void> {
+  app.log.warn({ requestId: job.id }, 'job re-run after its worker stopped mid-request; ending the stream and recording partial usage');
+  const publisher = new RelayPublisher(app.redis, channel, progressKey, () => undefined, progress.seq + 1);
+  const err = new AppError('upstream', 'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.', {
+    code: 'worker_interrupted',
+  });
+  await publisher.finish('error', JSON.stringify(toRelayError(err)), (tx) => {
+    appendUsage(tx, app.config, usageOf(job, 'failed', progress.promptTokens, progress.completionTokens));
+    settle(tx, progress.promptTokens + progress.completionTokens);
+  });
+}

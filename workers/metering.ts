@@ -1,0 +1,31 @@
+import type { AppContext } from '../src/context.js';
+import type { BackgroundService } from '../src/lifecycle.js';
+import { drainUsageOnce, ensureMeteringGroup } from '../src/usage/metering.service.js';
+import { usageStreamKey } from '../src/usage/usage-stream.js';
+
+/** Drains the usage stream into the ledger continuously; each worker replica is one consumer of the group. */
+export async function startMetering(app: AppContext): Promise<BackgroundService> {
+  // A blocking read holds its connection, so metering has one of its own.
+  const redis = app.redisConnection('queue-worker', 'metering');
+  await ensureMeteringGroup(redis, usageStreamKey(app.config));
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      try {
+        await drainUsageOnce(app, redis, { blockMs: 1000 });
+      } catch (err) {
+        if (!running) break;
+        app.log.error({ err }, 'metering batch failed; retrying');
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  })();
+  return {
+    name: 'metering',
+    async stop() {
+      running = false;
+      // The blocking read returns within its 1 s block; then the loop ends.
+      await loop;
+    },
+  };
+}
