@@ -1,5 +1,6 @@
 import { isMain, runProcess, stopAll, type BackgroundService } from '../src/lifecycle.js';
 import { startCompletionWorker } from './completion.js';
+import { startEmailSender } from './email-sender.js';
 import { startMetering } from './metering.js';
 
 // The `worker` role: everything that drains a queue. Each replica runs the same set; BullMQ and
@@ -9,6 +10,7 @@ if (isMain(import.meta.url)) {
     const services: BackgroundService[] = [];
     services.push(await startCompletionWorker(app));
     services.push(await startMetering(app));
+    services.push(startEmailSender(app));
     return { stop: stopAll(services), ready: `worker: running ${services.map((s) => s.name).join(', ') || 'no services'}` };
   });
 }

@@ -1,8 +1,10 @@
-import type { Selectable } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { Db, Trx } from '../infra/db.js';
 import type { AccountsTable } from '../../db/schema/accounts.js';
+import type { EmailVerificationTokensTable } from '../../db/schema/email-verification-tokens.js';
 
 export type Account = Selectable<AccountsTable>;
+export type VerificationToken = Selectable<EmailVerificationTokensTable>;
 
 export async function findAccountByApiKeyHash(db: Db, keyHash: string): Promise<(Account & { key_hash: string }) | undefined> {
   return db
@@ -19,10 +21,89 @@ export async function findAccountById(db: Db | Trx, id: string): Promise<Account
   return db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
+/** Uses the unique index on lower(email): addresses compare case-insensitively. */
 export async function findAccountByEmail(db: Db | Trx, email: string): Promise<Account | undefined> {
   return db
     .selectFrom('accounts')
     .selectAll()
     .where((eb) => eb(eb.fn('lower', ['email']), '=', email.toLowerCase()))
     .executeTakeFirst();
+}
+
+/**
+ * Inserts the account unless one with the same address (any case) exists. ON CONFLICT makes a
+ * concurrent sign-up for the same address wait for the first and then insert nothing, instead
+ * of failing on the unique index. Returns undefined when the address was already taken.
+ */
+export async function insertAccountIfAbsent(trx: Trx, values: { name: string; email: string; organization: string; now: Date }): Promise<Account | undefined> {
+  return trx
+    .insertInto('accounts')
+    .values({ name: values.name, email: values.email, organization: values.organization, tier: 'free', verified_at: null, tier_changed_at: values.now, updated_at: values.now })
+    .onConflict((oc) => oc.expression(sql`lower(email)`).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Row lock on the account, so verification and key changes for one account run one at a time. */
+export async function lockAccount(trx: Trx, id: string): Promise<Account | undefined> {
+  return trx.selectFrom('accounts').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
+}
+
+export async function markAccountVerified(trx: Trx, id: string, now: Date): Promise<Account | undefined> {
+  return trx
+    .updateTable('accounts')
+    .set({ verified_at: now, updated_at: now })
+    .where('id', '=', id)
+    .where('verified_at', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function insertVerificationToken(trx: Trx, values: { accountId: string; tokenHash: string; expiresAt: Date; now: Date }): Promise<void> {
+  await trx
+    .insertInto('email_verification_tokens')
+    .values({ account_id: values.accountId, token_hash: values.tokenHash, expires_at: values.expiresAt, created_at: values.now })
+    .execute();
+}
+
+/**
+ * Marks the token used if it is unused and unexpired, in one statement: of two concurrent
+ * uses, the second finds used_at already set and gets nothing back.
+ */
+export async function useVerificationToken(trx: Trx, tokenHash: string, now: Date): Promise<{ account_id: string } | undefined> {
+  return trx
+    .updateTable('email_verification_tokens')
+    .set({ used_at: now })
+    .where('token_hash', '=', tokenHash)
+    .where('used_at', 'is', null)
+    .where('expires_at', '>', now)
+    .returning('account_id')
+    .executeTakeFirst();
+}
+
+export async function findVerificationToken(db: Db | Trx, tokenHash: string): Promise<VerificationToken | undefined> {
+  return db.selectFrom('email_verification_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+}
+
+/** Every other open link of the account stops working once one of them verified it. */
+export async function closeVerificationTokens(trx: Trx, accountId: string, now: Date): Promise<void> {
+  await trx.updateTable('email_verification_tokens').set({ used_at: now }).where('account_id', '=', accountId).where('used_at', 'is', null).execute();
+}
+
+export async function revokeActiveApiKeys(trx: Trx, accountId: string, now: Date): Promise<number> {
+  const rows = await trx
+    .updateTable('api_keys')
+    .set({ revoked_at: now })
+    .where('account_id', '=', accountId)
+    .where('revoked_at', 'is', null)
+    .returning('id')
+    .execute();
+  return rows.length;
+}
+
+export async function insertApiKey(trx: Trx, values: { accountId: string; keyHash: string; displayPrefix: string; now: Date }): Promise<void> {
+  await trx
+    .insertInto('api_keys')
+    .values({ account_id: values.accountId, key_hash: values.keyHash, display_prefix: values.displayPrefix, created_at: values.now })
+    .execute();
 }

@@ -19,7 +19,15 @@ export async function authenticateApiKey(app: AppContext, key: string): Promise<
     throw new AppError('authentication', 'Incorrect API key provided, or the key was regenerated.', { code: 'invalid_api_key' });
   }
   const { key_hash: _omit, ...account } = row;
+  assertVerified(account);
   return account;
+}
+
+/** An unverified account cannot use the API, whatever credential it holds. */
+function assertVerified(account: Account): void {
+  if (account.verified_at === null) {
+    throw new AppError('permission', 'Verify your email address before using the API', { code: 'email_not_verified' });
+  }
 }
 
 function verifier(app: AppContext): JwtVerifier {
@@ -33,8 +41,6 @@ export async function authenticateJwt(app: AppContext, token: string): Promise<A
   if (typeof claims.sub === 'string' && UUID.test(claims.sub)) account = await findAccountById(app.db, claims.sub);
   if (!account && typeof claims.email === 'string') account = await findAccountByEmail(app.db, claims.email);
   if (!account) throw new AppError('authentication', 'The token does not name a known account', { code: 'unknown_account' });
-  if (account.verified_at === null) {
-    throw new AppError('permission', 'Verify your email address before using the API', { code: 'email_not_verified' });
-  }
+  assertVerified(account);
   return account;
 }

@@ -37,6 +37,15 @@ export function createJwtVerifier(config: Config, clock: Clock): JwtVerifier {
         });
         return payload;
       } catch (err) {
+        // Our key set being unreachable says nothing about the token: 503, so the client retries
+        // instead of discarding a good token.
+        if (jwt.jwksUrl !== undefined && keySetUnavailable(err)) {
+          throw new AppError('unavailable', 'The token cannot be checked right now (the signing key set is unreachable); retry shortly', {
+            code: 'jwks_unavailable',
+            headers: { 'Retry-After': '5' },
+            cause: err,
+          });
+        }
         throw new AppError('authentication', describeJwtError(err), { code: 'invalid_token', cause: err });
       }
     },
@@ -49,10 +58,14 @@ function describeJwtError(err: unknown): string {
   if (err instanceof joseErrors.JOSEAlgNotAllowed) return 'The token is signed with an algorithm this server does not accept';
   if (err instanceof joseErrors.JWSSignatureVerificationFailed) return 'The token signature is not valid';
   if (err instanceof joseErrors.JWKSNoMatchingKey) return 'No key matches the token';
-  if (err instanceof joseErrors.JWKSTimeout || (err instanceof joseErrors.JOSEError && err.code === 'ERR_JWKS_TIMEOUT')) {
-    return 'The token could not be verified right now (key set unreachable)';
-  }
   return 'The token is malformed or not valid';
+}
+
+/** Failures to fetch or parse the JWKS (jose raises a bare JOSEError for a non-200 or non-JSON answer). */
+function keySetUnavailable(err: unknown): boolean {
+  if (err instanceof joseErrors.JWKSTimeout || err instanceof joseErrors.JWKSInvalid) return true;
+  if (err instanceof joseErrors.JOSEError) return err.code === 'ERR_JOSE_GENERIC';
+  return err instanceof TypeError && /fetch failed/i.test(err.message);
 }
 
 /** Signs a token the configured verifier accepts (shared-secret configurations only). */

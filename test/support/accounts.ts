@@ -3,6 +3,7 @@ import { generateApiKey } from '../../src/accounts/api-keys.js';
 import type { Account } from '../../src/accounts/accounts.repository.js';
 import { mintJwt } from '../../src/accounts/jwt.js';
 import type { Tier } from '../../db/schema/index.js';
+import { accountOf, defineRoutes, type AuthMode, type HttpContext, type RouteSpec } from '../../src/http/route.js';
 import { uniqueEmail } from './env.js';
 
 export interface TestAccount {
@@ -33,4 +34,55 @@ export async function createTestAccount(app: AppContext, opts: { tier?: Tier; ve
   await app.db.insertInto('api_keys').values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix }).execute();
   const jwt = await mintJwt(app.config, app.clock, { sub: account.id, email });
   return { account, apiKey: key.key, jwt };
+}
+
+/**
+ * One route per credential mode, answering with the account it authenticated, for tests of the
+ * credential middleware that must not depend on any one feature's endpoints.
+ */
+export function credentialProbeRoutes(): RouteSpec[] {
+  const modes: AuthMode[] = ['api_key', 'jwt', 'api_key_or_jwt'];
+  return defineRoutes(
+    modes.map((mode) => ({
+      method: 'get' as const,
+      path: `/probe/${mode}`,
+      operationId: `probe_${mode}`,
+      summary: `authenticates with ${mode}`,
+      tag: 'test',
+      auth: mode,
+      responses: { 200: { description: 'the account' } },
+      handler: (ctx: HttpContext) => {
+        ctx.body = { account_id: accountOf(ctx).id, credential: ctx.state.credential };
+      },
+    })),
+  );
+}
+
+/** The newest queued email to that address (any case), as the outbox holds it. */
+export async function latestEmailTo(app: AppContext, address: string): Promise<{ id: string; kind: string; subject: string; text_body: string; html_body: string; status: string } | undefined> {
+  return app.db
+    .selectFrom('email_outbox')
+    .select(['id', 'kind', 'subject', 'text_body', 'html_body', 'status'])
+    .where((eb) => eb(eb.fn('lower', ['to_address']), '=', address.toLowerCase()))
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+/** The verification link in a message body (the token is its `token` query parameter). */
+export function verificationLinkIn(text: string): { link: string; token: string } {
+  const link = /https?:\/\/\S+\/v1\/auth\/verify\?token=[A-Za-z0-9_%-]+/.exec(text)?.[0];
+  if (!link) throw new Error(`no verification link in:\n${text}`);
+  return { link, token: new URL(link).searchParams.get('token')! };
+}
+
+/** Outbox rows of these addresses still pending are closed, so no later test's worker sends them. */
+export async function closeOutboxFor(app: AppContext, addresses: string[]): Promise<void> {
+  if (addresses.length === 0) return;
+  await app.db
+    .updateTable('email_outbox')
+    .set({ status: 'failed', last_error: 'closed by test cleanup' })
+    .where('status', '=', 'pending')
+    .where((eb) => eb(eb.fn('lower', ['to_address']), 'in', addresses.map((a) => a.toLowerCase())))
+    .execute();
 }

@@ -1,8 +1,11 @@
 import type { RouteSpec } from '../route.js';
-import { chatRoutes } from './chat.routes.js';
 import { opsRoutes } from './ops.routes.js';
+import { subscriptionRoutes } from './subscriptions.routes.js';
+import { webhookRoutes } from './webhooks.routes.js';
+import { accountsRoutes } from './accounts.routes.js';
+import { chatRoutes } from './chat.routes.js';
 
 /** Every endpoint of the service, in the order the OpenAPI document lists them. */
 export function allRoutes(openApi: () => unknown): RouteSpec[] {
-  return [...chatRoutes, ...opsRoutes(openApi)];
+  return [...accountsRoutes(), ...chatRoutes, ...subscriptionRoutes(), ...webhookRoutes(), ...opsRoutes(openApi)];
 }

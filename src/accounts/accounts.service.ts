@@ -1,0 +1,149 @@
+import type { AppContext } from '../context.js';
+import { AppError } from '../errors.js';
+import type { Trx } from '../infra/db.js';
+import { admitKeyRegeneration } from '../limits/limiter.service.js';
+import { generateApiKey } from './api-keys.js';
+import { accountExistsEmail, verificationEmail } from './accounts.emails.js';
+import {
+  type Account,
+  closeVerificationTokens,
+  findAccountByEmail,
+  findAccountById,
+  findVerificationToken,
+  insertAccountIfAbsent,
+  insertApiKey,
+  insertVerificationToken,
+  lockAccount,
+  markAccountVerified,
+  revokeActiveApiKeys,
+  useVerificationToken,
+} from './accounts.repository.js';
+import type { IssuedKeyResult, SignupInput } from './accounts.schema.js';
+import { queueEmail } from './email-outbox.service.js';
+import { generateVerificationToken, hashVerificationToken } from './verification-tokens.js';
+
+export type { Account } from './accounts.repository.js';
+
+/** For other features: the account by id, or undefined. */
+export const getAccountById = (app: AppContext, id: string): Promise<Account | undefined> => findAccountById(app.db, id);
+
+/** For other features: the account by email address (any case), or undefined. */
+export const getAccountByEmail = (app: AppContext, email: string): Promise<Account | undefined> => findAccountByEmail(app.db, email);
+
+export const verificationLink = (app: AppContext, token: string): string =>
+  `${app.config.http.publicBaseUrl}/v1/auth/verify?token=${encodeURIComponent(token)}`;
+
+/**
+ * Sign-up. One answer whatever the address's history, so the endpoint never reveals whether an
+ * address is known:
+ * - new address: the account is created unverified on the free tier, with a verification email;
+ * - known, unverified: a fresh link is emailed (earlier links keep working until they expire or
+ *   one of them is used, so emails that arrive out of order all work); name and organization
+ *   are not changed by an unauthenticated caller;
+ * - known, verified: an "you already have an account" email, with no link and no key.
+ * The email goes into the outbox in the same transaction, so sign-up never waits on the provider.
+ */
+export async function signUp(app: AppContext, input: SignupInput): Promise<{ message: string; email: string }> {
+  const now = app.clock.now();
+  await app.db.transaction().execute(async (trx) => {
+    const created = await insertAccountIfAbsent(trx, { name: input.name, email: input.email, organization: input.organization, now });
+    // The insert did nothing: the address exists (possibly committed a moment ago by a concurrent sign-up).
+    const account = created ?? (await findAccountByEmail(trx, input.email));
+    if (!account) throw new Error('sign-up found neither a new nor an existing account for the address');
+    if (account.verified_at === null) await sendVerificationLink(app, trx, account, now);
+    else await queueEmail(trx, accountExistsEmail(account, app.config.http.publicBaseUrl), now);
+  });
+  return {
+    message: 'Account created. Check your email for a link to verify your address; opening it shows your API key.',
+    email: input.email,
+  };
+}
+
+async function sendVerificationLink(app: AppContext, trx: Trx, account: Account, now: Date): Promise<void> {
+  const { token, hash } = generateVerificationToken();
+  const ttl = app.config.auth.verifyTokenTtlMs;
+  await insertVerificationToken(trx, { accountId: account.id, tokenHash: hash, expiresAt: new Date(now.getTime() + ttl), now });
+  await queueEmail(trx, verificationEmail(account, verificationLink(app, token), Math.round(ttl / 3_600_000)), now);
+}
+
+/** Why a verification token was turned down; every case is 400 with its own code. */
+export const TOKEN_ERRORS = {
+  invalid_token: 'This verification link is not valid. Check that the whole link was opened, or sign up again with the same email address to get a new one.',
+  token_used: 'This verification link was already used. The API key was shown when it was first opened; if it is lost, regenerate it.',
+  token_expired: 'This verification link has expired. Sign up again with the same email address to get a new one.',
+} as const;
+
+const tokenError = (code: keyof typeof TOKEN_ERRORS) => new AppError('invalid_request', TOKEN_ERRORS[code], { code, param: 'token' });
+
+/**
+ * Verification: in one transaction the token is used (an UPDATE guarded by used_at IS NULL, so
+ * of two concurrent uses only one wins), the account is marked verified, its other open links are
+ * closed, and its API key is issued. The key is returned here once and stored only as a hash.
+ */
+export async function verifyEmail(app: AppContext, token: string): Promise<IssuedKeyResult> {
+  const hash = hashVerificationToken(token);
+  const now = app.clock.now();
+  return app.db.transaction().execute(async (trx) => {
+    const used = await useVerificationToken(trx, hash, now);
+    if (!used) {
+      const row = await findVerificationToken(trx, hash);
+      throw tokenError(!row ? 'invalid_token' : row.used_at !== null ? 'token_used' : 'token_expired');
+    }
+    // Another link of the same account may have verified it a moment ago.
+    const account = await markAccountVerified(trx, used.account_id, now);
+    if (!account) throw tokenError('token_used');
+    await closeVerificationTokens(trx, account.id, now);
+    const apiKey = await replaceApiKey(trx, account.id, now);
+    app.log.info({ accountId: account.id }, 'account verified; API key issued');
+    return {
+      message: 'Email verified. This is your API key: save it now, it will not be shown again.',
+      email: account.email,
+      api_key: apiKey,
+    };
+  });
+}
+
+/** Revokes the active key (if any) and issues a new one: one active key per account. */
+async function replaceApiKey(trx: Trx, accountId: string, now: Date): Promise<string> {
+  await revokeActiveApiKeys(trx, accountId, now);
+  const key = generateApiKey();
+  await insertApiKey(trx, { accountId, keyHash: key.hash, displayPrefix: key.displayPrefix, now });
+  return key.key;
+}
+
+/**
+ * A new key for the account; the old one is revoked in the same transaction and, since every
+ * request looks its key up by hash (no cache), stops working on every web instance at once.
+ * Tier, limits, subscription and billing hang off the account, so they are untouched.
+ * The rate limit (1 per 2 hours per account) is checked before anything changes; an allowed call
+ * counts even if the transaction then fails, which errs on the side of the limit.
+ */
+export async function regenerateApiKey(app: AppContext, accountId: string): Promise<IssuedKeyResult> {
+  const admission = await admitKeyRegeneration(app, accountId);
+  if (!admission.allowed) {
+    const retryAfter = Math.max(1, Math.ceil(admission.retryAfterSeconds));
+    throw new AppError('rate_limited', `An API key can be regenerated once every 2 hours. Try again in ${formatWait(retryAfter)}.`, {
+      code: 'rate_limit_exceeded',
+      headers: { 'Retry-After': String(retryAfter) },
+    });
+  }
+  const now = app.clock.now();
+  return app.db.transaction().execute(async (trx) => {
+    const account = await lockAccount(trx, accountId);
+    if (!account) throw new AppError('authentication', 'The account no longer exists', { code: 'unknown_account' });
+    if (account.verified_at === null) throw new AppError('permission', 'Verify your email address before using the API', { code: 'email_not_verified' });
+    const apiKey = await replaceApiKey(trx, account.id, now);
+    app.log.info({ accountId: account.id }, 'API key regenerated; the previous key is revoked');
+    return {
+      message: 'New API key issued; the previous key no longer works. Save this key now, it will not be shown again.',
+      email: account.email,
+      api_key: apiKey,
+    };
+  });
+}
+
+function formatWait(seconds: number): string {
+  if (seconds < 60) return `${seconds} s`;
+  const minutes = Math.ceil(seconds / 60);
+  return minutes < 60 ? `${minutes} min` : `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+}

@@ -1,0 +1,55 @@
+import type { Selectable } from 'kysely';
+import type { Db, Trx } from '../infra/db.js';
+import type { EmailOutboxTable } from '../../db/schema/email-outbox.js';
+
+export type OutboxRow = Selectable<EmailOutboxTable>;
+
+export interface NewOutboxEmail {
+  to: string;
+  subject: string;
+  text: string;
+  html: string;
+  kind: string;
+}
+
+export async function insertOutboxEmail(trx: Trx | Db, email: NewOutboxEmail, now: Date): Promise<string> {
+  const row = await trx
+    .insertInto('email_outbox')
+    .values({ to_address: email.to, subject: email.subject, text_body: email.text, html_body: email.html, kind: email.kind, next_attempt_at: now, created_at: now })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+/**
+ * The oldest due pending message, row-locked for this transaction. SKIP LOCKED lets several
+ * worker replicas drain the outbox side by side without ever taking the same row.
+ */
+export async function claimDueEmail(trx: Trx, now: Date): Promise<OutboxRow | undefined> {
+  return trx
+    .selectFrom('email_outbox')
+    .selectAll()
+    .where('status', '=', 'pending')
+    .where('next_attempt_at', '<=', now)
+    .orderBy('next_attempt_at')
+    .limit(1)
+    .forUpdate()
+    .skipLocked()
+    .executeTakeFirst();
+}
+
+export async function markEmailSent(trx: Trx, id: string, values: { providerMessageId: string; attempts: number; now: Date }): Promise<void> {
+  await trx
+    .updateTable('email_outbox')
+    .set({ status: 'sent', provider_message_id: values.providerMessageId, attempts: values.attempts, sent_at: values.now, last_error: null })
+    .where('id', '=', id)
+    .execute();
+}
+
+export async function markEmailAttemptFailed(trx: Trx, id: string, values: { attempts: number; error: string; nextAttemptAt: Date; giveUp: boolean }): Promise<void> {
+  await trx
+    .updateTable('email_outbox')
+    .set({ status: values.giveUp ? 'failed' : 'pending', attempts: values.attempts, last_error: values.error.slice(0, 2000), next_attempt_at: values.nextAttemptAt })
+    .where('id', '=', id)
+    .execute();
+}

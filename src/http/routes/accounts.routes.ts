@@ -1,0 +1,131 @@
+import { createHash } from 'node:crypto';
+import { regenerateApiKey, signUp, verifyEmail } from '../../accounts/accounts.service.js';
+import { RegenerateResponse, SignupRequest, SignupResponse, VerifyQuery, VerifyResponse, type IssuedKeyResult, type SignupInput } from '../../accounts/accounts.schema.js';
+import { isAppError, type AppError } from '../../errors.js';
+import { escapeHtml, prefersHtml, renderPage, sendPage } from '../html.js';
+import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
+
+// The copy button: the Clipboard API where the page is a secure context (https or localhost),
+// otherwise select the key and fall back to execCommand, and say what happened either way.
+const COPY_SCRIPT = `document.getElementById('copy').addEventListener('click', async () => {
+  const key = document.getElementById('api-key');
+  const status = document.getElementById('copy-status');
+  try {
+    await navigator.clipboard.writeText(key.textContent);
+    status.textContent = 'Copied';
+  } catch {
+    const range = document.createRange();
+    range.selectNodeContents(key);
+    const sel = window.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+    status.textContent = document.execCommand('copy') ? 'Copied' : 'Selected: press Ctrl+C (Cmd+C) to copy';
+  }
+});`;
+
+// The pages carry a secret: no caching, no referrer (the URL holds the token), no framing, and
+// only our own inline script (allowed by its hash) may run.
+function secretPageHeaders(ctx: HttpContext, script?: string): void {
+  const scriptSrc = script ? `'sha256-${createHash('sha256').update(script).digest('base64')}'` : "'none'";
+  ctx.set('Content-Security-Policy', `default-src 'none'; style-src 'unsafe-inline'; script-src ${scriptSrc}; frame-ancestors 'none'; base-uri 'none'; form-action 'none'`);
+  ctx.set('Referrer-Policy', 'no-referrer');
+  ctx.set('X-Content-Type-Options', 'nosniff');
+}
+
+function keyPage(result: IssuedKeyResult, baseUrl: string): string {
+  return renderPage({
+    title: 'Your API key',
+    body: `<h1 class="ok">Email verified</h1>
+<p>Your API key for <strong>${escapeHtml(result.email)}</strong>:</p>
+<code class="secret" id="api-key">${escapeHtml(result.api_key)}</code>
+<button id="copy" type="button">Copy key</button> <span id="copy-status" role="status" aria-live="polite"></span>
+<p class="warning"><strong>Save it now: it will not be shown again.</strong> Only a hash of the key is stored, so nobody can show it to you later. If you lose it, regenerate it.</p>
+<h2>Use it</h2>
+<pre><code>curl ${escapeHtml(baseUrl)}/v1/chat/completions \\
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
+  -d '{"model": "…", "messages": [{"role": "user", "content": "Hello"}]}'</code></pre>`,
+    script: COPY_SCRIPT,
+  });
+}
+
+function tokenErrorPage(err: AppError): string {
+  const title = err.code === 'token_expired' ? 'This link has expired' : err.code === 'token_used' ? 'This link was already used' : 'This link is not valid';
+  return renderPage({ title, body: `<h1 class="error">${escapeHtml(title)}</h1>\n<p>${escapeHtml(err.message)}</p>` });
+}
+
+const tokenErrorDoc = 'The token is unknown (`invalid_token`), already used (`token_used`) or expired (`token_expired`): OpenAI error envelope, or an HTML page when the request prefers HTML. Never a key.';
+
+/** Endpoints 1 to 3: sign-up, email verification, API key regeneration. */
+export function accountsRoutes(): RouteSpec[] {
+  return defineRoutes([
+    {
+      method: 'post',
+      path: '/v1/auth/signup',
+      operationId: 'signup',
+      summary: 'Create an account (free tier, unverified) and email a verification link',
+      description:
+        'The answer is the same whether or not the address already has an account, so it reveals nothing. A known unverified address gets a fresh link; a verified one gets an email saying it already has an account (no key).',
+      tag: 'accounts',
+      auth: 'none',
+      body: SignupRequest,
+      responses: { 200: { description: 'Account created (or already there); check the email', schema: SignupResponse } },
+      handler: async (ctx, app) => {
+        ctx.body = await signUp(app, ctx.state.body as SignupInput);
+      },
+    },
+    {
+      method: 'get',
+      path: '/v1/auth/verify',
+      operationId: 'verifyEmail',
+      summary: 'Turn the emailed token into the account’s API key (shown once)',
+      description: 'JSON by default; a formatted HTML page with a copy button when the request prefers text/html (a browser following the email link). Never cached.',
+      tag: 'accounts',
+      auth: 'none',
+      query: VerifyQuery,
+      responses: {
+        200: { description: 'Verified; the API key, shown once', schema: VerifyResponse, alsoAs: ['text/html'], headers: { 'Cache-Control': 'no-store' } },
+        400: { description: tokenErrorDoc, alsoAs: ['text/html'] },
+      },
+      handler: async (ctx, app) => {
+        const { token } = ctx.state.query as { token: string };
+        const html = prefersHtml(ctx);
+        ctx.set('Cache-Control', 'no-store');
+        ctx.set('Vary', 'Accept');
+        try {
+          const result = await verifyEmail(app, token);
+          if (html) {
+            secretPageHeaders(ctx, COPY_SCRIPT);
+            sendPage(ctx, 200, keyPage(result, app.config.http.publicBaseUrl));
+          } else {
+            ctx.body = result;
+          }
+        } catch (err) {
+          if (html && isAppError(err) && err.status < 500) {
+            secretPageHeaders(ctx);
+            sendPage(ctx, err.status, tokenErrorPage(err));
+            return;
+          }
+          throw err;
+        }
+      },
+    },
+    {
+      method: 'post',
+      path: '/v1/auth/regenerate-api-key',
+      operationId: 'regenerateApiKey',
+      summary: 'Issue a new API key; the old one stops working at once',
+      description: 'Limited to 1 call per 2 hours per account (429 with Retry-After). Tier, rate-limit counters, subscription and billing stay with the account.',
+      tag: 'accounts',
+      auth: 'jwt',
+      responses: {
+        200: { description: 'The new API key, shown once', schema: RegenerateResponse, headers: { 'Cache-Control': 'no-store' } },
+        403: { description: 'The account has not verified its email address' },
+        429: { description: 'Regenerated less than 2 hours ago', headers: { 'Retry-After': 'Seconds until a regeneration is allowed again' } },
+      },
+      handler: async (ctx, app) => {
+        ctx.set('Cache-Control', 'no-store');
+        ctx.body = await regenerateApiKey(app, accountOf(ctx).id);
+      },
+    },
+  ]);
+}
