@@ -9,6 +9,7 @@ import { uniqueEmail } from './env.js';
 export interface TestAccount {
   account: Account;
   apiKey: string;
+  /** A JWT the service accepts ('' when it verifies against a JWKS URL and cannot mint). */
   jwt: string;
 }
 
@@ -32,7 +33,8 @@ export async function createTestAccount(app: AppContext, opts: { tier?: Tier; ve
     .executeTakeFirstOrThrow();
   const key = generateApiKey();
   await app.db.insertInto('api_keys').values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix }).execute();
-  const jwt = await mintJwt(app.config, app.clock, { sub: account.id, email });
+  // With JWT_JWKS_URL tokens come from the identity provider; tests sign their own there.
+  const jwt = app.config.auth.jwt.secret === undefined ? '' : await mintJwt(app.config, app.clock, { sub: account.id, email });
   return { account, apiKey: key.key, jwt };
 }
 

@@ -1,0 +1,173 @@
+import { createHash } from 'node:crypto';
+import { expect } from 'chai';
+import { ManualClock } from '../../src/clock.js';
+import { accountsRoutes } from '../../src/http/routes/accounts.routes.js';
+import { closeOutboxFor, credentialProbeRoutes, latestEmailTo, verificationLinkIn } from '../support/accounts.js';
+import { uniqueEmail } from '../support/env.js';
+import { get, post } from '../support/http.js';
+import { startTestWeb, type TestWeb } from '../support/web.js';
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8';
+
+describe('GET /v1/auth/verify', () => {
+  let web: TestWeb;
+  const clock = new ManualClock(Date.now());
+  const used: string[] = [];
+
+  /** Signs up a new address and returns it with the token from its verification email. */
+  async function signUp(tag = 'verify'): Promise<{ email: string; token: string }> {
+    const email = uniqueEmail(tag);
+    used.push(email);
+    const r = await post(`${web.url}/v1/auth/signup`, { name: 'Grace Hopper', email, organization: 'Navy' });
+    expect(r.status).to.equal(200);
+    const message = await latestEmailTo(web.app, email);
+    return { email, token: verificationLinkIn(message!.text_body).token };
+  }
+  const verify = (token: string, accept = 'application/json') => get(`${web.url}/v1/auth/verify?token=${encodeURIComponent(token)}`, { headers: { accept } });
+  const account = (email: string) => web.app.db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirstOrThrow();
+  const keysOf = async (email: string) => {
+    const { id } = await account(email);
+    return web.app.db.selectFrom('api_keys').selectAll().where('account_id', '=', id).orderBy('created_at').execute();
+  };
+
+  before(async () => {
+    web = await startTestWeb({ clock, routes: [...accountsRoutes(), ...credentialProbeRoutes()] });
+  });
+  after(async () => {
+    await closeOutboxFor(web.app, used);
+    await web.close();
+  });
+
+  it('verifies the account and answers with the API key as JSON, never cached', async () => {
+    const { email, token } = await signUp();
+    const r = await verify(token);
+    expect(r.status).to.equal(200);
+    expect(r.headers.get('content-type')).to.match(/^application\/json/);
+    expect(r.headers.get('cache-control')).to.equal('no-store');
+    expect(Object.keys(r.body).sort()).to.deep.equal(['api_key', 'email', 'message']);
+    expect(r.body.email).to.equal(email);
+    expect(r.body.api_key).to.match(/^sk-svc-[A-Za-z0-9_-]{43}[0-9A-Za-z]{6}$/);
+    expect(r.body.message).to.match(/save it now/i);
+    expect((await account(email)).verified_at).to.deep.equal(clock.now());
+  });
+
+  it('stores only the hash of the issued key, and the key authenticates', async () => {
+    const { email, token } = await signUp();
+    const { body } = await verify(token);
+    const keys = await keysOf(email);
+    expect(keys).to.have.length(1);
+    expect(keys[0]!.key_hash).to.equal(sha256(body.api_key));
+    expect(keys[0]!.display_prefix).to.equal(body.api_key.slice(0, 13));
+    const probe = await get(`${web.url}/probe/api_key`, { bearer: body.api_key });
+    expect(probe.status).to.equal(200);
+    expect(probe.body.account_id).to.equal((await account(email)).id);
+  });
+
+  it('turns a used token down with 400 token_used and issues no second key', async () => {
+    const { email, token } = await signUp();
+    expect((await verify(token)).status).to.equal(200);
+    const again = await verify(token);
+    expect(again.status).to.equal(400);
+    expect(again.body).to.deep.equal({ error: { message: again.body.error.message, type: 'invalid_request_error', code: 'token_used', param: 'token' } });
+    expect(again.text).not.to.match(/sk-svc-/);
+    expect(await keysOf(email)).to.have.length(1);
+  });
+
+  it('lets exactly one of several concurrent uses of a token through', async () => {
+    const { email, token } = await signUp();
+    const results = await Promise.all(Array.from({ length: 6 }, () => verify(token)));
+    expect(results.filter((r) => r.status === 200)).to.have.length(1);
+    expect(results.filter((r) => r.status === 400).map((r) => r.body.error.code)).to.deep.equal(Array(5).fill('token_used'));
+    expect(await keysOf(email)).to.have.length(1);
+  });
+
+  it('accepts a token just before it expires', async () => {
+    const { token } = await signUp();
+    clock.advance(24 * 3_600_000 - 1000);
+    expect((await verify(token)).status).to.equal(200);
+  });
+
+  it('turns an expired token down with 400 token_expired and leaves the account unverified', async () => {
+    const { email, token } = await signUp();
+    clock.advance(24 * 3_600_000 + 1);
+    const r = await verify(token);
+    expect(r.status).to.equal(400);
+    expect(r.body.error).to.include({ type: 'invalid_request_error', code: 'token_expired', param: 'token' });
+    expect(r.body.error.message).to.match(/sign up again/i);
+    expect((await account(email)).verified_at).to.equal(null);
+    expect(await keysOf(email)).to.have.length(0);
+  });
+
+  it('sends a fresh working link when an address whose link expired signs up again', async () => {
+    const { email, token } = await signUp();
+    clock.advance(25 * 3_600_000);
+    expect((await verify(token)).body.error.code).to.equal('token_expired');
+    await post(`${web.url}/v1/auth/signup`, { name: 'Grace Hopper', email, organization: 'Navy' });
+    const fresh = verificationLinkIn((await latestEmailTo(web.app, email))!.text_body).token;
+    const r = await verify(fresh);
+    expect(r.status).to.equal(200);
+    expect(r.body.email).to.equal(email);
+  });
+
+  it('closes the other open links of an account once one of them verified it', async () => {
+    const { email, token: first } = await signUp();
+    await post(`${web.url}/v1/auth/signup`, { name: 'Grace Hopper', email: email.toUpperCase(), organization: 'Navy' });
+    const second = verificationLinkIn((await latestEmailTo(web.app, email))!.text_body).token;
+    expect(second).not.to.equal(first);
+    // Either link works (emails may arrive out of order) ...
+    expect((await verify(second)).status).to.equal(200);
+    // ... but only once per account.
+    const r = await verify(first);
+    expect(r.status).to.equal(400);
+    expect(r.body.error.code).to.equal('token_used');
+    expect(await keysOf(email)).to.have.length(1);
+  });
+
+  it('turns an unknown token down with 400 invalid_token', async () => {
+    const r = await verify('A'.repeat(43));
+    expect(r.status).to.equal(400);
+    expect(r.body.error).to.include({ type: 'invalid_request_error', code: 'invalid_token', param: 'token' });
+  });
+
+  it('answers 422 with the interface body when the token is missing', async () => {
+    const r = await get(`${web.url}/v1/auth/verify`);
+    expect(r.status).to.equal(422);
+    expect(r.body).to.deep.equal({ detail: [{ loc: ['query', 'token'], msg: 'Field required', type: 'missing' }] });
+  });
+
+  it('shows the key on an HTML page when the browser asks for HTML, with the save-it-now warning and no caching', async () => {
+    const { email, token } = await signUp();
+    const r = await verify(token, BROWSER_ACCEPT);
+    expect(r.status).to.equal(200);
+    expect(r.headers.get('content-type')).to.match(/^text\/html/);
+    expect(r.headers.get('cache-control')).to.equal('no-store');
+    expect(r.headers.get('referrer-policy')).to.equal('no-referrer');
+    expect(r.headers.get('content-security-policy')).to.match(/script-src 'sha256-[A-Za-z0-9+/=]+'/);
+    const key = /<code class="secret" id="api-key">(sk-svc-[^<]+)<\/code>/.exec(r.text)?.[1];
+    expect(key).to.match(/^sk-svc-/);
+    expect(r.text).to.match(/save it now: it will not be shown again/i);
+    expect(r.text).to.include(email);
+    expect(r.text).to.include('id="copy"');
+    const keys = await keysOf(email);
+    expect(keys[0]!.key_hash).to.equal(sha256(key!));
+  });
+
+  it('answers a used token with an HTML error page (and no key) when the browser asks for HTML', async () => {
+    const { token } = await signUp();
+    await verify(token);
+    const r = await verify(token, BROWSER_ACCEPT);
+    expect(r.status).to.equal(400);
+    expect(r.headers.get('content-type')).to.match(/^text\/html/);
+    expect(r.headers.get('cache-control')).to.equal('no-store');
+    expect(r.text).to.include('This link was already used');
+    expect(r.text).not.to.match(/sk-svc-/);
+  });
+
+  it('answers JSON to a client that accepts anything', async () => {
+    const { token } = await signUp();
+    const r = await verify(token, '*/*');
+    expect(r.status).to.equal(200);
+    expect(r.body.api_key).to.match(/^sk-svc-/);
+  });
+});

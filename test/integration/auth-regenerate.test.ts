@@ -1,0 +1,106 @@
+import { expect } from 'chai';
+import { ManualClock } from '../../src/clock.js';
+import { accountsRoutes } from '../../src/http/routes/accounts.routes.js';
+import { admit } from '../../src/limits/limiter.service.js';
+import { mintJwt } from '../../src/accounts/jwt.js';
+import { createTestAccount, credentialProbeRoutes } from '../support/accounts.js';
+import { randomId } from '../support/env.js';
+import { get, post } from '../support/http.js';
+import { startTestWeb, type TestWeb } from '../support/web.js';
+
+const TWO_HOURS = 2 * 3_600_000;
+
+describe('POST /v1/auth/regenerate-api-key', () => {
+  const clock = new ManualClock(Date.now());
+  let web: TestWeb;
+  const regenerate = (jwt: string) => post(`${web.url}/v1/auth/regenerate-api-key`, undefined, { bearer: jwt });
+  const probe = (key: string) => get(`${web.url}/probe/api_key`, { bearer: key });
+  const keysOf = (accountId: string) => web.app.db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId).orderBy('created_at').execute();
+
+  before(async () => {
+    web = await startTestWeb({ clock, routes: [...accountsRoutes(), ...credentialProbeRoutes()] });
+  });
+  after(async () => web.close());
+
+  it('issues a new key that works at once, and the old key stops working at once', async () => {
+    const { account, apiKey: oldKey, jwt } = await createTestAccount(web.app);
+    expect((await probe(oldKey)).status).to.equal(200);
+    const r = await regenerate(jwt);
+    expect(r.status).to.equal(200);
+    expect(r.headers.get('cache-control')).to.equal('no-store');
+    expect(Object.keys(r.body).sort()).to.deep.equal(['api_key', 'email', 'message']);
+    expect(r.body.email).to.equal(account.email);
+    expect(r.body.api_key).to.match(/^sk-svc-/).and.not.equal(oldKey);
+    const old = await probe(oldKey);
+    expect(old.status).to.equal(401);
+    expect(old.body.error.code).to.equal('invalid_api_key');
+    expect((await probe(r.body.api_key)).body.account_id).to.equal(account.id);
+  });
+
+  it('keeps exactly one active key per account, and records when the old one was revoked', async () => {
+    const { account, jwt } = await createTestAccount(web.app);
+    await regenerate(jwt);
+    const keys = await keysOf(account.id);
+    expect(keys).to.have.length(2);
+    expect(keys.filter((k) => k.revoked_at === null)).to.have.length(1);
+    expect(keys.find((k) => k.revoked_at !== null)!.revoked_at).to.deep.equal(clock.now());
+  });
+
+  it('refuses a second regeneration within 2 hours with 429, Retry-After and the OpenAI envelope, and keeps the current key', async () => {
+    const { account, jwt } = await createTestAccount(web.app);
+    const first = await regenerate(jwt);
+    clock.advance(30 * 60_000);
+    const second = await regenerate(jwt);
+    expect(second.status).to.equal(429);
+    expect(second.headers.get('retry-after')).to.equal(String(90 * 60));
+    expect(second.body).to.deep.equal({ error: { message: second.body.error.message, type: 'rate_limit_exceeded', code: 'rate_limit_exceeded', param: null } });
+    expect(second.body.error.message).to.match(/2 hours/);
+    expect((await probe(first.body.api_key)).status).to.equal(200);
+    expect(await keysOf(account.id)).to.have.length(2);
+  });
+
+  it('allows the next regeneration once 2 hours have passed', async () => {
+    const { account, jwt } = await createTestAccount(web.app);
+    expect((await regenerate(jwt)).status).to.equal(200);
+    clock.advance(TWO_HOURS - 1000);
+    // The first token has expired by now (1 hour): the frontend would hand out a fresh one.
+    const fresh = () => mintJwt(web.app.config, clock, { sub: account.id, email: account.email });
+    expect((await regenerate(await fresh())).status).to.equal(429);
+    clock.advance(1000);
+    expect((await regenerate(await fresh())).status).to.equal(200);
+  });
+
+  it('lets only one of two concurrent regenerations through', async () => {
+    const { account, jwt } = await createTestAccount(web.app);
+    const results = await Promise.all([regenerate(jwt), regenerate(jwt)]);
+    expect(results.map((r) => r.status).sort()).to.deep.equal([200, 429]);
+    expect((await keysOf(account.id)).filter((k) => k.revoked_at === null)).to.have.length(1);
+  });
+
+  it('leaves tier, subscription and billing state, and the rate-limit counters, with the account', async () => {
+    const { account, jwt } = await createTestAccount(web.app, { tier: 'paid', stripeCustomerId: `cus_${randomId()}` });
+    await web.app.db.updateTable('accounts').set({ stripe_subscription_id: 'sub_123', subscription_status: 'active', payment_method_last4: '4242' }).where('id', '=', account.id).execute();
+    const before = await web.app.db.selectFrom('accounts').selectAll().where('id', '=', account.id).executeTakeFirstOrThrow();
+    const admitOne = async (n: number) =>
+      (await admit(web.app, { accountId: account.id, tier: 'paid', requestId: `regen-test-${account.id}-${n}`, reserveTokens: 10 })).headers['x-ratelimit-remaining-requests'];
+    const remainingBefore = Number(await admitOne(1));
+    expect((await regenerate(jwt)).status).to.equal(200);
+    const after = await web.app.db.selectFrom('accounts').selectAll().where('id', '=', account.id).executeTakeFirstOrThrow();
+    expect(after).to.deep.equal(before);
+    expect(Number(await admitOne(2))).to.equal(remainingBefore - 1);
+  });
+
+  it('takes only a JWT: an API key gets 401', async () => {
+    const { apiKey } = await createTestAccount(web.app);
+    const r = await regenerate(apiKey);
+    expect(r.status).to.equal(401);
+    expect(r.body.error.type).to.equal('authentication_error');
+  });
+
+  it('answers 403 to an account that has not verified its email', async () => {
+    const { jwt } = await createTestAccount(web.app, { verified: false });
+    const r = await regenerate(jwt);
+    expect(r.status).to.equal(403);
+    expect(r.body.error.code).to.equal('email_not_verified');
+  });
+});
