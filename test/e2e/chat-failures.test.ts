@@ -1,0 +1,200 @@
+import { expect } from 'chai';
+import { createParser } from 'eventsource-parser';
+import { createContext, type AppContext } from '../../src/context.js';
+import { COMPLETIONS_QUEUE } from '../../src/infra/queues.js';
+import { createTestAccount, type TestAccount } from '../support/accounts.js';
+import { isolatedPrefix, testConfig } from '../support/env.js';
+import { eventually, post } from '../support/http.js';
+import { startRole, type RoleProcess } from '../support/processes.js';
+import { readSse } from '../support/sse.js';
+
+/** An open streaming request whose events arrive as they come, so a test can act mid-stream. */
+function openStream(url: string, apiKey: string, body: object) {
+  const controller = new AbortController();
+  const events: string[] = [];
+  let notify: () => void = () => {};
+  const response = fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+    body: JSON.stringify({ ...body, stream: true }),
+    signal: controller.signal,
+  });
+  const finished = (async () => {
+    const parser = createParser({
+      onEvent: (e) => {
+        events.push(e.data);
+        notify();
+      },
+    });
+    const decoder = new TextDecoder();
+    try {
+      const res = await response;
+      for await (const part of res.body as unknown as AsyncIterable<Uint8Array>) parser.feed(decoder.decode(part, { stream: true }));
+    } catch {
+      // aborted by the test
+    }
+    notify();
+  })();
+  return {
+    events,
+    controller,
+    finished,
+    /** Resolves once `n` events have arrived. */
+    async waitFor(n: number) {
+      while (events.length < n) await new Promise<void>((r) => (notify = r));
+    },
+    text: () =>
+      events
+        .filter((e) => e !== '[DONE]')
+        .map((e) => JSON.parse(e))
+        .map((c) => c.choices?.[0]?.delta?.content ?? '')
+        .join(''),
+  };
+}
+
+const usageRow = (app: AppContext, requestId: string) =>
+  eventually(() => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(), `usage row ${requestId}`);
+
+const chunkId = (e: string) => (JSON.parse(e) as { id: string }).id;
+
+describe('chat completions when things go wrong', () => {
+  let app: AppContext;
+  let account: TestAccount;
+  const procs: RoleProcess[] = [];
+  const start = async (role: 'web' | 'worker', env: Record<string, string>) => {
+    const p = await startRole(role, env);
+    procs.push(p);
+    return p;
+  };
+
+  before(async () => {
+    app = createContext(testConfig(), { role: 'test' });
+  });
+  beforeEach(async () => {
+    account = await createTestAccount(app, { tier: 'paid' });
+  });
+  afterEach(async () => {
+    await Promise.all(procs.splice(0).map((p) => p.stop('SIGKILL')));
+  });
+  after(async () => app.close());
+
+  const ask = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Tell me a long story' }], max_tokens: 400 };
+
+  it('aborts the upstream and records only the tokens produced when the client disconnects', async () => {
+    // 20 tokens a second: the answer would take 20 s; the client leaves after the first chunk.
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask);
+    await s.waitFor(2);
+    const id = chunkId(s.events[0]!);
+    s.controller.abort();
+    await s.finished;
+    const row = await usageRow(app, id);
+    expect(row.status).to.equal('cancelled');
+    // Aborted within a second: at 20 tokens/s at most ~20 more tokens than the client had seen.
+    expect(row.completion_tokens).to.be.greaterThan(0).and.lessThan(2 + 25);
+    expect(row.prompt_tokens).to.be.greaterThan(0);
+  });
+
+  it('answers 503 with Retry-After promptly when no worker takes the job, and withdraws it', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), QUEUE_PICKUP_TIMEOUT_MS: '300' };
+    const web = await start('web', env);
+    const r = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey });
+    expect(r.status).to.equal(503);
+    expect(r.body.error.code).to.equal('no_worker_available');
+    expect(Number(r.headers.get('retry-after'))).to.be.within(1, 60);
+    const ctx = createContext(testConfig({ REDIS_PREFIX: env.REDIS_PREFIX }), { role: 'test' });
+    try {
+      expect(await ctx.queue(COMPLETIONS_QUEUE).getWaitingCount()).to.equal(0);
+    } finally {
+      await ctx.close();
+    }
+    // The reservation was released: the next identical request sees the same tokens remaining.
+    const next = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey });
+    expect(next.status).to.equal(503);
+    expect(next.headers.get('x-ratelimit-remaining-tokens')).to.equal(r.headers.get('x-ratelimit-remaining-tokens'));
+  });
+
+  it('answers 503 queue_full with Retry-After when the queue is deeper than its bound', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), QUEUE_MAX_DEPTH: '2', QUEUE_PICKUP_TIMEOUT_MS: '20000' };
+    const web = await start('web', env);
+    // No worker: two requests wait in the queue and fill it.
+    const waiting = [openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask), openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask)];
+    const ctx = createContext(testConfig({ REDIS_PREFIX: env.REDIS_PREFIX }), { role: 'test' });
+    await eventually(async () => ((await ctx.queue(COMPLETIONS_QUEUE).getWaitingCount()) === 2 ? true : undefined), 'two jobs waiting');
+    await ctx.close();
+    const full = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey });
+    expect(full.status).to.equal(503);
+    expect(full.body.error.code).to.equal('queue_full');
+    expect(Number(full.headers.get('retry-after'))).to.be.within(1, 60);
+    for (const w of waiting) w.controller.abort();
+    await Promise.all(waiting.map((w) => w.finished));
+  });
+
+  it('withdraws a queued job when its client disconnects before any worker took it', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), QUEUE_PICKUP_TIMEOUT_MS: '20000' };
+    const web = await start('web', env);
+    const ctx = createContext(testConfig({ REDIS_PREFIX: env.REDIS_PREFIX }), { role: 'test' });
+    try {
+      const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask);
+      await eventually(async () => ((await ctx.queue(COMPLETIONS_QUEUE).getWaitingCount()) === 1 ? true : undefined), 'the job to be queued');
+      s.controller.abort();
+      await s.finished;
+      await eventually(async () => ((await ctx.queue(COMPLETIONS_QUEUE).getWaitingCount()) === 0 ? true : undefined), 'the job to be withdrawn');
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  it('ends the stream with an error event when its worker dies mid-stream, and records the partial usage once', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20', QUEUE_STALLED_INTERVAL_MS: '500' };
+    const web = await start('web', env);
+    const first = await start('worker', env);
+    const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask);
+    await s.waitFor(3);
+    const id = chunkId(s.events[0]!);
+    await start('worker', env); // the survivor that will find the stalled job
+    await first.stop('SIGKILL');
+    await s.finished;
+    const last = s.events.at(-1);
+    expect(last).to.equal('[DONE]');
+    const error = JSON.parse(s.events.at(-2)!);
+    expect(error.error.code).to.equal('worker_interrupted');
+    const row = await usageRow(app, id);
+    expect(row.status).to.equal('failed');
+    expect(row.completion_tokens).to.be.greaterThan(0);
+    const rows = await app.db.selectFrom('usage_events').select('id').where('request_id', '=', id).execute();
+    expect(rows).to.have.length(1);
+  });
+
+  it('loses no usage when a worker is killed between the upstream answer and recording it', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000', QUEUE_STALLED_INTERVAL_MS: '500' };
+    const web = await start('web', env);
+    const doomed = await start('worker', { ...env, FAULT_INJECT: 'crash-before-record' });
+    const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...ask, max_tokens: 30 });
+    // The whole answer was relayed; then the worker died before the MULTI that records usage.
+    expect(await doomed.exited).to.equal(null);
+    await start('worker', env);
+    await s.finished;
+    const id = chunkId(s.events[0]!);
+    const row = await usageRow(app, id);
+    expect(row.completion_tokens).to.equal(30);
+    expect(row.prompt_tokens).to.be.greaterThan(0);
+    const rows = await app.db.selectFrom('usage_events').select('id').where('request_id', '=', id).execute();
+    expect(rows).to.have.length(1);
+  });
+
+  it('stops a non-streaming answer at exactly max_tokens with finish_reason length', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000' };
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    const res = await fetch(`${web.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${account.apiKey}` },
+      body: JSON.stringify({ ...ask, max_tokens: 12 }),
+    });
+    const out = await readSse(res);
+    expect(out.status).to.equal(200);
+    expect(out.body.usage.completion_tokens).to.equal(12);
+    expect(out.body.choices[0].finish_reason).to.equal('length');
+  });
+});
