@@ -73,6 +73,21 @@ export function build() {
   run(process.execPath, args);
 }
 
+// ---------------------------------------------------------------- Chromium
+
+export const CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * The browser tests drive Debian's chromium through playwright-core (whose own browser download
+ * cannot run here): installed with apt-get when missing and we are root. Elsewhere a message says
+ * how to get it; the browser tests then fail with the same advice.
+ */
+export function ensureChromium() {
+  if (process.env.CHROMIUM_PATH ? existsSync(process.env.CHROMIUM_PATH) : existsSync(CHROMIUM)) return;
+  if (aptInstall(['chromium']) && existsSync(CHROMIUM)) return;
+  say(`no Chromium at ${CHROMIUM}: install it (apt-get install chromium) or set CHROMIUM_PATH, or the browser tests fail`);
+}
+
 // ---------------------------------------------------------------- Redis
 
 /** Sends PING over a plain socket: no client library, no reconnect loop, an answer or not in `ms`. */
