@@ -1,7 +1,10 @@
 import type { AppContext } from '../context.js';
 import type { CatalogModel, ProviderName } from '../catalog/catalog.js';
 import { AppError } from '../errors.js';
+import { AnthropicProvider } from './anthropic.provider.js';
+import { GeminiProvider } from './gemini.provider.js';
 import { LocalProvider } from './local.provider.js';
+import { OpenAIProvider } from './openai.provider.js';
 import type { Provider } from './types.js';
 
 type Upstream = Exclude<ProviderName, 'local'>;
@@ -17,10 +20,21 @@ function unavailable(model: CatalogModel): AppError {
 }
 
 function upstreamProvider(app: AppContext, model: CatalogModel, name: Upstream): Provider {
-  const settings = app.config.providers[name];
+  const { providers, limits } = app.config;
+  const settings = providers[name];
   // Without its key a provider is simply not offered: 503, never a stand-in answer.
   if (settings.apiKey === undefined) throw unavailable(model);
-  throw new AppError('unavailable', `Model ${model.id} is unavailable: the ${name} adapter is not built into this server yet`, { code: 'model_unavailable' });
+  const upstream = { apiKey: settings.apiKey, baseUrl: settings.baseUrl, timeoutMs: providers.requestTimeoutMs };
+  return app.once(`provider:${name}`, (): Provider => {
+    switch (name) {
+      case 'openai':
+        return new OpenAIProvider(upstream);
+      case 'anthropic':
+        return new AnthropicProvider({ ...upstream, defaultMaxTokens: limits.defaultCompletionReservation });
+      case 'gemini':
+        return new GeminiProvider(upstream);
+    }
+  });
 }
 
 /**

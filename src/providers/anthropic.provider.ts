@@ -1,0 +1,136 @@
+import Anthropic from '@anthropic-ai/sdk';
+import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, type UpstreamSettings } from './upstream.js';
+import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
+
+const PROVIDER = 'Anthropic';
+const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
+
+export interface AnthropicSettings extends UpstreamSettings {
+  /** max_tokens is required by the Messages API; this is sent when the request sets none. */
+  defaultMaxTokens: number;
+}
+
+/** Anthropic's stop reasons in OpenAI's words. */
+const FINISH: Record<string, string> = {
+  end_turn: 'stop',
+  stop_sequence: 'stop',
+  max_tokens: 'length',
+  model_context_window_exceeded: 'length',
+  refusal: 'content_filter',
+  tool_use: 'tool_calls',
+  pause_turn: 'stop',
+};
+
+function classify(err: unknown): ProviderError {
+  if (err instanceof Anthropic.APIError && typeof err.status === 'number') {
+    return httpFailure(PROVIDER, err.status, err.apiMessage ?? err.message, retryAfterMs(err.headers), err);
+  }
+  // An `event: error` inside the stream (overloaded_error, api_error) arrives without a status.
+  if (err instanceof Anthropic.APIError && !(err instanceof Anthropic.APIConnectionError)) {
+    const overloaded = err.type === 'overloaded_error' || err.type === 'rate_limit_error';
+    return new ProviderError(`${PROVIDER} stream failed: ${err.apiMessage ?? err.message}`, overloaded ? 529 : 502, true, undefined, { cause: err });
+  }
+  return connectionFailure(PROVIDER, err);
+}
+
+type MessageCreateBody = Anthropic.MessageCreateParamsStreaming;
+
+/**
+ * The Messages API request: system (and developer) messages become the top-level `system`,
+ * stop becomes stop_sequences, user becomes metadata.user_id. Consecutive turns of one role are
+ * sent as they are; the API accepts and merges them.
+ */
+export function toAnthropicRequest(p: CompletionParams, defaultMaxTokens: number): MessageCreateBody {
+  const system = p.messages.filter((m) => m.role === 'system' || m.role === 'developer').map((m) => m.content);
+  const body: MessageCreateBody = {
+    model: p.model,
+    max_tokens: p.max_tokens ?? defaultMaxTokens,
+    messages: p.messages.filter((m) => m.role === 'user' || m.role === 'assistant').map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content })),
+    stream: true,
+  };
+  if (system.length) body.system = system.join('\n\n');
+  if (p.stop?.length) body.stop_sequences = p.stop;
+  if (p.user !== undefined) body.metadata = { user_id: p.user };
+  return body;
+}
+
+/**
+ * Claude through the official SDK, which speaks API version 2026-10-21. That version removed the
+ * sampling parameters (temperature, top_p, top_k: a 400 even at their defaults), so a request's
+ * temperature or top_p is accepted only at 1, where leaving it out samples identically.
+ */
+export class AnthropicProvider implements Provider {
+  readonly name = 'anthropic';
+  private readonly client: Anthropic;
+
+  constructor(private readonly settings: AnthropicSettings) {
+    this.client = new Anthropic({
+      apiKey: settings.apiKey,
+      ...(settings.baseUrl ? { baseURL: settings.baseUrl } : {}),
+      maxRetries: 0,
+      timeout: settings.timeoutMs,
+    });
+  }
+
+  check(p: CompletionParams): void {
+    checkRoles(p.messages, ROLES, PROVIDER);
+    if (!p.messages.some((m) => m.role === 'user' || m.role === 'assistant')) {
+      throw unsupported('messages', 'Anthropic models need at least one user or assistant message besides system messages', ['messages']);
+    }
+    const sampling = 'is not supported by Anthropic models: the Messages API (version 2026-10-21) removed sampling parameters; leave it out or set it to 1';
+    if (p.temperature !== undefined && p.temperature !== 1) throw unsupported('temperature', `temperature ${sampling}`);
+    if (p.top_p !== undefined && p.top_p !== 1) throw unsupported('top_p', `top_p ${sampling}`);
+    if (p.n !== undefined && p.n !== 1) throw unsupported('n', 'n greater than 1 is not supported by Anthropic models (one completion per request)');
+    if (p.presence_penalty !== undefined && p.presence_penalty !== 0) throw unsupported('presence_penalty', 'presence_penalty is not supported by Anthropic models; leave it out or set it to 0');
+    if (p.frequency_penalty !== undefined && p.frequency_penalty !== 0) throw unsupported('frequency_penalty', 'frequency_penalty is not supported by Anthropic models; leave it out or set it to 0');
+    if (p.logit_bias !== undefined && Object.keys(p.logit_bias).length > 0) throw unsupported('logit_bias', 'logit_bias is not supported by Anthropic models');
+    // The API refuses a stop sequence made only of whitespace.
+    p.stop?.forEach((s, i) => {
+      if (s.trim() === '') throw unsupported('stop', 'Anthropic models do not accept a stop sequence made only of whitespace', ['stop', i]);
+    });
+  }
+
+  async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+    const call = new UpstreamCall(signal, this.settings.timeoutMs);
+    const finished = new Set<number>();
+    let promptTokens = 0;
+    let completionTokens = 0;
+    let stopReason: string | null = null;
+    try {
+      const stream = await this.client.messages.create(toAnthropicRequest(p, this.settings.defaultMaxTokens), { signal: call.signal });
+      for await (const event of stream) {
+        call.touch();
+        switch (event.type) {
+          case 'message_start':
+            // Prompt tokens include the prompt cache's reads and writes, all billed as input here.
+            promptTokens = (event.message.usage.input_tokens ?? 0) + (event.message.usage.cache_creation_input_tokens ?? 0) + (event.message.usage.cache_read_input_tokens ?? 0);
+            completionTokens = event.message.usage.output_tokens ?? 0;
+            break;
+          case 'content_block_delta':
+            if (event.delta.type === 'text_delta' && event.delta.text) yield { type: 'delta', index: 0, content: event.delta.text };
+            break;
+          case 'message_delta':
+            // message_delta's usage is cumulative.
+            if (event.usage.output_tokens !== null && event.usage.output_tokens !== undefined) completionTokens = event.usage.output_tokens;
+            if (event.usage.input_tokens !== null && event.usage.input_tokens !== undefined) {
+              promptTokens = event.usage.input_tokens + (event.usage.cache_creation_input_tokens ?? 0) + (event.usage.cache_read_input_tokens ?? 0);
+            }
+            if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
+            break;
+          case 'message_stop':
+            finished.add(0);
+            yield { type: 'finish', index: 0, reason: FINISH[stopReason ?? 'end_turn'] ?? 'stop' };
+            yield { type: 'usage', prompt_tokens: promptTokens, completion_tokens: completionTokens };
+            break;
+          default:
+            break;
+        }
+      }
+      assertComplete(PROVIDER, 1, finished);
+    } catch (err) {
+      throw call.failure(err, PROVIDER, classify);
+    } finally {
+      call.done();
+    }
+  }
+}

@@ -1,0 +1,179 @@
+import { EventSourceParserStream } from 'eventsource-parser/stream';
+import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, type UpstreamSettings } from './upstream.js';
+import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
+
+// The Gemini API over fetch and eventsource-parser rather than @google/genai: the SDK's ApiError
+// drops the response headers and Google's RetryInfo, which the worker needs to back off well,
+// and the wire protocol (one GenerateContentResponse per SSE event) is small and stable.
+
+const PROVIDER = 'Gemini';
+const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
+const DEFAULT_BASE = 'https://generativelanguage.googleapis.com';
+
+/** Gemini's finish reasons in OpenAI's words; the safety family is a content filter. */
+const FINISH: Record<string, string> = {
+  STOP: 'stop',
+  MAX_TOKENS: 'length',
+  SAFETY: 'content_filter',
+  RECITATION: 'content_filter',
+  BLOCKLIST: 'content_filter',
+  PROHIBITED_CONTENT: 'content_filter',
+  SPII: 'content_filter',
+  IMAGE_SAFETY: 'content_filter',
+};
+
+export interface GeminiRequest {
+  contents: { role: 'user' | 'model'; parts: { text: string }[] }[];
+  systemInstruction?: { parts: { text: string }[] };
+  generationConfig: {
+    temperature?: number;
+    topP?: number;
+    maxOutputTokens?: number;
+    stopSequences?: string[];
+    candidateCount?: number;
+    presencePenalty?: number;
+    frequencyPenalty?: number;
+  };
+}
+
+interface GeminiChunk {
+  candidates?: { index?: number; content?: { parts?: { text?: string; thought?: boolean }[] }; finishReason?: string }[];
+  promptFeedback?: { blockReason?: string };
+  usageMetadata?: { promptTokenCount?: number; candidatesTokenCount?: number; thoughtsTokenCount?: number };
+  error?: GeminiErrorBody['error'];
+}
+
+interface GeminiErrorBody {
+  error?: { code?: number; message?: string; status?: string; details?: { '@type'?: string; retryDelay?: string }[] };
+}
+
+/** The generateContent body: system (and developer) messages become systemInstruction, assistant becomes "model". */
+export function toGeminiRequest(p: CompletionParams): GeminiRequest {
+  const system = p.messages.filter((m) => m.role === 'system' || m.role === 'developer').map((m) => ({ text: m.content }));
+  const body: GeminiRequest = {
+    contents: p.messages
+      .filter((m) => m.role === 'user' || m.role === 'assistant')
+      .map((m) => ({ role: m.role === 'assistant' ? ('model' as const) : ('user' as const), parts: [{ text: m.content }] })),
+    generationConfig: {},
+  };
+  if (system.length) body.systemInstruction = { parts: system };
+  const g = body.generationConfig;
+  if (p.temperature !== undefined) g.temperature = p.temperature;
+  if (p.top_p !== undefined) g.topP = p.top_p;
+  if (p.max_tokens !== undefined) g.maxOutputTokens = p.max_tokens;
+  if (p.stop?.length) g.stopSequences = p.stop;
+  if (p.n !== undefined) g.candidateCount = p.n;
+  if (p.presence_penalty !== undefined) g.presencePenalty = p.presence_penalty;
+  if (p.frequency_penalty !== undefined) g.frequencyPenalty = p.frequency_penalty;
+  return body;
+}
+
+/** Google's RetryInfo detail ("2s", "0.5s") when the 429 carries no Retry-After header. */
+function retryDelayMs(body: GeminiErrorBody | undefined): number | undefined {
+  const delay = body?.error?.details?.find((d) => d['@type']?.endsWith('google.rpc.RetryInfo'))?.retryDelay;
+  const m = delay === undefined ? null : /^(\d+(?:\.\d+)?)s$/.exec(delay);
+  return m ? Math.ceil(Number(m[1]) * 1000) : undefined;
+}
+
+/** The API root with its version, from GEMINI_BASE_URL (a host root like the SDK's baseUrl, or one ending in /v1beta). */
+export function geminiRoot(baseUrl: string | undefined): string {
+  const base = (baseUrl ?? DEFAULT_BASE).replace(/\/+$/, '');
+  return /\/v1(alpha|beta)?$/.test(base) ? base : `${base}/v1beta`;
+}
+
+/**
+ * The Gemini API's streamGenerateContent (alt=sse). user is not sent (the API has no such field);
+ * logit_bias cannot be honoured. Completion tokens include the model's thinking tokens, which
+ * Google bills as output.
+ */
+export class GeminiProvider implements Provider {
+  readonly name = 'gemini';
+  private readonly root: string;
+
+  constructor(private readonly settings: UpstreamSettings) {
+    this.root = geminiRoot(settings.baseUrl);
+  }
+
+  check(p: CompletionParams): void {
+    checkRoles(p.messages, ROLES, PROVIDER);
+    if (!p.messages.some((m) => m.role === 'user' || m.role === 'assistant')) {
+      throw unsupported('messages', 'Gemini models need at least one user or assistant message besides system messages', ['messages']);
+    }
+    if (p.logit_bias !== undefined && Object.keys(p.logit_bias).length > 0) throw unsupported('logit_bias', 'logit_bias is not supported by Gemini models');
+  }
+
+  private url(model: string): string {
+    const path = /^(models|tunedModels)\//.test(model) ? model : `models/${model}`;
+    return `${this.root}/${path}:streamGenerateContent?alt=sse`;
+  }
+
+  async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+    const call = new UpstreamCall(signal, this.settings.timeoutMs);
+    const expected = p.n ?? 1;
+    const finished = new Set<number>();
+    let usage: GeminiChunk['usageMetadata'];
+    try {
+      const res = await fetch(this.url(p.model), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'x-goog-api-key': this.settings.apiKey },
+        body: JSON.stringify(toGeminiRequest(p)),
+        signal: call.signal,
+      });
+      call.touch();
+      if (!res.ok) {
+        const text = await res.text();
+        let body: GeminiErrorBody | undefined;
+        try {
+          body = JSON.parse(text) as GeminiErrorBody;
+        } catch {
+          body = undefined;
+        }
+        const message = body?.error?.message ?? (text.slice(0, 500) || res.statusText);
+        throw httpFailure(PROVIDER, res.status, message, retryAfterMs(res.headers) ?? retryDelayMs(body));
+      }
+      if (!res.body) throw new ProviderError(`${PROVIDER} answered without a body`, 502, true);
+
+      const events = res.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
+      for await (const event of events) {
+        call.touch();
+        const chunk = JSON.parse(event.data) as GeminiChunk;
+        if (chunk.error) {
+          const status = chunk.error.code ?? 500;
+          throw httpFailure(PROVIDER, status, chunk.error.message ?? 'stream error', retryDelayMs({ error: chunk.error }));
+        }
+        for (const c of chunk.candidates ?? []) {
+          const index = c.index ?? 0;
+          // Thought summaries (only sent when asked for) are not part of the answer.
+          const text = (c.content?.parts ?? []).filter((part) => !part.thought && part.text).map((part) => part.text).join('');
+          if (text) yield { type: 'delta', index, content: text };
+          if (c.finishReason && !finished.has(index)) {
+            finished.add(index);
+            yield { type: 'finish', index, reason: FINISH[c.finishReason] ?? 'stop' };
+          }
+        }
+        // A blocked prompt comes back with no candidates at all.
+        if (chunk.promptFeedback?.blockReason && !chunk.candidates?.length) {
+          for (let i = 0; i < expected; i++) {
+            if (!finished.has(i)) {
+              finished.add(i);
+              yield { type: 'finish', index: i, reason: 'content_filter' };
+            }
+          }
+        }
+        if (chunk.usageMetadata) usage = chunk.usageMetadata;
+      }
+      assertComplete(PROVIDER, expected, finished);
+      if (usage) {
+        yield {
+          type: 'usage',
+          prompt_tokens: usage.promptTokenCount ?? 0,
+          completion_tokens: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0),
+        };
+      }
+    } catch (err) {
+      throw call.failure(err, PROVIDER, (e) => (e instanceof SyntaxError ? new ProviderError(`${PROVIDER} sent malformed JSON: ${e.message}`, 502, true, undefined, { cause: e }) : connectionFailure(PROVIDER, e)));
+    } finally {
+      call.done();
+    }
+  }
+}

@@ -1,0 +1,79 @@
+// A fake Anthropic Messages API speaking the real wire format: named SSE events message_start,
+// content_block_start, ping, content_block_delta (text_delta), content_block_stop, message_delta
+// (stop_reason, cumulative usage) and message_stop; `event: error` in-stream; errors as
+// {type:'error', error:{type, message}} with a request-id header.
+import type { IncomingHttpHeaders } from 'node:http';
+import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from './upstream-fake.js';
+
+export { type FakeReply, type StreamScript, type ErrorReply, type RecordedRequest, DEFAULT_TOKENS } from './upstream-fake.js';
+
+export const FAKE_ANTHROPIC_KEY = 'sk-ant-fake-key';
+
+const ERROR_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  529: 'overloaded_error',
+};
+
+const event = (name: string, o: unknown) => `event: ${name}\ndata: ${JSON.stringify(o)}\n\n`;
+const MESSAGE_ID = 'msg_fake01';
+
+function usage(plan: Plan, output: number) {
+  return { input_tokens: plan.usage?.prompt ?? 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: output };
+}
+
+export const anthropicWire: WireFormat = {
+  parse(method, url, body): ChatRequest | undefined {
+    if (method !== 'POST' || url.pathname !== '/v1/messages') return undefined;
+    // The Messages API has no n: always one answer.
+    return { model: String(body?.model ?? ''), stream: body?.stream === true, n: 1, maxTokens: body?.max_tokens, body };
+  },
+  // SDK 1.x sends the key as a bearer token; older clients send x-api-key. Both are accepted upstream.
+  authorized: (h: IncomingHttpHeaders) =>
+    typeof h['anthropic-version'] === 'string' && (h['x-api-key'] === FAKE_ANTHROPIC_KEY || h.authorization === `Bearer ${FAKE_ANTHROPIC_KEY}`),
+  errorBody: (status, message, type) => ({ type: 'error', error: { type: type ?? ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), message }, request_id: 'req_fake01' }),
+  finishWord: (f) => (f === 'length' ? 'max_tokens' : 'end_turn'),
+  sse: {
+    start: (plan) =>
+      event('message_start', {
+        type: 'message_start',
+        message: { id: MESSAGE_ID, type: 'message', role: 'assistant', content: [], model: plan.req.model, stop_reason: null, stop_sequence: null, usage: usage(plan, 1) },
+      }) +
+      event('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }) +
+      event('ping', { type: 'ping' }),
+    token: (_plan, _index, text) => event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }),
+    finish: (plan, _index, reason) =>
+      event('content_block_stop', { type: 'content_block_stop', index: 0 }) +
+      event('message_delta', {
+        type: 'message_delta',
+        delta: { stop_reason: reason, stop_sequence: reason === 'stop_sequence' ? (plan.req.body?.stop_sequences?.[0] ?? null) : null },
+        usage: usage(plan, plan.usage?.completion ?? 0),
+      }),
+    end: () => event('message_stop', { type: 'message_stop' }),
+    error: (_plan, message) => event('error', { type: 'error', error: { type: 'overloaded_error', message: message || 'Overloaded' } }),
+  },
+  complete: (plan, texts, reasons) => ({
+    id: MESSAGE_ID,
+    type: 'message',
+    role: 'assistant',
+    model: plan.req.model,
+    content: [{ type: 'text', text: texts[0] ?? '' }],
+    stop_reason: reasons[0],
+    stop_sequence: null,
+    usage: usage(plan, plan.usage?.completion ?? 0),
+  }),
+};
+
+export type FakeAnthropic = FakeUpstream & { apiKey: string };
+
+/** A fake Anthropic API on 127.0.0.1; point the SDK's baseURL at `fake.url` with apiKey FAKE_ANTHROPIC_KEY. */
+export async function startFakeAnthropic(): Promise<FakeAnthropic> {
+  const fake = (await new FakeUpstream(anthropicWire).listen()) as FakeAnthropic;
+  fake.apiKey = FAKE_ANTHROPIC_KEY;
+  return fake;
+}

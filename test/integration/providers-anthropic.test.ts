@@ -1,0 +1,193 @@
+import { expect } from 'chai';
+import { AppError } from '../../src/errors.js';
+import { isAbortError } from '../../src/providers/abort.js';
+import { AnthropicProvider } from '../../src/providers/anthropic.provider.js';
+import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
+import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic.js';
+import { collectEvents } from '../fakes/upstream-fake.js';
+
+const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
+  model: 'claude-haiku-4-5',
+  messages: [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'Say hello' },
+    { role: 'assistant', content: 'Hello.' },
+    { role: 'user', content: 'Again' },
+  ],
+  ...over,
+});
+
+function fieldOf422(fn: () => void): { param: string | null; loc: unknown } {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).to.be.instanceOf(AppError);
+    const e = err as AppError;
+    expect(e.status).to.equal(422);
+    return { param: e.param, loc: e.detail?.[0]?.loc };
+  }
+  throw new Error('expected check() to reject the request');
+}
+
+describe('Anthropic adapter against a fake Anthropic API', () => {
+  let fake: FakeAnthropic;
+  let provider: AnthropicProvider;
+  const run = (p: CompletionParams = params(), signal = new AbortController().signal) => collectEvents(provider.stream(p, signal));
+
+  before(async () => {
+    fake = await startFakeAnthropic();
+    provider = new AnthropicProvider({ apiKey: fake.apiKey, baseUrl: fake.url, timeoutMs: 5000, defaultMaxTokens: 4096 });
+  });
+  afterEach(() => fake.reset());
+  after(() => fake.close());
+
+  it('streams text deltas, the finish reason and usage from message_start and message_delta', async () => {
+    fake.script({ tokens: ['Hi', ' there', '!'], usage: { prompt: 21, completion: 3 } });
+    const r = await run();
+    expect(r.error).to.equal(undefined);
+    expect(r.texts).to.deep.equal(['Hi there!']);
+    expect(r.finishes).to.deep.equal({ 0: 'stop' });
+    expect(r.usage).to.deep.equal({ prompt_tokens: 21, completion_tokens: 3 });
+  });
+
+  it('moves system messages to `system`, maps stop and user, and sends the default max_tokens', async () => {
+    await run(params({ stop: ['END', '###'], user: 'user-7' }));
+    const req = fake.lastRequest!;
+    expect(req.path).to.equal('/v1/messages');
+    expect(req.headers['anthropic-version']).to.be.a('string');
+    expect(req.body).to.deep.equal({
+      model: 'claude-haiku-4-5',
+      max_tokens: 4096,
+      system: 'Be brief.',
+      messages: [
+        { role: 'user', content: 'Say hello' },
+        { role: 'assistant', content: 'Hello.' },
+        { role: 'user', content: 'Again' },
+      ],
+      stop_sequences: ['END', '###'],
+      metadata: { user_id: 'user-7' },
+      stream: true,
+    });
+  });
+
+  it("sends the request's max_tokens and leaves sampling defaults out", async () => {
+    await run(params({ max_tokens: 64, temperature: 1, top_p: 1, n: 1, presence_penalty: 0, frequency_penalty: 0, logit_bias: {} }));
+    const body = fake.lastRequest!.body;
+    expect(body.max_tokens).to.equal(64);
+    expect(body).to.not.have.any.keys('temperature', 'top_p', 'n', 'presence_penalty', 'frequency_penalty', 'logit_bias');
+  });
+
+  it('maps stop_reason max_tokens to length', async () => {
+    const r = await run(params({ max_tokens: 2 }));
+    expect(r.texts[0]).to.equal('Hello!');
+    expect(r.finishes[0]).to.equal('length');
+  });
+
+  it('maps stop_reason stop_sequence to stop', async () => {
+    fake.script({ tokens: ['Hi'], finishReason: 'stop_sequence' });
+    expect((await run(params({ stop: ['END'] }))).finishes[0]).to.equal('stop');
+  });
+
+  it('maps a refusal to content_filter', async () => {
+    fake.script({ tokens: ['I cannot'], finishReason: 'refusal' });
+    expect((await run()).finishes[0]).to.equal('content_filter');
+  });
+
+  it('turns a 429 into a retryable ProviderError carrying retry-after', async () => {
+    fake.nextResponse({ status: 429, message: 'Number of request tokens has exceeded your per-minute rate limit', retryAfter: 3 });
+    const e = (await run()).error as ProviderError;
+    expect(e).to.be.instanceOf(ProviderError);
+    expect(e).to.include({ status: 429, retryable: true, retryAfterMs: 3000 });
+    expect(e.message).to.contain('per-minute rate limit');
+  });
+
+  it('turns a 529 overloaded into a retryable ProviderError', async () => {
+    fake.nextResponse({ status: 529, message: 'Overloaded' });
+    expect((await run()).error).to.include({ status: 529, retryable: true });
+  });
+
+  it('turns a 500 into a retryable ProviderError', async () => {
+    fake.nextResponse({ status: 500, message: 'Internal server error' });
+    expect((await run()).error).to.include({ status: 500, retryable: true });
+  });
+
+  it('turns a bad key (401) into a non-retryable ProviderError with the upstream message', async () => {
+    const wrong = new AnthropicProvider({ apiKey: 'sk-ant-wrong', baseUrl: fake.url, timeoutMs: 5000, defaultMaxTokens: 4096 });
+    const e = (await collectEvents(wrong.stream(params(), new AbortController().signal))).error as ProviderError;
+    expect(e).to.be.instanceOf(ProviderError);
+    expect(e).to.include({ status: 401, retryable: false });
+    expect(e.message).to.contain('Invalid API key provided');
+  });
+
+  it('turns a 404 (unknown model) into a non-retryable ProviderError', async () => {
+    fake.nextResponse({ status: 404, message: 'model: claude-nope' });
+    expect((await run()).error).to.include({ status: 404, retryable: false });
+  });
+
+  it('fails with a retryable error on an in-stream error event, after the text it got', async () => {
+    fake.script({ tokens: ['one', ' two'], errorAfter: 1 });
+    const r = await run();
+    expect(r.texts).to.deep.equal(['one']);
+    expect(r.error).to.be.instanceOf(ProviderError);
+    expect(r.error).to.include({ retryable: true });
+  });
+
+  it('fails with a retryable error when the connection is cut mid-stream', async () => {
+    fake.script({ tokens: ['one', ' two', ' three'], failAfter: 2 });
+    const r = await run();
+    expect(r.texts).to.deep.equal(['one two']);
+    expect(r.error).to.be.instanceOf(ProviderError);
+    expect(r.error).to.include({ retryable: true });
+  });
+
+  it('cancels the upstream request when aborted: the fake sees the connection close', async () => {
+    fake.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
+    const ac = new AbortController();
+    const it = provider.stream(params(), ac.signal)[Symbol.asyncIterator]();
+    expect((await it.next()).value).to.include({ type: 'delta' });
+    ac.abort();
+    const err = await it.next().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isAbortError(err)).to.equal(true);
+    await fake.lastRequest!.closed;
+    expect(fake.lastRequest!.closedEarly).to.equal(true);
+  });
+
+  describe('check()', () => {
+    it('accepts the fields Anthropic can honour', () => {
+      expect(() => provider.check(params({ max_tokens: 8192, stop: ['END'], user: 'u', temperature: 1, top_p: 1, n: 1 }))).to.not.throw();
+    });
+
+    it('rejects a non-default temperature with a 422 naming temperature', () => {
+      expect(fieldOf422(() => provider.check(params({ temperature: 1.5 })))).to.deep.equal({ param: 'temperature', loc: ['body', 'temperature'] });
+      expect(fieldOf422(() => provider.check(params({ temperature: 0.2 }))).param).to.equal('temperature');
+    });
+
+    it('rejects a non-default top_p with a 422 naming top_p', () => {
+      expect(fieldOf422(() => provider.check(params({ top_p: 0.5 }))).param).to.equal('top_p');
+    });
+
+    it('rejects n greater than 1 with a 422 naming n', () => {
+      expect(fieldOf422(() => provider.check(params({ n: 2 })))).to.deep.equal({ param: 'n', loc: ['body', 'n'] });
+    });
+
+    it('rejects logit_bias with a 422 naming logit_bias', () => {
+      expect(fieldOf422(() => provider.check(params({ logit_bias: { '1': 5 } }))).param).to.equal('logit_bias');
+    });
+
+    it('rejects non-zero penalties with a 422 naming the penalty', () => {
+      expect(fieldOf422(() => provider.check(params({ presence_penalty: 0.5 }))).param).to.equal('presence_penalty');
+      expect(fieldOf422(() => provider.check(params({ frequency_penalty: -1 }))).param).to.equal('frequency_penalty');
+    });
+
+    it('rejects a whitespace-only stop sequence with a 422 naming its position', () => {
+      expect(fieldOf422(() => provider.check(params({ stop: ['END', '\n'] })))).to.deep.equal({ param: 'stop', loc: ['body', 'stop', 1] });
+    });
+
+    it('rejects a conversation of system messages only', () => {
+      expect(fieldOf422(() => provider.check(params({ messages: [{ role: 'system', content: 'x' }] }))).param).to.equal('messages');
+    });
+  });
+});

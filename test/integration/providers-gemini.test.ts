@@ -1,0 +1,174 @@
+import { expect } from 'chai';
+import { AppError } from '../../src/errors.js';
+import { isAbortError } from '../../src/providers/abort.js';
+import { GeminiProvider, geminiRoot } from '../../src/providers/gemini.provider.js';
+import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
+import { startFakeGemini, type FakeGemini } from '../fakes/gemini.js';
+import { collectEvents } from '../fakes/upstream-fake.js';
+
+const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
+  model: 'gemini-2.5-flash',
+  messages: [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'Say hello' },
+    { role: 'assistant', content: 'Hello.' },
+    { role: 'user', content: 'Again' },
+  ],
+  ...over,
+});
+
+describe('Gemini adapter against a fake Gemini API', () => {
+  let fake: FakeGemini;
+  let provider: GeminiProvider;
+  const run = (p: CompletionParams = params(), signal = new AbortController().signal) => collectEvents(provider.stream(p, signal));
+
+  before(async () => {
+    fake = await startFakeGemini();
+    provider = new GeminiProvider({ apiKey: fake.apiKey, baseUrl: fake.url, timeoutMs: 5000 });
+  });
+  afterEach(() => fake.reset());
+  after(() => fake.close());
+
+  it('streams candidate text, the finish reason and usageMetadata', async () => {
+    fake.script({ tokens: ['Hi', ' there', '!'], usage: { prompt: 9, completion: 3 } });
+    const r = await run();
+    expect(r.error).to.equal(undefined);
+    expect(r.texts).to.deep.equal(['Hi there!']);
+    expect(r.finishes).to.deep.equal({ 0: 'stop' });
+    expect(r.usage).to.deep.equal({ prompt_tokens: 9, completion_tokens: 3 });
+  });
+
+  it('posts to streamGenerateContent with alt=sse and the key in x-goog-api-key', async () => {
+    await run();
+    const req = fake.lastRequest!;
+    expect(req.path).to.equal('/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse');
+    expect(req.headers['x-goog-api-key']).to.equal(fake.apiKey);
+  });
+
+  it('maps system to systemInstruction, assistant to model and every supported field to generationConfig', async () => {
+    await run(params({ temperature: 0.3, top_p: 0.8, max_tokens: 99, stop: ['END'], n: 2, presence_penalty: 0.5, frequency_penalty: 0.25, user: 'u-1' }));
+    expect(fake.lastRequest!.body).to.deep.equal({
+      contents: [
+        { role: 'user', parts: [{ text: 'Say hello' }] },
+        { role: 'model', parts: [{ text: 'Hello.' }] },
+        { role: 'user', parts: [{ text: 'Again' }] },
+      ],
+      systemInstruction: { parts: [{ text: 'Be brief.' }] },
+      generationConfig: { temperature: 0.3, topP: 0.8, maxOutputTokens: 99, stopSequences: ['END'], candidateCount: 2, presencePenalty: 0.5, frequencyPenalty: 0.25 },
+    });
+  });
+
+  it('streams several candidates with their indexes', async () => {
+    fake.script({ choices: [['A', 'a'], ['B']] });
+    const r = await run(params({ n: 2 }));
+    expect(r.texts).to.deep.equal(['Aa', 'B']);
+    expect(r.finishes).to.deep.equal({ 0: 'stop', 1: 'stop' });
+  });
+
+  it('maps finishReason MAX_TOKENS to length and SAFETY to content_filter', async () => {
+    expect((await run(params({ max_tokens: 2 }))).finishes[0]).to.equal('length');
+    fake.script({ tokens: ['x'], finishReason: 'SAFETY' });
+    expect((await run()).finishes[0]).to.equal('content_filter');
+  });
+
+  it('counts thinking tokens as completion tokens, as Google bills them', async () => {
+    fake.nextResponse({ tokens: ['ok'], usage: { prompt: 5, completion: 1, thoughts: 40 } });
+    const r = await run();
+    expect(r.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 41 });
+  });
+
+  it('turns a 429 into a retryable ProviderError using the RetryInfo delay', async () => {
+    fake.nextResponse({ status: 429, message: 'Resource has been exhausted (e.g. check quota).' });
+    const e = (await run()).error as ProviderError;
+    expect(e).to.be.instanceOf(ProviderError);
+    expect(e).to.include({ status: 429, retryable: true, retryAfterMs: 1000 });
+    expect(e.message).to.contain('Resource has been exhausted');
+  });
+
+  it('prefers a Retry-After header over RetryInfo', async () => {
+    fake.nextResponse({ status: 429, retryAfter: 4 });
+    expect(((await run()).error as ProviderError).retryAfterMs).to.equal(4000);
+  });
+
+  it('turns a 503 into a retryable ProviderError', async () => {
+    fake.nextResponse({ status: 503, message: 'The model is overloaded. Please try again later.' });
+    expect((await run()).error).to.include({ status: 503, retryable: true });
+  });
+
+  it('turns a bad key into a non-retryable ProviderError with the upstream message', async () => {
+    const wrong = new GeminiProvider({ apiKey: 'wrong', baseUrl: fake.url, timeoutMs: 5000 });
+    const e = (await collectEvents(wrong.stream(params(), new AbortController().signal))).error as ProviderError;
+    expect(e).to.be.instanceOf(ProviderError);
+    expect(e).to.include({ status: 401, retryable: false });
+    expect(e.message).to.contain('Invalid API key provided');
+  });
+
+  it('turns a 400 into a non-retryable ProviderError', async () => {
+    fake.nextResponse({ status: 400, message: 'Penalty is not enabled for this model' });
+    const e = (await run()).error as ProviderError;
+    expect(e).to.include({ status: 400, retryable: false });
+    expect(e.message).to.contain('Penalty is not enabled');
+  });
+
+  it('fails with a retryable error when the connection is cut mid-stream', async () => {
+    fake.script({ tokens: ['one', ' two', ' three'], failAfter: 2 });
+    const r = await run();
+    expect(r.texts).to.deep.equal(['one two']);
+    expect(r.error).to.be.instanceOf(ProviderError);
+    expect(r.error).to.include({ retryable: true });
+  });
+
+  it('fails on an error object inside the stream', async () => {
+    fake.script({ tokens: ['one', ' two'], errorAfter: 1 });
+    const r = await run();
+    expect(r.texts).to.deep.equal(['one']);
+    expect(r.error).to.be.instanceOf(ProviderError);
+  });
+
+  it('gives up with a retryable 504 when the upstream never answers', async () => {
+    const impatient = new GeminiProvider({ apiKey: fake.apiKey, baseUrl: fake.url, timeoutMs: 300 });
+    fake.script({ hang: true });
+    const r = await collectEvents(impatient.stream(params(), new AbortController().signal));
+    expect(r.error).to.include({ status: 504, retryable: true });
+    await fake.lastRequest!.closed;
+    expect(fake.lastRequest!.closedEarly).to.equal(true);
+  });
+
+  it('cancels the upstream request when aborted: the fake sees the connection close', async () => {
+    fake.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
+    const ac = new AbortController();
+    const it = provider.stream(params(), ac.signal)[Symbol.asyncIterator]();
+    expect((await it.next()).value).to.include({ type: 'delta' });
+    ac.abort();
+    const err = await it.next().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isAbortError(err)).to.equal(true);
+    await fake.lastRequest!.closed;
+    expect(fake.lastRequest!.closedEarly).to.equal(true);
+  });
+
+  it('reads GEMINI_BASE_URL as the API root, with or without a version', () => {
+    expect(geminiRoot(undefined)).to.equal('https://generativelanguage.googleapis.com/v1beta');
+    expect(geminiRoot('http://127.0.0.1:9999')).to.equal('http://127.0.0.1:9999/v1beta');
+    expect(geminiRoot('https://proxy.example/gemini/v1/')).to.equal('https://proxy.example/gemini/v1');
+  });
+
+  describe('check()', () => {
+    it('accepts every field but logit_bias', () => {
+      expect(() => provider.check(params({ temperature: 2, top_p: 0.1, n: 5, presence_penalty: 1, frequency_penalty: 1, stop: ['x'], user: 'u' }))).to.not.throw();
+    });
+
+    it('rejects logit_bias with a 422 naming logit_bias', () => {
+      try {
+        provider.check(params({ logit_bias: { '42': 1 } }));
+        expect.fail('logit_bias was accepted');
+      } catch (err) {
+        expect(err).to.be.instanceOf(AppError);
+        expect(err).to.include({ status: 422, param: 'logit_bias' });
+        expect((err as AppError).detail).to.deep.equal([{ loc: ['body', 'logit_bias'], msg: 'logit_bias is not supported by Gemini models', type: 'value_error' }]);
+      }
+    });
+  });
+});

@@ -1,0 +1,212 @@
+import { expect } from 'chai';
+import { AppError } from '../../src/errors.js';
+import { isAbortError } from '../../src/providers/abort.js';
+import { OpenAIProvider } from '../../src/providers/openai.provider.js';
+import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
+import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
+import { collectEvents } from '../fakes/upstream-fake.js';
+
+const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
+  model: 'gpt-4.1-mini',
+  messages: [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'Say hello' },
+  ],
+  ...over,
+});
+
+describe('OpenAI adapter against a fake OpenAI', () => {
+  let fake: FakeOpenAI;
+  let provider: OpenAIProvider;
+  const run = (p: CompletionParams = params(), signal = new AbortController().signal) => collectEvents(provider.stream(p, signal));
+
+  before(async () => {
+    fake = await startFakeOpenAI();
+    provider = new OpenAIProvider({ apiKey: fake.apiKey, baseUrl: `${fake.url}/v1`, timeoutMs: 5000 });
+  });
+  afterEach(() => fake.reset());
+  after(() => fake.close());
+
+  it('streams the text, the finish reason and the upstream usage', async () => {
+    fake.script({ tokens: ['Hel', 'lo', ' there'], usage: { prompt: 12, completion: 3 } });
+    const r = await run();
+    expect(r.error).to.equal(undefined);
+    expect(r.texts).to.deep.equal(['Hello there']);
+    expect(r.finishes).to.deep.equal({ 0: 'stop' });
+    expect(r.usage).to.deep.equal({ prompt_tokens: 12, completion_tokens: 3 });
+    expect(r.events.at(-1)?.type).to.equal('usage');
+  });
+
+  it('maps every request field onto the upstream body and always asks for usage', async () => {
+    await run(
+      params({ temperature: 0.2, top_p: 0.9, max_tokens: 50, n: 2, stop: ['\n\n'], presence_penalty: 0.5, frequency_penalty: -0.5, logit_bias: { '1234': -100 }, user: 'user-7' }),
+    );
+    const req = fake.lastRequest!;
+    expect(req.path).to.equal('/v1/chat/completions');
+    expect(req.headers.authorization).to.equal(`Bearer ${fake.apiKey}`);
+    expect(req.body).to.deep.equal({
+      model: 'gpt-4.1-mini',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Say hello' },
+      ],
+      stream: true,
+      stream_options: { include_usage: true },
+      temperature: 0.2,
+      top_p: 0.9,
+      max_tokens: 50,
+      n: 2,
+      stop: ['\n\n'],
+      presence_penalty: 0.5,
+      frequency_penalty: -0.5,
+      logit_bias: { '1234': -100 },
+      user: 'user-7',
+    });
+  });
+
+  it('sends no optional field the request did not set', async () => {
+    await run();
+    expect(Object.keys(fake.lastRequest!.body).sort()).to.deep.equal(['messages', 'model', 'stream', 'stream_options']);
+  });
+
+  it('streams n choices with their own indexes and finish reasons', async () => {
+    fake.script({ choices: [['A', 'a'], ['B', 'b', 'b']] });
+    const r = await run(params({ n: 2, max_tokens: 2 }));
+    expect(r.texts).to.deep.equal(['Aa', 'Bb']);
+    expect(r.finishes).to.deep.equal({ 0: 'stop', 1: 'length' });
+  });
+
+  it('reports finish_reason length when the upstream hit max_tokens', async () => {
+    const r = await run(params({ max_tokens: 2 }));
+    expect(r.finishes[0]).to.equal('length');
+  });
+
+  it('still streams from an OpenAI-compatible server that sends no usage', async () => {
+    fake.script({ tokens: ['ok'], usage: null });
+    const r = await run();
+    expect(r.error).to.equal(undefined);
+    expect(r.texts).to.deep.equal(['ok']);
+    expect(r.usage).to.equal(undefined);
+  });
+
+  it('turns a 429 into a retryable ProviderError carrying Retry-After', async () => {
+    fake.nextResponse({ status: 429, message: 'Rate limit reached for requests', retryAfter: 2 });
+    const r = await run();
+    expect(r.error).to.be.instanceOf(ProviderError);
+    const e = r.error as ProviderError;
+    expect(e).to.include({ status: 429, retryable: true, retryAfterMs: 2000 });
+    expect(e.message).to.contain('Rate limit reached for requests');
+  });
+
+  it('prefers the retry-after-ms header when the upstream sends it', async () => {
+    fake.nextResponse({ status: 429, retryAfterMs: 350, retryAfter: 1 });
+    const e = (await run()).error as ProviderError;
+    expect(e.retryAfterMs).to.equal(350);
+  });
+
+  it('turns a 500 into a retryable ProviderError', async () => {
+    fake.nextResponse({ status: 500, message: 'The server had an error while processing your request.' });
+    const e = (await run()).error as ProviderError;
+    expect(e).to.be.instanceOf(ProviderError);
+    expect(e).to.include({ status: 500, retryable: true });
+    expect(e.message).to.contain('The server had an error');
+  });
+
+  it('turns a bad key (401) into a non-retryable ProviderError with the upstream message', async () => {
+    const wrong = new OpenAIProvider({ apiKey: 'sk-wrong', baseUrl: `${fake.url}/v1`, timeoutMs: 5000 });
+    const e = (await collectEvents(wrong.stream(params(), new AbortController().signal))).error as ProviderError;
+    expect(e).to.be.instanceOf(ProviderError);
+    expect(e).to.include({ status: 401, retryable: false });
+    expect(e.message).to.contain('Invalid API key provided');
+  });
+
+  it('turns a 400 into a non-retryable ProviderError', async () => {
+    fake.nextResponse({ status: 400, message: "Invalid 'messages[0].role'" });
+    const e = (await run()).error as ProviderError;
+    expect(e).to.include({ status: 400, retryable: false });
+  });
+
+  it('fails with a retryable error when the connection is cut mid-stream, after the text it got', async () => {
+    fake.script({ tokens: ['one', ' two', ' three', ' four'], failAfter: 2 });
+    const r = await run();
+    expect(r.texts).to.deep.equal(['one two']);
+    expect(r.error).to.be.instanceOf(ProviderError);
+    expect((r.error as ProviderError).retryable).to.equal(true);
+  });
+
+  it('fails when the stream ends cleanly but without a finish reason', async () => {
+    fake.script({ tokens: ['one'], failAfter: 1 });
+    const r = await run();
+    expect(r.error).to.be.instanceOf(ProviderError);
+    expect(r.finishes).to.deep.equal({});
+  });
+
+  it('fails with a ProviderError on an error event inside the stream', async () => {
+    fake.script({ tokens: ['one', ' two'], errorAfter: 1 });
+    const r = await run();
+    expect(r.texts).to.deep.equal(['one']);
+    expect(r.error).to.be.instanceOf(ProviderError);
+    expect((r.error as ProviderError).message).to.contain('Internal error encountered');
+  });
+
+  it('gives up with a retryable 504 when the upstream goes silent', async () => {
+    const impatient = new OpenAIProvider({ apiKey: fake.apiKey, baseUrl: `${fake.url}/v1`, timeoutMs: 300 });
+    fake.script({ tokens: ['one', ' two'], hangAfter: 1 });
+    const r = await collectEvents(impatient.stream(params(), new AbortController().signal));
+    expect(r.texts).to.deep.equal(['one']);
+    expect(r.error).to.be.instanceOf(ProviderError);
+    expect(r.error).to.include({ status: 504, retryable: true });
+    await fake.lastRequest!.closed;
+    expect(fake.lastRequest!.closedEarly).to.equal(true);
+  });
+
+  it('cancels the upstream request when aborted: the fake sees the connection close', async () => {
+    fake.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
+    const ac = new AbortController();
+    const it = provider.stream(params(), ac.signal)[Symbol.asyncIterator]();
+    expect((await it.next()).value).to.include({ type: 'delta' });
+    ac.abort();
+    const err = await it.next().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isAbortError(err)).to.equal(true);
+    await fake.lastRequest!.closed;
+    expect(fake.lastRequest!.closedEarly).to.equal(true);
+  });
+
+  it('closes the upstream connection when the consumer stops reading early', async () => {
+    fake.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
+    for await (const e of provider.stream(params(), new AbortController().signal)) {
+      if (e.type === 'delta') break;
+    }
+    await fake.lastRequest!.closed;
+    expect(fake.lastRequest!.closedEarly).to.equal(true);
+  });
+
+  describe('check()', () => {
+    it('accepts every interface field with valid values', () => {
+      expect(() => provider.check(params({ temperature: 2, top_p: 0, n: 5, logit_bias: { '50256': -100, '11': 100 }, presence_penalty: 2 }))).to.not.throw();
+    });
+
+    it('rejects a logit_bias key that is not a token id with a 422 naming logit_bias', () => {
+      try {
+        provider.check(params({ logit_bias: { hello: 5 } }));
+        expect.fail('check accepted a word as a token id');
+      } catch (err) {
+        expect(err).to.be.instanceOf(AppError);
+        const e = err as AppError;
+        expect(e.status).to.equal(422);
+        expect(e.param).to.equal('logit_bias');
+        expect(e.detail).to.deep.equal([{ loc: ['body', 'logit_bias', 'hello'], msg: 'logit_bias keys must be token ids (integers); got "hello"', type: 'value_error' }]);
+      }
+    });
+
+    it('rejects a role the upstream does not know with a 422 naming the message', () => {
+      expect(() => provider.check(params({ messages: [{ role: 'wizard', content: 'hi' }] })))
+        .to.throw(AppError)
+        .with.property('detail')
+        .that.deep.equals([{ loc: ['body', 'messages', 0, 'role'], msg: 'Role "wizard" is not supported by OpenAI models; use one of system, developer, user, assistant', type: 'value_error' }]);
+    });
+  });
+});
