@@ -1,0 +1,26 @@
+import type { Trx } from '../infra/db.js';
+import type { Tier } from '../../db/schema/accounts.js';
+import { insertTierChange, lockAccount, setTier } from './subscriptions.repository.js';
+
+export interface TierChange {
+  changed: boolean;
+  from: Tier;
+  to: Tier;
+}
+
+/**
+ * The one way an account's tier ever changes (upgrade and downgrade paths, webhooks, and the
+ * billing feature's reconciliation all come here). It locks the account row, writes tier and
+ * tier_changed_at, and leaves an audit row in tier_changes saying why. Asking for the tier the
+ * account already has changes nothing and writes no audit row, so replays are harmless.
+ * Model access and rate limits read accounts.tier on every request, so the change applies to
+ * the account's next request.
+ */
+export async function changeTier(trx: Trx, accountId: string, to: Tier, reason: string, at: Date): Promise<TierChange> {
+  const account = await lockAccount(trx, accountId);
+  if (!account) throw new Error(`changeTier: no account ${accountId}`);
+  if (account.tier === to) return { changed: false, from: account.tier, to };
+  await setTier(trx, accountId, to, at);
+  await insertTierChange(trx, { accountId, from: account.tier, to, reason, at });
+  return { changed: true, from: account.tier, to };
+}
