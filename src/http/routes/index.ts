@@ -4,8 +4,9 @@ import { subscriptionRoutes } from './subscriptions.routes.js';
 import { webhookRoutes } from './webhooks.routes.js';
 import { accountsRoutes } from './accounts.routes.js';
 import { chatRoutes } from './chat.routes.js';
+import { modelsRoutes } from './models.routes.js';
 
 /** Every endpoint of the service, in the order the OpenAPI document lists them. */
 export function allRoutes(openApi: () => unknown): RouteSpec[] {
-  return [...accountsRoutes(), ...chatRoutes, ...subscriptionRoutes(), ...webhookRoutes(), ...opsRoutes(openApi)];
+  return [...accountsRoutes(), ...chatRoutes, ...modelsRoutes(), ...subscriptionRoutes(), ...webhookRoutes(), ...opsRoutes(openApi)];
 }

@@ -1,0 +1,98 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { createTestAccount, type TestAccount } from '../support/accounts.js';
+import { get } from '../support/http.js';
+import { startTestWeb, type TestWeb } from '../support/web.js';
+
+const FREE_IDS = ['gemini-2.5-flash', 'gemini-2.5-flash-lite', 'claude-haiku-4-5'];
+
+describe('GET /v1/models', () => {
+  let web: TestWeb;
+  let free: TestAccount;
+  let paid: TestAccount;
+
+  before(async () => {
+    web = await startTestWeb();
+    free = await createTestAccount(web.app, { tier: 'free' });
+    paid = await createTestAccount(web.app, { tier: 'paid' });
+  });
+  after(() => web.close());
+
+  it('lists exactly the three free-tier models for a free account, in the OpenAI list shape', async () => {
+    const r = await get(`${web.url}/v1/models`, { bearer: free.apiKey });
+    expect(r.status).to.equal(200);
+    expect(r.body.object).to.equal('list');
+    expect(r.body.data.map((m: { id: string }) => m.id)).to.have.members(FREE_IDS).and.have.length(3);
+    expect(r.body.data.find((m: { id: string }) => m.id === 'claude-haiku-4-5')).to.deep.equal({
+      id: 'claude-haiku-4-5',
+      object: 'model',
+      created: 1_735_689_600,
+      owned_by: 'anthropic',
+    });
+  });
+
+  it('lists the paid tier: the free models and the larger ones', async () => {
+    const r = await get(`${web.url}/v1/models`, { bearer: paid.apiKey });
+    expect(r.status).to.equal(200);
+    const ids = r.body.data.map((m: { id: string }) => m.id);
+    expect(ids).to.include.members([...FREE_IDS, 'gemini-2.5-pro', 'claude-sonnet-4-5', 'gpt-4.1']);
+    expect(ids.length).to.be.greaterThan(3);
+  });
+
+  it('accepts a JWT as well as an API key', async () => {
+    const r = await get(`${web.url}/v1/models`, { bearer: free.jwt });
+    expect(r.status).to.equal(200);
+    expect(r.body.data).to.have.length(3);
+  });
+
+  it('answers 401 without a credential', async () => {
+    const r = await get(`${web.url}/v1/models`);
+    expect(r.status).to.equal(401);
+    expect(r.body.error.type).to.equal('authentication_error');
+  });
+
+  it('works with the official openai SDK: models.list() and models.retrieve()', async () => {
+    const client = new OpenAI({ apiKey: free.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const ids: string[] = [];
+    for await (const m of client.models.list()) ids.push(m.id);
+    expect(ids).to.have.members(FREE_IDS);
+    const one = await client.models.retrieve('gemini-2.5-flash');
+    expect(one).to.include({ id: 'gemini-2.5-flash', object: 'model', owned_by: 'gemini' });
+  });
+
+  it('raises the SDK typed errors for a paid-only model (403) and an unknown one (404)', async () => {
+    const client = new OpenAI({ apiKey: free.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const forbidden = await client.models.retrieve('claude-sonnet-4-5').catch((e: unknown) => e);
+    expect(forbidden).to.be.instanceOf(OpenAI.PermissionDeniedError);
+    expect((forbidden as Error).message).to.contain('needs the paid tier');
+    const missing = await client.models.retrieve('no-such-model').catch((e: unknown) => e);
+    expect(missing).to.be.instanceOf(OpenAI.NotFoundError);
+  });
+
+  describe('with MODELS_FILE pointing at another catalog', () => {
+    let dir: string;
+    let custom: TestWeb;
+
+    before(async () => {
+      dir = mkdtempSync(path.join(os.tmpdir(), 'models-route-'));
+      const doc = JSON.parse(readFileSync('config/models.json', 'utf8'));
+      doc.models.push({ id: 'house-model', provider: 'local', upstream_model: 'house', tiers: ['paid'], input_price_per_million: '0.50', output_price_per_million: '0.50' });
+      const file = path.join(dir, 'models.json');
+      writeFileSync(file, JSON.stringify(doc));
+      custom = await startTestWeb({ env: { MODELS_FILE: file } });
+    });
+    after(async () => {
+      await custom.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("serves that catalog's models", async () => {
+      const account = await createTestAccount(custom.app, { tier: 'paid' });
+      const r = await get(`${custom.url}/v1/models`, { bearer: account.apiKey });
+      expect(r.body.data.map((m: { id: string }) => m.id)).to.include('house-model');
+    });
+  });
+});

@@ -1,0 +1,61 @@
+import { expect } from 'chai';
+import { catalogOf } from '../../src/catalog/catalog.js';
+import { createContext, type AppContext } from '../../src/context.js';
+import { AppError } from '../../src/errors.js';
+import { AnthropicProvider } from '../../src/providers/anthropic.provider.js';
+import { GeminiProvider } from '../../src/providers/gemini.provider.js';
+import { LocalProvider } from '../../src/providers/local.provider.js';
+import { OpenAIProvider } from '../../src/providers/openai.provider.js';
+import { providerFor } from '../../src/providers/registry.js';
+import type { Env } from '../../src/config.js';
+import { testConfig } from '../support/env.js';
+
+describe('provider registry', () => {
+  const contexts: AppContext[] = [];
+  const context = (env: Env) => {
+    const app = createContext(testConfig(env), { role: 'test' });
+    contexts.push(app);
+    return app;
+  };
+  after(async () => {
+    for (const app of contexts) await app.close();
+  });
+
+  it('serves every catalog model from the local model when the backend is local', () => {
+    const app = context({ MODEL_BACKEND: 'local' });
+    for (const model of catalogOf(app).models) expect(providerFor(app, model)).to.be.instanceOf(LocalProvider);
+  });
+
+  it("serves each model from its catalog provider when that provider's key is set", () => {
+    const app = context({ MODEL_BACKEND: 'catalog', OPENAI_API_KEY: 'k1', ANTHROPIC_API_KEY: 'k2', GEMINI_API_KEY: 'k3' });
+    const catalog = catalogOf(app);
+    expect(providerFor(app, catalog.find('gpt-4.1')!)).to.be.instanceOf(OpenAIProvider);
+    expect(providerFor(app, catalog.find('claude-haiku-4-5')!)).to.be.instanceOf(AnthropicProvider);
+    expect(providerFor(app, catalog.find('gemini-2.5-flash')!)).to.be.instanceOf(GeminiProvider);
+  });
+
+  it('builds one adapter per provider per process', () => {
+    const app = context({ MODEL_BACKEND: 'catalog', GEMINI_API_KEY: 'k3' });
+    const catalog = catalogOf(app);
+    expect(providerFor(app, catalog.find('gemini-2.5-flash')!)).to.equal(providerFor(app, catalog.find('gemini-2.5-pro')!));
+  });
+
+  it('answers 503 model_unavailable, naming the model and provider, when the provider has no key', () => {
+    const app = context({ MODEL_BACKEND: 'catalog', GEMINI_API_KEY: 'k3' });
+    const model = catalogOf(app).find('claude-sonnet-4-5')!;
+    expect(() => providerFor(app, model))
+      .to.throw(AppError, 'Model claude-sonnet-4-5 is unavailable: its provider (anthropic) is not configured on this server')
+      .with.property('status', 503);
+    try {
+      providerFor(app, model);
+    } catch (err) {
+      expect((err as AppError).code).to.equal('model_unavailable');
+    }
+  });
+
+  it('serves a catalog model whose provider is local from the local model in production configuration', () => {
+    const app = context({ MODEL_BACKEND: 'catalog', OPENAI_API_KEY: 'k1' });
+    const local = { ...catalogOf(app).models[0]!, id: 'house', provider: 'local' as const };
+    expect(providerFor(app, local)).to.be.instanceOf(LocalProvider);
+  });
+});
