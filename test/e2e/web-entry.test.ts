@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { get } from '../support/http.js';
+import { get, post } from '../support/http.js';
 import { runToExit, startRole, type RoleProcess } from '../support/processes.js';
 
 describe('the web entry point as a process', () => {
@@ -50,6 +50,19 @@ describe('the web entry point as a process', () => {
     expect(docs.text).to.include('/openapi.json');
     const asset = await get(`${web.url}/docs/assets/swagger-ui-bundle.js`);
     expect(asset.status).to.equal(200);
+  });
+
+  it('answers a sign-up with a bad body with 422 and the interface\'s HTTPValidationError body', async () => {
+    const r = await post(`${web.url}/v1/auth/signup`, { name: 'n'.repeat(101), email: 'not-an-email' });
+    expect(r.status).to.equal(422);
+    expect(r.headers.get('content-type')).to.match(/^application\/json/);
+    expect(r.body).to.deep.equal({
+      detail: [
+        { loc: ['body', 'organization'], msg: 'Field required', type: 'missing' },
+        { loc: ['body', 'name'], msg: 'String should have at most 100 characters', type: 'string_too_long' },
+        { loc: ['body', 'email'], msg: 'value is not a valid email address', type: 'value_error' },
+      ],
+    });
   });
 
   it('exits at once with one line naming a misconfigured variable', async () => {
