@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { AppContext } from '../context.js';
+import { catalogOf } from '../catalog/catalog.js';
 import { isMain, runProcess } from '../lifecycle.js';
 import { createHttpApp } from './app.js';
 import { relayHubOf } from '../chat/relay-hub.js';
@@ -15,6 +16,8 @@ export interface RunningServer {
 
 /** Starts the web tier on the configured host and port (PORT=0 picks a free one). */
 export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Promise<RunningServer> {
+  // A bad model catalog stops start-up here, naming the file and field, not on the first request.
+  catalogOf(app);
   const koa = createHttpApp(app, routes);
   await app.warmUp([app.redis, app.redisConnection('queue-producer')]);
   // The relay's pattern subscription is in place before the first request can be queued.

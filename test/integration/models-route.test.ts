@@ -3,7 +3,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import OpenAI from 'openai';
+import { CatalogError } from '../../src/catalog/catalog.js';
+import { createContext } from '../../src/context.js';
+import { startWebServer } from '../../src/http/server.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
+import { testConfig } from '../support/env.js';
 import { get } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
@@ -87,6 +91,24 @@ describe('GET /v1/models', () => {
     after(async () => {
       await custom.close();
       rmSync(dir, { recursive: true, force: true });
+    });
+
+    it('refuses to start the web tier on an invalid catalog, naming the file and the field', async () => {
+      const file = path.join(dir, 'bad.json');
+      const doc = JSON.parse(readFileSync('config/models.json', 'utf8'));
+      doc.models[0].output_price_per_million = 2.5;
+      writeFileSync(file, JSON.stringify(doc));
+      const app = createContext(testConfig({ MODELS_FILE: file }), { role: 'web' });
+      try {
+        const err = await startWebServer(app).then(
+          (running) => running.stop().then(() => undefined),
+          (e: unknown) => e,
+        );
+        expect(err).to.be.instanceOf(CatalogError);
+        expect((err as Error).message).to.contain(file).and.contain('models[0].output_price_per_million (model "gemini-2.5-flash")');
+      } finally {
+        await app.close();
+      }
     });
 
     it("serves that catalog's models", async () => {
