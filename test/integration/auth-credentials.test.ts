@@ -68,6 +68,7 @@ describe('credentials: API keys and JWTs', () => {
       const r = await probe('api_key', generateApiKey().key);
       expect(r.status).to.equal(401);
       expect(r.body.error).to.deep.include(authError('invalid_api_key'));
+      expect(r.headers.get('www-authenticate')).to.equal('Bearer error="invalid_token"');
     });
 
     it('answers a truncated key, a mistyped key and a foreign token with 401 invalid_api_key', async () => {

@@ -5,6 +5,7 @@ import { authenticateApiKey, authenticateJwt, looksLikeApiKey } from '../../acco
 import type { AppState, AuthMode } from '../route.js';
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
+const CHALLENGE = { 'WWW-Authenticate': 'Bearer error="invalid_token"' };
 
 const WANTS: Record<Exclude<AuthMode, 'none'>, string> = {
   api_key: 'an API key (Authorization: Bearer sk-svc-…)',
@@ -27,12 +28,18 @@ export function authenticate(mode: AuthMode, app: AppContext): Middleware<AppSta
     const credential = m[1]!;
     const isKey = looksLikeApiKey(credential);
     if (mode === 'api_key' && !isKey) {
-      throw new AppError('authentication', `Wrong credential: this endpoint needs ${WANTS.api_key}`, { code: 'invalid_api_key' });
+      throw new AppError('authentication', `Wrong credential: this endpoint needs ${WANTS.api_key}`, { code: 'invalid_api_key', headers: CHALLENGE });
     }
     if (mode === 'jwt' && isKey) {
-      throw new AppError('authentication', `Wrong credential: this endpoint needs ${WANTS.jwt}`, { code: 'invalid_token' });
+      throw new AppError('authentication', `Wrong credential: this endpoint needs ${WANTS.jwt}`, { code: 'invalid_token', headers: CHALLENGE });
     }
-    ctx.state.account = isKey ? await authenticateApiKey(app, credential) : await authenticateJwt(app, credential);
+    try {
+      ctx.state.account = isKey ? await authenticateApiKey(app, credential) : await authenticateJwt(app, credential);
+    } catch (err) {
+      // RFC 6750: a refused bearer credential is answered with the challenge and its reason.
+      if (err instanceof AppError && err.status === 401) ctx.set('WWW-Authenticate', 'Bearer error="invalid_token"');
+      throw err;
+    }
     ctx.state.credential = isKey ? 'api_key' : 'jwt';
     await next();
   };
