@@ -77,6 +77,12 @@ export class AnthropicProvider implements Provider {
     if (!p.messages.some((m) => m.role === 'user' || m.role === 'assistant')) {
       throw unsupported('messages', 'Anthropic models need at least one user or assistant message besides system messages', ['messages']);
     }
+    // The Messages API refuses empty text blocks, except a final assistant turn (a prefill).
+    p.messages.forEach((m, i) => {
+      if (m.content === '' && !(m.role === 'assistant' && i === p.messages.length - 1)) {
+        throw unsupported('messages', 'Anthropic models do not accept an empty message content', ['messages', i, 'content']);
+      }
+    });
     const sampling = 'is not supported by Anthropic models: the Messages API (version 2026-10-21) removed sampling parameters; leave it out or set it to 1';
     if (p.temperature !== undefined && p.temperature !== 1) throw unsupported('temperature', `temperature ${sampling}`);
     if (p.top_p !== undefined && p.top_p !== 1) throw unsupported('top_p', `top_p ${sampling}`);

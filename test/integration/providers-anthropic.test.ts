@@ -186,6 +186,10 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
       expect(fieldOf422(() => provider.check(params({ stop: ['END', '\n'] })))).to.deep.equal({ param: 'stop', loc: ['body', 'stop', 1] });
     });
 
+    it('rejects an empty message content with a 422 naming the message', () => {
+      expect(fieldOf422(() => provider.check(params({ messages: [{ role: 'user', content: '' }] })))).to.deep.equal({ param: 'messages', loc: ['body', 'messages', 0, 'content'] });
+    });
+
     it('rejects a conversation of system messages only', () => {
       expect(fieldOf422(() => provider.check(params({ messages: [{ role: 'system', content: 'x' }] }))).param).to.equal('messages');
     });
