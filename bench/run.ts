@@ -1,0 +1,206 @@
+// `npm run bench`: the fake upstream, the service (one web and one worker process) pointed at it,
+// and a load generator, measured side by side in one run: direct-to-upstream against
+// through-the-service, streaming and not, at several concurrencies, interleaved in rounds so
+// drift on a shared machine hits both sides alike. Then the web process's memory with 2,000 open
+// idle streams. Prints a Markdown table (for the README) and writes var/bench/results.json.
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { loadConfig } from '../src/config.js';
+import { createContext } from '../src/context.js';
+import { generateApiKey } from '../src/accounts/api-keys.js';
+import { loadCatalog } from '../src/catalog/catalog.js';
+import { holdStreams, percentile, runLoad, type LoadResult } from './loadgen.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const dist = path.resolve(here, '..');
+const root = path.resolve(dist, '..');
+
+const { values: a } = parseArgs({
+  options: {
+    concurrency: { type: 'string', default: '1,32,256' },
+    tokens: { type: 'string', default: '32' },
+    'itl-ms': { type: 'string', default: '1' },
+    rounds: { type: 'string', default: '2' },
+    streams: { type: 'string', default: '2000' },
+    quick: { type: 'boolean', default: false },
+  },
+});
+const concurrencies = a.concurrency.split(',').map(Number);
+const rounds = Number(a.rounds);
+const requestsFor = (c: number) => (a.quick ? Math.max(20, c * 2) : c === 1 ? 150 : Math.min(3000, c * 40));
+
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+function startProcess(entry: string, env: NodeJS.ProcessEnv, ready: RegExp): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+  const child = spawn(process.execPath, [entry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  return new Promise((resolve, reject) => {
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      const m = ready.exec(out);
+      if (m) resolve({ child, match: m });
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`${entry} exited with ${code}:\n${out}`)));
+  });
+}
+
+interface Row {
+  mode: 'stream' | 'json';
+  concurrency: number;
+  direct: LoadResult[];
+  service: LoadResult[];
+}
+
+const fmt = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : 'n/a');
+
+function summarise(results: LoadResult[]) {
+  const samples = results.flatMap((r) => r.samples);
+  const wall = results.reduce((s, r) => s + r.wallMs, 0);
+  const errors = results.reduce((s, r) => s + Object.values(r.errors).reduce((x, y) => x + y, 0), 0);
+  return {
+    ttft50: percentile(samples.map((s) => s.ttftMs), 50),
+    ttft99: percentile(samples.map((s) => s.ttftMs), 99),
+    total50: percentile(samples.map((s) => s.totalMs), 50),
+    total99: percentile(samples.map((s) => s.totalMs), 99),
+    rps: (samples.length / wall) * 1000,
+    errors,
+    n: samples.length,
+  };
+}
+
+async function main(): Promise<void> {
+  const prefix = `bench_${Date.now().toString(36)}`;
+  const upstream = fork(path.join(here, 'fake-upstream.js'), ['--tokens', a.tokens, '--ttft-ms', '0', '--itl-ms', a['itl-ms']], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const upstreamPort = await new Promise<number>((resolve) => upstream.once('message', (m: { port: number }) => resolve(m.port)));
+  const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1`;
+
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    NODE_ENV: 'development',
+    PORT: '0',
+    LOG_LEVEL: 'warn',
+    REDIS_PREFIX: prefix,
+    MODEL_BACKEND: 'catalog',
+    OPENAI_API_KEY: 'sk-bench-upstream',
+    OPENAI_BASE_URL: upstreamUrl,
+    WORKER_CONCURRENCY: String(Math.max(2500, Number(a.streams) + 200)),
+    QUEUE_MAX_DEPTH: '100000',
+    STREAM_HEARTBEAT_MS: '1000',
+    PAID_REQUESTS_PER_MINUTE: '10000000',
+    PAID_REQUESTS_PER_HOUR: '100000000',
+    PAID_REQUESTS_PER_DAY: '1000000000',
+    PAID_TOKENS_PER_DAY: '1000000000000',
+  };
+  const config = loadConfig(env);
+  const catalog = loadCatalog(path.resolve(root, config.catalog.modelsFile));
+  const model = catalog.models.find((m) => m.provider === 'openai');
+  if (!model) throw new Error('the catalog has no OpenAI model to benchmark');
+
+  const ctx = createContext(config, { role: 'bench' });
+  const key = generateApiKey();
+  const account = await ctx.db
+    .insertInto('accounts')
+    .values({ name: 'Benchmark', email: `bench+${prefix}@example.com`, organization: 'bench', tier: 'paid', verified_at: new Date() })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  await ctx.db.insertInto('api_keys').values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix }).execute();
+
+  const web = await startProcess(path.join(dist, 'src/http/server.js'), { ...env, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/);
+  const worker = await startProcess(path.join(dist, 'workers/worker.js'), { ...env, LOG_LEVEL: 'info' }, /worker: running/);
+  const serviceUrl = `${web.match[1]}/v1/chat/completions`;
+  const directUrl = `${upstreamUrl}/chat/completions`;
+  const messages = [{ role: 'user', content: 'Benchmark prompt: say something.' }];
+  const targets = {
+    direct: { url: directUrl, apiKey: 'sk-bench-upstream', body: { model: model.upstream_model, messages, stream_options: { include_usage: true } } },
+    service: { url: serviceUrl, apiKey: key.key, body: { model: model.id, messages } },
+  };
+
+  try {
+    process.stderr.write(`bench: upstream ${upstreamUrl}, service ${web.match[1]} (web pid ${web.child.pid}, worker pid ${worker.child.pid}), model ${model.id}\n`);
+    // Warm both paths (JIT, connection pools, script cache).
+    for (const stream of [true, false]) {
+      await runLoad({ ...targets.direct, stream, concurrency: 8, requests: 100 });
+      await runLoad({ ...targets.service, stream, concurrency: 8, requests: 200 });
+    }
+    const rows: Row[] = [];
+    for (const stream of [true, false]) {
+      for (const c of concurrencies) {
+        const row: Row = { mode: stream ? 'stream' : 'json', concurrency: c, direct: [], service: [] };
+        for (let r = 0; r < rounds; r++) {
+          const order = r % 2 === 0 ? (['direct', 'service'] as const) : (['service', 'direct'] as const);
+          for (const t of order) row[t].push(await runLoad({ ...targets[t], stream, concurrency: c, requests: requestsFor(c) }));
+        }
+        rows.push(row);
+        const d = summarise(row.direct);
+        const s = summarise(row.service);
+        process.stderr.write(`bench: ${row.mode} c=${c}: added TTFT p50 ${fmt(s.ttft50 - d.ttft50)} ms, p99 ${fmt(s.ttft99 - d.ttft99)} ms; rps ${fmt(d.rps)} -> ${fmt(s.rps)}\n`);
+      }
+    }
+
+    // Idle streams: the upstream holds the first token for 10 minutes; the service commits each
+    // stream after one heartbeat interval and keeps it alive with comments.
+    const streams = Number(a.streams);
+    const baseline = rssMiB(web.child.pid!);
+    const held = await holdStreams({ url: serviceUrl, apiKey: key.key, body: { model: model.id, messages, user: 'ttft=600000' } }, streams);
+    const loaded = rssMiB(web.child.pid!);
+    held.close();
+
+    const lines: string[] = [];
+    lines.push(`Upstream: ${a.tokens} tokens per answer, time to first token 0 ms, ${a['itl-ms']} ms between tokens; ${rounds} interleaved rounds per row.`);
+    lines.push('');
+    lines.push('| mode | concurrency | TTFT p50 direct / service (added) ms | TTFT p99 direct / service (added) ms | total p50 direct / service (added) ms | total p99 direct / service (added) ms | req/s direct / service | errors |');
+    lines.push('|---|---|---|---|---|---|---|---|');
+    const out: unknown[] = [];
+    for (const row of rows) {
+      const d = summarise(row.direct);
+      const s = summarise(row.service);
+      out.push({ mode: row.mode, concurrency: row.concurrency, direct: d, service: s });
+      lines.push(
+        `| ${row.mode} | ${row.concurrency} | ${fmt(d.ttft50)} / ${fmt(s.ttft50)} (**${fmt(s.ttft50 - d.ttft50)}**) | ${fmt(d.ttft99)} / ${fmt(s.ttft99)} (**${fmt(s.ttft99 - d.ttft99)}**) | ` +
+          `${fmt(d.total50)} / ${fmt(s.total50)} (${fmt(s.total50 - d.total50)}) | ${fmt(d.total99)} / ${fmt(s.total99)} (${fmt(s.total99 - d.total99)}) | ${fmt(d.rps)} / ${fmt(s.rps)} | ${d.errors} / ${s.errors} |`,
+      );
+    }
+    lines.push('');
+    lines.push(
+      `Idle streams: ${held.established} of ${streams} established; web process RSS ${fmt(baseline)} MiB before, ${fmt(loaded)} MiB with them open ` +
+        `(${fmt(((loaded - baseline) * 1024) / Math.max(1, held.established))} KiB per stream).`,
+    );
+    process.stdout.write(`\n${lines.join('\n')}\n`);
+    mkdirSync(path.join(root, 'var', 'bench'), { recursive: true });
+    writeFileSync(path.join(root, 'var', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), rows: out, idle: { streams, established: held.established, baseline, loaded } }, null, 2));
+  } finally {
+    const exited = (c: ChildProcess) => new Promise((r) => (c.exitCode !== null ? r(null) : c.once('exit', r)));
+    web.child.kill('SIGTERM');
+    worker.child.kill('SIGTERM');
+    await Promise.all([exited(web.child), exited(worker.child)]);
+    upstream.kill('SIGTERM');
+    await ctx.db.deleteFrom('usage_events').where('account_id', '=', account.id).execute();
+    await ctx.db.deleteFrom('accounts').where('id', '=', account.id).execute();
+    const r = new Redis(config.redis.url);
+    let cursor = '0';
+    do {
+      const [nextCursor, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = nextCursor;
+      if (keys.length) await r.unlink(...keys);
+    } while (cursor !== '0');
+    r.disconnect();
+    await ctx.close();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  },
+);
