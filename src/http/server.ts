@@ -5,7 +5,6 @@ import { catalogOf } from '../catalog/catalog.js';
 import { isMain, runProcess } from '../lifecycle.js';
 import { createHttpApp } from './app.js';
 import { relayHubOf } from '../chat/relay-hub.js';
-import { catalogOf } from '../catalog/catalog.js';
 import type { RouteSpec } from './route.js';
 
 export interface RunningServer {
@@ -18,8 +17,6 @@ export interface RunningServer {
 /** Starts the web tier on the configured host and port (PORT=0 picks a free one). */
 export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Promise<RunningServer> {
   // A bad model catalog stops start-up here, naming the file and field, not on the first request.
-  catalogOf(app);
-  // A bad catalog stops the process here, not on the first request.
   catalogOf(app);
   const koa = createHttpApp(app, routes);
   await app.warmUp([app.redis, app.redisConnection('queue-producer')]);
