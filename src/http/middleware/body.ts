@@ -3,8 +3,6 @@ import { koaBody } from 'koa-body';
 import { AppError, validationError } from '../../errors.js';
 import type { AppState } from '../route.js';
 
-const UNPARSED = Symbol.for('unparsedBody');
-
 /**
  * Parses a JSON body into ctx.state.body (undefined when the request has none). Malformed JSON
  * is the client's mistake: 422 naming where it broke, never a 500. Beyond the limit: 413.
@@ -30,8 +28,9 @@ export function jsonBody(limitBytes: number, keepRaw = false): Middleware<AppSta
     }
     await parse(ctx, async () => {});
     const body = (ctx.request as { body?: unknown }).body;
-    if (keepRaw && body && typeof body === 'object') {
-      const raw = (body as Record<symbol, unknown>)[UNPARSED];
+    if (keepRaw) {
+      // koa-body 7 leaves the exact text on ctx.request.rawBody (older versions used a symbol on the body).
+      const raw = (ctx.request as { rawBody?: unknown }).rawBody;
       if (typeof raw === 'string') ctx.state.rawBody = raw;
     }
     ctx.state.body = hasBody ? body : undefined;
