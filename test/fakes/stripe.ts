@@ -46,6 +46,7 @@ interface Rule {
   method?: string;
   path?: RegExp;
   status?: number;
+  error?: Obj;
 }
 
 class StripeApiError extends Error {
@@ -199,8 +200,8 @@ export class FakeStripe {
   // -------------------------------------------------------------------------------------------
   // Test controls
 
-  /** The next `count` matching requests answer `status` (500 by default) with an api_error. */
-  failNext(count: number, opts: { status?: number; method?: string; path?: RegExp } = {}): void {
+  /** The next `count` matching requests answer `status` (500 by default) with `error` (an api_error by default). */
+  failNext(count: number, opts: { status?: number; method?: string; path?: RegExp; error?: Obj } = {}): void {
     this.failures.push({ remaining: count, ...opts });
   }
 
@@ -420,7 +421,7 @@ export class FakeStripe {
     }
     const failure = this.takeRule(this.failures, method, url.pathname);
     if (failure) {
-      send(failure.status ?? 500, JSON.stringify({ error: { type: 'api_error', message: 'An unknown error occurred (injected by the fake).' } }));
+      send(failure.status ?? 500, JSON.stringify({ error: failure.error ?? { type: 'api_error', message: 'An unknown error occurred (injected by the fake).' } }));
       return;
     }
     if (req.headers.authorization !== `Bearer ${this.secretKey}`) {
