@@ -124,7 +124,7 @@ export async function regenerateApiKey(app: AppContext, accountId: string): Prom
     const retryAfter = Math.max(1, Math.ceil(admission.retryAfterSeconds));
     throw new AppError('rate_limited', `An API key can be regenerated once every 2 hours. Try again in ${formatWait(retryAfter)}.`, {
       code: 'rate_limit_exceeded',
-      headers: { 'Retry-After': String(retryAfter) },
+      headers: { 'Retry-After': String(retryAfter), ...regenerationLimitHeaders(retryAfter) },
     });
   }
   const now = app.clock.now();
@@ -140,6 +140,11 @@ export async function regenerateApiKey(app: AppContext, accountId: string): Prom
       api_key: apiKey,
     };
   });
+}
+
+/** The interface's rate-limit headers for the regeneration limit: 1 per window, none left until it resets. */
+export function regenerationLimitHeaders(resetSeconds: number): Record<string, string> {
+  return { 'X-RateLimit-Limit': '1', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': String(resetSeconds) };
 }
 
 function formatWait(seconds: number): string {

@@ -28,6 +28,8 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     const r = await regenerate(jwt);
     expect(r.status).to.equal(200);
     expect(r.headers.get('cache-control')).to.equal('no-store');
+    expect(r.headers.get('x-ratelimit-limit')).to.equal('1');
+    expect(r.headers.get('x-ratelimit-remaining')).to.equal('0');
     expect(Object.keys(r.body).sort()).to.deep.equal(['api_key', 'email', 'message']);
     expect(r.body.email).to.equal(account.email);
     expect(r.body.api_key).to.match(/^sk-svc-/).and.not.equal(oldKey);
@@ -53,6 +55,8 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     const second = await regenerate(jwt);
     expect(second.status).to.equal(429);
     expect(second.headers.get('retry-after')).to.equal(String(90 * 60));
+    expect(second.headers.get('x-ratelimit-limit')).to.equal('1');
+    expect(second.headers.get('x-ratelimit-remaining')).to.equal('0');
     expect(second.body).to.deep.equal({ error: { message: second.body.error.message, type: 'rate_limit_exceeded', code: 'rate_limit_exceeded', param: null } });
     expect(second.body.error.message).to.match(/2 hours/);
     expect((await probe(first.body.api_key)).status).to.equal(200);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { regenerateApiKey, signUp, verifyEmail } from '../../accounts/accounts.service.js';
+import { regenerateApiKey, regenerationLimitHeaders, signUp, verifyEmail } from '../../accounts/accounts.service.js';
 import { RegenerateResponse, SignupRequest, SignupResponse, VerifyQuery, VerifyResponse, type IssuedKeyResult, type SignupInput } from '../../accounts/accounts.schema.js';
 import { isAppError, type AppError } from '../../errors.js';
 import { escapeHtml, prefersHtml, renderPage, sendPage } from '../html.js';
@@ -118,13 +118,21 @@ export function accountsRoutes(): RouteSpec[] {
       tag: 'accounts',
       auth: 'jwt',
       responses: {
-        200: { description: 'The new API key, shown once', schema: RegenerateResponse, headers: { 'Cache-Control': 'no-store' } },
+        200: {
+          description: 'The new API key, shown once',
+          schema: RegenerateResponse,
+          headers: { 'Cache-Control': 'no-store', 'X-RateLimit-Limit': 'Regenerations allowed per 2 hours (1)', 'X-RateLimit-Remaining': 'Regenerations left in the window' },
+        },
         403: { description: 'The account has not verified its email address' },
-        429: { description: 'Regenerated less than 2 hours ago', headers: { 'Retry-After': 'Seconds until a regeneration is allowed again' } },
+        429: {
+          description: 'Regenerated less than 2 hours ago',
+          headers: { 'Retry-After': 'Seconds until a regeneration is allowed again', 'X-RateLimit-Limit': 'Regenerations allowed per 2 hours (1)', 'X-RateLimit-Remaining': '0' },
+        },
       },
       handler: async (ctx, app) => {
         ctx.set('Cache-Control', 'no-store');
         ctx.body = await regenerateApiKey(app, accountOf(ctx).id);
+        ctx.set(regenerationLimitHeaders(Math.ceil(app.config.auth.regenerateWindowMs / 1000)));
       },
     },
   ]);
