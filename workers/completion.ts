@@ -6,9 +6,9 @@ import { COMPLETIONS_QUEUE, createWorker } from '../src/infra/queues.js';
 import { redisKey } from '../src/infra/redis.js';
 import { catalogOf } from '../src/catalog/catalog.js';
 import { providerFor } from '../src/providers/registry.js';
-import { settleCommands } from '../src/limits/limiter.service.js';
+import { loadSettleScript, settle, settleCommands } from '../src/limits/limiter.service.js';
 import type { CompletionJob } from '../src/chat/completion-job.js';
-import { runCompletion, toRelayError } from '../src/chat/completion-runner.js';
+import { runCompletion, settleAfter, toRelayError } from '../src/chat/completion-runner.js';
 import { cancelPattern, relayChannel } from '../src/chat/relay-protocol.js';
 import { parseProgress, RelayPublisher } from '../src/chat/relay-publisher.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
@@ -34,9 +34,14 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   // Fail at start-up, not on the first request, when the catalog file is wrong.
   catalogOf(app);
 
+  // The settle script runs by hash inside each request's closing MULTI: load it now and after
+  // every reconnect (a restarted Redis has forgotten it; a miss in between falls back, see settleAfter).
+  await loadSettleScript(app.redis);
+  app.redis.on('ready', () => void loadSettleScript(app.redis).catch(() => undefined));
   const settleInto = (job: CompletionJob) => (tx: ChainableCommander, actualTokens: number) => {
     for (const [cmd, ...args] of settleCommands(app, { accountId: job.accountId, requestId: job.id, actualTokens })) tx.call(cmd, ...args);
   };
+  const settleAlone = (job: CompletionJob) => (actualTokens: number) => settle(app, { accountId: job.accountId, requestId: job.id, actualTokens });
 
   const crashBeforeRecord = config.faults.crashBeforeRecord
     ? () => {
@@ -59,7 +64,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       const progress = parseProgress(existing);
       if (progress?.recorded) return;
       if (progress && (progress.sent || progress.completionTokens > 0)) {
-        await endInterruptedRun(app, job, progress, channel, progressKey, settleInto(job));
+        await endInterruptedRun(app, job, progress, channel, progressKey, settleInto(job), settleAlone(job));
         return;
       }
       startSeq = (progress?.seq ?? -1) + 1;
@@ -73,13 +78,22 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
         provider = providerFor(app, { ...job.model, provider: job.model.provider as never, tiers: [job.tier] });
         provider.check(job.params);
       } catch (err) {
-        await publisher.finish('error', JSON.stringify(toRelayError(err)), (tx) => {
+        const errors = await publisher.finish('error', JSON.stringify(toRelayError(err)), (tx) => {
           appendUsage(tx, config, usageOf(job, 'failed', 0, 0));
           settleInto(job)(tx, 0);
         });
+        await settleAfter(errors, () => settleAlone(job)(0));
         return;
       }
-      await runCompletion(job, { app, provider, publisher, signal: controller.signal, settle: settleInto(job), beforeRecord: crashBeforeRecord });
+      await runCompletion(job, {
+        app,
+        provider,
+        publisher,
+        signal: controller.signal,
+        settle: settleInto(job),
+        settleAlone: settleAlone(job),
+        beforeRecord: crashBeforeRecord,
+      });
     } finally {
       running.delete(job.id);
     }
@@ -129,14 +143,16 @@ async function endInterruptedRun(
   channel: string,
   progressKey: string,
   settle: (tx: ChainableCommander, tokens: number) => void,
+  settleAlone: (tokens: number) => Promise<void>,
 ): Promise<void> {
   app.log.warn({ requestId: job.id }, 'job re-run after its worker stopped mid-request; ending the stream and recording partial usage');
   const publisher = new RelayPublisher(app.redis, channel, progressKey, () => undefined, progress.seq + 1);
   const err = new AppError('upstream', 'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.', {
     code: 'worker_interrupted',
   });
-  await publisher.finish('error', JSON.stringify(toRelayError(err)), (tx) => {
+  const errors = await publisher.finish('error', JSON.stringify(toRelayError(err)), (tx) => {
     appendUsage(tx, app.config, usageOf(job, 'failed', progress.promptTokens, progress.completionTokens));
     settle(tx, progress.promptTokens + progress.completionTokens);
   });
+  await settleAfter(errors, () => settleAlone(progress.promptTokens + progress.completionTokens));
 }

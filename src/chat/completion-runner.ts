@@ -4,6 +4,7 @@ import { AppError } from '../errors.js';
 import { countTokens } from '../providers/tokenizer.js';
 import { ProviderError, type CompletionEvent, type Provider } from '../providers/types.js';
 import { appendUsage } from '../usage/usage-stream.js';
+import { isMissingScript } from '../limits/limiter.service.js';
 import type { UsageStatus } from '../../db/schema/index.js';
 import type { CompletionJob } from './completion-job.js';
 import type { RelayError } from './relay-protocol.js';
@@ -16,6 +17,8 @@ export interface RunnerDeps {
   signal: AbortSignal;
   /** Adds the quota settlement for `actualTokens` to the request's final MULTI. */
   settle: (tx: ChainableCommander, actualTokens: number) => void;
+  /** Settles on its own, when the MULTI's settle command failed because Redis lost the script. */
+  settleAlone: (actualTokens: number) => Promise<void>;
   /** Failpoint for the crash-recovery test: called after the upstream answered, before recording. */
   beforeRecord?: () => void;
 }
@@ -60,6 +63,20 @@ export function toRelayError(err: unknown): RelayError {
 }
 
 /**
+ * The closing MULTI's commands are [usage append, settle]; only the settle can fail on its own
+ * (NOSCRIPT after a Redis restart), and then it is run by itself. Anything else is an outage:
+ * the usage append is what matters, so it is reported.
+ */
+export async function settleAfter(errors: (Error | null)[], settleAlone: () => Promise<void>): Promise<void> {
+  const [appendErr, settleErr] = errors;
+  if (appendErr) throw appendErr;
+  if (settleErr) {
+    if (!isMissingScript(settleErr)) throw settleErr;
+    await settleAlone();
+  }
+}
+
+/**
  * Runs one completion: calls the provider (retrying a 429/5xx only while nothing has been produced),
  * relays chunks (streaming) or one body (non-streaming), then in a single MULTI publishes the end,
  * appends the usage event and settles the token reservation.
@@ -76,12 +93,27 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
 
   let upstreamUsage: { prompt_tokens: number; completion_tokens: number } | undefined;
   let produced = false;
-  let producedTokens = 0;
+  // Tokens are counted only when someone needs the number (the progress record, a cancelled or
+  // failed request), and then only the text added since the last count.
+  let counted = 0;
+  const countedUpTo = choices.map(() => 0);
+  const producedTokens = () => {
+    choices.forEach((c, i) => {
+      if (c.text.length > countedUpTo[i]!) {
+        counted += countTokens(c.text.slice(countedUpTo[i]));
+        countedUpTo[i] = c.text.length;
+      }
+    });
+    return counted;
+  };
+  publisher.tokensSoFar = () =>
+    upstreamUsage
+      ? { promptTokens: upstreamUsage.prompt_tokens, completionTokens: upstreamUsage.completion_tokens }
+      : { promptTokens: produced ? job.promptTokens : 0, completionTokens: producedTokens() };
 
   const onEvent = (ev: CompletionEvent) => {
     if (ev.type === 'usage') {
       upstreamUsage = { prompt_tokens: ev.prompt_tokens, completion_tokens: ev.completion_tokens };
-      publisher.count(ev.prompt_tokens, ev.completion_tokens);
       return;
     }
     const c = choices[ev.index];
@@ -90,8 +122,6 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       if (ev.content === '') return;
       produced = true;
       c.text += ev.content;
-      producedTokens += countTokens(ev.content);
-      publisher.count(job.promptTokens, producedTokens);
       if (job.stream) {
         const delta = c.started ? { content: ev.content } : { role: 'assistant', content: ev.content };
         c.started = true;
@@ -133,10 +163,11 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   // The provider's counts when it finished normally; otherwise what was actually produced. A request
   // the upstream refused before producing anything bills no prompt tokens (providers do not charge them).
   const promptTokens = upstreamUsage?.prompt_tokens ?? (produced ? job.promptTokens : 0);
-  const completionTokens = status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : producedTokens;
-  publisher.count(promptTokens, completionTokens);
+  const completionTokens = status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : producedTokens();
+  publisher.tokensSoFar = () => ({ promptTokens, completionTokens });
 
-  await publisher.flush();
+  // The progress record is exact from here on: a worker dying before the MULTI below loses nothing.
+  await publisher.flush(true);
   deps.beforeRecord?.();
 
   const record = (tx: ChainableCommander) => {
@@ -155,11 +186,12 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
     deps.settle(tx, promptTokens + completionTokens);
   };
 
+  let errors: (Error | null)[] = [];
   if (status === 'completed') {
     const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
     if (job.stream) {
       const usageChunk = job.includeUsage ? `data: ${head}],"usage":${JSON.stringify(usage)}}\n\n` : '';
-      await publisher.finish('done', usageChunk, record);
+      errors = await publisher.finish('done', usageChunk, record);
     } else {
       const body = {
         id: job.id,
@@ -170,15 +202,16 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
         choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text }, logprobs: null, finish_reason: c.finish ?? 'stop' })),
         usage,
       };
-      await publisher.finish('final', JSON.stringify(body), record);
+      errors = await publisher.finish('final', JSON.stringify(body), record);
     }
   } else if (status === 'failed') {
     const relayError = toRelayError(failure);
     app.log.warn({ requestId: job.id, status: relayError.status, err: failure instanceof Error ? failure.message : String(failure) }, 'completion failed');
-    await publisher.finish('error', JSON.stringify(relayError), record);
+    errors = await publisher.finish('error', JSON.stringify(relayError), record);
   } else {
     // Cancelled: nobody is listening; record what was produced and tell any listener it ended.
-    await publisher.finish('done', '', record);
+    errors = await publisher.finish('done', '', record);
   }
+  await settleAfter(errors, () => deps.settleAlone(promptTokens + completionTokens));
   return { status, promptTokens, completionTokens };
 }

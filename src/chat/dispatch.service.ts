@@ -133,7 +133,9 @@ export async function dispatch(app: AppContext, job: CompletionJob, onEvent: (e:
 
   const unregister = hub.register(job.id, (m: RelayMessage | undefined) => {
     if (ended) return;
-    if (!m || (m.seq !== expected && m.kind !== 'picked')) return end({ kind: 'gap' });
+    // 'picked' and 'error' are taken at any sequence number: a re-run of a stalled job announces
+    // itself, or ends the stream, numbering from a progress record that may lag what was relayed.
+    if (!m || (m.seq !== expected && m.kind !== 'picked' && m.kind !== 'error')) return end({ kind: 'gap' });
     expected = m.seq + 1;
     armIdle();
     switch (m.kind) {

@@ -15,6 +15,8 @@ export interface Progress {
 }
 
 export const PROGRESS_TTL_SECONDS = 86_400;
+/** How stale the progress record may get while a stream runs (it is always exact before recording). */
+const PROGRESS_EVERY_MS = 250;
 
 export function parseProgress(h: Record<string, string>): Progress | undefined {
   if (!h || Object.keys(h).length === 0) return undefined;
@@ -39,8 +41,10 @@ export class RelayPublisher {
   private scheduled = false;
   private last: Promise<unknown> = Promise.resolve();
   private sentText = false;
-  private promptTokens = 0;
-  private completionTokens = 0;
+  private progressSentText = false;
+  private lastProgressAt = 0;
+  /** Counts the tokens produced so far; called only when the progress record is written. */
+  tokensSoFar: () => { promptTokens: number; completionTokens: number } = () => ({ promptTokens: 0, completionTokens: 0 });
 
   constructor(
     private readonly redis: Redis,
@@ -54,12 +58,6 @@ export class RelayPublisher {
 
   get hasSentText(): boolean {
     return this.sentText;
-  }
-
-  /** Tokens produced so far, for the progress record a re-run would bill from. */
-  count(promptTokens: number, completionTokens: number): void {
-    this.promptTokens = promptTokens;
-    this.completionTokens = completionTokens;
   }
 
   /** Seq 0: a worker has the job. Awaited, so the web tier's pickup timer stops promptly. */
@@ -77,32 +75,50 @@ export class RelayPublisher {
     }
   }
 
-  /** Publishes what is pending now, with the progress record. */
-  flush(): Promise<unknown> {
+  /**
+   * Publishes what is pending now. The progress record rides along when the first visible text
+   * goes out, every PROGRESS_EVERY_MS after, and whenever `exact` is asked (before recording).
+   */
+  flush(exact = false): Promise<unknown> {
     this.scheduled = false;
-    if (this.pending.length === 0) return this.last;
-    const payload = this.pending.join('');
-    this.pending = [];
+    const now = performance.now();
+    const progress = exact || (this.sentText && !this.progressSentText) || now - this.lastProgressAt >= PROGRESS_EVERY_MS;
+    if (this.pending.length === 0 && !progress) return this.last;
     const tx = this.redis.pipeline();
-    this.addPublish(tx, 'sse', payload);
-    this.addProgress(tx);
-    return this.track(tx.exec());
+    let publishes = 0;
+    if (this.pending.length > 0) {
+      this.addPublish(tx, 'sse', this.pending.join(''));
+      this.pending = [];
+      publishes = 1;
+    }
+    if (progress) {
+      this.lastProgressAt = now;
+      this.progressSentText = this.sentText;
+      this.addProgress(tx);
+    }
+    return this.track(tx.exec(), publishes);
   }
 
   /**
    * Publishes the last message(s) of the request together with `extra` commands (usage record,
-   * quota settlement) in ONE atomic MULTI, after anything still pending.
+   * quota settlement) in ONE atomic MULTI, after anything still pending. Resolves with the errors
+   * of the `extra` commands (null where they succeeded), for the caller to act on.
    */
-  finish(kind: 'done' | 'final' | 'error', payload: string, extra: (tx: ChainableCommander) => void): Promise<unknown> {
+  async finish(kind: 'done' | 'final' | 'error', payload: string, extra: (tx: ChainableCommander) => void): Promise<(Error | null)[]> {
     const tx = this.redis.multi();
+    let publishes = 1;
     if (this.pending.length > 0) {
       this.addPublish(tx, 'sse', this.pending.join(''));
       this.pending = [];
+      publishes++;
     }
     this.addPublish(tx, kind, payload);
     extra(tx);
     tx.hset(this.progressKey, { recorded: '1' });
-    return this.track(tx.exec());
+    const replies = await tx.exec();
+    const own = (replies ?? []).slice(0, publishes);
+    if (own.some(([err, n]) => err === null && n === 0)) this.onGone();
+    return (replies ?? []).slice(publishes, -1).map(([err]) => err);
   }
 
   /** An error event for a stream, or the error reply for a plain request. */
@@ -115,11 +131,12 @@ export class RelayPublisher {
   }
 
   private addProgress(tx: ChainableCommander): void {
+    const t = this.tokensSoFar();
     tx.hset(this.progressKey, {
       seq: String(this.seq - 1),
       sent: this.sentText ? '1' : '0',
-      ptoks: String(this.promptTokens),
-      ctoks: String(this.completionTokens),
+      ptoks: String(t.promptTokens),
+      ctoks: String(t.completionTokens),
     });
   }
 
@@ -128,7 +145,7 @@ export class RelayPublisher {
     this.addPublish(tx, kind, payload);
     this.addProgress(tx);
     tx.expire(this.progressKey, PROGRESS_TTL_SECONDS);
-    return this.track(tx.exec());
+    return this.track(tx.exec(), 1);
   }
 
   /** The first failure to publish, if any: the client cannot be reached any more. */
@@ -138,10 +155,9 @@ export class RelayPublisher {
    * Every publish reply is checked for "no subscriber": the web process (and its client) is gone.
    * A failed publish means the same thing. Either way `onGone` stops the upstream request.
    */
-  private track(p: Promise<[Error | null, unknown][] | null>): Promise<unknown> {
+  private track(p: Promise<[Error | null, unknown][] | null>, publishes: number): Promise<unknown> {
     const checked = p.then((replies) => {
-      const first = replies?.[0];
-      if (first && first[0] === null && first[1] === 0) this.onGone();
+      for (const [err, n] of (replies ?? []).slice(0, publishes)) if (err === null && n === 0) this.onGone();
       for (const [err] of replies ?? []) if (err) throw err;
     });
     this.last = checked.catch((err) => {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { AppContext } from '../context.js';
 import type { Config, TierLimits } from '../config.js';
@@ -175,16 +176,28 @@ export function admissionError(admission: Admission): AppError {
     : new AppError('rate_limited', `Rate limit reached for requests. ${wait}`, { code: 'rate_limit_exceeded', headers: admission.headers });
 }
 
+const SETTLE_SHA = createHash('sha1').update(SETTLE_LUA).digest('hex');
+
+/** Loads the settle script so settleCommands' EVALSHA finds it; call at start-up and after each reconnect. */
+export async function loadSettleScript(redis: Redis): Promise<void> {
+  await redis.script('LOAD', SETTLE_LUA);
+}
+
+/** True when a settle command in a caller's MULTI failed only because Redis had lost the script. */
+export const isMissingScript = (err: unknown): boolean => String(err).includes('NOSCRIPT');
+
 /**
  * The settle step as commands for a caller's own MULTI or pipeline (the worker records usage in
  * the same round trip): `for (const cmd of settleCommands(app, input)) multi.call(...cmd)`.
- * Uses EVAL with the script text, so it cannot fail with NOSCRIPT inside a transaction.
+ * EVALSHA by the script's hash, not EVAL with its text (kilobytes on every request): the caller
+ * loads the script once (loadSettleScript) and, should Redis have lost it (a restart), sees a
+ * NOSCRIPT error for that command alone (isMissingScript) and calls settle(), which falls back.
  */
 export function settleCommands(app: AppContext, input: SettleInput): RedisCommand[] {
   requireId('accountId', input.accountId);
   requireId('requestId', input.requestId);
   requireTokenCount('actualTokens', input.actualTokens);
-  return [['eval', SETTLE_LUA, 4, ...settleKeysAndArgs(app, input)]];
+  return [['evalsha', SETTLE_SHA, 4, ...settleKeysAndArgs(app, input)]];
 }
 
 function settleKeysAndArgs(app: AppContext, input: SettleInput): (string | number)[] {

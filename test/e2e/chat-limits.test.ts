@@ -113,6 +113,6 @@ describe('rate limits at the chat endpoint', () => {
       else if (l.limits) (inMulti.get(l.source) ? inside : outside).push(l.cmd);
     }
     expect(outside).to.deep.equal(['evalsha']);
-    expect(inside).to.deep.equal(['eval']);
+    expect(inside).to.deep.equal(['evalsha']);
   });
 });

@@ -5,7 +5,7 @@ import { createContext, type AppContext } from '../../src/context.js';
 import { ManualClock } from '../../src/clock.js';
 import type { Config } from '../../src/config.js';
 import type { Tier } from '../../db/schema/index.js';
-import { admit, admissionError, admitKeyRegeneration, settle, settleCommands, type Admission } from '../../src/limits/limiter.service.js';
+import { admit, admissionError, admitKeyRegeneration, isMissingScript, loadSettleScript, settle, settleCommands, type Admission } from '../../src/limits/limiter.service.js';
 import { authenticateApiKey } from '../../src/accounts/auth.service.js';
 import { generateApiKey } from '../../src/accounts/api-keys.js';
 import { createTestAccount } from '../support/accounts.js';
@@ -289,11 +289,29 @@ describe('rate limiter and token quota', () => {
       expect(refused).to.deep.include({ allowed: false, reason: 'tokens', retryAfterSeconds: DAY / 1000 });
     });
 
+    it('reports a settle command whose script Redis lost as NOSCRIPT, leaving the rest of the MULTI applied', async () => {
+      const account = randomUUID();
+      const id = randomUUID();
+      await request(account, { reserve: 60_000, requestId: id });
+      await app.redis.script('FLUSH');
+      const marker = `${config.redis.prefix}:test-noscript:${id}`;
+      const multi = app.redis.multi().set(marker, '1', 'PX', 60_000);
+      for (const cmd of settleCommands(app, { accountId: account, requestId: id, actualTokens: 12_000 })) multi.call(...cmd);
+      const results = await multi.exec();
+      expect(results![0]![0]).to.equal(null);
+      expect(isMissingScript(results![1]![0])).to.equal(true);
+      expect(await app.redis.get(marker)).to.equal('1');
+      // The fallback path settles it.
+      await settle(app, { accountId: account, requestId: id, actualTokens: 12_000 });
+      expect((await request(account, { reserve: 0 })).headers['x-ratelimit-remaining-tokens']).to.equal('88000');
+    });
+
     it('settles inside a caller’s own MULTI, in the same round trip as its other commands', async () => {
       const account = randomUUID();
       const id = randomUUID();
       await request(account, { reserve: 60_000, requestId: id });
       const usageKey = `${config.redis.prefix}:test-usage:${id}`;
+      await loadSettleScript(app.redis);
       const multi = app.redis.multi().set(usageKey, '12000', 'PX', 60_000);
       for (const cmd of settleCommands(app, { accountId: account, requestId: id, actualTokens: 12_000 })) multi.call(...cmd);
       const results = await multi.exec();
