@@ -90,7 +90,7 @@ export interface Config {
     currency: string;
   };
   /** Failpoints for crash-recovery tests (FAULT_INJECT); never set in production. */
-  faults: { crashBeforeRecord: boolean };
+  faults: { crashBeforeRecord: boolean; crashAfterInvoiceItem: boolean };
   scheduler: {
     invoiceCron: string;
     reconcileCron: string;
@@ -304,7 +304,10 @@ export function loadConfig(env: Env = process.env): Config {
       maxNetworkRetries: r.int('STRIPE_MAX_NETWORK_RETRIES', 2, 0, 5),
       currency: r.str('BILLING_CURRENCY', 'usd').toLowerCase(),
     },
-    faults: { crashBeforeRecord: r.list('FAULT_INJECT', []).includes('crash-before-record') },
+    faults: {
+      crashBeforeRecord: r.list('FAULT_INJECT', []).includes('crash-before-record'),
+      crashAfterInvoiceItem: r.list('FAULT_INJECT', []).includes('crash-after-invoice-item'),
+    },
     scheduler: {
       invoiceCron: r.cron('INVOICE_CRON', '15 0 1 * *'),
       reconcileCron: r.cron('RECONCILE_CRON', '30 3 * * *'),

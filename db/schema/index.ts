@@ -5,6 +5,7 @@ import type { EmailVerificationTokensTable } from './email-verification-tokens.j
 import type { InvoiceLinesTable, InvoicesTable } from './invoices.js';
 import type { SchedulerRunsTable } from './scheduler-runs.js';
 import type { UsageEventsTable } from './usage-events.js';
+import type { UsageMonthlyTotalsTable } from './usage-monthly-totals.js';
 import type { ProcessedWebhookEventsTable } from './webhook-events.js';
 
 export interface Database {
@@ -13,6 +14,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   email_verification_tokens: EmailVerificationTokensTable;
   usage_events: UsageEventsTable;
+  usage_monthly_totals: UsageMonthlyTotalsTable;
   invoices: InvoicesTable;
   invoice_lines: InvoiceLinesTable;
   processed_webhook_events: ProcessedWebhookEventsTable;
