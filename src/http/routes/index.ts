@@ -5,8 +5,9 @@ import { webhookRoutes } from './webhooks.routes.js';
 import { accountsRoutes } from './accounts.routes.js';
 import { chatRoutes } from './chat.routes.js';
 import { modelsRoutes } from './models.routes.js';
+import { billingRoutes } from './billing.routes.js';
 
 /** Every endpoint of the service, in the order the OpenAPI document lists them. */
 export function allRoutes(openApi: () => unknown): RouteSpec[] {
-  return [...accountsRoutes(), ...chatRoutes, ...modelsRoutes(), ...subscriptionRoutes(), ...webhookRoutes(), ...opsRoutes(openApi)];
+  return [...accountsRoutes(), ...chatRoutes, ...modelsRoutes(), ...subscriptionRoutes(), ...webhookRoutes(), ...billingRoutes(), ...opsRoutes(openApi)];
 }

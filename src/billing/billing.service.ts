@@ -1,0 +1,142 @@
+import type { AppContext } from '../context.js';
+import { validationError } from '../errors.js';
+import type { Tier } from '../../db/schema/index.js';
+import { listInvoices, monthUsageByModel, usageByMonth } from './billing.repository.js';
+import { invoiceView, type InvoiceView } from './invoicing.service.js';
+import { centsToAmount, normalizeDecimal, toSafeInteger } from './money.js';
+import { addDays, addMonths, dayKey, monthOf, parseDay } from './periods.js';
+
+export interface UsageFigures {
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  /** Exact USD cost of paid-tier requests (free-tier requests cost nothing), as a decimal string. */
+  cost_usd: string;
+  /** The cost as it would be invoiced: rounded half up to the cent per model, summed. */
+  cost_cents: number;
+  cost: string;
+}
+
+export interface ModelUsage extends UsageFigures {
+  model: string;
+  /** Requests made on the paid tier (the billable ones). */
+  billable_requests: number;
+}
+
+export interface CurrentUsage {
+  object: 'billing.usage';
+  tier: Tier;
+  currency: string;
+  /** The current calendar month (UTC) to now. */
+  period: { start: string; end: string; month: string };
+  models: ModelUsage[];
+  total: UsageFigures;
+}
+
+function sumDecimals(values: string[]): string {
+  // Exact: scale every value to the longest fraction, add as bigint, scale back.
+  const scale = Math.max(0, ...values.map((v) => (v.split('.')[1] ?? '').length));
+  let total = 0n;
+  for (const v of values) {
+    const [whole, frac = ''] = v.split('.');
+    total += BigInt(whole!) * 10n ** BigInt(scale) + BigInt(frac.padEnd(scale, '0') || '0');
+  }
+  if (scale === 0) return total.toString();
+  const s = total.toString().padStart(scale + 1, '0');
+  return normalizeDecimal(`${s.slice(0, -scale)}.${s.slice(-scale)}`);
+}
+
+/** GET /v1/billing/usage: this month to date, per model and in total. */
+export async function currentUsage(app: AppContext, account: { id: string; tier: Tier }): Promise<CurrentUsage> {
+  const now = app.clock.now();
+  const month = monthOf(now);
+  const rows = await monthUsageByModel(app.db, account.id, month.start);
+  const models: ModelUsage[] = rows.map((r) => ({
+    model: r.model,
+    requests: toSafeInteger(r.requests),
+    billable_requests: toSafeInteger(r.paid_requests),
+    prompt_tokens: toSafeInteger(r.prompt_tokens),
+    completion_tokens: toSafeInteger(r.completion_tokens),
+    total_tokens: toSafeInteger(BigInt(r.prompt_tokens) + BigInt(r.completion_tokens)),
+    cost_usd: normalizeDecimal(r.cost_usd),
+    cost_cents: toSafeInteger(r.cost_cents),
+    cost: centsToAmount(r.cost_cents),
+  }));
+  const cents = rows.reduce((n, r) => n + BigInt(r.cost_cents), 0n);
+  const total: UsageFigures = {
+    requests: models.reduce((n, m) => n + m.requests, 0),
+    prompt_tokens: models.reduce((n, m) => n + m.prompt_tokens, 0),
+    completion_tokens: models.reduce((n, m) => n + m.completion_tokens, 0),
+    total_tokens: models.reduce((n, m) => n + m.total_tokens, 0),
+    cost_usd: sumDecimals(rows.map((r) => r.cost_usd)),
+    cost_cents: toSafeInteger(cents),
+    cost: centsToAmount(cents),
+  };
+  return {
+    object: 'billing.usage',
+    tier: account.tier,
+    currency: app.config.stripe.currency,
+    period: { start: month.start.toISOString(), end: now.toISOString(), month: month.key },
+    models,
+    total,
+  };
+}
+
+export interface MonthUsage extends UsageFigures {
+  month: string;
+}
+
+export interface BillingHistory {
+  object: 'billing.history';
+  start_date: string;
+  end_date: string;
+  currency: string;
+  invoices: InvoiceView[];
+  /** Months that overlap the period and have usage, each month whole. */
+  months: MonthUsage[];
+  total_invoiced_cents: number;
+  total_invoiced: string;
+}
+
+export interface HistoryQuery {
+  start_date?: string;
+  end_date?: string;
+}
+
+/**
+ * GET /v1/billing/history. Dates are UTC days, both inclusive. Defaults: end_date today; start_date
+ * the 1st of the month eleven months before end_date's month (twelve calendar months in all).
+ */
+export async function billingHistory(app: AppContext, accountId: string, q: HistoryQuery): Promise<BillingHistory> {
+  const endDate = q.end_date ?? dayKey(app.clock.now());
+  const startDate = q.start_date ?? dayKey(addMonths(monthOf(parseDay(endDate)), -11).start);
+  if (endDate < startDate) {
+    throw validationError([{ loc: ['query', 'end_date'], msg: `end_date (${endDate}) must be on or after start_date (${startDate})`, type: 'value_error' }]);
+  }
+  const from = parseDay(startDate);
+  const to = addDays(parseDay(endDate), 1);
+  const invoices = (await listInvoices(app.db, accountId, from, to)).map((r) => invoiceView(r));
+  const rows = await usageByMonth(app.db, accountId, monthOf(from).start, monthOf(parseDay(endDate)).start);
+  const months = rows.map((r) => ({
+    month: r.month,
+    requests: toSafeInteger(r.requests),
+    prompt_tokens: toSafeInteger(r.prompt_tokens),
+    completion_tokens: toSafeInteger(r.completion_tokens),
+    total_tokens: toSafeInteger(BigInt(r.prompt_tokens) + BigInt(r.completion_tokens)),
+    cost_usd: normalizeDecimal(r.cost_usd),
+    cost_cents: toSafeInteger(r.cost_cents),
+    cost: centsToAmount(r.cost_cents),
+  }));
+  const invoiced = invoices.filter((i) => i.status !== 'draft' && i.status !== 'void').reduce((n, i) => n + BigInt(i.amount_cents), 0n);
+  return {
+    object: 'billing.history',
+    start_date: startDate,
+    end_date: endDate,
+    currency: app.config.stripe.currency,
+    invoices,
+    months,
+    total_invoiced_cents: toSafeInteger(invoiced),
+    total_invoiced: centsToAmount(invoiced),
+  };
+}
