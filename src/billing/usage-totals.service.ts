@@ -1,0 +1,26 @@
+import type { AppContext } from '../context.js';
+import { billingMetrics } from './billing.metrics.js';
+import { rebuildMonthTotals } from './billing.repository.js';
+import type { JobOptions, JobResult } from './job.js';
+import type { Month } from './periods.js';
+
+/*
+ * The "roll-up". Usage reads come from usage_monthly_totals, which a statement trigger on the
+ * ledger keeps current as rows are inserted, so no periodic roll-up is needed for fast reads.
+ * This job is the audit of that design: it re-derives a month's totals from the ledger and
+ * rebuilds them if anything differs (which would mean a bug or a manual edit of the ledger),
+ * counting and logging each repair.
+ */
+export async function auditUsageTotals(app: AppContext, month: Month, opts: JobOptions = {}): Promise<JobResult> {
+  const progress = opts.progress ?? (() => undefined);
+  await opts.checkpoint?.();
+  const drift = await app.db.transaction().execute((trx) => rebuildMonthTotals(trx, month.start, month.end));
+  if (drift > 0) {
+    billingMetrics(app).totalsRepairs.inc(drift);
+    app.log.warn({ month: month.key, drift }, 'monthly usage totals differed from the ledger; rebuilt them');
+    progress(`rollup ${month.key}: ${drift} total(s) differed from the ledger and were rebuilt`);
+  } else {
+    progress(`rollup ${month.key}: totals match the ledger`);
+  }
+  return { ok: true, summary: { month: month.key, repaired: drift } };
+}

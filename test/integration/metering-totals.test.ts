@@ -1,0 +1,43 @@
+import { expect } from 'chai';
+import { randomUUID } from 'node:crypto';
+import { ManualClock } from '../../src/clock.js';
+import { createContext, type AppContext } from '../../src/context.js';
+import { currentUsage } from '../../src/billing/billing.service.js';
+import { flushUsage } from '../../src/usage/metering.service.js';
+import { appendUsage } from '../../src/usage/usage-stream.js';
+import type { UsageEvent } from '../../src/usage/usage-event.js';
+import { createTestAccount } from '../support/accounts.js';
+import { isolatedPrefix, testConfig } from '../support/env.js';
+
+// Usage travels worker -> Redis stream -> metering -> ledger -> monthly totals -> usage endpoint.
+
+describe('metering into the ledger and the monthly totals', () => {
+  let app: AppContext;
+  before(() => {
+    app = createContext(testConfig({ REDIS_PREFIX: isolatedPrefix() }), { role: 'test', clock: new ManualClock('2018-05-20T00:00:00Z') });
+  });
+  after(async () => app.close());
+
+  it('shows metered usage in the current month once, even when the stream delivers an event twice', async () => {
+    const who = await createTestAccount(app, { tier: 'paid' });
+    const event = (prompt: number, completion: number): UsageEvent => ({
+      request_id: `chatcmpl-${randomUUID()}`,
+      account_id: who.account.id,
+      model: 'gpt-4.1',
+      tier: 'paid',
+      status: 'completed',
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      input_price_per_million: '2.00',
+      output_price_per_million: '8.00',
+      created_at: '2018-05-19T10:00:00.000Z',
+    });
+    const first = event(100_000, 10_000);
+    const second = event(50_000, 5_000);
+    // The same request appended twice (a worker retried the MULTI that ends it).
+    for (const e of [first, second, first]) await appendUsage(app.redis.multi(), app.config, e).exec();
+    expect(await flushUsage(app)).to.equal(3);
+    const usage = await currentUsage(app, { id: who.account.id, tier: 'paid' });
+    expect(usage.total).to.include({ requests: 2, prompt_tokens: 150_000, completion_tokens: 15_000, cost_usd: '0.42', cost_cents: 42 });
+  });
+});
