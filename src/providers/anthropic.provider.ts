@@ -133,6 +133,7 @@ export class AnthropicProvider implements Provider {
         }
       }
       assertComplete(PROVIDER, 1, finished);
+      call.complete();
     } catch (err) {
       throw call.failure(err, PROVIDER, classify);
     } finally {

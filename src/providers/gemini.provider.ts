@@ -163,6 +163,7 @@ export class GeminiProvider implements Provider {
         if (chunk.usageMetadata) usage = chunk.usageMetadata;
       }
       assertComplete(PROVIDER, expected, finished);
+      call.complete();
       if (usage) {
         yield {
           type: 'usage',

@@ -1,20 +1,22 @@
-import OpenAI from 'openai';
-import type { ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import { postForEvents, UpstreamHttpError } from './sse-request.js';
 import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, type UpstreamSettings } from './upstream.js';
 import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
 
 const PROVIDER = 'OpenAI';
 const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
 
+const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+
+function errorMessage(body: unknown, fallback: string): string {
+  const message = (body as { error?: { message?: unknown } } | undefined)?.error?.message;
+  return typeof message === 'string' ? message : typeof body === 'string' && body ? body.slice(0, 500) : fallback;
+}
+
 function classify(err: unknown): ProviderError {
-  if (err instanceof OpenAI.APIError && typeof err.status === 'number') {
-    const body = err.error as { message?: unknown } | undefined;
-    const message = typeof body?.message === 'string' ? body.message : err.message;
-    return httpFailure(PROVIDER, err.status, message, retryAfterMs(err.headers), err);
-  }
-  // A mid-stream `data: {"error": ...}` arrives as an APIError without a status.
-  if (err instanceof OpenAI.APIError && !(err instanceof OpenAI.APIConnectionError)) {
-    return new ProviderError(`${PROVIDER} stream failed: ${err.message}`, 502, true, undefined, { cause: err });
+  if (err instanceof UpstreamHttpError) {
+    const { status, headers, body } = err.response;
+    return httpFailure(PROVIDER, status, errorMessage(body, `HTTP ${status}`), retryAfterMs(headers), err);
   }
   return connectionFailure(PROVIDER, err);
 }
@@ -42,21 +44,19 @@ export function toOpenAIRequest(p: CompletionParams): ChatCompletionCreateParams
 }
 
 /**
- * OpenAI chat completions through the official SDK, for OpenAI itself and for OpenAI-compatible
- * servers (vLLM, Ollama, llama.cpp) behind OPENAI_BASE_URL. SDK retries are off: the worker
- * retries, and only before the first token.
+ * OpenAI chat completions, for OpenAI itself and for OpenAI-compatible servers (vLLM, Ollama,
+ * llama.cpp) behind OPENAI_BASE_URL: the streaming endpoint over keep-alive HTTP, events read by
+ * eventsource-parser (sse-request.ts), typed with the official SDK's own types. No retries here:
+ * the worker retries, and only before the first token.
  */
 export class OpenAIProvider implements Provider {
   readonly name = 'openai';
-  private readonly client: OpenAI;
+  private readonly url: string;
+  private readonly headers: Record<string, string>;
 
   constructor(private readonly settings: UpstreamSettings) {
-    this.client = new OpenAI({
-      apiKey: settings.apiKey,
-      ...(settings.baseUrl ? { baseURL: settings.baseUrl } : {}),
-      maxRetries: 0,
-      timeout: settings.timeoutMs,
-    });
+    this.url = `${(settings.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '')}/chat/completions`;
+    this.headers = { authorization: `Bearer ${settings.apiKey}` };
   }
 
   check(p: CompletionParams): void {
@@ -73,9 +73,13 @@ export class OpenAIProvider implements Provider {
     const expected = p.n ?? 1;
     const finished = new Set<number>();
     try {
-      const stream = await this.client.chat.completions.create(toOpenAIRequest(p), { signal: call.signal });
-      for await (const chunk of stream) {
+      for await (const data of postForEvents(this.url, this.headers, toOpenAIRequest(p), call.signal)) {
         call.touch();
+        // Read on to the end of the response (not break): that returns the connection to the pool.
+        if (data === '[DONE]') continue;
+        const chunk = JSON.parse(data) as ChatCompletionChunk & { error?: { message?: string } };
+        // An error in the stream itself (OpenAI-compatible servers send `data: {"error": ...}`).
+        if (chunk.error) throw new ProviderError(`${PROVIDER} stream failed: ${chunk.error.message ?? 'unknown error'}`, 502, true);
         for (const choice of chunk.choices ?? []) {
           if (choice.delta?.content) yield { type: 'delta', index: choice.index, content: choice.delta.content };
           if (choice.finish_reason) {
@@ -86,6 +90,7 @@ export class OpenAIProvider implements Provider {
         if (chunk.usage) yield { type: 'usage', prompt_tokens: chunk.usage.prompt_tokens, completion_tokens: chunk.usage.completion_tokens };
       }
       assertComplete(PROVIDER, expected, finished);
+      call.complete();
     } catch (err) {
       throw call.failure(err, PROVIDER, classify);
     } finally {

@@ -121,8 +121,12 @@ export class FakeUpstream {
   private readonly queue: FakeReply[] = [];
   private fallback: FakeReply = {};
 
+  /** TCP connections accepted so far: a client that reuses keep-alive connections opens few. */
+  connections = 0;
+
   constructor(private readonly wire: WireFormat) {
     this.server = http.createServer((req, res) => void this.handle(req, res));
+    this.server.on('connection', () => this.connections++);
     this.server.keepAliveTimeout = 60_000;
   }
 

@@ -37,6 +37,12 @@ describe('OpenAI adapter against a fake OpenAI', () => {
     expect(r.events.at(-1)?.type).to.equal('usage');
   });
 
+  it('reuses one keep-alive connection for answers read to the end', async () => {
+    const before = fake.connections;
+    for (let i = 0; i < 5; i++) expect((await run()).error).to.equal(undefined);
+    expect(fake.connections - before).to.be.at.most(1);
+  });
+
   it('maps every request field onto the upstream body and always asks for usage', async () => {
     await run(
       params({ temperature: 0.2, top_p: 0.9, max_tokens: 50, n: 2, stop: ['\n\n'], presence_penalty: 0.5, frequency_penalty: -0.5, logit_bias: { '1234': -100 }, user: 'user-7' }),
