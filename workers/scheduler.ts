@@ -1,10 +1,14 @@
 import { isMain, runProcess, stopAll, type BackgroundService } from '../src/lifecycle.js';
+import { startMetricsServer } from '../src/scheduler/metrics-server.js';
+import { startScheduler } from '../src/scheduler/scheduler.service.js';
 
-// The `scheduler` role: node-cron in UTC. Jobs only decide what is due and take a lock, so any
-// number of replicas run each job once.
+// The `scheduler` role: node-cron in UTC. Jobs only decide what is due and take a claim, so any
+// number of replicas run each job's period once; missed periods are caught up at start.
 if (isMain(import.meta.url)) {
-  runProcess('scheduler', async () => {
+  runProcess('scheduler', async (app, config) => {
     const services: BackgroundService[] = [];
-    return { stop: stopAll(services), ready: `scheduler: running ${services.map((s) => s.name).join(', ') || 'no jobs'}` };
+    if (config.scheduler.metricsPort !== undefined) services.push(await startMetricsServer(app, config.scheduler.metricsPort));
+    services.push(startScheduler(app));
+    return { stop: stopAll(services), ready: 'scheduler: running invoices, reconcile, rollup' };
   });
 }

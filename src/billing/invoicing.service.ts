@@ -413,6 +413,8 @@ export async function invoiceMonth(app: AppContext, month: Month, opts: JobOptio
   const now = app.clock.now();
   if (month.end.getTime() > now.getTime()) throw new Error(`month ${month.key} has not ended yet (it ends ${month.end.toISOString()}); it can only be invoiced after that`);
   stripeOf(app);
+  // A job may start before the process's fail-fast Redis connection is ready.
+  await app.warmUp([app.redis]);
   await flushUsage(app);
   const progress = opts.progress ?? (() => undefined);
   // Named accounts are each visited and reported on, owing or not; otherwise only those that owe.

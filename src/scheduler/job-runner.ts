@@ -1,0 +1,96 @@
+import type { AppContext } from '../context.js';
+import { promClient } from '../metrics.js';
+import type { JobDefinition } from './jobs.js';
+import { findRun, holdsRun, markRunFinished, markRunStarted, releaseRun, tryClaimRun } from './scheduler-runs.repository.js';
+
+export type RunOutcome =
+  | { outcome: 'ran'; ok: boolean; summary: Record<string, unknown> }
+  | { outcome: 'already_done'; finishedAt: Date | null }
+  | { outcome: 'busy' };
+
+export interface RunOptions {
+  /** Run even when this period already succeeded (an operator's re-run; nothing is billed twice). */
+  force?: boolean;
+  /** Only these accounts: no claim and no scheduler_runs record (the period is not "done" for everyone). */
+  accounts?: string[];
+  progress?: (line: string) => void;
+  /** Polled between accounts; true stops the run (recorded as failed, resumed by the next run). */
+  shouldStop?: () => boolean;
+}
+
+export class RunInterrupted extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RunInterrupted';
+  }
+}
+
+function schedulerMetrics(app: AppContext) {
+  return app.once('scheduler-metrics', () => ({
+    runs: new promClient.Counter({
+      name: 'scheduler_job_runs_total',
+      help: 'Scheduled job attempts by job and outcome (succeeded, failed, busy: another replica holds it, already_done)',
+      labelNames: ['job', 'outcome'] as const,
+      registers: [app.metrics.registry],
+    }),
+    lastSuccess: new promClient.Gauge({
+      name: 'scheduler_job_last_success_timestamp_seconds',
+      help: 'When each job last finished successfully (alert when it is too old)',
+      labelNames: ['job'] as const,
+      registers: [app.metrics.registry],
+    }),
+  }));
+}
+
+/**
+ * Runs a job for a period at most once at a time across every scheduler replica and run-job
+ * process: the claim is a Postgres advisory lock held by the connection for the whole run, and
+ * before each account the job checks (fencing) that the lock is still held. A period that already
+ * succeeded is skipped unless forced. Every account-level step is idempotent as well, so even a
+ * run that lost its claim mid-account could not bill twice.
+ */
+export async function runJob(app: AppContext, job: JobDefinition, period: string, opts: RunOptions = {}): Promise<RunOutcome> {
+  const m = schedulerMetrics(app);
+  const stopCheck = async () => {
+    if (opts.shouldStop?.()) throw new RunInterrupted('the scheduler is stopping');
+  };
+  if (opts.accounts?.length) {
+    const result = await job.run(app, period, { accounts: opts.accounts, progress: opts.progress, checkpoint: stopCheck });
+    return { outcome: 'ran', ...result };
+  }
+  return app.db.connection().execute(async (conn) => {
+    if (!(await tryClaimRun(conn, job.name, period))) {
+      m.runs.inc({ job: job.name, outcome: 'busy' });
+      return { outcome: 'busy' } as const;
+    }
+    try {
+      const previous = await findRun(conn, job.name, period);
+      if (previous?.status === 'succeeded' && !opts.force) {
+        m.runs.inc({ job: job.name, outcome: 'already_done' });
+        return { outcome: 'already_done', finishedAt: previous.finished_at } as const;
+      }
+      await markRunStarted(conn, job.name, period, app.clock.now());
+      app.log.info({ job: job.name, period, previous: previous?.status ?? null }, 'scheduled job started');
+      const checkpoint = async () => {
+        await stopCheck();
+        if (!(await holdsRun(conn, job.name, period))) throw new RunInterrupted('the run lost its claim');
+      };
+      let ok: boolean;
+      let summary: Record<string, unknown>;
+      try {
+        ({ ok, summary } = await job.run(app, period, { progress: opts.progress, checkpoint }));
+      } catch (err) {
+        ok = false;
+        summary = { error: err instanceof Error ? err.message : String(err) };
+        app.log.error({ err, job: job.name, period }, 'scheduled job failed');
+      }
+      await markRunFinished(conn, job.name, period, ok ? 'succeeded' : 'failed', app.clock.now(), summary);
+      m.runs.inc({ job: job.name, outcome: ok ? 'succeeded' : 'failed' });
+      if (ok) m.lastSuccess.set({ job: job.name }, app.clock.now().getTime() / 1000);
+      app.log.info({ job: job.name, period, ok, summary }, 'scheduled job finished');
+      return { outcome: 'ran', ok, summary } as const;
+    } finally {
+      await releaseRun(conn, job.name, period).catch(() => undefined);
+    }
+  });
+}

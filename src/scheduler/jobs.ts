@@ -1,0 +1,47 @@
+import type { Config } from '../config.js';
+import type { AppContext } from '../context.js';
+import { invoiceMonth } from '../billing/invoicing.service.js';
+import type { JobOptions, JobResult } from '../billing/job.js';
+import { parseMonthKey } from '../billing/periods.js';
+import { reconcileAccounts } from '../billing/reconcile.service.js';
+import { auditUsageTotals } from '../billing/usage-totals.service.js';
+import type { Granularity } from './cron.js';
+
+export type JobName = 'invoices' | 'reconcile' | 'rollup';
+
+/** A scheduled job: when it is due (cron, UTC) and what it does for a period (the work lives in src/billing). */
+export interface JobDefinition {
+  name: JobName;
+  granularity: Granularity;
+  cron(config: Config): string;
+  run(app: AppContext, period: string, opts: JobOptions): Promise<JobResult>;
+}
+
+function month(period: string) {
+  const m = parseMonthKey(period);
+  if (!m) throw new Error(`not a month: ${period} (expected YYYY-MM)`);
+  return m;
+}
+
+export const JOBS: Record<JobName, JobDefinition> = {
+  invoices: {
+    name: 'invoices',
+    granularity: 'month',
+    cron: (c) => c.scheduler.invoiceCron,
+    run: (app, period, opts) => invoiceMonth(app, month(period), opts),
+  },
+  reconcile: {
+    name: 'reconcile',
+    granularity: 'day',
+    cron: (c) => c.scheduler.reconcileCron,
+    run: (app, _period, opts) => reconcileAccounts(app, opts),
+  },
+  rollup: {
+    name: 'rollup',
+    granularity: 'month',
+    cron: (c) => c.scheduler.rollupCron,
+    run: (app, period, opts) => auditUsageTotals(app, month(period), opts),
+  },
+};
+
+export const isJobName = (s: string): s is JobName => Object.hasOwn(JOBS, s);

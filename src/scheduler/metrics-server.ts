@@ -1,0 +1,37 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { AppContext } from '../context.js';
+import type { BackgroundService } from '../lifecycle.js';
+
+/**
+ * The scheduler has no web tier; with SCHEDULER_METRICS_PORT set it serves its Prometheus
+ * registry (job runs, invoices, reconciliation fixes) at GET /metrics on that port.
+ */
+export async function startMetricsServer(app: AppContext, port: number): Promise<BackgroundService & { url: string }> {
+  const registry = app.metrics.registry;
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${String(err)}\n`),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, app.config.http.host, () => resolve());
+  });
+  const url = `http://${app.config.http.host}:${(server.address() as AddressInfo).port}/metrics`;
+  app.log.info({ url }, 'scheduler metrics listening');
+  return {
+    name: 'metrics-server',
+    url,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
