@@ -10,9 +10,11 @@ import { loadSettleScript, settle, settleCommands } from '../src/limits/limiter.
 import type { CompletionJob } from '../src/chat/completion-job.js';
 import { runCompletion, settleAfter, toRelayError } from '../src/chat/completion-runner.js';
 import { cancelPattern, relayChannel } from '../src/chat/relay-protocol.js';
-import { parseProgress, RelayPublisher } from '../src/chat/relay-publisher.js';
+import { claimJob, parseProgress, RelayPublisher } from '../src/chat/relay-publisher.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
 import { AppError } from '../src/errors.js';
+
+const FETCH_LOOPS = 4;
 
 /**
  * The completion worker: takes jobs from the queue (config.queue.workerConcurrency at a time),
@@ -53,26 +55,20 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   const process_ = async (job: CompletionJob): Promise<void> => {
     const progressKey = redisKey(config, 'req', job.id);
     const channel = relayChannel(prefix, job.relayTo, job.id);
-    const [[, isFirstRun], [, existing]] = (await app.redis.multi().hsetnx(progressKey, 'worker', workerId).hgetall(progressKey).exec()) as [
-      [null, number],
-      [null, Record<string, string>],
-    ];
-    const controller = new AbortController();
-    let startSeq = 0;
-    if (!isFirstRun) {
-      // BullMQ re-runs a job whose worker stalled (died or froze). What the first run did decides.
-      const progress = parseProgress(existing);
+    const { firstRun, progress } = await claimJob(app.redis, progressKey, channel, workerId);
+    if (!firstRun) {
+      // BullMQ re-runs a job whose worker stalled (died or froze). What the first run did decides:
+      // done, or its client already saw part of an answer (end that stream), or nothing yet (run it).
       if (progress?.recorded) return;
-      if (progress && (progress.sent || progress.completionTokens > 0)) {
+      if (progress && (progress.sent || progress.completionTokens > 0 || progress.seq > 0)) {
         await endInterruptedRun(app, job, progress, channel, progressKey, settleInto(job), settleAlone(job));
         return;
       }
-      startSeq = (progress?.seq ?? -1) + 1;
     }
-    const publisher = new RelayPublisher(app.redis, channel, progressKey, () => controller.abort('client_gone'), startSeq);
+    const controller = new AbortController();
+    const publisher = new RelayPublisher(app.redis, channel, progressKey, () => controller.abort('client_gone'), 1);
     running.set(job.id, controller);
     try {
-      await publisher.picked();
       let provider;
       try {
         provider = providerFor(app, { ...job.model, provider: job.model.provider as never, tiers: [job.tier] });
@@ -99,19 +95,27 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
     }
   };
 
-  const worker = createWorker<CompletionJob>(config, COMPLETIONS_QUEUE, app.redisConnection('queue-worker', 'completion-worker'), (job) => process_(job.data), {
-    concurrency: config.queue.workerConcurrency,
-    lockDuration: Math.max(config.queue.stalledIntervalMs, 1000),
-  });
-  worker.on('error', (err) => app.log.error({ err }, 'completion worker error'));
-  worker.on('failed', (job, err) => app.log.error({ jobId: job?.id, err }, 'completion job failed'));
-  await worker.waitUntilReady();
+  // Several BullMQ workers share the process's concurrency: one worker fetches jobs one at a time,
+  // and under load its single fetch loop waits behind everything else on the event loop. Four
+  // loops picked jobs up in about half the time in the benchmark.
+  const fetchers = Math.min(FETCH_LOOPS, config.queue.workerConcurrency);
+  const workers = Array.from({ length: fetchers }, (_, i) =>
+    createWorker<CompletionJob>(config, COMPLETIONS_QUEUE, app.redisConnection('queue-worker', `completion-worker-${i}`), (job) => process_(job.data), {
+      concurrency: Math.ceil(config.queue.workerConcurrency / fetchers),
+      lockDuration: Math.max(config.queue.stalledIntervalMs, 1000),
+    }),
+  );
+  for (const worker of workers) {
+    worker.on('error', (err) => app.log.error({ err }, 'completion worker error'));
+    worker.on('failed', (job, err) => app.log.error({ jobId: job?.id, err }, 'completion job failed'));
+  }
+  await Promise.all(workers.map((w) => w.waitUntilReady()));
 
   return {
     name: 'completions',
     async stop() {
       // Finishes the jobs in hand (streams in flight run to their end), takes no new ones.
-      await worker.close();
+      await Promise.all(workers.map((w) => w.close()));
     },
   };
 }

@@ -1,4 +1,4 @@
-import { sql, type Selectable } from 'kysely';
+import { sql, type CompiledQuery, type Selectable } from 'kysely';
 import type { Db, Trx } from '../infra/db.js';
 import type { AccountsTable } from '../../db/schema/accounts.js';
 import type { EmailVerificationTokensTable } from '../../db/schema/email-verification-tokens.js';
@@ -6,15 +6,26 @@ import type { EmailVerificationTokensTable } from '../../db/schema/email-verific
 export type Account = Selectable<AccountsTable>;
 export type VerificationToken = Selectable<EmailVerificationTokensTable>;
 
+// Every API request runs this lookup: it is built and compiled once per database handle, and
+// each call only supplies the key hash (the builder and compiler cost more than the query).
+const apiKeyLookups = new WeakMap<Db, CompiledQuery<Account & { key_hash: string }>>();
+
 export async function findAccountByApiKeyHash(db: Db, keyHash: string): Promise<(Account & { key_hash: string }) | undefined> {
-  return db
-    .selectFrom('api_keys')
-    .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
-    .selectAll('accounts')
-    .select('api_keys.key_hash')
-    .where('api_keys.key_hash', '=', keyHash)
-    .where('api_keys.revoked_at', 'is', null)
-    .executeTakeFirst();
+  let compiled = apiKeyLookups.get(db);
+  if (!compiled) {
+    compiled = db
+      .selectFrom('api_keys')
+      .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
+      .selectAll('accounts')
+      .select('api_keys.key_hash')
+      .where('api_keys.key_hash', '=', '')
+      .where('api_keys.revoked_at', 'is', null)
+      .compile();
+    if (compiled.parameters.length !== 1) throw new Error('the API key lookup must take exactly one parameter');
+    apiKeyLookups.set(db, compiled);
+  }
+  const result = await db.executeQuery<Account & { key_hash: string }>({ ...compiled, parameters: [keyHash] });
+  return result.rows[0];
 }
 
 export async function findAccountById(db: Db | Trx, id: string): Promise<Account | undefined> {

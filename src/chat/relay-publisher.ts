@@ -30,6 +30,24 @@ export function parseProgress(h: Record<string, string>): Progress | undefined {
 }
 
 /**
+ * A worker's first step with a job, in one round trip: claim its progress record (a record that
+ * already exists means this is a re-run of a stalled job), read it, and announce `picked` (seq 0)
+ * so the web tier's pickup timer stops. A live first run then publishes from seq 1.
+ */
+export async function claimJob(redis: Redis, progressKey: string, channel: string, workerId: string): Promise<{ firstRun: boolean; progress: Progress | undefined }> {
+  const replies = await redis
+    .multi()
+    .hsetnx(progressKey, 'worker', workerId)
+    .hgetall(progressKey)
+    .publish(channel, encodeRelay(0, 'picked'))
+    .expire(progressKey, PROGRESS_TTL_SECONDS)
+    .exec();
+  const [[claimErr, claimed], [readErr, record]] = replies as [[Error | null, number], [Error | null, Record<string, string>]];
+  if (claimErr || readErr) throw claimErr ?? readErr;
+  return { firstRun: claimed === 1, progress: claimed === 1 ? undefined : parseProgress(record) };
+}
+
+/**
  * The worker's end of the relay. SSE events are coalesced per event-loop turn into one message,
  * published together with the progress record in one pipeline (one round trip per flush, not per
  * token). A PUBLISH that reaches no subscriber means the web process is gone: `onGone` fires so the
@@ -58,11 +76,6 @@ export class RelayPublisher {
 
   get hasSentText(): boolean {
     return this.sentText;
-  }
-
-  /** Seq 0: a worker has the job. Awaited, so the web tier's pickup timer stops promptly. */
-  async picked(): Promise<void> {
-    await this.publishNow('picked', '');
   }
 
   /** Queues one ready-to-write SSE event (`data: …\n\n`), flushed at the end of this turn. */
@@ -138,14 +151,6 @@ export class RelayPublisher {
       ptoks: String(t.promptTokens),
       ctoks: String(t.completionTokens),
     });
-  }
-
-  private publishNow(kind: RelayKind, payload: string): Promise<unknown> {
-    const tx = this.redis.pipeline();
-    this.addPublish(tx, kind, payload);
-    this.addProgress(tx);
-    tx.expire(this.progressKey, PROGRESS_TTL_SECONDS);
-    return this.track(tx.exec(), 1);
   }
 
   /** The first failure to publish, if any: the client cannot be reached any more. */

@@ -15,7 +15,7 @@ export function observe(app: AppContext): Middleware<AppState> {
       httpRequests.inc(labels);
       httpDuration.observe(labels, seconds);
       const level = ctx.status >= 500 ? 'error' : ctx.status >= 400 ? 'info' : 'debug';
-      app.log[level]({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(seconds * 1000) }, 'request');
+      if (app.log.isLevelEnabled(level)) app.log[level]({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(seconds * 1000) }, 'request');
     };
     // 'close' covers a client that went away before the end (a cancelled stream).
     ctx.res.once('finish', done);
