@@ -1,7 +1,7 @@
 import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
 import type { Db } from '../infra/db.js';
-import { callStripe, isStripeError, stripeOf, type Stripe } from '../infra/stripe.js';
+import { callStripe, isStripeError, stripeFailure, stripeOf, type Stripe } from '../infra/stripe.js';
 import { flushUsage } from '../usage/metering.service.js';
 import { billingMetrics } from './billing.metrics.js';
 import {
@@ -297,7 +297,7 @@ async function issue(app: AppContext, conn: Db, account: BillingAccountRow, draf
       stripeInvoice = await stripe.invoices.sendInvoice(stripeId, {}, { idempotencyKey: `${key}:send` });
     } catch (err) {
       // A refused send (not a failed call) leaves a valid, finalized invoice that Stripe charges anyway.
-      if (!isStripeError(err) || err.type !== 'StripeInvalidRequestError') throw err;
+      if (!isStripeError(err) || err.type !== 'StripeInvalidRequestError') throw stripeFailure(err, 'sending the invoice');
       app.log.warn({ invoiceId: draft.id, stripeInvoiceId: stripeId, err: err.message }, 'Stripe refused to send the invoice; it stays finalized and is charged automatically');
     }
   }
