@@ -8,7 +8,8 @@ if (isMain(import.meta.url)) {
   runProcess('scheduler', async (app, config) => {
     const services: BackgroundService[] = [];
     if (config.scheduler.metricsPort !== undefined) services.push(await startMetricsServer(app, config.scheduler.metricsPort));
-    services.push(startScheduler(app));
-    return { stop: stopAll(services), ready: 'scheduler: running invoices, reconcile, rollup' };
+    const scheduler = startScheduler(app);
+    services.push(scheduler);
+    return { stop: stopAll(services), ready: `scheduler: running ${scheduler.jobs.join(', ')}` };
   });
 }

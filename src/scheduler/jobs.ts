@@ -13,6 +13,8 @@ export type JobName = 'invoices' | 'reconcile' | 'rollup';
 export interface JobDefinition {
   name: JobName;
   granularity: Granularity;
+  /** Talks to Stripe, so it is not scheduled where STRIPE_SECRET_KEY is unset. */
+  needsStripe: boolean;
   cron(config: Config): string;
   run(app: AppContext, period: string, opts: JobOptions): Promise<JobResult>;
 }
@@ -27,18 +29,21 @@ export const JOBS: Record<JobName, JobDefinition> = {
   invoices: {
     name: 'invoices',
     granularity: 'month',
+    needsStripe: true,
     cron: (c) => c.scheduler.invoiceCron,
     run: (app, period, opts) => invoiceMonth(app, month(period), opts),
   },
   reconcile: {
     name: 'reconcile',
     granularity: 'day',
+    needsStripe: true,
     cron: (c) => c.scheduler.reconcileCron,
     run: (app, _period, opts) => reconcileAccounts(app, opts),
   },
   rollup: {
     name: 'rollup',
     granularity: 'month',
+    needsStripe: false,
     cron: (c) => c.scheduler.rollupCron,
     run: (app, period, opts) => auditUsageTotals(app, month(period), opts),
   },

@@ -1,11 +1,14 @@
 import { schedule, type ScheduledTask } from 'node-cron';
 import type { AppContext } from '../context.js';
+import { stripeConfigured } from '../infra/stripe.js';
 import type { BackgroundService } from '../lifecycle.js';
 import { latestDuePeriod } from './cron.js';
 import { runJob, type RunOutcome } from './job-runner.js';
 import { JOBS, type JobDefinition } from './jobs.js';
 
 export interface Scheduler extends BackgroundService {
+  /** The jobs this scheduler runs. */
+  jobs: string[];
   /** Runs every job whose latest due period has not succeeded yet (what start-up and each cron tick do). */
   wake(reason: string): Promise<void>;
 }
@@ -25,9 +28,13 @@ export async function runDueJob(app: AppContext, job: JobDefinition, opts: { sho
 export function startScheduler(app: AppContext): Scheduler {
   let stopping = false;
   let chain: Promise<void> = Promise.resolve();
+  // Without Stripe there is nobody to invoice or reconcile with (no account can be paid).
+  const jobs = Object.values(JOBS).filter((job) => !job.needsStripe || stripeConfigured(app.config));
+  const left = Object.values(JOBS).filter((job) => !jobs.includes(job));
+  if (left.length) app.log.warn({ jobs: left.map((j) => j.name) }, 'STRIPE_SECRET_KEY is not set: these jobs are not scheduled');
 
   const runAllDue = async (reason: string) => {
-    for (const job of Object.values(JOBS)) {
+    for (const job of jobs) {
       if (stopping) return;
       try {
         const r = await runDueJob(app, job, { shouldStop: () => stopping });
@@ -49,13 +56,14 @@ export function startScheduler(app: AppContext): Scheduler {
     error: (msg: string | Error, err?: Error) => app.log.error({ component: 'node-cron', err: err ?? msg }, String(msg)),
     debug: (msg: string | Error) => app.log.debug({ component: 'node-cron' }, String(msg)),
   };
-  const tasks: ScheduledTask[] = Object.values(JOBS).map((job) =>
+  const tasks: ScheduledTask[] = jobs.map((job) =>
     schedule(job.cron(app.config), () => wake(`cron:${job.name}`), { timezone: 'UTC', name: `scheduler:${job.name}`, logger }),
   );
   void wake('start');
 
   return {
     name: 'scheduler',
+    jobs: jobs.map((j) => j.name),
     wake,
     async stop() {
       stopping = true;

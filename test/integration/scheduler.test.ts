@@ -56,6 +56,18 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
     }
   });
 
+  it('schedules only the rollup audit where Stripe is not configured', async () => {
+    const app = createContext(testConfig({ STRIPE_SECRET_KEY: '' }), { role: 'scheduler', clock });
+    apps.push(app);
+    const scheduler = startScheduler(app);
+    try {
+      expect(scheduler.jobs).to.deep.equal(['rollup']);
+      await scheduler.wake('test');
+    } finally {
+      await scheduler.stop();
+    }
+  });
+
   it('lets only one of two replicas run a period at a time, and the other skips it', async () => {
     const [a, b] = [newApp(), newApp()];
     const who = await createBillingAccount(a);
