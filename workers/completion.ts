@@ -7,7 +7,7 @@ import { redisKey } from '../src/infra/redis.js';
 import { catalogOf } from '../src/catalog/catalog.js';
 import { providerFor } from '../src/providers/registry.js';
 import { loadSettleScript, settle, settleCommands } from '../src/limits/limiter.service.js';
-import type { CompletionJob } from '../src/chat/completion-job.js';
+import { usageOf, type CompletionJob } from '../src/chat/completion-job.js';
 import { runCompletion, settleAfter, toRelayError } from '../src/chat/completion-runner.js';
 import { cancelPattern, relayChannel } from '../src/chat/relay-protocol.js';
 import { claimJob, parseProgress, RelayPublisher } from '../src/chat/relay-publisher.js';
@@ -117,21 +117,6 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       // Finishes the jobs in hand (streams in flight run to their end), takes no new ones.
       await Promise.all(workers.map((w) => w.close()));
     },
-  };
-}
-
-function usageOf(job: CompletionJob, status: 'completed' | 'cancelled' | 'failed', promptTokens: number, completionTokens: number) {
-  return {
-    request_id: job.id,
-    account_id: job.accountId,
-    model: job.model.id,
-    tier: job.tier,
-    status,
-    prompt_tokens: promptTokens,
-    completion_tokens: completionTokens,
-    input_price_per_million: job.model.input_price_per_million,
-    output_price_per_million: job.model.output_price_per_million,
-    created_at: new Date(job.created * 1000).toISOString(),
   };
 }
 

@@ -1,4 +1,5 @@
-import type { Tier } from '../../db/schema/index.js';
+import type { Tier, UsageStatus } from '../../db/schema/index.js';
+import type { UsageEvent } from '../usage/usage-event.js';
 import type { CompletionParams } from '../providers/types.js';
 
 /** What the web tier queues for a worker: everything needed to run and bill the request. */
@@ -26,4 +27,20 @@ export interface CompletionJob {
   promptTokens: number;
   /** Tokens reserved in the daily quota at admission, settled when the request ends. */
   reservedTokens: number;
+}
+
+/** The ledger entry for a job: prices as admitted, time as admitted, tokens as counted at its end. */
+export function usageOf(job: CompletionJob, status: UsageStatus, promptTokens: number, completionTokens: number): UsageEvent {
+  return {
+    request_id: job.id,
+    account_id: job.accountId,
+    model: job.model.id,
+    tier: job.tier,
+    status,
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    input_price_per_million: job.model.input_price_per_million,
+    output_price_per_million: job.model.output_price_per_million,
+    created_at: new Date(job.created * 1000).toISOString(),
+  };
 }

@@ -6,7 +6,7 @@ import { ProviderError, type CompletionEvent, type Provider } from '../providers
 import { appendUsage } from '../usage/usage-stream.js';
 import { isMissingScript } from '../limits/limiter.service.js';
 import type { UsageStatus } from '../../db/schema/index.js';
-import type { CompletionJob } from './completion-job.js';
+import { usageOf, type CompletionJob } from './completion-job.js';
 import type { RelayError } from './relay-protocol.js';
 import type { RelayPublisher } from './relay-publisher.js';
 
@@ -171,18 +171,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   deps.beforeRecord?.();
 
   const record = (tx: ChainableCommander) => {
-    appendUsage(tx, app.config, {
-      request_id: job.id,
-      account_id: job.accountId,
-      model: job.model.id,
-      tier: job.tier,
-      status,
-      prompt_tokens: promptTokens,
-      completion_tokens: completionTokens,
-      input_price_per_million: job.model.input_price_per_million,
-      output_price_per_million: job.model.output_price_per_million,
-      created_at: new Date(job.created * 1000).toISOString(),
-    });
+    appendUsage(tx, app.config, usageOf(job, status, promptTokens, completionTokens));
     deps.settle(tx, promptTokens + completionTokens);
   };
 
