@@ -50,10 +50,13 @@ export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Pro
   const stop = () =>
     (stopping ??= (async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // Idle keep-alive sockets would hold close() open; busy ones finish their request first.
+      // Idle keep-alive sockets would hold close() open; busy ones finish their request first and
+      // are closed as soon as they turn idle, not when the client's keep-alive timer fires.
       server.closeIdleConnections();
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
       const deadline = new Promise<void>((resolve) => setTimeout(resolve, app.config.http.shutdownTimeoutMs).unref());
       await Promise.race([closed, deadline]);
+      clearInterval(sweep);
       for (const s of sockets) s.destroy();
     })());
 

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
+import OpenAI from 'openai';
 import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createTestAccount } from '../support/accounts.js';
@@ -51,6 +52,19 @@ describe('rate limits at the chat endpoint', () => {
     }
     const remaining = ok.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((a, b) => a - b);
     expect(remaining).to.deep.equal(Array.from({ length: 20 }, (_, i) => i));
+  });
+
+  it('makes the official OpenAI SDK raise RateLimitError, with Retry-After, on a 429', async () => {
+    const { apiKey } = await createTestAccount(app, { tier: 'free' });
+    const client = new OpenAI({ apiKey, baseURL: `${webs[0]!.url}/v1`, maxRetries: 0 });
+    for (let i = 0; i < 20; i++) await client.chat.completions.create(ask as never);
+    await client.chat.completions.create(ask as never).then(
+      () => expect.fail('429 expected'),
+      (e) => {
+        expect(e).to.be.instanceOf(OpenAI.RateLimitError);
+        expect((e as InstanceType<typeof OpenAI.RateLimitError>).headers.get('retry-after')).to.equal('30');
+      },
+    );
   });
 
   it('admits again once the minute window has passed', async () => {

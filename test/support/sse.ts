@@ -46,3 +46,48 @@ export async function postStream(url: string, body: unknown, apiKey: string, sig
   });
   return readSse(res);
 }
+
+/** An open streaming request whose events arrive as they come, so a test can act mid-stream. */
+export function openStream(url: string, apiKey: string, body: object) {
+  const controller = new AbortController();
+  const events: string[] = [];
+  let notify: () => void = () => {};
+  const response = fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+    body: JSON.stringify({ ...body, stream: true }),
+    signal: controller.signal,
+  });
+  const finished = (async () => {
+    const parser = createParser({
+      onEvent: (e) => {
+        events.push(e.data);
+        notify();
+      },
+    });
+    const decoder = new TextDecoder();
+    try {
+      const res = await response;
+      for await (const part of res.body as unknown as AsyncIterable<Uint8Array>) parser.feed(decoder.decode(part, { stream: true }));
+    } catch {
+      // aborted by the test
+    }
+    notify();
+  })();
+  return {
+    events,
+    controller,
+    finished,
+    /** Resolves once `n` events have arrived. */
+    async waitFor(n: number) {
+      while (events.length < n) await new Promise<void>((r) => (notify = r));
+    },
+    text: () =>
+      events
+        .filter((e) => e !== '[DONE]')
+        .map((e) => JSON.parse(e))
+        .map((c) => c.choices?.[0]?.delta?.content ?? '')
+        .join(''),
+  };
+}
+
