@@ -40,7 +40,11 @@ export function runProcess(role: string, start: (app: AppContext, config: Config
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
-  start(app, config).then(
+  // Fail-fast connections refuse commands until connected: wait (bounded) before starting services.
+  app
+    .warmUp([app.redis])
+    .then(() => start(app, config))
+    .then(
     (s) => {
       stopper = s;
       app.log.info({ modelBackend: config.providers.backend }, s.ready ?? `${role}: ready`);

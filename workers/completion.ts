@@ -10,7 +10,7 @@ import { loadSettleScript, settle, settleCommands } from '../src/limits/limiter.
 import { usageOf, type CompletionJob } from '../src/chat/completion-job.js';
 import { runCompletion, settleAfter, toRelayError } from '../src/chat/completion-runner.js';
 import { cancelPattern, relayChannel } from '../src/chat/relay-protocol.js';
-import { claimJob, parseProgress, RelayPublisher } from '../src/chat/relay-publisher.js';
+import { claimJob, parseProgress, RelayBatch, RelayPublisher } from '../src/chat/relay-publisher.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
 import { AppError } from '../src/errors.js';
 
@@ -38,11 +38,13 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
 
   // The settle script runs by hash inside each request's closing MULTI: load it now and after
   // every reconnect (a restarted Redis has forgotten it; a miss in between falls back, see settleAfter).
-  await loadSettleScript(app.redis);
-  app.redis.on('ready', () => void loadSettleScript(app.redis).catch(() => undefined));
+  const loadScript = () => loadSettleScript(app.redis).catch((err) => app.log.warn({ err }, 'could not load the settle script yet; settles fall back until it loads'));
+  await loadScript();
+  app.redis.on('ready', () => void loadScript());
   const settleInto = (job: CompletionJob) => (tx: ChainableCommander, actualTokens: number) => {
     for (const [cmd, ...args] of settleCommands(app, { accountId: job.accountId, requestId: job.id, actualTokens })) tx.call(cmd, ...args);
   };
+  const batch = new RelayBatch(app.redis);
   const settleAlone = (job: CompletionJob) => (actualTokens: number) => settle(app, { accountId: job.accountId, requestId: job.id, actualTokens });
 
   const crashBeforeRecord = config.faults.crashBeforeRecord
@@ -66,7 +68,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       }
     }
     const controller = new AbortController();
-    const publisher = new RelayPublisher(app.redis, channel, progressKey, () => controller.abort('client_gone'), 1);
+    const publisher = new RelayPublisher(batch, channel, progressKey, () => controller.abort('client_gone'), 1);
     running.set(job.id, controller);
     try {
       let provider;
@@ -135,7 +137,7 @@ async function endInterruptedRun(
   settleAlone: (tokens: number) => Promise<void>,
 ): Promise<void> {
   app.log.warn({ requestId: job.id }, 'job re-run after its worker stopped mid-request; ending the stream and recording partial usage');
-  const publisher = new RelayPublisher(app.redis, channel, progressKey, () => undefined, progress.seq + 1);
+  const publisher = new RelayPublisher(new RelayBatch(app.redis), channel, progressKey, () => undefined, progress.seq + 1);
   const err = new AppError('upstream', 'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.', {
     code: 'worker_interrupted',
   });
