@@ -7,6 +7,8 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { createDb, type Db } from './infra/db.js';
 import { createRedis, type RedisRole } from './infra/redis.js';
 import { createQueue } from './infra/queues.js';
+import { createStripe, type Stripe } from './infra/stripe.js';
+import { AppError } from './errors.js';
 
 export interface ContextOptions {
   role: string;
@@ -77,6 +79,20 @@ export class AppContext {
     clearTimeout(timer);
     if (!ok) this.log.warn('Redis is not reachable yet; starting anyway (health reports it)');
     return ok;
+  }
+
+  /**
+   * The process's one Stripe client. Without STRIPE_SECRET_KEY every Stripe-bound operation
+   * answers 503 with this message, while the rest of the service keeps working.
+   */
+  get stripe(): Stripe {
+    const client = this.once('stripe', () => createStripe(this.config) ?? null);
+    if (client === null) {
+      throw new AppError('unavailable', 'Billing is not configured on this server (STRIPE_SECRET_KEY is not set), so this operation cannot reach the payment processor.', {
+        code: 'billing_not_configured',
+      });
+    }
+    return client;
   }
 
   async close(): Promise<void> {

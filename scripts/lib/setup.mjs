@@ -88,6 +88,14 @@ export function ensureChromium() {
   say(`no Chromium at ${CHROMIUM}: install it (apt-get install chromium) or set CHROMIUM_PATH, or the browser tests fail`);
 }
 
+/** No import cycles among the service's modules (CONVENTIONS): madge over the built code. */
+export function checkNoImportCycles() {
+  const madge = path.join(ROOT, 'node_modules', 'madge', 'bin', 'cli.js');
+  const dirs = ['src', 'workers', 'db'].map((d) => path.join(OUT_DIR, d));
+  const r = spawnSync(process.execPath, [madge, '--circular', '--no-spinner', '--extensions', 'js', ...dirs], { cwd: ROOT, encoding: 'utf8' });
+  if (r.status !== 0) throw new SetupError(`import cycles found:\n${r.stdout}${r.stderr}`);
+}
+
 // ---------------------------------------------------------------- Redis
 
 /** Sends PING over a plain socket: no client library, no reconnect loop, an answer or not in `ms`. */

@@ -1,7 +1,7 @@
 import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
 import type { Db } from '../infra/db.js';
-import { callStripe, isStripeError, stripeFailure, stripeOf, type Stripe } from '../infra/stripe.js';
+import { callStripe, isStripeError, stripeFailure, type Stripe } from '../infra/stripe.js';
 import { flushUsage } from '../usage/metering.service.js';
 import { billingMetrics } from './billing.metrics.js';
 import {
@@ -216,7 +216,7 @@ async function findStripeItems(stripe: Stripe, stripeInvoiceId: string): Promise
 
 /** Steps 2 and 3, for a fresh draft or one a crashed run left behind (`resuming`). */
 async function issue(app: AppContext, conn: Db, account: BillingAccountRow, draft: InvoiceRow, resuming: boolean): Promise<InvoiceView> {
-  const stripe = stripeOf(app);
+  const stripe = app.stripe;
   const customer = account.stripe_customer_id;
   if (customer === null) throw new AppError('conflict', 'The account has no payment processor customer to invoice.', { code: 'no_billing_customer' });
   const key = draft.idempotency_key;
@@ -360,7 +360,7 @@ const ON_DEMAND_LOCK_WAIT_MS = 5000;
  * usage and gets its invoice; with nothing owed the answer says so and no invoice is created.
  */
 export async function generateInvoice(app: AppContext, accountId: string): Promise<GenerateInvoiceResult> {
-  stripeOf(app);
+  app.stripe;
   try {
     await flushUsage(app);
   } catch (err) {
@@ -412,7 +412,7 @@ const JOB_LOCK_WAIT_MS = 60_000;
 export async function invoiceMonth(app: AppContext, month: Month, opts: JobOptions = {}): Promise<JobResult> {
   const now = app.clock.now();
   if (month.end.getTime() > now.getTime()) throw new Error(`month ${month.key} has not ended yet (it ends ${month.end.toISOString()}); it can only be invoiced after that`);
-  stripeOf(app);
+  app.stripe;
   // A job may start before the process's fail-fast Redis connection is ready.
   await app.warmUp([app.redis]);
   await flushUsage(app);

@@ -1,5 +1,5 @@
 import type { AppContext } from '../context.js';
-import { callStripe, stripeOf, type Stripe } from '../infra/stripe.js';
+import { callStripe, type Stripe } from '../infra/stripe.js';
 import { ACTIVE_STATUSES } from '../subscriptions/subscriptions.service.js';
 import { changeTier } from '../subscriptions/tier.service.js';
 import type { Tier } from '../../db/schema/index.js';
@@ -119,7 +119,7 @@ async function refreshInvoiceStatuses(app: AppContext, stripe: Stripe, accountId
 
 /** The daily job: every account with a Stripe customer (or the given ones). */
 export async function reconcileAccounts(app: AppContext, opts: JobOptions = {}): Promise<JobResult> {
-  const stripe = stripeOf(app);
+  const stripe = app.stripe;
   const progress = opts.progress ?? (() => undefined);
   const summary = { accounts: 0, fixed: 0, fixes: {} as Record<string, number>, skipped: 0, failed: 0, failures: [] as { account_id: string; error: string }[] };
   let after: string | null = null;

@@ -1,6 +1,5 @@
 import Stripe from 'stripe';
 import type { Config } from '../config.js';
-import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
 
 export type { Stripe };
@@ -22,20 +21,6 @@ export function createStripe(config: Config): Stripe | undefined {
         }
       : {}),
   });
-}
-
-/**
- * The process's one Stripe client. Without a secret key every Stripe-bound endpoint answers 503
- * with this message, while the rest of the service keeps working.
- */
-export function stripeOf(app: AppContext): Stripe {
-  const client = app.once('stripe', () => createStripe(app.config) ?? null);
-  if (client === null) {
-    throw new AppError('unavailable', 'Billing is not configured on this server (STRIPE_SECRET_KEY is not set), so this operation cannot reach the payment processor.', {
-      code: 'billing_not_configured',
-    });
-  }
-  return client;
 }
 
 export const stripeConfigured = (config: Config): boolean => config.stripe.secretKey !== undefined;

@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
 import { limitsForTier } from '../limits/tier-limits.js';
 import type { Trx } from '../infra/db.js';
-import { callStripe, isResourceMissing, stripeFailure, stripeOf, type Stripe } from '../infra/stripe.js';
+import { callStripe, isResourceMissing, stripeFailure, type Stripe } from '../infra/stripe.js';
 import type { Tier } from '../../db/schema/accounts.js';
 import {
   type BillingAccount,
@@ -405,7 +405,7 @@ export async function subscriptionInfo(app: AppContext, accountId: string): Prom
 export async function upgrade(app: AppContext, accountId: string): Promise<SubscriptionResult> {
   const account = await loadAccount(app, accountId);
   if (account.tier === 'paid') return result(account, 'already_paid', ALREADY_PAID);
-  const stripe = stripeOf(app);
+  const stripe = app.stripe;
   priceIdOf(app);
   const customerId = await ensureCustomer(app, stripe, account);
   const current = await loadAccount(app, accountId);
@@ -424,7 +424,7 @@ export async function upgrade(app: AppContext, accountId: string): Promise<Subsc
 
 /** GET /v1/subscription/upgrade-success: where the browser lands after the hosted checkout. */
 export async function completeCheckout(app: AppContext, sessionId: string): Promise<SubscriptionResult> {
-  const stripe = stripeOf(app);
+  const stripe = app.stripe;
   const session = await retrieveSession(stripe, sessionId);
   if (!session) {
     throw new AppError('not_found', `No checkout session ${sessionId} exists at the payment processor.`, { code: 'checkout_session_not_found', param: 'session_id' });
@@ -436,7 +436,7 @@ export async function completeCheckout(app: AppContext, sessionId: string): Prom
 export async function confirmUpgrade(app: AppContext, accountId: string, setupIntentId: string): Promise<SubscriptionResult> {
   const account = await loadAccount(app, accountId);
   if (account.tier === 'paid') return result(account, 'already_paid', ALREADY_PAID);
-  const stripe = stripeOf(app);
+  const stripe = app.stripe;
   priceIdOf(app);
   const si = await retrieveSetupIntent(stripe, setupIntentId);
   const pm = usablePaymentMethod(si, account.stripe_customer_id);
@@ -453,7 +453,7 @@ export async function confirmUpgrade(app: AppContext, accountId: string, setupIn
  */
 export async function startPaymentMethodUpdate(app: AppContext, accountId: string, requestId: string): Promise<SetupIntentResult> {
   const account = await loadAccount(app, accountId);
-  const stripe = stripeOf(app);
+  const stripe = app.stripe;
   const customerId = await ensureCustomer(app, stripe, account);
   const si = await callStripe('creating the setup intent', () =>
     stripe.setupIntents.create(
@@ -476,7 +476,7 @@ export async function startPaymentMethodUpdate(app: AppContext, accountId: strin
 /** POST /v1/subscription/confirm-payment-update: the new card becomes the default for future invoices. */
 export async function confirmPaymentUpdate(app: AppContext, accountId: string, setupIntentId: string): Promise<SubscriptionResult> {
   const account = await loadAccount(app, accountId);
-  const stripe = stripeOf(app);
+  const stripe = app.stripe;
   const si = await retrieveSetupIntent(stripe, setupIntentId);
   const pm = usablePaymentMethod(si, account.stripe_customer_id);
   await setDefaultPaymentMethod(stripe, account, account.stripe_customer_id!, pm.id, si.id);
@@ -494,7 +494,7 @@ export async function confirmPaymentUpdate(app: AppContext, accountId: string, s
 export async function downgrade(app: AppContext, accountId: string): Promise<SubscriptionResult> {
   const account = await loadAccount(app, accountId);
   if (account.tier === 'free') return result(account, 'already_free', 'The account is already on the free tier.');
-  const stripe = stripeOf(app);
+  const stripe = app.stripe;
   const sub = account.stripe_subscription_id ? await cancelSubscription(stripe, account.id, account.stripe_subscription_id) : null;
   const at = app.clock.now();
   const after = await app.db.transaction().execute(async (trx) => {

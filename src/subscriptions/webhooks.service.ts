@@ -1,7 +1,7 @@
 import type { AppContext } from '../context.js';
 import { AppError, isAppError } from '../errors.js';
 import type { Trx } from '../infra/db.js';
-import { isResourceMissing, stripeConfigured, stripeFailure, stripeOf, verifyWebhookEvent, type Stripe } from '../infra/stripe.js';
+import { isResourceMissing, stripeConfigured, stripeFailure, verifyWebhookEvent, type Stripe } from '../infra/stripe.js';
 import { claimWebhookEvent, findAccountByCustomer, isWebhookEventProcessed, lockAccount, updateBilling } from './subscriptions.repository.js';
 import { ACTIVE_STATUSES, cancelSubscription, ENDED_STATUSES, internals } from './subscriptions.service.js';
 import { changeTier } from './tier.service.js';
@@ -63,7 +63,7 @@ export async function handleWebhook(app: AppContext, rawBody: string | undefined
     return { ...base, outcome: 'not_processed', detail: 'STRIPE_SECRET_KEY is not set; the current state cannot be retrieved' };
   }
 
-  const plan = await planEffect(app, stripeOf(app), event.type, event.data.object as unknown as { id: string });
+  const plan = await planEffect(app, app.stripe, event.type, event.data.object as unknown as { id: string });
   const outcome = await record(app, event, 'effect' in plan ? plan.effect : null);
   if (outcome === null) return { ...base, outcome: 'duplicate' };
   const detail = 'ignored' in plan ? plan.ignored : undefined;

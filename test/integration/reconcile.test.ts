@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
-import { stripeOf } from '../../src/infra/stripe.js';
 import { reconcileAccounts } from '../../src/billing/reconcile.service.js';
 import { FakeStripe, type FakeCard } from '../fakes/stripe.js';
 import { createBillingAccount } from '../support/billing.js';
@@ -38,7 +37,7 @@ describe('reconciliation with Stripe', () => {
 
   async function setDefaultCard(customerId: string, card: FakeCard = {}) {
     const pm = fake.createPaymentMethod(card, customerId);
-    await stripeOf(app).customers.update(customerId, { invoice_settings: { default_payment_method: pm.id } });
+    await app.stripe.customers.update(customerId, { invoice_settings: { default_payment_method: pm.id } });
     return pm;
   }
 
@@ -130,7 +129,7 @@ describe('reconciliation with Stripe', () => {
 
   it('refreshes the status of issued invoices that Stripe has since collected', async () => {
     const who = await paidInSync();
-    const stripe = stripeOf(app);
+    const stripe = app.stripe;
     const inv = await stripe.invoices.create({ customer: who.customerId, pending_invoice_items_behavior: 'exclude' });
     await stripe.invoiceItems.create({ customer: who.customerId, invoice: inv.id, amount: 123, currency: 'usd' });
     await stripe.invoices.finalizeInvoice(inv.id);

@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import Stripe from 'stripe';
-import { stripeOf } from '../../src/infra/stripe.js';
 import { deliverEvent, FakeStripe, type FakeCard, type Obj } from '../fakes/stripe.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { get, post } from '../support/http.js';
@@ -97,7 +96,7 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
     });
 
     it('customer.subscription.created for a subscription of an unknown customer is acknowledged and changes nothing', async () => {
-      const api = stripeOf(web.app);
+      const api = web.app.stripe;
       const customer = await api.customers.create({ email: 'someone-else@example.com' });
       fake.createSubscriptionDirectly(customer.id);
       const r = await send(fake.lastEvent('customer.subscription.created'));
@@ -121,7 +120,7 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
 
     it('invoice.payment_failed downgrades, cancels the subscription, and leaves the fix path: new card, then upgrade at once', async () => {
       const { who, customer, subscription } = await paidAccount({ last4: '0341', declines: true });
-      const api = stripeOf(web.app);
+      const api = web.app.stripe;
       await api.invoiceItems.create({ customer, amount: 1234, currency: 'usd', description: 'Token usage' });
       const draft = await api.invoices.create({ customer, pending_invoice_items_behavior: 'include' });
       const invoice = await api.invoices.finalizeInvoice(draft.id);
@@ -151,7 +150,7 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
 
     it('invoice.payment_failed for an invoice that has been paid since changes nothing', async () => {
       const { who, customer } = await paidAccount();
-      const api = stripeOf(web.app);
+      const api = web.app.stripe;
       await api.invoiceItems.create({ customer, amount: 500, currency: 'usd' });
       const draft = await api.invoices.create({ customer, pending_invoice_items_behavior: 'include' });
       const open = await api.invoices.finalizeInvoice(draft.id);

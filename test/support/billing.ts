@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { AppContext } from '../../src/context.js';
 import { catalogOf } from '../../src/catalog/catalog.js';
-import { stripeOf } from '../../src/infra/stripe.js';
 import { insertUsageEvents } from '../../src/usage/usage.repository.js';
 import type { Tier } from '../../db/schema/index.js';
 import type { FakeStripe } from '../fakes/stripe.js';
@@ -11,7 +10,7 @@ import { createTestAccount, type TestAccount } from './accounts.js';
 /** An account with a Stripe customer in the fake (created through the real client, as the upgrade path does). */
 export async function createBillingAccount(app: AppContext, opts: { tier?: Tier } = {}): Promise<TestAccount & { customerId: string }> {
   const who = await createTestAccount(app, { tier: opts.tier ?? 'paid' });
-  const customer = await stripeOf(app).customers.create({ email: who.account.email, name: who.account.name, metadata: { account_id: who.account.id } });
+  const customer = await app.stripe.customers.create({ email: who.account.email, name: who.account.name, metadata: { account_id: who.account.id } });
   await app.db.updateTable('accounts').set({ stripe_customer_id: customer.id }).where('id', '=', who.account.id).execute();
   return { ...who, account: { ...who.account, stripe_customer_id: customer.id }, customerId: customer.id };
 }
