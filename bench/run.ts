@@ -14,6 +14,7 @@ import { createContext } from '../src/context.js';
 import { generateApiKey } from '../src/accounts/api-keys.js';
 import { loadCatalog } from '../src/catalog/catalog.js';
 import { holdStreams, percentile, runLoad, type LoadResult } from './loadgen.js';
+import { usageStreamKey } from '../src/usage/usage-stream.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dist = path.resolve(here, '..');
@@ -32,6 +33,15 @@ const { values: a } = parseArgs({
 const concurrencies = a.concurrency.split(',').map(Number);
 const rounds = Number(a.rounds);
 const requestsFor = (c: number) => (a.quick ? Math.max(20, c * 2) : c === 1 ? 150 : Math.min(3000, c * 40));
+
+const WARMUP_REQUESTS = 200;
+
+const exited = (c: ChildProcess) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)));
+
+async function countUsage(ctx: ReturnType<typeof createContext>, accountId: string): Promise<number> {
+  const row = await ctx.db.selectFrom('usage_events').select((eb) => eb.fn.countAll<string>().as('n')).where('account_id', '=', accountId).executeTakeFirstOrThrow();
+  return Number(row.n);
+}
 
 function rssMiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -129,7 +139,7 @@ async function main(): Promise<void> {
     // Warm both paths (JIT, connection pools, script cache).
     for (const stream of [true, false]) {
       await runLoad({ ...targets.direct, stream, concurrency: 8, requests: 100 });
-      await runLoad({ ...targets.service, stream, concurrency: 8, requests: 200 });
+      await runLoad({ ...targets.service, stream, concurrency: 8, requests: WARMUP_REQUESTS });
     }
     const rows: Row[] = [];
     for (const stream of [true, false]) {
@@ -146,13 +156,30 @@ async function main(): Promise<void> {
       }
     }
 
-    // Idle streams: the upstream holds the first token for 10 minutes; the service commits each
-    // stream after one heartbeat interval and keeps it alive with comments.
+    // Metering must keep up: every request above is one ledger row once the usage stream drains.
+    const served = (r: LoadResult) => r.samples.length + Object.values(r.errors).reduce((x, y) => x + y, 0);
+    const serviceRequests = WARMUP_REQUESTS * 2 + rows.reduce((n, r) => n + r.service.reduce((m, x) => m + served(x), 0), 0);
+    const backlogAtEnd = await ctx.redis.xlen(usageStreamKey(config));
+    const drainStart = performance.now();
+    while ((await ctx.redis.xlen(usageStreamKey(config))) > 0 && performance.now() - drainStart < 30_000) await new Promise((r) => setTimeout(r, 50));
+    const drainMs = performance.now() - drainStart;
+    const recorded = await countUsage(ctx, account.id);
+
+    // Idle streams, in a fresh web process so the baseline is not the heap the load left behind.
+    // The upstream holds the first token for 10 minutes; the service commits each stream after one
+    // heartbeat interval and keeps it alive with comments.
+    web.child.kill('SIGTERM');
+    await exited(web.child);
+    const idleWeb = await startProcess(path.join(dist, 'src/http/server.js'), { ...env, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/);
+    const idleUrl = `${idleWeb.match[1]}/v1/chat/completions`;
+    await runLoad({ url: idleUrl, apiKey: key.key, body: { model: model.id, messages }, stream: true, concurrency: 8, requests: 100 });
     const streams = Number(a.streams);
-    const baseline = rssMiB(web.child.pid!);
-    const held = await holdStreams({ url: serviceUrl, apiKey: key.key, body: { model: model.id, messages, user: 'ttft=600000' } }, streams);
-    const loaded = rssMiB(web.child.pid!);
+    const baseline = rssMiB(idleWeb.child.pid!);
+    const held = await holdStreams({ url: idleUrl, apiKey: key.key, body: { model: model.id, messages, user: 'ttft=600000' } }, streams);
+    const loaded = rssMiB(idleWeb.child.pid!);
     held.close();
+    idleWeb.child.kill('SIGTERM');
+    await exited(idleWeb.child);
 
     const lines: string[] = [];
     lines.push(`Upstream: ${a.tokens} tokens per answer, time to first token 0 ms, ${a['itl-ms']} ms between tokens; ${rounds} interleaved rounds per row.`);
@@ -174,11 +201,13 @@ async function main(): Promise<void> {
       `Idle streams: ${held.established} of ${streams} established; web process RSS ${fmt(baseline)} MiB before, ${fmt(loaded)} MiB with them open ` +
         `(${fmt(((loaded - baseline) * 1024) / Math.max(1, held.established))} KiB per stream).`,
     );
+    lines.push(
+      `Metering: ${recorded} ledger rows for ${serviceRequests} requests through the service; usage stream backlog ${backlogAtEnd} when the load stopped, drained in ${fmt(drainMs)} ms.`,
+    );
     process.stdout.write(`\n${lines.join('\n')}\n`);
     mkdirSync(path.join(root, 'var', 'bench'), { recursive: true });
     writeFileSync(path.join(root, 'var', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), rows: out, idle: { streams, established: held.established, baseline, loaded } }, null, 2));
   } finally {
-    const exited = (c: ChildProcess) => new Promise((r) => (c.exitCode !== null ? r(null) : c.once('exit', r)));
     web.child.kill('SIGTERM');
     worker.child.kill('SIGTERM');
     await Promise.all([exited(web.child), exited(worker.child)]);
