@@ -51,8 +51,11 @@ export function ensureDependencies() {
   // npm writes node_modules/.package-lock.json on every install: missing or older than the lockfile means stale.
   const stale = !existsSync(marker) || statSync(lock).mtimeMs > statSync(marker).mtimeMs;
   if (stale) {
-    say('installing dependencies (npm ci)');
-    run('npm', ['ci', '--no-audit', '--no-fund']);
+    // `npm install` rather than `npm ci`: it installs the locked versions just the same, but npm 11
+    // leaves other platforms' optional packages (msgpackr-extract's) out of lockfiles written with
+    // omit-lockfile-registry-resolved, and `npm ci` then refuses the lockfile as out of sync.
+    say('installing dependencies (npm install, from package-lock.json)');
+    run('npm', ['install', '--no-audit', '--no-fund']);
   }
 }
 
