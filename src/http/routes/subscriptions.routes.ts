@@ -24,8 +24,17 @@ import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../ro
 
 const TAG = 'subscription';
 const result = (description: string) => ({ description, schema: SubscriptionResultSchema });
-const stripeDown = { description: 'Stripe is not configured (billing_not_configured), unreachable or timing out; nothing was changed' };
 const stripeFailed = { description: 'Stripe answered with an error; nothing was changed' };
+const stripeDown = { description: 'Stripe is not configured (billing_not_configured), unreachable or timing out; nothing was changed' };
+
+/** How confirm-upgrade and confirm-payment-update refuse a setup intent. */
+const setupIntentRefusals = {
+  403: { description: 'The setup intent belongs to another customer (setup_intent_not_yours)' },
+  404: { description: 'No such setup intent' },
+  409: { description: 'The setup intent has not succeeded or left no payment method attached' },
+  502: stripeFailed,
+  503: stripeDown,
+};
 
 function upgradedPage(r: SubscriptionResult): string {
   const card = r.payment_method?.last4 ? ` Your ${escapeHtml(r.payment_method.brand ?? 'card')} ending in ${escapeHtml(r.payment_method.last4)} is on file for monthly invoices.` : '';
@@ -78,11 +87,7 @@ export function subscriptionRoutes(): RouteSpec[] {
       query: SetupIntentQuery,
       responses: {
         200: result('Upgraded (or already paid)'),
-        403: { description: 'The setup intent belongs to another customer (setup_intent_not_yours)' },
-        404: { description: 'No such setup intent' },
-        409: { description: 'The setup intent has not succeeded or left no payment method attached' },
-        502: stripeFailed,
-        503: stripeDown,
+        ...setupIntentRefusals,
       },
       handler: async (ctx, app) => {
         const { setup_intent_id } = ctx.state.query as { setup_intent_id: string };
@@ -161,11 +166,7 @@ export function subscriptionRoutes(): RouteSpec[] {
       query: SetupIntentQuery,
       responses: {
         200: result('The payment method was updated'),
-        403: { description: 'The setup intent belongs to another customer (setup_intent_not_yours)' },
-        404: { description: 'No such setup intent' },
-        409: { description: 'The setup intent has not succeeded or left no payment method attached' },
-        502: stripeFailed,
-        503: stripeDown,
+        ...setupIntentRefusals,
       },
       handler: async (ctx, app) => {
         const { setup_intent_id } = ctx.state.query as { setup_intent_id: string };
