@@ -55,6 +55,8 @@ export interface ValidationIssue {
 
 export interface AppErrorOptions {
   code?: string;
+  /** The OpenAI `type` when it was decided elsewhere (an error relayed from a worker). */
+  type?: string;
   param?: string | null;
   headers?: Record<string, string>;
   /** Overrides the kind's default status (for example 502 against 503 for upstream). */
@@ -69,6 +71,7 @@ export class AppError extends Error {
   readonly param: string | null;
   readonly headers: Record<string, string>;
   readonly detail: ValidationIssue[] | undefined;
+  private readonly explicitType: string | undefined;
 
   constructor(readonly kind: ErrorKind, message: string, opts: AppErrorOptions = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
@@ -78,10 +81,11 @@ export class AppError extends Error {
     this.param = opts.param ?? null;
     this.headers = opts.headers ?? {};
     this.detail = opts.detail;
+    this.explicitType = opts.type;
   }
 
   get type(): string {
-    return OPENAI_TYPE[this.kind];
+    return this.explicitType ?? OPENAI_TYPE[this.kind];
   }
 
   /** The JSON body a client sees. */
@@ -89,6 +93,13 @@ export class AppError extends Error {
     if (this.kind === 'validation') return { detail: this.detail ?? [] };
     return { error: { message: this.message, type: this.type, code: this.code, param: this.param } };
   }
+}
+
+/** The kind of error a status stands for (the inverse of STATUS), for errors that arrive as a status. */
+export function kindForStatus(status: number): ErrorKind {
+  if (status === 422) return 'validation';
+  const kind = (Object.keys(STATUS) as ErrorKind[]).find((k) => STATUS[k] === status && k !== 'validation');
+  return kind ?? (status >= 500 ? 'internal' : 'invalid_request');
 }
 
 export function validationError(detail: ValidationIssue[]): AppError {

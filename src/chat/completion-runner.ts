@@ -51,13 +51,15 @@ export function retryDelayMs(attempt: number, retryAfterMs: number | undefined):
 
 export function toRelayError(err: unknown): RelayError {
   if (err instanceof AppError) {
-    return { status: err.status, error: { message: err.message, type: err.type, code: err.code, param: err.param } };
+    return { status: err.status, error: { message: err.message, type: err.type, code: err.code, param: err.param }, headers: err.headers };
   }
   if (err instanceof ProviderError) {
     // The upstream's own client errors are the caller's (400); its outages are ours to report (502).
     const status = err.status === 400 || err.status === 413 || err.status === 422 ? 400 : err.status === 429 ? 503 : 502;
     const code = err.status === 429 ? 'upstream_rate_limited' : status === 400 ? 'upstream_rejected_request' : 'upstream_error';
-    return { status, error: { message: `The model provider failed: ${err.message}`, type: status === 400 ? 'invalid_request_error' : 'upstream_error', code, param: null } };
+    // A rate-limited upstream says when to come back; pass that on (at least a second).
+    const headers: Record<string, string> = status === 503 ? { 'Retry-After': String(Math.max(1, Math.ceil((err.retryAfterMs ?? 5000) / 1000))) } : {};
+    return { status, error: { message: `The model provider failed: ${err.message}`, type: status === 400 ? 'invalid_request_error' : 'upstream_error', code, param: null }, headers };
   }
   return { status: 500, error: { message: 'The completion failed inside the service; please retry.', type: 'server_error', code: 'internal_error', param: null } };
 }

@@ -40,6 +40,8 @@ export function decodeRelay(message: string): RelayMessage | undefined {
 export interface RelayError {
   status: number;
   error: { message: string; type: string; code: string | null; param: string | null };
+  /** Headers the client should get with it (Retry-After). */
+  headers?: Record<string, string>;
 }
 
 /** Matches the web process's pattern subscription (see RelayHub). */

@@ -1,5 +1,5 @@
 import type { AppContext } from '../../context.js';
-import { AppError, type ErrorKind } from '../../errors.js';
+import { AppError, kindForStatus } from '../../errors.js';
 import { ChatCompletionRequestSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
 import { prepareCompletion } from '../../chat/chat.service.js';
 import type { CompletionJob } from '../../chat/completion-job.js';
@@ -9,24 +9,14 @@ import type { RelayError } from '../../chat/relay-protocol.js';
 import { admissionError, admit } from '../../limits/limiter.service.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 
-const KIND_BY_STATUS: Record<number, ErrorKind> = {
-  400: 'invalid_request',
-  401: 'authentication',
-  403: 'permission',
-  404: 'not_found',
-  429: 'rate_limited',
-  502: 'upstream',
-  503: 'unavailable',
-};
-
-/** A failure reported by the worker, as the error the client sees. */
+/** A failure reported by the worker, as the error the client sees: status, type and headers as the worker decided. */
 function relayFailure(e: RelayError): AppError {
-  const kind = KIND_BY_STATUS[e.status] ?? (e.status >= 500 ? 'upstream' : 'invalid_request');
-  return new AppError(kind, e.error.message, {
+  return new AppError(kindForStatus(e.status), e.error.message, {
     status: e.status,
+    type: e.error.type,
     code: e.error.code ?? undefined,
     param: e.error.param,
-    headers: e.status === 503 ? { 'Retry-After': '5' } : {},
+    headers: e.headers ?? {},
   });
 }
 
