@@ -63,7 +63,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       // done, or its client already saw part of an answer (end that stream), or nothing yet (run it).
       if (progress?.recorded) return;
       if (progress && (progress.sent || progress.completionTokens > 0 || progress.seq > 0)) {
-        await endInterruptedRun(app, job, progress, channel, progressKey, settleInto(job), settleAlone(job));
+        await endInterruptedRun(app, batch, job, progress, channel, progressKey, settleInto(job), settleAlone(job));
         return;
       }
     }
@@ -129,6 +129,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
  */
 async function endInterruptedRun(
   app: AppContext,
+  batch: RelayBatch,
   job: CompletionJob,
   progress: NonNullable<ReturnType<typeof parseProgress>>,
   channel: string,
@@ -137,7 +138,7 @@ async function endInterruptedRun(
   settleAlone: (tokens: number) => Promise<void>,
 ): Promise<void> {
   app.log.warn({ requestId: job.id }, 'job re-run after its worker stopped mid-request; ending the stream and recording partial usage');
-  const publisher = new RelayPublisher(new RelayBatch(app.redis), channel, progressKey, () => undefined, progress.seq + 1);
+  const publisher = new RelayPublisher(batch, channel, progressKey, () => undefined, progress.seq + 1);
   const err = new AppError('upstream', 'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.', {
     code: 'worker_interrupted',
   });

@@ -8,7 +8,6 @@ import {
   type Account,
   closeVerificationTokens,
   findAccountByEmail,
-  findAccountById,
   findVerificationToken,
   insertAccountIfAbsent,
   insertApiKey,
@@ -23,12 +22,6 @@ import { queueEmail } from './email-outbox.service.js';
 import { generateVerificationToken, hashVerificationToken } from './verification-tokens.js';
 
 export type { Account } from './accounts.repository.js';
-
-/** For other features: the account by id, or undefined. */
-export const getAccountById = (app: AppContext, id: string): Promise<Account | undefined> => findAccountById(app.db, id);
-
-/** For other features: the account by email address (any case), or undefined. */
-export const getAccountByEmail = (app: AppContext, email: string): Promise<Account | undefined> => findAccountByEmail(app.db, email);
 
 export const verificationLink = (app: AppContext, token: string): string =>
   `${app.config.http.publicBaseUrl}/v1/auth/verify?token=${encodeURIComponent(token)}`;

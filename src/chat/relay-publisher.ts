@@ -122,10 +122,6 @@ export class RelayPublisher {
     this.seq = startSeq;
   }
 
-  get hasSentText(): boolean {
-    return this.sentText;
-  }
-
   /** Queues one ready-to-write SSE event (`data: …\n\n`), published at the end of this turn. */
   sse(event: string, visibleText: boolean): void {
     this.pending.push(event);

@@ -30,7 +30,3 @@ export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<n
     .executeTakeFirst();
   return Number(result.numInsertedOrUpdatedRows ?? 0);
 }
-
-export async function findUsageByRequestId(db: Db, requestId: string) {
-  return db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst();
-}

@@ -4,7 +4,7 @@ import { COMPLETIONS_QUEUE } from '../../src/infra/queues.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually, post } from '../support/http.js';
-import { startRole, type RoleProcess } from '../support/processes.js';
+import { rolesPerTest } from '../support/processes.js';
 import { openStream, readSse } from '../support/sse.js';
 
 const usageRow = (app: AppContext, requestId: string) =>
@@ -15,21 +15,13 @@ const chunkId = (e: string) => (JSON.parse(e) as { id: string }).id;
 describe('chat completions when things go wrong', () => {
   let app: AppContext;
   let account: TestAccount;
-  const procs: RoleProcess[] = [];
-  const start = async (role: 'web' | 'worker', env: Record<string, string>) => {
-    const p = await startRole(role, env);
-    procs.push(p);
-    return p;
-  };
+  const start = rolesPerTest();
 
   before(async () => {
     app = createContext(testConfig(), { role: 'test' });
   });
   beforeEach(async () => {
     account = await createTestAccount(app, { tier: 'paid' });
-  });
-  afterEach(async () => {
-    await Promise.all(procs.splice(0).map((p) => p.stop('SIGKILL')));
   });
   after(async () => app.close());
 

@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
-import { startRole, type RoleProcess } from '../support/processes.js';
+import { rolesPerTest } from '../support/processes.js';
 import { openStream, postStream } from '../support/sse.js';
 import { eventually } from '../support/http.js';
 import net from 'node:net';
@@ -11,19 +11,11 @@ import net from 'node:net';
 describe('streams: heartbeats, lost relay messages and shutdown', () => {
   let app: AppContext;
   let account: TestAccount;
-  const procs: RoleProcess[] = [];
-  const start = async (role: 'web' | 'worker', env: Record<string, string>) => {
-    const p = await startRole(role, env);
-    procs.push(p);
-    return p;
-  };
+  const start = rolesPerTest();
 
   before(async () => {
     app = createContext(testConfig(), { role: 'test' });
     account = await createTestAccount(app, { tier: 'paid' });
-  });
-  afterEach(async () => {
-    await Promise.all(procs.splice(0).map((p) => p.stop('SIGKILL')));
   });
   after(async () => app.close());
 

@@ -85,3 +85,19 @@ export async function runToExit(role: Role, env: Env): Promise<{ code: number | 
 export async function stopAllRoles(): Promise<void> {
   await Promise.all([...running].map((p) => p.stop('SIGKILL')));
 }
+
+/**
+ * For a describe block whose tests start their own processes: returns a `start` that remembers
+ * what it started, and registers an afterEach that kills it all.
+ */
+export function rolesPerTest(): (role: Role, env?: Env) => Promise<RoleProcess> {
+  const started: RoleProcess[] = [];
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((p) => p.stop('SIGKILL')));
+  });
+  return async (role, env = {}) => {
+    const p = await startRole(role, env);
+    started.push(p);
+    return p;
+  };
+}
