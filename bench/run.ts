@@ -15,6 +15,7 @@ import { generateApiKey } from '../src/accounts/api-keys.js';
 import { loadCatalog } from '../src/catalog/catalog.js';
 import { holdStreams, percentile, runLoad, type LoadResult } from './loadgen.js';
 import { usageStreamKey } from '../src/usage/usage-stream.js';
+import { add, diff, pidsNamed, snapshot, type CpuSnapshot } from './cpu.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dist = path.resolve(here, '..');
@@ -28,6 +29,8 @@ const { values: a } = parseArgs({
     rounds: { type: 'string', default: '2' },
     streams: { type: 'string', default: '2000' },
     quick: { type: 'boolean', default: false },
+    // Writes V8 CPU profiles of the web and worker processes to var/bench/profiles (open in Chrome DevTools).
+    'cpu-prof': { type: 'boolean', default: false },
   },
 });
 const concurrencies = a.concurrency.split(',').map(Number);
@@ -49,7 +52,8 @@ function rssMiB(pid: number): number {
 }
 
 function startProcess(entry: string, env: NodeJS.ProcessEnv, ready: RegExp): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
-  const child = spawn(process.execPath, [entry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const profile = a['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.join(root, 'var', 'bench', 'profiles')] : [];
+  const child = spawn(process.execPath, [...profile, entry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   return new Promise((resolve, reject) => {
     const onData = (d: Buffer) => {
@@ -68,9 +72,13 @@ interface Row {
   concurrency: number;
   direct: LoadResult[];
   service: LoadResult[];
+  cpu: { direct: CpuSnapshot; service: CpuSnapshot };
 }
 
+const CPU_ROLES = ['web', 'worker', 'redis', 'postgres', 'upstream', 'load generator'] as const;
+
 const fmt = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : 'n/a');
+const fmt2 = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : 'n/a');
 
 function summarise(results: LoadResult[]) {
   const samples = results.flatMap((r) => r.samples);
@@ -141,13 +149,26 @@ async function main(): Promise<void> {
       await runLoad({ ...targets.direct, stream, concurrency: 8, requests: 100 });
       await runLoad({ ...targets.service, stream, concurrency: 8, requests: WARMUP_REQUESTS });
     }
+    const redisPid = Number(/process_id:(\d+)/.exec(await ctx.redis.info('server'))?.[1]);
+    const roles: Record<(typeof CPU_ROLES)[number], () => number[]> = {
+      web: () => [web.child.pid!],
+      worker: () => [worker.child.pid!],
+      redis: () => (redisPid ? [redisPid] : []),
+      postgres: () => pidsNamed('postgres'),
+      upstream: () => [upstream.pid!],
+      'load generator': () => [process.pid],
+    };
     const rows: Row[] = [];
     for (const stream of [true, false]) {
       for (const c of concurrencies) {
-        const row: Row = { mode: stream ? 'stream' : 'json', concurrency: c, direct: [], service: [] };
+        const row: Row = { mode: stream ? 'stream' : 'json', concurrency: c, direct: [], service: [], cpu: { direct: {}, service: {} } };
         for (let r = 0; r < rounds; r++) {
           const order = r % 2 === 0 ? (['direct', 'service'] as const) : (['service', 'direct'] as const);
-          for (const t of order) row[t].push(await runLoad({ ...targets[t], stream, concurrency: c, requests: requestsFor(c) }));
+          for (const t of order) {
+            const before = snapshot(roles);
+            row[t].push(await runLoad({ ...targets[t], stream, concurrency: c, requests: requestsFor(c) }));
+            row.cpu[t] = add(row.cpu[t], diff(before, snapshot(roles)));
+          }
         }
         rows.push(row);
         const d = summarise(row.direct);
@@ -190,11 +211,26 @@ async function main(): Promise<void> {
     for (const row of rows) {
       const d = summarise(row.direct);
       const s = summarise(row.service);
-      out.push({ mode: row.mode, concurrency: row.concurrency, direct: d, service: s });
+      out.push({ mode: row.mode, concurrency: row.concurrency, direct: d, service: s, cpuMs: row.cpu });
       lines.push(
         `| ${row.mode} | ${row.concurrency} | ${fmt(d.ttft50)} / ${fmt(s.ttft50)} (**${fmt(s.ttft50 - d.ttft50)}**) | ${fmt(d.ttft99)} / ${fmt(s.ttft99)} (**${fmt(s.ttft99 - d.ttft99)}**) | ` +
           `${fmt(d.total50)} / ${fmt(s.total50)} (${fmt(s.total50 - d.total50)}) | ${fmt(d.total99)} / ${fmt(s.total99)} (${fmt(s.total99 - d.total99)}) | ${fmt(d.rps)} / ${fmt(s.rps)} | ${d.errors} / ${s.errors} |`,
       );
+    }
+    lines.push('');
+    lines.push('CPU per request, ms, by process (through the service; the last column is the direct run, load generator and upstream only):');
+    lines.push('');
+    lines.push(`| mode | concurrency | ${CPU_ROLES.join(' | ')} | all | direct |`);
+    lines.push(`|---|---|${CPU_ROLES.map(() => '---|').join('')}---|---|`);
+    for (const row of rows) {
+      const per = (snap: CpuSnapshot, results: LoadResult[]) => {
+        const n = results.reduce((s, r) => s + r.samples.length, 0);
+        return (role: string) => (snap[role] === undefined ? NaN : snap[role]! / Math.max(1, n));
+      };
+      const s = per(row.cpu.service, row.service);
+      const d = per(row.cpu.direct, row.direct);
+      const sum = (f: (role: string) => number) => CPU_ROLES.reduce((t, r) => t + (Number.isFinite(f(r)) ? f(r) : 0), 0);
+      lines.push(`| ${row.mode} | ${row.concurrency} | ${CPU_ROLES.map((r) => fmt2(s(r))).join(' | ')} | ${fmt2(sum(s))} | ${fmt2(sum(d))} |`);
     }
     lines.push('');
     lines.push(
