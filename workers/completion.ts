@@ -8,7 +8,8 @@ import { catalogOf } from '../src/catalog/catalog.js';
 import { providerFor } from '../src/providers/registry.js';
 import { loadSettleScript, settle, settleCommands } from '../src/limits/limiter.service.js';
 import { usageOf, type CompletionJob } from '../src/chat/completion-job.js';
-import { runCompletion, settleAfter, toRelayError } from '../src/chat/completion-runner.js';
+import { runCompletion, settleAfter, startNow, toRelayError } from '../src/chat/completion-runner.js';
+import type { Provider } from '../src/providers/types.js';
 import { cancelPattern, relayChannel } from '../src/chat/relay-protocol.js';
 import { claimJob, parseProgress, RelayBatch, RelayPublisher } from '../src/chat/relay-publisher.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
@@ -57,26 +58,38 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   const process_ = async (job: CompletionJob): Promise<void> => {
     const progressKey = redisKey(config, 'req', job.id);
     const channel = relayChannel(prefix, job.relayTo, job.id);
-    const { firstRun, progress } = await claimJob(app.redis, progressKey, channel, workerId);
-    if (!firstRun) {
-      // BullMQ re-runs a job whose worker stalled (died or froze). What the first run did decides:
-      // done, or its client already saw part of an answer (end that stream), or nothing yet (run it).
-      if (progress?.recorded) return;
-      if (progress && (progress.sent || progress.completionTokens > 0 || progress.seq > 0)) {
-        await endInterruptedRun(app, batch, job, progress, channel, progressKey, settleInto(job), settleAlone(job));
-        return;
-      }
-    }
     const controller = new AbortController();
-    const publisher = new RelayPublisher(batch, channel, progressKey, () => controller.abort('client_gone'), 1);
     running.set(job.id, controller);
     try {
-      let provider;
+      let provider: Provider | undefined;
+      let refused: unknown;
       try {
         provider = providerFor(app, { ...job.model, provider: job.model.provider as never, tiers: [job.tier] });
         provider.check(job.params);
       } catch (err) {
-        const errors = await publisher.finish('error', JSON.stringify(toRelayError(err)), (tx) => {
+        refused = err;
+      }
+      // The upstream request goes out while the job is claimed: the claim's round trip is not
+      // added to the time to first token. Nothing is published before the claim says to go on.
+      const firstAttempt = refused === undefined ? startNow(provider!.stream(job.params, controller.signal)) : undefined;
+      let claim: Awaited<ReturnType<typeof claimJob>>;
+      try {
+        claim = await claimJob(app.redis, progressKey, channel, workerId);
+      } catch (err) {
+        controller.abort('claim_failed');
+        throw err;
+      }
+      const { firstRun, progress } = claim;
+      if (!firstRun && progress && (progress.recorded || progress.sent || progress.completionTokens > 0 || progress.seq > 0)) {
+        // BullMQ re-runs a job whose worker stalled (died or froze). What the first run did decides:
+        // done, or its client already saw part of an answer (end that stream), or nothing yet (run it).
+        controller.abort('rerun');
+        if (!progress.recorded) await endInterruptedRun(app, batch, job, progress, channel, progressKey, settleInto(job), settleAlone(job));
+        return;
+      }
+      const publisher = new RelayPublisher(batch, channel, progressKey, () => controller.abort('client_gone'), 1);
+      if (refused !== undefined) {
+        const errors = await publisher.finish('error', JSON.stringify(toRelayError(refused)), (tx) => {
           appendUsage(tx, config, usageOf(job, 'failed', 0, 0));
           settleInto(job)(tx, 0);
         });
@@ -85,12 +98,13 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       }
       await runCompletion(job, {
         app,
-        provider,
+        provider: provider!,
         publisher,
         signal: controller.signal,
         settle: settleInto(job),
         settleAlone: settleAlone(job),
         beforeRecord: crashBeforeRecord,
+        firstAttempt,
       });
     } finally {
       running.delete(job.id);

@@ -21,6 +21,28 @@ export interface RunnerDeps {
   settleAlone: (actualTokens: number) => Promise<void>;
   /** Failpoint for the crash-recovery test: called after the upstream answered, before recording. */
   beforeRecord?: () => void;
+  /** The first attempt's events, when the caller started the upstream request already (see startNow). */
+  firstAttempt?: AsyncIterable<CompletionEvent>;
+}
+
+/**
+ * Starts an async iterable at once (for a provider's stream: the upstream request goes out) and
+ * hands it over as if untouched, so the caller can do other work while the upstream thinks.
+ */
+export function startNow<T>(source: AsyncIterable<T>): AsyncIterable<T> {
+  const it = source[Symbol.asyncIterator]();
+  let first: Promise<IteratorResult<T>> | undefined = it.next();
+  // Read (and any failure thrown) by whoever iterates; until then it must not count as unhandled.
+  first.catch(() => undefined);
+  const iterator: AsyncIterator<T> = {
+    next: () => {
+      const step = first ?? it.next();
+      first = undefined;
+      return step;
+    },
+    return: (value?: unknown) => it.return?.(value) ?? Promise.resolve({ done: true, value: undefined }),
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
 }
 
 export interface RunOutcome {
@@ -142,7 +164,8 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   let failure: unknown;
   for (let attempt = 0; ; attempt++) {
     try {
-      for await (const ev of provider.stream(job.params, signal)) {
+      const events = attempt === 0 && deps.firstAttempt ? deps.firstAttempt : provider.stream(job.params, signal);
+      for await (const ev of events) {
         onEvent(ev);
         if (signal.aborted) break;
       }

@@ -5,6 +5,8 @@ import { OpenAIProvider } from '../../src/providers/openai.provider.js';
 import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
 import { collectEvents } from '../fakes/upstream-fake.js';
+import { startNow } from '../../src/chat/completion-runner.js';
+import { eventually } from '../support/http.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'gpt-4.1-mini',
@@ -35,6 +37,16 @@ describe('OpenAI adapter against a fake OpenAI', () => {
     expect(r.finishes).to.deep.equal({ 0: 'stop' });
     expect(r.usage).to.deep.equal({ prompt_tokens: 12, completion_tokens: 3 });
     expect(r.events.at(-1)?.type).to.equal('usage');
+  });
+
+  it('a stream started with startNow sends its request before anyone reads it, and loses no event', async () => {
+    fake.script({ tokens: ['Hel', 'lo'], usage: { prompt: 5, completion: 2 } });
+    const started = startNow(provider.stream(params(), new AbortController().signal));
+    await eventually(async () => (fake.requests.length === 1 ? true : undefined), 'the upstream request to arrive unread');
+    const r = await collectEvents(started);
+    expect(r.error).to.equal(undefined);
+    expect(r.texts).to.deep.equal(['Hello']);
+    expect(r.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 2 });
   });
 
   it('reuses one keep-alive connection for answers read to the end', async () => {
