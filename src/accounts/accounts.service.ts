@@ -1,6 +1,7 @@
 import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
-import type { Trx } from '../infra/db.js';
+import { onCommit, transaction, type Trx } from '../infra/db.js';
+import { invalidateApiKeys } from './auth.service.js';
 import { admitKeyRegeneration } from '../limits/limiter.service.js';
 import { generateApiKey } from './api-keys.js';
 import { accountExistsEmail, verificationEmail } from './accounts.emails.js';
@@ -38,7 +39,7 @@ export const verificationLink = (app: AppContext, token: string): string =>
  */
 export async function signUp(app: AppContext, input: SignupInput): Promise<{ message: string; email: string }> {
   const now = app.clock.now();
-  await app.db.transaction().execute(async (trx) => {
+  await transaction(app.db, async (trx) => {
     const created = await insertAccountIfAbsent(trx, { name: input.name, email: input.email, organization: input.organization, now });
     // The insert did nothing: the address exists (possibly committed a moment ago by a concurrent sign-up).
     const account = created ?? (await findAccountByEmail(trx, input.email));
@@ -76,7 +77,7 @@ const tokenError = (code: keyof typeof TOKEN_ERRORS) => new AppError('invalid_re
 export async function verifyEmail(app: AppContext, token: string): Promise<IssuedKeyResult> {
   const hash = hashVerificationToken(token);
   const now = app.clock.now();
-  return app.db.transaction().execute(async (trx) => {
+  return transaction(app.db, async (trx) => {
     const used = await useVerificationToken(trx, hash, now);
     if (!used) {
       const row = await findVerificationToken(trx, hash);
@@ -86,7 +87,7 @@ export async function verifyEmail(app: AppContext, token: string): Promise<Issue
     const account = await markAccountVerified(trx, used.account_id, now);
     if (!account) throw tokenError('token_used');
     await closeVerificationTokens(trx, account.id, now);
-    const apiKey = await replaceApiKey(trx, account.id, now);
+    const apiKey = await replaceApiKey(app, trx, account.id, now);
     app.log.info({ accountId: account.id }, 'account verified; API key issued');
     return {
       message: 'Email verified. This is your API key: save it now, it will not be shown again.',
@@ -97,16 +98,18 @@ export async function verifyEmail(app: AppContext, token: string): Promise<Issue
 }
 
 /** Revokes the active key (if any) and issues a new one: one active key per account. */
-async function replaceApiKey(trx: Trx, accountId: string, now: Date): Promise<string> {
-  await revokeActiveApiKeys(trx, accountId, now);
+async function replaceApiKey(app: AppContext, trx: Trx, accountId: string, now: Date): Promise<string> {
+  const revoked = await revokeActiveApiKeys(trx, accountId, now);
+  // Web processes may hold the old key in their caches: they re-read it, and find it revoked.
+  onCommit(trx, () => invalidateApiKeys(app, revoked));
   const key = generateApiKey();
   await insertApiKey(trx, { accountId, keyHash: key.hash, displayPrefix: key.displayPrefix, now });
   return key.key;
 }
 
 /**
- * A new key for the account; the old one is revoked in the same transaction and, since every
- * request looks its key up by hash (no cache), stops working on every web instance at once.
+ * A new key for the account; the old one is revoked in the same transaction and, once that has
+ * committed, its version is bumped, so it stops working on every web instance at once.
  * Tier, limits, subscription and billing hang off the account, so they are untouched.
  * The rate limit (1 per 2 hours per account) is checked before anything changes; an allowed call
  * counts even if the transaction then fails, which errs on the side of the limit.
@@ -121,11 +124,11 @@ export async function regenerateApiKey(app: AppContext, accountId: string): Prom
     });
   }
   const now = app.clock.now();
-  return app.db.transaction().execute(async (trx) => {
+  return transaction(app.db, async (trx) => {
     const account = await lockAccount(trx, accountId);
     if (!account) throw new AppError('authentication', 'The account no longer exists', { code: 'unknown_account' });
     if (account.verified_at === null) throw new AppError('permission', 'Verify your email address before using the API', { code: 'email_not_verified' });
-    const apiKey = await replaceApiKey(trx, account.id, now);
+    const apiKey = await replaceApiKey(app, trx, account.id, now);
     app.log.info({ accountId: account.id }, 'API key regenerated; the previous key is revoked');
     return {
       message: 'New API key issued; the previous key no longer works. Save this key now, it will not be shown again.',

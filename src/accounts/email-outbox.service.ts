@@ -1,5 +1,5 @@
 import type { AppContext } from '../context.js';
-import type { Db, Trx } from '../infra/db.js';
+import { transaction, type Db, type Trx } from '../infra/db.js';
 import { MailSendError, type MailTransport } from '../infra/mail.js';
 import { claimDueEmail, insertOutboxEmail, markEmailAttemptFailed, markEmailSent, type NewOutboxEmail } from './email-outbox.repository.js';
 
@@ -39,7 +39,7 @@ export type DeliveryOutcome = 'sent' | 'retry' | 'failed';
  * Returns undefined when nothing is due.
  */
 export async function deliverOneEmail(app: AppContext, transport: MailTransport): Promise<DeliveryOutcome | undefined> {
-  return app.db.transaction().execute(async (trx) => {
+  return transaction(app.db, async (trx) => {
     const row = await claimDueEmail(trx, app.clock.now());
     if (!row) return undefined;
     const attempts = row.attempts + 1;

@@ -1,6 +1,6 @@
 import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
-import type { Db } from '../infra/db.js';
+import { transaction, type Db } from '../infra/db.js';
 import { callStripe, isStripeError, stripeFailure, type Stripe } from '../infra/stripe.js';
 import { flushUsage } from '../usage/metering.service.js';
 import { billingMetrics } from './billing.metrics.js';
@@ -151,7 +151,7 @@ async function reserve(
 ): Promise<InvoiceRow | undefined> {
   const NOTHING = new Error('nothing to reserve');
   try {
-    return await conn.transaction().execute(async (trx) => {
+    return await transaction(conn, async (trx) => {
       const draft = await insertDraftInvoice(trx, {
         accountId: account.id,
         kind: v.kind,

@@ -1,6 +1,7 @@
 import type { AppContext } from '../context.js';
 import { callStripe, type Stripe } from '../infra/stripe.js';
 import { ACTIVE_STATUSES } from '../subscriptions/subscriptions.service.js';
+import { transaction } from '../infra/db.js';
 import { changeTier } from '../subscriptions/tier.service.js';
 import type { Tier } from '../../db/schema/index.js';
 import { billingMetrics } from './billing.metrics.js';
@@ -57,7 +58,7 @@ async function readStripeState(app: AppContext, stripe: Stripe, account: Billing
 /** Compares one account with Stripe and repairs any drift. */
 export async function reconcileAccount(app: AppContext, stripe: Stripe, account: BillingAccountRow): Promise<AccountReconciliation> {
   const state = await readStripeState(app, stripe, account);
-  const result = await app.db.transaction().execute(async (trx): Promise<AccountReconciliation> => {
+  const result = await transaction(app.db, async (trx): Promise<AccountReconciliation> => {
     const locked = await lockBillingAccount(trx, account.id);
     if (!locked) return { account_id: account.id, fixes: [], skipped: 'the account no longer exists' };
     // A tier change that committed since we read the account came from a fresher source (an
@@ -83,7 +84,7 @@ export async function reconcileAccount(app: AppContext, stripe: Stripe, account:
     const at = app.clock.now();
     if (fixes.length) await updateAccountBilling(trx, locked.id, patch, at);
     if (state.tier !== locked.tier) {
-      const change = await changeTier(trx, locked.id, state.tier, 'reconcile', at);
+      const change = await changeTier(app, trx, locked.id, state.tier, 'reconcile', at);
       if (change.changed) fixes.push(state.tier === 'paid' ? 'tier_upgraded' : 'tier_downgraded');
     }
     return { account_id: account.id, fixes };

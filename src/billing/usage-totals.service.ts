@@ -1,4 +1,5 @@
 import type { AppContext } from '../context.js';
+import { transaction } from '../infra/db.js';
 import { billingMetrics } from './billing.metrics.js';
 import { rebuildMonthTotals } from './billing.repository.js';
 import type { JobOptions, JobResult } from './job.js';
@@ -14,7 +15,7 @@ import type { Month } from './periods.js';
 export async function auditUsageTotals(app: AppContext, month: Month, opts: JobOptions = {}): Promise<JobResult> {
   const progress = opts.progress ?? (() => undefined);
   await opts.checkpoint?.();
-  const drift = await app.db.transaction().execute((trx) => rebuildMonthTotals(trx, month.start, month.end));
+  const drift = await transaction(app.db, (trx) => rebuildMonthTotals(trx, month.start, month.end));
   if (drift > 0) {
     billingMetrics(app).totalsRepairs.inc(drift);
     app.log.warn({ month: month.key, drift }, 'monthly usage totals differed from the ledger; rebuilt them');

@@ -24,3 +24,26 @@ export function createDb(config: Config): Db {
   pool.on('connect', (client) => client.on('error', () => {}));
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
+
+const afterCommit = new WeakMap<Trx, (() => Promise<void>)[]>();
+
+/**
+ * Runs `fn` in a transaction and, once it has committed, the work it left with onCommit (in
+ * order). Work that must see committed data (telling other processes to re-read it) goes there.
+ */
+export async function transaction<T>(db: Db, fn: (trx: Trx) => Promise<T>): Promise<T> {
+  const pending: (() => Promise<void>)[] = [];
+  const result = await db.transaction().execute((trx) => {
+    afterCommit.set(trx, pending);
+    return fn(trx);
+  });
+  for (const work of pending) await work();
+  return result;
+}
+
+/** Leaves `work` to run after the transaction commits; the transaction must come from transaction(). */
+export function onCommit(trx: Trx, work: () => Promise<void>): void {
+  const pending = afterCommit.get(trx);
+  if (!pending) throw new Error('onCommit needs a transaction started with transaction() from infra/db; its after-commit work would be lost');
+  pending.push(work);
+}

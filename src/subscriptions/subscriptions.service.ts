@@ -2,7 +2,7 @@ import { catalogOf } from '../catalog/catalog.js';
 import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
 import { limitsForTier } from '../limits/tier-limits.js';
-import type { Trx } from '../infra/db.js';
+import { transaction, type Trx } from '../infra/db.js';
 import { callStripe, isResourceMissing, stripeFailure, type Stripe } from '../infra/stripe.js';
 import type { Tier } from '../../db/schema/accounts.js';
 import {
@@ -171,6 +171,7 @@ type Activation = { outcome: 'upgraded' | 'already_paid' | 'stale'; account: Bil
  * belong to an earlier spell, so nothing is applied ('stale').
  */
 async function activateIn(
+  app: AppContext,
   trx: Trx,
   at: Date,
   expected: BillingAccount,
@@ -193,7 +194,7 @@ async function activateIn(
     },
     at,
   );
-  await changeTier(trx, account.id, 'paid', reason, at);
+  await changeTier(app, trx, account.id, 'paid', reason, at);
   const after = await lockAccount(trx, account.id);
   return { outcome: 'upgraded', account: after! };
 }
@@ -214,7 +215,7 @@ async function subscribeAndUpgrade(
     });
   }
   const at = app.clock.now();
-  const done = await app.db.transaction().execute((trx) => activateIn(trx, at, account, sub, card, reason));
+  const done = await transaction(app.db, (trx) => activateIn(app, trx, at, account, sub, card, reason));
   if (done.outcome === 'stale') {
     throw new AppError('conflict', 'The account changed tier while this upgrade was in progress; nothing was applied. Please retry.', { code: 'tier_changed_concurrently' });
   }
@@ -497,11 +498,11 @@ export async function downgrade(app: AppContext, accountId: string): Promise<Sub
   const stripe = app.stripe;
   const sub = account.stripe_subscription_id ? await cancelSubscription(stripe, account.id, account.stripe_subscription_id) : null;
   const at = app.clock.now();
-  const after = await app.db.transaction().execute(async (trx) => {
+  const after = await transaction(app.db, async (trx) => {
     const locked = await lockAccount(trx, accountId);
     if (!locked || locked.tier === 'free') return locked;
     if (sub) await updateBilling(trx, accountId, { subscription_status: sub.status }, at);
-    await changeTier(trx, accountId, 'free', 'api_downgrade', at);
+    await changeTier(app, trx, accountId, 'free', 'api_downgrade', at);
     return lockAccount(trx, accountId);
   });
   return result(after ?? account, 'downgraded', 'The account is now on the free tier and the subscription is cancelled. Usage already incurred will still be invoiced.');

@@ -1,4 +1,6 @@
-import type { Trx } from '../infra/db.js';
+import type { AppContext } from '../context.js';
+import { onCommit, type Trx } from '../infra/db.js';
+import { invalidateAccountKeys } from '../accounts/auth.service.js';
 import type { Tier } from '../../db/schema/accounts.js';
 import { insertTierChange, lockAccount, setTier } from './subscriptions.repository.js';
 
@@ -13,14 +15,15 @@ export interface TierChange {
  * billing feature's reconciliation all come here). It locks the account row, writes tier and
  * tier_changed_at, and leaves an audit row in tier_changes saying why. Asking for the tier the
  * account already has changes nothing and writes no audit row, so replays are harmless.
- * Model access and rate limits read accounts.tier on every request, so the change applies to
- * the account's next request.
+ * Model access and rate limits read the tier through the API key cache, which the change
+ * invalidates once committed, so it applies to the account's next request.
  */
-export async function changeTier(trx: Trx, accountId: string, to: Tier, reason: string, at: Date): Promise<TierChange> {
+export async function changeTier(app: AppContext, trx: Trx, accountId: string, to: Tier, reason: string, at: Date): Promise<TierChange> {
   const account = await lockAccount(trx, accountId);
   if (!account) throw new Error(`changeTier: no account ${accountId}`);
   if (account.tier === to) return { changed: false, from: account.tier, to };
   await setTier(trx, accountId, to, at);
   await insertTierChange(trx, { accountId, from: account.tier, to, reason, at });
+  onCommit(trx, () => invalidateAccountKeys(app, accountId));
   return { changed: true, from: account.tier, to };
 }

@@ -1,6 +1,6 @@
 import type { AppContext } from '../context.js';
 import { AppError, isAppError } from '../errors.js';
-import type { Trx } from '../infra/db.js';
+import { transaction, type Trx } from '../infra/db.js';
 import { isResourceMissing, stripeConfigured, stripeFailure, verifyWebhookEvent, type Stripe } from '../infra/stripe.js';
 import { claimWebhookEvent, findAccountByCustomer, isWebhookEventProcessed, lockAccount, updateBilling } from './subscriptions.repository.js';
 import { ACTIVE_STATUSES, cancelSubscription, ENDED_STATUSES, internals } from './subscriptions.service.js';
@@ -74,7 +74,7 @@ export async function handleWebhook(app: AppContext, rawBody: string | undefined
 /** Records the event id and applies the effect in one transaction; null when someone else recorded it first. */
 async function record(app: AppContext, event: Stripe.Event, effect: Effect | null): Promise<string | null> {
   const at = app.clock.now();
-  return app.db.transaction().execute(async (trx) => {
+  return transaction(app.db, async (trx) => {
     if (!(await claimWebhookEvent(trx, event.id, event.type, at))) return null;
     return effect ? effect(trx, at) : 'ignored';
   });
@@ -122,7 +122,7 @@ async function planCheckoutCompleted(app: AppContext, stripe: Stripe, sessionId:
   const card = { id: paymentMethod.id, summary: internals.cardOf(paymentMethod) };
   return {
     effect: async (trx, at) => {
-      const done = await internals.activateIn(trx, at, account, sub, card, 'webhook:checkout.session.completed');
+      const done = await internals.activateIn(app, trx, at, account, sub, card, 'webhook:checkout.session.completed');
       return done.outcome === 'upgraded' ? 'upgraded' : 'no_change';
     },
   };
@@ -153,7 +153,7 @@ async function planSubscriptionCreated(app: AppContext, stripe: Stripe, subscrip
         },
         at,
       );
-      await changeTier(trx, locked.id, 'paid', 'webhook:customer.subscription.created', at);
+      await changeTier(app, trx, locked.id, 'paid', 'webhook:customer.subscription.created', at);
       return 'upgraded';
     },
   };
@@ -173,7 +173,7 @@ async function planSubscriptionEnded(app: AppContext, stripe: Stripe, subscripti
       // An old subscription ending says nothing about the account's current one.
       if (!locked || locked.stripe_subscription_id !== sub.id) return 'no_change';
       await updateBilling(trx, locked.id, { subscription_status: sub.status }, at);
-      const change = await changeTier(trx, locked.id, 'free', 'webhook:customer.subscription.deleted', at);
+      const change = await changeTier(app, trx, locked.id, 'free', 'webhook:customer.subscription.deleted', at);
       return change.changed ? 'downgraded' : 'no_change';
     },
   };
@@ -199,7 +199,7 @@ async function planPaymentFailed(app: AppContext, stripe: Stripe, invoiceId: str
       const locked = await lockAccount(trx, account.id);
       if (!locked || locked.tier === 'free') return 'no_change';
       if (sub && locked.stripe_subscription_id === sub.id) await updateBilling(trx, locked.id, { subscription_status: sub.status }, at);
-      await changeTier(trx, locked.id, 'free', 'webhook:invoice.payment_failed', at);
+      await changeTier(app, trx, locked.id, 'free', 'webhook:invoice.payment_failed', at);
       return 'downgraded';
     },
   };
