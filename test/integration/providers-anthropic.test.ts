@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { AppError } from '../../src/errors.js';
-import { isAbortError } from '../../src/providers/abort.js';
 import { AnthropicProvider } from '../../src/providers/anthropic.provider.js';
 import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
 import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic.js';
 import { collectEvents } from '../fakes/upstream-fake.js';
+import { expectAbortClosesTheUpstream } from '../support/providers.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'claude-haiku-4-5',
@@ -140,20 +140,7 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
     expect(r.error).to.include({ retryable: true });
   });
 
-  it('cancels the upstream request when aborted: the fake sees the connection close', async () => {
-    fake.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
-    const ac = new AbortController();
-    const it = provider.stream(params(), ac.signal)[Symbol.asyncIterator]();
-    expect((await it.next()).value).to.include({ type: 'delta' });
-    ac.abort();
-    const err = await it.next().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(isAbortError(err)).to.equal(true);
-    await fake.lastRequest!.closed;
-    expect(fake.lastRequest!.closedEarly).to.equal(true);
-  });
+  it('cancels the upstream request when aborted: the fake sees the connection close', () => expectAbortClosesTheUpstream(provider, fake, params()));
 
   describe('check()', () => {
     it('accepts the fields Anthropic can honour', () => {

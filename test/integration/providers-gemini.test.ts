@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { AppError } from '../../src/errors.js';
-import { isAbortError } from '../../src/providers/abort.js';
 import { GeminiProvider, geminiRoot } from '../../src/providers/gemini.provider.js';
 import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
 import { startFakeGemini, type FakeGemini } from '../fakes/gemini.js';
 import { collectEvents } from '../fakes/upstream-fake.js';
+import { expectAbortClosesTheUpstream } from '../support/providers.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'gemini-2.5-flash',
@@ -134,20 +134,7 @@ describe('Gemini adapter against a fake Gemini API', () => {
     expect(fake.lastRequest!.closedEarly).to.equal(true);
   });
 
-  it('cancels the upstream request when aborted: the fake sees the connection close', async () => {
-    fake.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
-    const ac = new AbortController();
-    const it = provider.stream(params(), ac.signal)[Symbol.asyncIterator]();
-    expect((await it.next()).value).to.include({ type: 'delta' });
-    ac.abort();
-    const err = await it.next().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(isAbortError(err)).to.equal(true);
-    await fake.lastRequest!.closed;
-    expect(fake.lastRequest!.closedEarly).to.equal(true);
-  });
+  it('cancels the upstream request when aborted: the fake sees the connection close', () => expectAbortClosesTheUpstream(provider, fake, params()));
 
   it('reads GEMINI_BASE_URL as the API root, with or without a version', () => {
     expect(geminiRoot(undefined)).to.equal('https://generativelanguage.googleapis.com/v1beta');

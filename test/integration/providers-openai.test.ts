@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { AppError } from '../../src/errors.js';
-import { isAbortError } from '../../src/providers/abort.js';
 import { OpenAIProvider } from '../../src/providers/openai.provider.js';
 import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
 import { collectEvents } from '../fakes/upstream-fake.js';
+import { expectAbortClosesTheUpstream } from '../support/providers.js';
 import { startNow } from '../../src/chat/completion-runner.js';
 import { eventually } from '../support/http.js';
 
@@ -178,20 +178,7 @@ describe('OpenAI adapter against a fake OpenAI', () => {
     expect(fake.lastRequest!.closedEarly).to.equal(true);
   });
 
-  it('cancels the upstream request when aborted: the fake sees the connection close', async () => {
-    fake.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
-    const ac = new AbortController();
-    const it = provider.stream(params(), ac.signal)[Symbol.asyncIterator]();
-    expect((await it.next()).value).to.include({ type: 'delta' });
-    ac.abort();
-    const err = await it.next().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(isAbortError(err)).to.equal(true);
-    await fake.lastRequest!.closed;
-    expect(fake.lastRequest!.closedEarly).to.equal(true);
-  });
+  it('cancels the upstream request when aborted: the fake sees the connection close', () => expectAbortClosesTheUpstream(provider, fake, params()));
 
   it('closes the upstream connection when the consumer stops reading early', async () => {
     fake.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
