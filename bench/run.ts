@@ -1,8 +1,9 @@
 // `npm run bench`: the fake upstream, the service (one web and one worker process) pointed at it,
 // and a load generator, measured side by side in one run: direct-to-upstream against
 // through-the-service, streaming and not, at several concurrencies, interleaved in rounds so
-// drift on a shared machine hits both sides alike. Then the web process's memory with 2,000 open
-// idle streams. Prints a Markdown table (for the README) and writes var/bench/results.json.
+// drift on a shared machine hits both sides alike. A third side, a bare pass-through proxy
+// (pass-through.ts), shows the least any extra Node hop adds on the same machine in the same run.
+// Then the web process's memory with 2,000 open idle streams. Prints a Markdown table (for the README) and writes var/bench/results.json.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -67,12 +68,16 @@ function startProcess(entry: string, env: NodeJS.ProcessEnv, ready: RegExp): Pro
   });
 }
 
+const SIDES = ['direct', 'service', 'pass-through'] as const;
+type Side = (typeof SIDES)[number];
+
 interface Row {
   mode: 'stream' | 'json';
   concurrency: number;
   direct: LoadResult[];
   service: LoadResult[];
-  cpu: { direct: CpuSnapshot; service: CpuSnapshot };
+  'pass-through': LoadResult[];
+  cpu: Record<Side, CpuSnapshot>;
 }
 
 const CPU_ROLES = ['web', 'worker', 'redis', 'postgres', 'upstream', 'load generator'] as const;
@@ -100,6 +105,8 @@ async function main(): Promise<void> {
   const upstream = fork(path.join(here, 'fake-upstream.js'), ['--tokens', a.tokens, '--ttft-ms', '0', '--itl-ms', a['itl-ms']], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   const upstreamPort = await new Promise<number>((resolve) => upstream.once('message', (m: { port: number }) => resolve(m.port)));
   const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1`;
+  const proxy = fork(path.join(here, 'pass-through.js'), ['--upstream', `http://127.0.0.1:${upstreamPort}`], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const proxyPort = await new Promise<number>((resolve) => proxy.once('message', (m: { port: number }) => resolve(m.port)));
 
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -137,9 +144,11 @@ async function main(): Promise<void> {
   const serviceUrl = `${web.match[1]}/v1/chat/completions`;
   const directUrl = `${upstreamUrl}/chat/completions`;
   const messages = [{ role: 'user', content: 'Benchmark prompt: say something.' }];
-  const targets = {
-    direct: { url: directUrl, apiKey: 'sk-bench-upstream', body: { model: model.upstream_model, messages, stream_options: { include_usage: true } } },
+  const directBody = { model: model.upstream_model, messages, stream_options: { include_usage: true } };
+  const targets: Record<Side, { url: string; apiKey: string; body: Record<string, unknown> }> = {
+    direct: { url: directUrl, apiKey: 'sk-bench-upstream', body: directBody },
     service: { url: serviceUrl, apiKey: key.key, body: { model: model.id, messages } },
+    'pass-through': { url: `http://127.0.0.1:${proxyPort}/v1/chat/completions`, apiKey: 'sk-bench-upstream', body: directBody },
   };
 
   try {
@@ -147,23 +156,26 @@ async function main(): Promise<void> {
     // Warm both paths (JIT, connection pools, script cache).
     for (const stream of [true, false]) {
       await runLoad({ ...targets.direct, stream, concurrency: 8, requests: 100 });
+      await runLoad({ ...targets['pass-through'], stream, concurrency: 8, requests: 100 });
       await runLoad({ ...targets.service, stream, concurrency: 8, requests: WARMUP_REQUESTS });
     }
     const redisPid = Number(/process_id:(\d+)/.exec(await ctx.redis.info('server'))?.[1]);
-    const roles: Record<(typeof CPU_ROLES)[number], () => number[]> = {
+    const roles: Record<(typeof CPU_ROLES)[number] | 'pass-through', () => number[]> = {
       web: () => [web.child.pid!],
       worker: () => [worker.child.pid!],
       redis: () => (redisPid ? [redisPid] : []),
       postgres: () => pidsNamed('postgres'),
       upstream: () => [upstream.pid!],
+      'pass-through': () => [proxy.pid!],
       'load generator': () => [process.pid],
     };
     const rows: Row[] = [];
     for (const stream of [true, false]) {
       for (const c of concurrencies) {
-        const row: Row = { mode: stream ? 'stream' : 'json', concurrency: c, direct: [], service: [], cpu: { direct: {}, service: {} } };
+        const row: Row = { mode: stream ? 'stream' : 'json', concurrency: c, direct: [], service: [], 'pass-through': [], cpu: { direct: {}, service: {}, 'pass-through': {} } };
         for (let r = 0; r < rounds; r++) {
-          const order = r % 2 === 0 ? (['direct', 'service'] as const) : (['service', 'direct'] as const);
+          // Each round starts with the next side, so no side always runs first or last.
+          const order = SIDES.map((_, i) => SIDES[(i + r) % SIDES.length]!);
           for (const t of order) {
             const before = snapshot(roles);
             row[t].push(await runLoad({ ...targets[t], stream, concurrency: c, requests: requestsFor(c) }));
@@ -173,7 +185,11 @@ async function main(): Promise<void> {
         rows.push(row);
         const d = summarise(row.direct);
         const s = summarise(row.service);
-        process.stderr.write(`bench: ${row.mode} c=${c}: added TTFT p50 ${fmt(s.ttft50 - d.ttft50)} ms, p99 ${fmt(s.ttft99 - d.ttft99)} ms; rps ${fmt(d.rps)} -> ${fmt(s.rps)}\n`);
+        const p = summarise(row['pass-through']);
+        process.stderr.write(
+          `bench: ${row.mode} c=${c}: added TTFT p50 ${fmt(s.ttft50 - d.ttft50)} ms, p99 ${fmt(s.ttft99 - d.ttft99)} ms; rps ${fmt(d.rps)} -> ${fmt(s.rps)}` +
+            ` (pass-through: ${fmt(p.ttft50 - d.ttft50)} / ${fmt(p.ttft99 - d.ttft99)} ms, ${fmt(p.rps)} rps)\n`,
+        );
       }
     }
 
@@ -211,17 +227,29 @@ async function main(): Promise<void> {
     for (const row of rows) {
       const d = summarise(row.direct);
       const s = summarise(row.service);
-      out.push({ mode: row.mode, concurrency: row.concurrency, direct: d, service: s, cpuMs: row.cpu });
+      out.push({ mode: row.mode, concurrency: row.concurrency, direct: d, service: s, passThrough: summarise(row['pass-through']), cpuMs: row.cpu });
       lines.push(
         `| ${row.mode} | ${row.concurrency} | ${fmt(d.ttft50)} / ${fmt(s.ttft50)} (**${fmt(s.ttft50 - d.ttft50)}**) | ${fmt(d.ttft99)} / ${fmt(s.ttft99)} (**${fmt(s.ttft99 - d.ttft99)}**) | ` +
           `${fmt(d.total50)} / ${fmt(s.total50)} (${fmt(s.total50 - d.total50)}) | ${fmt(d.total99)} / ${fmt(s.total99)} (${fmt(s.total99 - d.total99)}) | ${fmt(d.rps)} / ${fmt(s.rps)} | ${d.errors} / ${s.errors} |`,
       );
     }
     lines.push('');
-    lines.push('CPU per request, ms, by process (through the service; the last column is the direct run, load generator and upstream only):');
+    lines.push('Reference, in the same rounds: a bare pass-through proxy in Node (bench/pass-through.ts: no auth, no limits, no queue, no Redis) against the same upstream.');
     lines.push('');
-    lines.push(`| mode | concurrency | ${CPU_ROLES.join(' | ')} | all | direct |`);
-    lines.push(`|---|---|${CPU_ROLES.map(() => '---|').join('')}---|---|`);
+    lines.push('| mode | concurrency | added TTFT p50 ms | added TTFT p99 ms | added total p50 ms | added total p99 ms | req/s direct / pass-through | errors |');
+    lines.push('|---|---|---|---|---|---|---|---|');
+    for (const row of rows) {
+      const d = summarise(row.direct);
+      const p = summarise(row['pass-through']);
+      lines.push(
+        `| ${row.mode} | ${row.concurrency} | ${fmt(p.ttft50 - d.ttft50)} | ${fmt(p.ttft99 - d.ttft99)} | ${fmt(p.total50 - d.total50)} | ${fmt(p.total99 - d.total99)} | ${fmt(d.rps)} / ${fmt(p.rps)} | ${p.errors} |`,
+      );
+    }
+    lines.push('');
+    lines.push('CPU per request, ms, by process (through the service; the last two columns are the whole direct and pass-through runs):');
+    lines.push('');
+    lines.push(`| mode | concurrency | ${CPU_ROLES.join(' | ')} | all | direct | pass-through |`);
+    lines.push(`|---|---|${CPU_ROLES.map(() => '---|').join('')}---|---|---|`);
     for (const row of rows) {
       const per = (snap: CpuSnapshot, results: LoadResult[]) => {
         const n = results.reduce((s, r) => s + r.samples.length, 0);
@@ -229,8 +257,10 @@ async function main(): Promise<void> {
       };
       const s = per(row.cpu.service, row.service);
       const d = per(row.cpu.direct, row.direct);
-      const sum = (f: (role: string) => number) => CPU_ROLES.reduce((t, r) => t + (Number.isFinite(f(r)) ? f(r) : 0), 0);
-      lines.push(`| ${row.mode} | ${row.concurrency} | ${CPU_ROLES.map((r) => fmt2(s(r))).join(' | ')} | ${fmt2(sum(s))} | ${fmt2(sum(d))} |`);
+      const p = per(row.cpu['pass-through'], row['pass-through']);
+      const roles = [...CPU_ROLES, 'pass-through'];
+      const sum = (f: (role: string) => number) => roles.reduce((t, r) => t + (Number.isFinite(f(r)) ? f(r) : 0), 0);
+      lines.push(`| ${row.mode} | ${row.concurrency} | ${CPU_ROLES.map((r) => fmt2(s(r))).join(' | ')} | ${fmt2(sum(s))} | ${fmt2(sum(d))} | ${fmt2(sum(p))} |`);
     }
     lines.push('');
     lines.push(
@@ -248,6 +278,7 @@ async function main(): Promise<void> {
     worker.child.kill('SIGTERM');
     await Promise.all([exited(web.child), exited(worker.child)]);
     upstream.kill('SIGTERM');
+    proxy.kill('SIGTERM');
     await ctx.db.deleteFrom('usage_events').where('account_id', '=', account.id).execute();
     await ctx.db.deleteFrom('accounts').where('id', '=', account.id).execute();
     const r = new Redis(config.redis.url);
