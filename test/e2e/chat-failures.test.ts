@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
-import { COMPLETIONS_QUEUE } from '../../src/infra/queues.js';
+import { bullPrefix, COMPLETIONS_QUEUE } from '../../src/infra/queues.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually, post } from '../support/http.js';
@@ -76,6 +76,29 @@ describe('chat completions when things go wrong', () => {
     expect(Number(full.headers.get('retry-after'))).to.be.within(1, 60);
     for (const w of waiting) w.controller.abort();
     await Promise.all(waiting.map((w) => w.finished));
+  });
+
+  it('answers 503 queue_unavailable with Retry-After when the queue refuses the job, and releases its reservation', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), QUEUE_PICKUP_TIMEOUT_MS: '20000' };
+    const config = testConfig({ REDIS_PREFIX: env.REDIS_PREFIX });
+    const web = await start('web', env);
+    const ctx = createContext(config, { role: 'test' });
+    try {
+      await ctx.warmUp([ctx.redis]);
+      // A real Redis error inside BullMQ's add script: its event stream key holds a string, so XADD fails (WRONGTYPE).
+      await ctx.redis.set(`${bullPrefix(config)}:${COMPLETIONS_QUEUE}:events`, 'not a stream');
+      const r = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey });
+      expect(r.status).to.equal(503);
+      expect(r.body.error.code).to.equal('queue_unavailable');
+      expect(Number(r.headers.get('retry-after'))).to.be.within(1, 60);
+      expect(await ctx.queue(COMPLETIONS_QUEUE).getWaitingCount()).to.equal(0);
+      // The reservation was released: the next identical request sees the same tokens remaining.
+      const next = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey });
+      expect(next.status).to.equal(503);
+      expect(next.headers.get('x-ratelimit-remaining-tokens')).to.equal(r.headers.get('x-ratelimit-remaining-tokens'));
+    } finally {
+      await ctx.close();
+    }
   });
 
   it('withdraws a queued job when its client disconnects before any worker took it', async () => {

@@ -50,6 +50,15 @@ describe('/health when a dependency goes away', () => {
     expect(up.body.down).to.deep.equal([]);
   });
 
+  it('forbids caching its answer, up or down, so no proxy serves a stale state', async () => {
+    expect((await health()).headers.get('cache-control')).to.equal('no-store');
+    await redisProxy.cut();
+    const down = await eventually(when(503), '/health to report Redis down');
+    expect(down.headers.get('cache-control')).to.equal('no-store');
+    await redisProxy.restore();
+    await eventually(when(200), '/health to recover after Redis returns');
+  });
+
   it('turns 503 naming postgres when Postgres stops, and recovers when it returns', async () => {
     await pgProxy.cut();
     const down = await eventually(when(503), '/health to report Postgres down');
