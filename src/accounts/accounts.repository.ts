@@ -101,21 +101,9 @@ export async function closeVerificationTokens(trx: Trx, accountId: string, now: 
   await trx.updateTable('email_verification_tokens').set({ used_at: now }).where('account_id', '=', accountId).where('used_at', 'is', null).execute();
 }
 
-/** Revokes the account's live keys; returns their hashes. */
-export async function revokeActiveApiKeys(trx: Trx, accountId: string, now: Date): Promise<string[]> {
-  const rows = await trx
-    .updateTable('api_keys')
-    .set({ revoked_at: now })
-    .where('account_id', '=', accountId)
-    .where('revoked_at', 'is', null)
-    .returning('key_hash')
-    .execute();
-  return rows.map((r) => r.key_hash);
-}
-
-export async function findActiveKeyHashes(db: Db | Trx, accountId: string): Promise<string[]> {
-  const rows = await db.selectFrom('api_keys').select('key_hash').where('account_id', '=', accountId).where('revoked_at', 'is', null).execute();
-  return rows.map((r) => r.key_hash);
+/** Revokes the account's live keys. */
+export async function revokeActiveApiKeys(trx: Trx, accountId: string, now: Date): Promise<void> {
+  await trx.updateTable('api_keys').set({ revoked_at: now }).where('account_id', '=', accountId).where('revoked_at', 'is', null).execute();
 }
 
 export async function insertApiKey(trx: Trx, values: { accountId: string; keyHash: string; displayPrefix: string; now: Date }): Promise<void> {

@@ -1,7 +1,7 @@
 import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
 import { onCommit, transaction, type Trx } from '../infra/db.js';
-import { invalidateApiKeys } from './auth.service.js';
+import { invalidateAccountKeys } from './auth.service.js';
 import { admitKeyRegeneration } from '../limits/limiter.service.js';
 import { generateApiKey } from './api-keys.js';
 import { accountExistsEmail, verificationEmail } from './accounts.emails.js';
@@ -99,9 +99,9 @@ export async function verifyEmail(app: AppContext, token: string): Promise<Issue
 
 /** Revokes the active key (if any) and issues a new one: one active key per account. */
 async function replaceApiKey(app: AppContext, trx: Trx, accountId: string, now: Date): Promise<string> {
-  const revoked = await revokeActiveApiKeys(trx, accountId, now);
+  await revokeActiveApiKeys(trx, accountId, now);
   // Web processes may hold the old key in their caches: they re-read it, and find it revoked.
-  onCommit(trx, () => invalidateApiKeys(app, revoked));
+  onCommit(trx, () => invalidateAccountKeys(app, accountId));
   const key = generateApiKey();
   await insertApiKey(trx, { accountId, keyHash: key.hash, displayPrefix: key.displayPrefix, now });
   return key.key;

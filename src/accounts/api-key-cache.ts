@@ -1,53 +1,111 @@
+import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
+import type { Config } from '../config.js';
 import { redisKey } from '../infra/redis.js';
 import type { Account } from './accounts.repository.js';
 
 const MAX_ENTRIES = 10_000;
-/** A backstop only: entries are checked against their key's version on every use. */
+/** Versions outlive any entry read under them (MAX_AGE_MS) by far; an expired one reads as null. */
+const VERSION_TTL_SECONDS = 30 * 86_400;
+/** A backstop only: entries are checked against their account's version on every use. */
 const MAX_AGE_MS = 5 * 60_000;
 
 interface Entry {
-  account: Account;
-  version: string | null;
+  /** Which account the key belongs to: a fact that never changes once the key exists. */
+  accountId: string;
+  /** The account as read from Postgres under `version`; absent until a read could be tied to one. */
+  account?: Account;
+  version?: string | null;
   cachedAt: number;
+}
+
+/** A cached account together with the version it was read under, for a caller to confirm in Redis. */
+export interface CachedAccount {
+  account: Account;
+  /** The account's version key and the value it held when the account was read (null: no version yet). */
+  versionKey: string;
+  version: string | null;
 }
 
 /**
  * Accounts by API key hash, in each web process, so a request costs one Redis GET instead of a
- * Postgres query. Every key hash has a version in Redis, bumped after each change that matters to
- * a request (the key revoked, the account's tier changed): an entry is used only while the version
- * it was read under is current, so a change applies to the next request on every process. The
- * version is read before Postgres, so a change committed in between leaves a stale version behind,
- * never a stale entry. Redis forgets versions when it restarts, so a lost connection empties the cache.
- * Only what a request is decided on (the account id, its tier, that it is verified) is kept current
- * this way; handlers read anything else (Stripe state, billing) by account id.
+ * Postgres query, or nothing at all where the caller confirms the version inside a script it runs
+ * anyway (the chat route's admission). Every account has a version in Redis, bumped after each
+ * change that matters to a request (a key revoked, the tier changed): an entry is used only while
+ * the version it was read under is current, so a change applies to the next request on every
+ * process. The version is read before Postgres, so a change committed in between leaves a stale
+ * version behind, never a stale entry; that is why a key is first only tied to its account, and
+ * the account is cached from the next read on. Redis forgets versions when it restarts, so a lost
+ * connection empties the cache. Only what a request is decided on (the account id, its tier, that
+ * it is verified) is kept current this way; handlers read anything else by account id.
  */
 export class ApiKeyCache {
   private readonly entries = new Map<string, Entry>();
 
+  /** The account a key hash is known to belong to, if this process has seen it. */
+  accountIdOf(hash: string): string | undefined {
+    return this.entries.get(hash)?.accountId;
+  }
+
+  /** The cached account while `version` is still the one it was read under. */
   get(hash: string, version: string | null): Account | undefined {
-    const e = this.entries.get(hash);
-    if (!e) return undefined;
-    if (e.version !== version || performance.now() - e.cachedAt > MAX_AGE_MS) {
-      this.entries.delete(hash);
+    const e = this.fresh(hash);
+    if (!e?.account) return undefined;
+    if (e.version !== version) {
+      this.forget(hash);
       return undefined;
     }
     return e.account;
   }
 
+  /** The cached account and its version, unconfirmed: the caller must check the version in Redis. */
+  peek(config: Config, hash: string): CachedAccount | undefined {
+    const e = this.fresh(hash);
+    if (!e?.account || e.version === undefined) return undefined;
+    return { account: e.account, versionKey: accountVersionKey(config, e.accountId), version: e.version };
+  }
+
+  /** Ties a key to its account without caching the account (no version was read before it). */
+  learn(hash: string, accountId: string): void {
+    if (!this.entries.has(hash)) this.put(hash, { accountId, cachedAt: performance.now() });
+  }
+
   set(hash: string, account: Account, version: string | null): void {
-    // Oldest first out: a Map iterates in insertion order.
-    if (this.entries.size >= MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(hash, { account, version, cachedAt: performance.now() });
+    this.put(hash, { accountId: account.id, account, version, cachedAt: performance.now() });
+  }
+
+  /** Drops the cached account (its version moved on); the key stays tied to its account. */
+  forget(hash: string): void {
+    const e = this.entries.get(hash);
+    if (e) this.entries.set(hash, { accountId: e.accountId, cachedAt: e.cachedAt });
   }
 
   clear(): void {
     this.entries.clear();
   }
+
+  private fresh(hash: string): Entry | undefined {
+    const e = this.entries.get(hash);
+    if (e?.account && performance.now() - e.cachedAt > MAX_AGE_MS) {
+      this.forget(hash);
+      return undefined;
+    }
+    return e;
+  }
+
+  private put(hash: string, entry: Entry): void {
+    // Oldest first out: a Map iterates in insertion order.
+    if (this.entries.size >= MAX_ENTRIES && !this.entries.has(hash)) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(hash, entry);
+  }
 }
 
-export function apiKeyVersionKey(app: AppContext, hash: string): string {
-  return redisKey(app.config, 'authv', hash);
+/**
+ * One version per account. The hash tag is the account id, as on the limiter's keys, so a script
+ * can read it next to them on a Redis Cluster too.
+ */
+export function accountVersionKey(config: Config, accountId: string): string {
+  return redisKey(config, 'authv', `{${accountId}}`);
 }
 
 export function apiKeyCacheOf(app: AppContext): ApiKeyCache {
@@ -58,12 +116,11 @@ export function apiKeyCacheOf(app: AppContext): ApiKeyCache {
   });
 }
 
-/** After a committed change to what these keys grant: every process re-reads them on next use. */
-export async function bumpApiKeyVersions(app: AppContext, hashes: string[]): Promise<void> {
-  if (hashes.length === 0) return;
-  const tx = app.redis.multi();
-  for (const h of hashes) tx.incr(apiKeyVersionKey(app, h)).expire(apiKeyVersionKey(app, h), 86_400 * 30);
-  const replies = await tx.exec();
-  const failed = replies?.find(([err]) => err);
-  if (failed) throw failed[0];
+/**
+ * After a committed change to what an account's keys grant: every process re-reads them on next
+ * use. A new random value rather than a counter: a version that expired and was set again can
+ * never come back equal to one an entry was read under.
+ */
+export async function bumpAccountVersion(app: AppContext, accountId: string): Promise<void> {
+  await app.redis.set(accountVersionKey(app.config, accountId), randomUUID(), 'EX', VERSION_TTL_SECONDS);
 }

@@ -1,43 +1,78 @@
 import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
 import { hashApiKey, isWellFormedApiKey, sameHash, API_KEY_PREFIX } from './api-keys.js';
-import { type Account, findAccountByApiKeyHash, findAccountByEmail, findAccountById, findActiveKeyHashes } from './accounts.repository.js';
-import { apiKeyCacheOf, apiKeyVersionKey, bumpApiKeyVersions } from './api-key-cache.js';
+import { type Account, findAccountByApiKeyHash, findAccountByEmail, findAccountById } from './accounts.repository.js';
+import { accountVersionKey, apiKeyCacheOf, bumpAccountVersion, type CachedAccount } from './api-key-cache.js';
 import { createJwtVerifier, type JwtVerifier } from './jwt.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const looksLikeApiKey = (credential: string): boolean => credential.startsWith(API_KEY_PREFIX);
 
-/**
- * The account a key belongs to: from this process's cache while the key's version in Redis says it
- * is current (see ApiKeyCache), otherwise from Postgres. With Redis unreachable Postgres decides
- * and nothing is cached, so a revoked key or a changed tier applies at once either way.
- */
-export async function authenticateApiKey(app: AppContext, key: string): Promise<Account> {
+function hashOfWellFormed(key: string): string {
   if (!isWellFormedApiKey(key)) {
     throw new AppError('authentication', 'Incorrect API key provided. Keys look like sk-svc-… and are shown once at verification.', { code: 'invalid_api_key' });
   }
-  const hash = hashApiKey(key);
-  const cache = apiKeyCacheOf(app);
-  let version: string | null | undefined;
+  return hashApiKey(key);
+}
+
+async function readVersion(app: AppContext, accountId: string): Promise<string | null | undefined> {
   try {
-    version = await app.redis.get(apiKeyVersionKey(app, hash));
+    return await app.redis.get(accountVersionKey(app.config, accountId));
   } catch {
-    version = undefined;
+    return undefined;
   }
-  if (version !== undefined) {
-    const cached = cache.get(hash, version);
-    if (cached) return cached;
-  }
+}
+
+async function loadAccount(app: AppContext, hash: string): Promise<Account> {
   const row = await findAccountByApiKeyHash(app.db, hash);
   if (!row || !sameHash(row.key_hash, hash)) {
     throw new AppError('authentication', 'Incorrect API key provided, or the key was regenerated.', { code: 'invalid_api_key' });
   }
   const { key_hash: _omit, ...account } = row;
   assertVerified(account);
+  return account;
+}
+
+/**
+ * The account a key belongs to: from this process's cache while the account's version in Redis
+ * says it is current (see ApiKeyCache), otherwise from Postgres. With Redis unreachable Postgres
+ * decides and nothing is cached, so a revoked key or a changed tier applies at once either way.
+ */
+export async function authenticateApiKey(app: AppContext, key: string): Promise<Account> {
+  const hash = hashOfWellFormed(key);
+  const cache = apiKeyCacheOf(app);
+  const accountId = cache.accountIdOf(hash);
+  if (accountId === undefined) {
+    // The version can only be read once the account is known, and it must be read before
+    // Postgres for the entry to be safe to cache: this first read only ties the key to its account.
+    const account = await loadAccount(app, hash);
+    cache.learn(hash, account.id);
+    return account;
+  }
+  const version = await readVersion(app, accountId);
+  if (version !== undefined) {
+    const cached = cache.get(hash, version);
+    if (cached) return cached;
+  }
+  const account = await loadAccount(app, hash);
   if (version !== undefined) cache.set(hash, account, version);
   return account;
+}
+
+/**
+ * The cached account for a key without asking Redis, for a caller that confirms the version
+ * atomically with its own Redis work (the chat route's admission script) and calls
+ * authenticateApiKey when that finds it stale. Undefined when nothing usable is cached.
+ */
+export function cachedApiKey(app: AppContext, key: string): CachedAccount | undefined {
+  if (!isWellFormedApiKey(key)) return undefined;
+  return apiKeyCacheOf(app).peek(app.config, hashApiKey(key));
+}
+
+/** The cached account of this key is out of date: the next use reads it again. */
+export function forgetCachedApiKey(app: AppContext, key: string): void {
+  if (isWellFormedApiKey(key)) apiKeyCacheOf(app).forget(hashApiKey(key));
 }
 
 /**
@@ -45,16 +80,12 @@ export async function authenticateApiKey(app: AppContext, key: string): Promise<
  * every web process re-reads them on their next use. A failure is logged, not thrown: the change
  * is committed, and Redis being unreachable has already emptied every process's cache.
  */
-export async function invalidateApiKeys(app: AppContext, hashes: string[]): Promise<void> {
-  try {
-    await bumpApiKeyVersions(app, hashes);
-  } catch (err) {
-    app.log.error({ err }, 'could not bump API key versions; cached accounts expire within 5 minutes');
-  }
-}
-
 export async function invalidateAccountKeys(app: AppContext, accountId: string): Promise<void> {
-  await invalidateApiKeys(app, await findActiveKeyHashes(app.db, accountId));
+  try {
+    await bumpAccountVersion(app, accountId);
+  } catch (err) {
+    app.log.error({ err, accountId }, 'could not bump the account version; cached accounts expire within 5 minutes');
+  }
 }
 
 /** An unverified account cannot use the API, whatever credential it holds. */

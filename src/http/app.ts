@@ -29,7 +29,7 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
         ctx.state.route = spec.path;
         await next();
       },
-      authenticate(spec.auth, app),
+      authenticate(spec.auth, app, { deferKeyCheck: spec.deferKeyCheck ?? false }),
     ];
     if (spec.method === 'post' && (spec.body || spec.rawBody)) stack.push(jsonBody(app.config.http.bodyLimitBytes, spec.rawBody));
     if (spec.query) {

@@ -13,6 +13,12 @@ export interface AppState {
   account?: Account;
   /** How the caller authenticated, when it did. */
   credential?: 'api_key' | 'jwt';
+  /**
+   * On a route with deferKeyCheck, when the account came from this process's cache unconfirmed:
+   * the version the handler must confirm in its own Redis script, and how to read the account
+   * afresh (or answer 401/403) when that finds it changed.
+   */
+  keyCheck?: { versionKey: string; version: string | null; refresh: () => Promise<Account> };
   body?: unknown;
   query?: unknown;
   rawBody?: string;
@@ -46,6 +52,11 @@ export interface RouteSpec {
   bodyRequired?: boolean;
   /** Keep the exact request bytes in ctx.state.rawBody (signature checks). */
   rawBody?: boolean;
+  /**
+   * The handler confirms a cached API key itself (ctx.state.keyCheck), inside a Redis script it
+   * runs anyway, so authentication costs no round trip of its own.
+   */
+  deferKeyCheck?: boolean;
   responses: Record<number, ResponseSpec>;
   /** Left out of the OpenAPI document (the docs page itself). */
   hidden?: boolean;

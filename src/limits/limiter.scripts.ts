@@ -25,13 +25,15 @@ local GRACE = 60000
 
 /**
  * Admission. KEYS: counters hash, reservation expiries (zset member requestId, score expiry ms),
- * reservation amounts (hash 'r:'..requestId -> tokens, plus 'total').
+ * reservation amounts (hash 'r:'..requestId -> tokens, plus 'total'), guard key (in the same slot).
  * ARGV: now, requestsPerMinute, requestsPerHour, requestsPerDay, tokensPerDay, requestId,
- * reserveTokens, reservationTtlMs.
+ * reserveTokens, reservationTtlMs, '1' when guarded, the value the guard key must hold ('' = none).
  * Reply: { allowed 0|1, reason 0 none|1 requests|2 tokens, retryAfterMs, now, minuteCount,
- *          hourCount, dayCount, tokensUsed (settled today + every live reservation) }.
+ *          hourCount, dayCount, tokensUsed (settled today + every live reservation) },
+ *        or { -1 } when the guard key no longer holds the expected value (nothing was counted).
  */
 export const ADMIT_LUA = `${NOW}
+if ARGV[9] == '1' and (redis.call('GET', KEYS[4]) or '') ~= ARGV[10] then return { -1 } end
 local rpm, rph, rpd, tpd = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local requestId, reserve, ttl = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local m, h, d = math.floor(now / MINUTE), math.floor(now / HOUR), math.floor(now / DAY)

@@ -39,6 +39,20 @@ export interface AdmitInput {
   requestId: string;
   /** Tokens held until settle(): prompt tokens + (max_tokens ?? default reservation) x n. */
   reserveTokens: number;
+  /**
+   * Admit only while this key holds this value (null: the key is absent), checked in the same
+   * script, so a caller can act on something it cached without a round trip of its own. The key
+   * must share the account's hash tag ({accountId}). Otherwise admit() throws GuardChanged.
+   */
+  guard?: { key: string; value: string | null };
+}
+
+/** The admission's guard key no longer held the expected value; nothing was counted or reserved. */
+export class GuardChanged extends Error {
+  constructor() {
+    super('the admission guard changed');
+    this.name = 'GuardChanged';
+  }
 }
 
 export interface SettleInput {
@@ -60,7 +74,7 @@ interface LimiterRedis extends Redis {
 // ioredis sends EVAL the first time on each connection and EVALSHA after, so every call is one round trip.
 function scripts(app: AppContext): LimiterRedis {
   return app.once('limits:scripts', () => {
-    app.redis.defineCommand('limitsAdmit', { numberOfKeys: 3, lua: ADMIT_LUA });
+    app.redis.defineCommand('limitsAdmit', { numberOfKeys: 4, lua: ADMIT_LUA });
     app.redis.defineCommand('limitsSettle', { numberOfKeys: 4, lua: SETTLE_LUA });
     app.redis.defineCommand('limitsCooldown', { numberOfKeys: 1, lua: COOLDOWN_LUA });
     return app.redis as LimiterRedis;
@@ -115,17 +129,21 @@ function requireTokenCount(name: string, value: number): void {
 /**
  * Admits or refuses one chat completion request for an account, counting it in the minute, hour
  * and day windows and reserving its tokens against the day's quota, all in one atomic script
- * (one round trip). Throws AppError 'unavailable' (503) when Redis cannot be reached.
+ * (one round trip). Throws AppError 'unavailable' (503) when Redis cannot be reached, and
+ * GuardChanged when the input's guard no longer holds.
  */
 export async function admit(app: AppContext, input: AdmitInput): Promise<Admission> {
   requireId('accountId', input.accountId);
   requireId('requestId', input.requestId);
   requireTokenCount('reserveTokens', input.reserveTokens);
   const limits = limitsForTier(app.config, input.tier);
+  const keys = usageKeys(app.config, input.accountId);
   let reply: number[];
   try {
     reply = await scripts(app).limitsAdmit(
-      ...usageKeys(app.config, input.accountId),
+      ...keys,
+      // Unguarded, the fourth key is only a placeholder in the same slot; the script does not read it.
+      input.guard?.key ?? keys[0],
       scriptNow(app),
       limits.requestsPerMinute,
       limits.requestsPerHour,
@@ -134,10 +152,13 @@ export async function admit(app: AppContext, input: AdmitInput): Promise<Admissi
       input.requestId,
       input.reserveTokens,
       app.config.limits.reservationTtlMs,
+      input.guard ? '1' : '0',
+      input.guard?.value ?? '',
     );
   } catch (err) {
     throw unavailable(app, err);
   }
+  if (Number(reply[0]) === -1) throw new GuardChanged();
   const admission = toAdmission(limits, reply);
   if (!admission.allowed) metrics(app).rejections.inc({ reason: admission.reason, tier: input.tier });
   return admission;

@@ -70,8 +70,9 @@ describe('sign-up to first completion to key regeneration, across two web proces
   it('regenerates the key with a JWT; the old key is refused at once by the other web process, the new one works there', async () => {
     const account = await app.db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirstOrThrow();
     const jwt = await mintJwt(app.config, app.clock, { sub: account.id, email });
-    // The other process has the old key in its cache from here on.
-    expect((await chat(web2.url, firstKey)).object).to.equal('chat.completion');
+    // The other process has the old key in its cache from here on (the first use ties the key to
+    // its account, the second caches the account).
+    for (let i = 0; i < 2; i++) expect((await chat(web2.url, firstKey)).object).to.equal('chat.completion');
     const r = await post(`${web1.url}/v1/auth/regenerate-api-key`, undefined, { bearer: jwt });
     expect(r.status).to.equal(200);
     secondKey = r.body.api_key;

@@ -3,6 +3,9 @@ import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
+import { invalidateAccountKeys } from '../../src/accounts/auth.service.js';
+import { transaction } from '../../src/infra/db.js';
+import { changeTier } from '../../src/subscriptions/tier.service.js';
 import { createTestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
 import { post } from '../support/http.js';
@@ -83,6 +86,58 @@ describe('rate limits at the chat endpoint', () => {
     const r = await post(`${webs[1]!.url}/v1/chat/completions`, ask, { bearer: apiKey });
     expect(r.status).to.equal(200);
     expect(r.headers.get('x-ratelimit-limit-requests')).to.equal('600');
+  });
+
+  /** Two requests: the first ties the key to its account on that web instance, the second caches the account. */
+  const cacheKeyOn = async (url: string, apiKey: string) => {
+    for (let i = 0; i < 2; i++) expect((await post(`${url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
+  };
+
+  it('admits under the new tier on an instance that had the key cached, once the change has committed', async () => {
+    const { apiKey, account } = await createTestAccount(app, { tier: 'free' });
+    await cacheKeyOn(webs[0]!.url, apiKey);
+    await transaction(app.db, (trx) => changeTier(app, trx, account.id, 'paid', 'test', app.clock.now()));
+    const r = await post(`${webs[0]!.url}/v1/chat/completions`, ask, { bearer: apiKey });
+    expect(r.status).to.equal(200);
+    expect(r.headers.get('x-ratelimit-limit-requests')).to.equal('600');
+  });
+
+  it('serves a paid-only model after an upgrade on an instance that had the key cached as free', async () => {
+    const { apiKey, account } = await createTestAccount(app, { tier: 'free' });
+    await cacheKeyOn(webs[0]!.url, apiKey);
+    await transaction(app.db, (trx) => changeTier(app, trx, account.id, 'paid', 'test', app.clock.now()));
+    const r = await post(`${webs[0]!.url}/v1/chat/completions`, { ...ask, model: 'gpt-4.1' }, { bearer: apiKey });
+    expect(r.status).to.equal(200);
+    expect(r.body.model).to.equal('gpt-4.1');
+  });
+
+  it('refuses a cached key at once after it was regenerated, with 401 and the bearer challenge', async () => {
+    const { apiKey, account } = await createTestAccount(app, { tier: 'free' });
+    await cacheKeyOn(webs[0]!.url, apiKey);
+    await app.db.updateTable('api_keys').set({ revoked_at: new Date() }).where('account_id', '=', account.id).execute();
+    await invalidateAccountKeys(app, account.id);
+    const r = await post(`${webs[0]!.url}/v1/chat/completions`, ask, { bearer: apiKey });
+    expect(r.status).to.equal(401);
+    expect(r.body.error.code).to.equal('invalid_api_key');
+    expect(r.headers.get('www-authenticate')).to.equal('Bearer error="invalid_token"');
+  });
+
+  it('confirms a cached key inside the admission script, with no Redis read of its own', async () => {
+    const { apiKey } = await createTestAccount(app, { tier: 'free' });
+    await cacheKeyOn(webs[0]!.url, apiKey);
+    const monitor = new Redis(process.env.REDIS_URL!);
+    const touched: string[] = [];
+    const m = await monitor.monitor();
+    m.on('monitor', (_time: string, args: string[], source: string) => {
+      if (source !== 'lua' && args.some((x) => typeof x === 'string' && x.includes(`${prefix}:authv:`))) touched.push(String(args[0]).toLowerCase());
+    });
+    try {
+      expect((await post(`${webs[0]!.url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
+    } finally {
+      m.disconnect();
+      monitor.disconnect();
+    }
+    expect(touched).to.deep.equal(['evalsha']);
   });
 
   it('refuses a request whose token reservation does not fit the day with 429 insufficient_quota', async () => {

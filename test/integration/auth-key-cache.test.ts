@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { authenticateApiKey } from '../../src/accounts/auth.service.js';
-import { hashApiKey } from '../../src/accounts/api-keys.js';
-import { apiKeyVersionKey } from '../../src/accounts/api-key-cache.js';
+import { accountVersionKey, bumpAccountVersion } from '../../src/accounts/api-key-cache.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { transaction } from '../../src/infra/db.js';
 import { changeTier } from '../../src/subscriptions/tier.service.js';
@@ -13,6 +12,8 @@ describe('API key cache: one Redis GET per request instead of a Postgres lookup,
   let a: AppContext;
   let b: AppContext;
   const tierIn = async (app: AppContext, key: string) => (await authenticateApiKey(app, key)).tier;
+  /** Changed behind the service's back (no version bump): only a cache would still give the old tier. */
+  const quietlyUpgrade = (accountId: string) => a.db.updateTable('accounts').set({ tier: 'paid' }).where('id', '=', accountId).execute();
 
   before(async () => {
     const config = testConfig({ REDIS_PREFIX: isolatedPrefix() });
@@ -24,25 +25,45 @@ describe('API key cache: one Redis GET per request instead of a Postgres lookup,
     await Promise.all([a.close(), b.close()]);
   });
 
-  it('serves a key it has seen from the process cache while the key’s version is unchanged', async () => {
+  it('caches nothing on a key’s first use: no version could be read before that Postgres read', async () => {
     const { account, apiKey } = await createTestAccount(a, { tier: 'free' });
     expect(await tierIn(a, apiKey)).to.equal('free');
-    // Changed behind the service's back (no version bump): only a cache would still say free.
-    await a.db.updateTable('accounts').set({ tier: 'paid' }).where('id', '=', account.id).execute();
+    await quietlyUpgrade(account.id);
+    expect(await tierIn(a, apiKey)).to.equal('paid');
+  });
+
+  it('serves a key from the process cache from its second use while the account’s version is unchanged', async () => {
+    const { account, apiKey } = await createTestAccount(a, { tier: 'free' });
+    await tierIn(a, apiKey);
+    expect(await tierIn(a, apiKey)).to.equal('free');
+    await quietlyUpgrade(account.id);
     expect(await tierIn(a, apiKey)).to.equal('free');
     expect(await tierIn(b, apiKey)).to.equal('paid');
   });
 
-  it('re-reads a key on every process once its version is bumped', async () => {
+  it('re-reads a key on every process once its account’s version is bumped', async () => {
     const { account, apiKey } = await createTestAccount(a, { tier: 'free' });
     await tierIn(a, apiKey);
-    await a.db.updateTable('accounts').set({ tier: 'paid' }).where('id', '=', account.id).execute();
-    await a.redis.incr(apiKeyVersionKey(a, hashApiKey(apiKey)));
+    await tierIn(a, apiKey);
+    await quietlyUpgrade(account.id);
+    await bumpAccountVersion(a, account.id);
+    expect(await tierIn(a, apiKey)).to.equal('paid');
+  });
+
+  it('never takes a version that expired and was set again for the one an entry was read under', async () => {
+    const { account, apiKey } = await createTestAccount(a, { tier: 'free' });
+    await bumpAccountVersion(a, account.id);
+    await tierIn(a, apiKey);
+    await tierIn(a, apiKey);
+    await a.redis.del(accountVersionKey(a.config, account.id));
+    await quietlyUpgrade(account.id);
+    await bumpAccountVersion(a, account.id);
     expect(await tierIn(a, apiKey)).to.equal('paid');
   });
 
   it('applies a tier change to the next request on a process that had the key cached', async () => {
     const { account, apiKey } = await createTestAccount(a, { tier: 'free' });
+    await tierIn(b, apiKey);
     expect(await tierIn(b, apiKey)).to.equal('free');
     await transaction(a.db, (trx) => changeTier(a, trx, account.id, 'paid', 'test', a.clock.now()));
     expect(await tierIn(b, apiKey)).to.equal('paid');
@@ -65,8 +86,8 @@ describe('API key cache: one Redis GET per request instead of a Postgres lookup,
     const offline = createContext(config, { role: 'test' });
     try {
       const { account, apiKey } = await createTestAccount(a, { tier: 'free' });
-      expect(await tierIn(offline, apiKey)).to.equal('free');
-      await a.db.updateTable('accounts').set({ tier: 'paid' }).where('id', '=', account.id).execute();
+      for (let i = 0; i < 2; i++) expect(await tierIn(offline, apiKey)).to.equal('free');
+      await quietlyUpgrade(account.id);
       expect(await tierIn(offline, apiKey)).to.equal('paid');
     } finally {
       await offline.close();

@@ -1,7 +1,7 @@
 import type { Middleware } from 'koa';
 import type { AppContext } from '../../context.js';
 import { AppError } from '../../errors.js';
-import { authenticateApiKey, authenticateJwt, looksLikeApiKey } from '../../accounts/auth.service.js';
+import { authenticateApiKey, authenticateJwt, cachedApiKey, forgetCachedApiKey, looksLikeApiKey } from '../../accounts/auth.service.js';
 import type { AppState, AuthMode } from '../route.js';
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
@@ -13,8 +13,22 @@ const WANTS: Record<Exclude<AuthMode, 'none'>, string> = {
   api_key_or_jwt: 'an API key or a JWT (Authorization: Bearer …)',
 };
 
-/** Puts the authenticated account on ctx.state, or answers 401 saying which credential is expected. */
-export function authenticate(mode: AuthMode, app: AppContext): Middleware<AppState> {
+/** Answers a refused bearer credential with the challenge and its reason (RFC 6750). */
+async function challenged<T>(ctx: { set(field: string, value: string): void }, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof AppError && err.status === 401) ctx.set('WWW-Authenticate', 'Bearer error="invalid_token"');
+    throw err;
+  }
+}
+
+/**
+ * Puts the authenticated account on ctx.state, or answers 401 saying which credential is expected.
+ * With deferKeyCheck, an API key cached in this process is taken unconfirmed and ctx.state.keyCheck
+ * tells the handler what to confirm (see RouteSpec.deferKeyCheck).
+ */
+export function authenticate(mode: AuthMode, app: AppContext, opts: { deferKeyCheck: boolean } = { deferKeyCheck: false }): Middleware<AppState> {
   return async (ctx, next) => {
     if (mode === 'none') return next();
     const header = ctx.get('authorization');
@@ -33,12 +47,20 @@ export function authenticate(mode: AuthMode, app: AppContext): Middleware<AppSta
     if (mode === 'jwt' && isKey) {
       throw new AppError('authentication', `Wrong credential: this endpoint needs ${WANTS.jwt}`, { code: 'invalid_token', headers: CHALLENGE });
     }
-    try {
-      ctx.state.account = isKey ? await authenticateApiKey(app, credential) : await authenticateJwt(app, credential);
-    } catch (err) {
-      // RFC 6750: a refused bearer credential is answered with the challenge and its reason.
-      if (err instanceof AppError && err.status === 401) ctx.set('WWW-Authenticate', 'Bearer error="invalid_token"');
-      throw err;
+    const cached = isKey && opts.deferKeyCheck ? cachedApiKey(app, credential) : undefined;
+    if (cached) {
+      ctx.state.account = cached.account;
+      ctx.state.keyCheck = {
+        versionKey: cached.versionKey,
+        version: cached.version,
+        refresh: () =>
+          challenged(ctx, async () => {
+            forgetCachedApiKey(app, credential);
+            return (ctx.state.account = await authenticateApiKey(app, credential));
+          }),
+      };
+    } else {
+      ctx.state.account = await challenged(ctx, () => (isKey ? authenticateApiKey(app, credential) : authenticateJwt(app, credential)));
     }
     ctx.state.credential = isKey ? 'api_key' : 'jwt';
     await next();

@@ -6,7 +6,8 @@ import type { CompletionJob } from '../../chat/completion-job.js';
 import { assertQueueHasRoom, dispatch, type Dispatch, type DispatchEvent } from '../../chat/dispatch.service.js';
 import { relayHubOf } from '../../chat/relay-hub.js';
 import type { RelayError } from '../../chat/relay-protocol.js';
-import { admissionError, admit } from '../../limits/limiter.service.js';
+import { admissionError, admit, GuardChanged, type Admission } from '../../limits/limiter.service.js';
+import type { Account } from '../../accounts/accounts.repository.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 
 /** A failure reported by the worker, as the error the client sees: status, type and headers as the worker decided. */
@@ -155,6 +156,8 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
       'A stream is a sequence of `data: <chat.completion.chunk JSON>` lines ending with `data: [DONE]`.',
     tag: 'chat',
     auth: 'api_key',
+    // The admission script confirms a cached key's version: no separate Redis read per request.
+    deferKeyCheck: true,
     body: ChatCompletionRequestSchema,
     responses: {
       200: { description: 'A chat.completion body, or an SSE stream of chat.completion.chunk events', alsoAs: ['text/event-stream'] },
@@ -164,11 +167,37 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
       503: { description: 'No capacity (queue full, no worker, provider not configured); see Retry-After' },
     },
     handler: async (ctx, app) => {
-      const account = accountOf(ctx);
       const req = ctx.state.body as ChatCompletionRequest;
-      const job = prepareCompletion(app, account, req, relayHubOf(app).instance);
+      const prepare = (account: Account) => prepareCompletion(app, account, req, relayHubOf(app).instance);
+      const admitFor = (account: Account, job: CompletionJob, guard?: { key: string; value: string | null }) =>
+        admit(app, { accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard });
+      // An account from this process's cache is unconfirmed (ctx.state.keyCheck): the admission
+      // script confirms it, and any answer decided on it that is not an admission waits for a
+      // fresh read (a model refused on a tier the account may have just left).
+      let check = ctx.state.keyCheck;
+      const confirmed = async () => {
+        check = undefined;
+        return ctx.state.keyCheck!.refresh();
+      };
+      let account = accountOf(ctx);
+      let job: CompletionJob;
+      try {
+        job = prepare(account);
+      } catch (err) {
+        if (!check) throw err;
+        account = await confirmed();
+        job = prepare(account);
+      }
       assertQueueHasRoom(app);
-      const admission = await admit(app, { accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens });
+      let admission: Admission;
+      try {
+        admission = await admitFor(account, job, check && { key: check.versionKey, value: check.version });
+      } catch (err) {
+        if (!(err instanceof GuardChanged) || !check) throw err;
+        account = await confirmed();
+        job = prepare(account);
+        admission = await admitFor(account, job);
+      }
       ctx.set(admission.headers);
       if (!admission.allowed) throw admissionError(admission);
       await (job.stream ? streamCompletion(ctx, app, job) : plainCompletion(ctx, app, job));
