@@ -17,7 +17,7 @@ export const ChatCompletionRequestSchema: JsonSchema = {
   required: ['model', 'messages'],
   properties: {
     model: { type: 'string', maxLength: 50, description: 'A model available to the caller\'s tier (GET /v1/models)' },
-    messages: { type: 'array', maxItems: 100, items: ChatMessageSchema },
+    messages: { type: 'array', minItems: 1, maxItems: 100, items: ChatMessageSchema, description: 'At least one message (as OpenAI requires); at most 100' },
     temperature: { type: nullable('number'), minimum: 0, maximum: 2, default: 1 },
     max_tokens: { type: nullable('integer'), minimum: 1, maximum: 8192 },
     top_p: { type: nullable('number'), minimum: 0, maximum: 1, default: 1 },

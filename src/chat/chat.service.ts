@@ -50,15 +50,15 @@ export function prepareCompletion(app: AppContext, account: Account, req: ChatCo
     });
   }
   const messages: ChatMessage[] = req.messages.map((m) => ({ role: m.role, content: m.content }));
+  let persona: string | undefined;
   if (req.persona != null) {
-    const prompt = catalog.persona(req.persona);
-    if (prompt === undefined) {
+    persona = catalog.persona(req.persona);
+    if (persona === undefined) {
       const known = Object.keys(catalog.personas);
       throw validationError([
         { loc: ['body', 'persona'], msg: `Unknown persona '${req.persona}'; available: ${known.join(', ') || 'none'}`, type: 'value_error' },
       ]);
     }
-    messages.unshift({ role: 'system', content: prompt });
   }
 
   const params: CompletionParams = { model: model.upstream_model, messages };
@@ -72,8 +72,9 @@ export function prepareCompletion(app: AppContext, account: Account, req: ChatCo
   if (req.logit_bias != null) params.logit_bias = req.logit_bias;
   if (req.user != null) params.user = req.user;
 
-  const provider = providerFor(app, model);
-  provider.check(params);
+  // Checked before the persona's system prompt goes in, so an error names the client's own message index.
+  providerFor(app, model).check(params);
+  if (persona !== undefined) messages.unshift({ role: 'system', content: persona });
 
   const promptTokens = estimatePromptTokens(messages);
   const completionBudget = (req.max_tokens ?? app.config.limits.defaultCompletionReservation) * (req.n ?? 1);

@@ -82,6 +82,18 @@ export function geminiRoot(baseUrl: string | undefined): string {
 }
 
 /**
+ * What Gemini models accept. A request the API would refuse is refused here instead (422
+ * naming the field), before anything is queued; the local model applies the same rules offline.
+ */
+export function checkGeminiRequest(p: CompletionParams): void {
+  checkRoles(p.messages, ROLES, PROVIDER);
+  if (!p.messages.some((m) => m.role === 'user' || m.role === 'assistant')) {
+    throw unsupported('messages', 'Gemini models need at least one user or assistant message besides system messages', ['messages']);
+  }
+  if (p.logit_bias !== undefined && Object.keys(p.logit_bias).length > 0) throw unsupported('logit_bias', 'logit_bias is not supported by Gemini models');
+}
+
+/**
  * The Gemini API's streamGenerateContent (alt=sse). user is not sent (the API has no such field);
  * logit_bias cannot be honoured. Completion tokens include the model's thinking tokens, which
  * Google bills as output.
@@ -95,11 +107,7 @@ export class GeminiProvider implements Provider {
   }
 
   check(p: CompletionParams): void {
-    checkRoles(p.messages, ROLES, PROVIDER);
-    if (!p.messages.some((m) => m.role === 'user' || m.role === 'assistant')) {
-      throw unsupported('messages', 'Gemini models need at least one user or assistant message besides system messages', ['messages']);
-    }
-    if (p.logit_bias !== undefined && Object.keys(p.logit_bias).length > 0) throw unsupported('logit_bias', 'logit_bias is not supported by Gemini models');
+    checkGeminiRequest(p);
   }
 
   private url(model: string): string {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import { abortError } from './abort.js';
 import { countPromptTokens, tokenPieces } from './tokenizer.js';
+import { checkRoles } from './upstream.js';
 import type { ChatMessage, CompletionEvent, CompletionParams, Provider } from './types.js';
 
 export interface LocalModelOptions {
@@ -33,6 +34,9 @@ function seedOf(model: string, messages: readonly ChatMessage[], index: number):
   for (const m of messages) h.update('\0').update(m.role).update('\0').update(m.content);
   return h.digest().readUInt32BE(0);
 }
+
+/** The roles every adapter understands. */
+const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
 
 const STOPWORDS = new Set(
   'about above after again against also because been before being below between both cannot could does doing down during each from further have having here hers herself himself into itself just more most myself once only other ought ours ourselves over same should some such than that their theirs them themselves then there these they this those through under until very what when where which while whom with would your yours yourself yourselves please tell explain know want need like make give write show help thanks thank could hello dear'.split(
@@ -179,10 +183,18 @@ export class LocalProvider implements Provider {
   readonly name = 'local';
   readonly fingerprint = LOCAL_MODEL_FINGERPRINT;
 
-  constructor(private readonly opts: LocalModelOptions) {}
+  /**
+   * `rules`: what requests to refuse. Standing in for another provider's model (MODEL_BACKEND=local),
+   * that provider's rules, so a request that works offline works in production too. Its own
+   * default: the roles every adapter understands; every other field is honoured or has no effect.
+   */
+  constructor(
+    private readonly opts: LocalModelOptions,
+    private readonly rules: (params: CompletionParams) => void = (p) => checkRoles(p.messages, ROLES, 'local'),
+  ) {}
 
-  check(_params: CompletionParams): void {
-    // Every field the interface allows can be honoured (or is meaningless) for this model.
+  check(params: CompletionParams): void {
+    this.rules(params);
   }
 
   async *stream(params: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {

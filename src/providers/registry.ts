@@ -1,16 +1,27 @@
 import type { AppContext } from '../context.js';
 import type { CatalogModel, ProviderName } from '../catalog/catalog.js';
 import { AppError } from '../errors.js';
-import { AnthropicProvider } from './anthropic.provider.js';
-import { GeminiProvider } from './gemini.provider.js';
+import { AnthropicProvider, checkAnthropicRequest } from './anthropic.provider.js';
+import { checkGeminiRequest, GeminiProvider } from './gemini.provider.js';
 import { LocalProvider } from './local.provider.js';
-import { OpenAIProvider } from './openai.provider.js';
-import type { Provider } from './types.js';
+import { checkOpenAIRequest, OpenAIProvider } from './openai.provider.js';
+import type { CompletionParams, Provider } from './types.js';
 
 type Upstream = Exclude<ProviderName, 'local'>;
 
+const REQUEST_RULES: Record<Upstream, (p: CompletionParams) => void> = {
+  openai: checkOpenAIRequest,
+  anthropic: checkAnthropicRequest,
+  gemini: checkGeminiRequest,
+};
+
 function localProvider(app: AppContext): Provider {
   return app.once('provider:local', () => new LocalProvider(app.config.providers.local));
+}
+
+/** The local model answering for a model of another provider (MODEL_BACKEND=local), under its rules. */
+function localStandIn(app: AppContext, name: Upstream): Provider {
+  return app.once(`provider:local-as-${name}`, () => new LocalProvider(app.config.providers.local, REQUEST_RULES[name]));
 }
 
 function unavailable(model: CatalogModel): AppError {
@@ -39,10 +50,11 @@ function upstreamProvider(app: AppContext, model: CatalogModel, name: Upstream):
 
 /**
  * The adapter serving a catalog model. With MODEL_BACKEND=local (the default on a machine with no
- * provider keys) every model is served by the built-in local model; otherwise the catalog's
- * provider. Instances are built once per process.
+ * provider keys) every model is served by the built-in local model, under the request rules of
+ * the catalog's provider; otherwise by the catalog's provider. Instances are built once per process.
  */
 export function providerFor(app: AppContext, model: CatalogModel): Provider {
-  if (app.config.providers.backend === 'local' || model.provider === 'local') return localProvider(app);
+  if (model.provider === 'local') return localProvider(app);
+  if (app.config.providers.backend === 'local') return localStandIn(app, model.provider);
   return upstreamProvider(app, model, model.provider);
 }

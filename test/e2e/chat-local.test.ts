@@ -123,6 +123,28 @@ describe('chat completions through web and worker processes (built-in local mode
     expect(r.body.detail[0].loc).to.deep.equal(['body', 'persona']);
   });
 
+  it('refuses an empty messages list with 422 at body.messages', async () => {
+    const r = await post(url, { ...ask, messages: [] }, { bearer: free.apiKey });
+    expect(r.status).to.equal(422);
+    expect(r.body.detail).to.deep.equal([{ loc: ['body', 'messages'], msg: 'List should have at least 1 items', type: 'too_short' }]);
+  });
+
+  it('refuses a role no provider understands with 422 at the client’s own message index, persona or not', async () => {
+    const messages = [{ role: 'user', content: 'hi' }, { role: 'robot', content: 'beep' }];
+    for (const extra of [{}, { persona: 'concise' }]) {
+      const r = await post(url, { ...ask, ...extra, messages }, { bearer: free.apiKey });
+      expect(r.status).to.equal(422);
+      expect(r.body.detail[0].loc).to.deep.equal(['body', 'messages', 1, 'role']);
+    }
+  });
+
+  it('refuses offline what the catalog’s provider would refuse in production (Anthropic: no temperature)', async () => {
+    const r = await post(url, { ...ask, model: 'claude-haiku-4-5', temperature: 0.5 }, { bearer: free.apiKey });
+    expect(r.status).to.equal(422);
+    expect(r.body.detail[0].loc).to.deep.equal(['body', 'temperature']);
+    expect(r.body.detail[0].msg).to.match(/not supported by Anthropic models/);
+  });
+
   it('answers out-of-bounds fields with 422, one entry per field', async () => {
     const r = await post(url, { model: 'x'.repeat(51), messages: [{ role: 'user', content: 'hi' }], temperature: 2.5, n: 6, max_tokens: 0, stop: ['a', 'b', 'c', 'd', 'e'] }, { bearer: free.apiKey });
     expect(r.status).to.equal(422);
