@@ -28,6 +28,11 @@ export interface Admission {
   reason?: RejectionReason;
   /** 0 when allowed; otherwise whole seconds (>= 1) until a retry can succeed. */
   retryAfterSeconds: number;
+  /**
+   * Refused because the request alone needs more tokens than the tier's whole daily quota: no
+   * wait helps, only a smaller request. Retry-After still says when the quota next resets.
+   */
+  exceedsDailyQuota?: { requested: number; quota: number };
   /** Put every one on the response, admitted or not; on a rejection it includes Retry-After. */
   headers: Record<string, string>;
 }
@@ -160,7 +165,12 @@ export async function admit(app: AppContext, input: AdmitInput): Promise<Admissi
   }
   if (Number(reply[0]) === -1) throw new GuardChanged();
   const admission = toAdmission(limits, reply);
-  if (!admission.allowed) metrics(app).rejections.inc({ reason: admission.reason, tier: input.tier });
+  if (!admission.allowed) {
+    metrics(app).rejections.inc({ reason: admission.reason, tier: input.tier });
+    if (admission.reason === 'tokens' && input.reserveTokens > limits.tokensPerDay) {
+      admission.exceedsDailyQuota = { requested: input.reserveTokens, quota: limits.tokensPerDay };
+    }
+  }
   return admission;
 }
 
@@ -189,6 +199,15 @@ function toAdmission(limits: TierLimits, reply: number[]): Admission {
 export function admissionError(admission: Admission): AppError {
   if (admission.allowed) throw new Error('admissionError called for an admitted request');
   const wait = `Please try again in ${admission.retryAfterSeconds}s.`;
+  const tooLarge = admission.exceedsDailyQuota;
+  if (tooLarge) {
+    return new AppError(
+      'insufficient_quota',
+      `This request may use up to ${tooLarge.requested} tokens (its messages plus max_tokens for each of n choices), more than the whole daily token quota of ${tooLarge.quota}. ` +
+        'Lower max_tokens or n, or shorten the messages; waiting will not help.',
+      { code: 'insufficient_quota', headers: admission.headers },
+    );
+  }
   return admission.reason === 'tokens'
     ? new AppError('insufficient_quota', `You have used your daily token quota, or this request's token reservation does not fit in what is left of it. ${wait}`, {
         code: 'insufficient_quota',

@@ -153,6 +153,16 @@ describe('rate limits at the chat endpoint', () => {
     expect((await post(`${webs[0]!.url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
   });
 
+  it('says a request larger than the whole daily token quota must be made smaller, not retried', async () => {
+    const { apiKey } = await createTestAccount(app, { tier: 'free' });
+    // 15 messages of 50,000 characters: more prompt tokens than the free tier's 100,000 a day.
+    const huge = { ...ask, messages: Array.from({ length: 15 }, () => ({ role: 'user', content: 'hello '.repeat(8_333) })) };
+    const r = await post(`${webs[0]!.url}/v1/chat/completions`, huge, { bearer: apiKey });
+    expect(r.status).to.equal(429);
+    expect(r.body.error.code).to.equal('insufficient_quota');
+    expect(r.body.error.message).to.match(/more than the whole daily token quota of 100000\. Lower max_tokens or n/);
+  });
+
   it('costs one Redis round trip for the limiter on the request path; settlement rides in the worker\'s closing MULTI', async () => {
     const { apiKey } = await createTestAccount(app, { tier: 'free' });
     const monitor = new Redis(process.env.REDIS_URL!);

@@ -213,6 +213,8 @@ describe('rate limiter and token quota', () => {
       const err = admissionError(refused);
       expect(err.status).to.equal(429);
       expect((err.toBody() as { error: { type: string; code: string } }).error).to.include({ type: 'insufficient_quota', code: 'insufficient_quota' });
+      expect(refused.exceedsDailyQuota).to.equal(undefined);
+      expect(err.message).to.match(/^You have used your daily token quota.*Please try again in \d+s\.$/);
     });
 
     it('frees tokens when a request settles below its reservation', async () => {
@@ -287,6 +289,14 @@ describe('rate limiter and token quota', () => {
     it('refuses a reservation larger than the whole daily quota', async () => {
       const refused = await request(randomUUID(), { reserve: 100_001 });
       expect(refused).to.deep.include({ allowed: false, reason: 'tokens', retryAfterSeconds: DAY / 1000 });
+    });
+
+    it('says a reservation larger than the whole daily quota needs a smaller request, since no wait helps', async () => {
+      const refused = await request(randomUUID(), { reserve: 100_001 });
+      expect(refused.exceedsDailyQuota).to.deep.equal({ requested: 100_001, quota: 100_000 });
+      const err = admissionError(refused);
+      expect(err.status).to.equal(429);
+      expect(err.message).to.match(/up to 100001 tokens .* more than the whole daily token quota of 100000\. Lower max_tokens or n/);
     });
 
     it('reports a settle command whose script Redis lost as NOSCRIPT, leaving the rest of the MULTI applied', async () => {
