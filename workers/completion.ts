@@ -8,7 +8,7 @@ import { catalogOf } from '../src/catalog/catalog.js';
 import { providerFor } from '../src/providers/registry.js';
 import { loadSettleScript, settle, settleCommands } from '../src/limits/limiter.service.js';
 import { usageOf, type CompletionJob } from '../src/chat/completion-job.js';
-import { runCompletion, settleAfter, startNow, toRelayError } from '../src/chat/completion-runner.js';
+import { answerEvents, runCompletion, settleAfter, startNow, toRelayError } from '../src/chat/completion-runner.js';
 import type { Provider } from '../src/providers/types.js';
 import { cancelPattern, relayChannel } from '../src/chat/relay-protocol.js';
 import { claimJob, parseProgress, RelayBatch, RelayPublisher } from '../src/chat/relay-publisher.js';
@@ -71,7 +71,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       }
       // The upstream request goes out while the job is claimed: the claim's round trip is not
       // added to the time to first token. Nothing is published before the claim says to go on.
-      const firstAttempt = refused === undefined ? startNow(provider!.stream(job.params, controller.signal)) : undefined;
+      const firstAttempt = refused === undefined ? startNow(answerEvents(provider!, job, controller.signal)) : undefined;
       let claim: Awaited<ReturnType<typeof claimJob>>;
       try {
         claim = await claimJob(app.redis, progressKey, channel, workerId);

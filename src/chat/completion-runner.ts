@@ -45,6 +45,14 @@ export function startNow<T>(source: AsyncIterable<T>): AsyncIterable<T> {
   return { [Symbol.asyncIterator]: () => iterator };
 }
 
+/**
+ * The provider's events for this job: one whole-answer call where the provider offers it and the
+ * client does not stream, otherwise the stream.
+ */
+export function answerEvents(provider: Provider, job: CompletionJob, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+  return !job.stream && provider.complete ? provider.complete(job.params, signal) : provider.stream(job.params, signal);
+}
+
 export interface RunOutcome {
   status: UsageStatus;
   promptTokens: number;
@@ -164,7 +172,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   let failure: unknown;
   for (let attempt = 0; ; attempt++) {
     try {
-      const events = attempt === 0 && deps.firstAttempt ? deps.firstAttempt : provider.stream(job.params, signal);
+      const events = attempt === 0 && deps.firstAttempt ? deps.firstAttempt : answerEvents(provider, job, signal);
       for await (const ev of events) {
         onEvent(ev);
         if (signal.aborted) break;

@@ -1,5 +1,11 @@
-import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { postForEvents, UpstreamHttpError } from './sse-request.js';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionCreateParamsStreaming,
+  ChatCompletionMessageParam,
+} from 'openai/resources/chat/completions';
+import { postForEvents, postForJson, UpstreamHttpError } from './sse-request.js';
 import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, type UpstreamSettings } from './upstream.js';
 import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
 
@@ -22,14 +28,14 @@ function classify(err: unknown): ProviderError {
 }
 
 /** The upstream request body: every interface field maps one to one. */
-export function toOpenAIRequest(p: CompletionParams): ChatCompletionCreateParamsStreaming {
-  const body: ChatCompletionCreateParamsStreaming = {
-    model: p.model,
-    messages: p.messages.map((m) => ({ role: m.role, content: m.content }) as ChatCompletionMessageParam),
-    stream: true,
-    // Always: usage is what the account is billed for.
-    stream_options: { include_usage: true },
-  };
+export function toOpenAIRequest(p: CompletionParams): ChatCompletionCreateParamsStreaming;
+export function toOpenAIRequest(p: CompletionParams, stream: false): ChatCompletionCreateParamsNonStreaming;
+export function toOpenAIRequest(p: CompletionParams, stream = true): ChatCompletionCreateParamsStreaming | ChatCompletionCreateParamsNonStreaming {
+  const messages = p.messages.map((m) => ({ role: m.role, content: m.content }) as ChatCompletionMessageParam);
+  const body: ChatCompletionCreateParamsStreaming | ChatCompletionCreateParamsNonStreaming = stream
+    ? // Always: usage is what the account is billed for (a whole answer carries it anyway).
+      { model: p.model, messages, stream: true, stream_options: { include_usage: true } }
+    : { model: p.model, messages, stream: false };
   if (p.temperature !== undefined) body.temperature = p.temperature;
   if (p.top_p !== undefined) body.top_p = p.top_p;
   // max_tokens rather than max_completion_tokens: vLLM, Ollama and llama.cpp servers all read it.
@@ -104,5 +110,37 @@ export class OpenAIProvider implements Provider {
     } finally {
       call.done();
     }
+  }
+
+  /**
+   * One whole-answer call (stream: false) for a client that does not stream. The answer must
+   * arrive within UPSTREAM_TIMEOUT_MS, the bound the web tier already puts on the silence before
+   * a non-streaming answer. A client that leaves aborts it; as with a stream cancelled before
+   * its first token, nothing reached the service, so nothing is recorded as produced.
+   */
+  async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+    const call = new UpstreamCall(signal, this.settings.timeoutMs);
+    let answer: ChatCompletion & { error?: { message?: string } };
+    try {
+      answer = (await postForJson(this.url, this.headers, toOpenAIRequest(p, false), call.signal)) as typeof answer;
+      call.complete();
+      // OpenAI-compatible servers may answer 200 with an error body.
+      if (answer.error) throw new ProviderError(`${PROVIDER} answer failed: ${answer.error.message ?? 'unknown error'}`, 502, true);
+    } catch (err) {
+      throw call.failure(err, PROVIDER, classify);
+    } finally {
+      call.done();
+    }
+    const finished = new Set<number>();
+    for (const choice of answer.choices ?? []) {
+      const content = choice.message?.content;
+      if (content) yield { type: 'delta', index: choice.index, content };
+      if (choice.finish_reason) {
+        finished.add(choice.index);
+        yield { type: 'finish', index: choice.index, reason: choice.finish_reason };
+      }
+    }
+    assertComplete(PROVIDER, p.n ?? 1, finished);
+    if (answer.usage) yield { type: 'usage', prompt_tokens: answer.usage.prompt_tokens, completion_tokens: answer.usage.completion_tokens };
   }
 }

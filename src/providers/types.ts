@@ -42,6 +42,12 @@ export interface Provider {
   check(params: CompletionParams): void;
   /** Streams the completion; aborting `signal` cancels the upstream request promptly. */
   stream(params: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent>;
+  /**
+   * The same events from one whole-answer upstream call, for a client that does not stream,
+   * where the API offers one: cheaper for both sides than streaming tokens nobody reads as
+   * they come. Without it, stream() serves those clients too.
+   */
+  complete?(params: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent>;
 }
 
 /** An upstream failure, classified so the worker knows whether a retry can help. */

@@ -94,6 +94,13 @@ describe('completions for every provider, from sign-up on, through web and worke
     });
   }
 
+  it('asks OpenAI for one whole answer when the client does not stream, and for a stream when it does', async () => {
+    await sdk(web.url).chat.completions.create({ model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Hello?' }] });
+    await postStream(`${web.url}/v1/chat/completions`, { model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Hello?' }] }, apiKey);
+    expect(openai.requests.map((r) => r.body.stream)).to.deep.equal([false, true]);
+    expect(openai.requests[1]!.body.stream_options).to.deep.equal({ include_usage: true });
+  });
+
   it('answers and streams from the built-in local model, naming it in system_fingerprint', async () => {
     const c = await sdk(localWeb.url).chat.completions.create({ model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 12 });
     expect(c.system_fingerprint).to.equal('local-model-v1');

@@ -5,6 +5,7 @@ import { ProviderError, type CompletionParams } from '../../src/providers/types.
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
 import { collectEvents } from '../fakes/upstream-fake.js';
 import { expectAbortClosesTheUpstream } from '../support/providers.js';
+import { isAbortError } from '../../src/providers/abort.js';
 import { startNow } from '../../src/chat/completion-runner.js';
 import { eventually } from '../support/http.js';
 
@@ -187,6 +188,60 @@ describe('OpenAI adapter against a fake OpenAI', () => {
     }
     await fake.lastRequest!.closed;
     expect(fake.lastRequest!.closedEarly).to.equal(true);
+  });
+
+  describe('whole-answer calls, for clients that do not stream', () => {
+    const whole = (p: CompletionParams = params(), signal = new AbortController().signal) => collectEvents(provider.complete(p, signal));
+
+    it('asks for one JSON answer (stream: false) and yields the same events: text, finish reason, usage', async () => {
+      fake.script({ tokens: ['Hel', 'lo', ' there'], usage: { prompt: 12, completion: 3 } });
+      const r = await whole();
+      expect(r.error).to.equal(undefined);
+      expect(r.texts).to.deep.equal(['Hello there']);
+      expect(r.finishes).to.deep.equal({ 0: 'stop' });
+      expect(r.usage).to.deep.equal({ prompt_tokens: 12, completion_tokens: 3 });
+      expect(fake.lastRequest!.body.stream).to.equal(false);
+      expect(fake.lastRequest!.body).to.not.have.property('stream_options');
+    });
+
+    it('yields n choices with their own indexes and finish reasons', async () => {
+      fake.script({ choices: [['a', 'b'], ['c', 'd', 'e']] });
+      const r = await whole(params({ n: 2, max_tokens: 2 }));
+      expect(r.texts).to.deep.equal(['ab', 'cd']);
+      expect(r.finishes).to.deep.equal({ 0: 'stop', 1: 'length' });
+    });
+
+    it('turns a 429 into a retryable ProviderError carrying Retry-After', async () => {
+      fake.script({ status: 429, message: 'Rate limit reached', retryAfter: 3 });
+      const r = await whole();
+      expect(r.error).to.be.instanceOf(ProviderError);
+      expect(r.error).to.include({ status: 429, retryable: true, retryAfterMs: 3000 });
+      expect(r.events).to.deep.equal([]);
+    });
+
+    it('turns an error body sent with 200 (some compatible servers do) into a ProviderError', async () => {
+      fake.script({ status: 200, body: { error: { message: 'model overloaded' } } });
+      const r = await whole();
+      expect(r.error).to.be.instanceOf(ProviderError);
+      expect((r.error as Error).message).to.match(/model overloaded/);
+    });
+
+    it('reuses one keep-alive connection for whole answers', async () => {
+      const before = fake.connections;
+      for (let i = 0; i < 5; i++) expect((await whole()).error).to.equal(undefined);
+      expect(fake.connections - before).to.be.at.most(1);
+    });
+
+    it('cancels the upstream request when aborted before the answer came', async () => {
+      fake.script({ hang: true });
+      const ac = new AbortController();
+      const r = whole(params(), ac.signal);
+      await eventually(async () => (fake.requests.length === 1 ? true : undefined), 'the upstream request to arrive');
+      ac.abort();
+      expect(isAbortError((await r).error)).to.equal(true);
+      await fake.lastRequest!.closed;
+      expect(fake.lastRequest!.closedEarly).to.equal(true);
+    });
   });
 
   describe('check()', () => {
