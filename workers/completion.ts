@@ -55,7 +55,8 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       }
     : undefined;
 
-  const process_ = async (job: CompletionJob): Promise<void> => {
+  /** `mayBeRerun`: BullMQ has started this job before (a stalled run); the claim will say what that run did. */
+  const process_ = async (job: CompletionJob, mayBeRerun: boolean): Promise<void> => {
     const progressKey = redisKey(config, 'req', job.id);
     const channel = relayChannel(prefix, job.relayTo, job.id);
     const controller = new AbortController();
@@ -71,7 +72,9 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       }
       // The upstream request goes out while the job is claimed: the claim's round trip is not
       // added to the time to first token. Nothing is published before the claim says to go on.
-      const firstAttempt = refused === undefined ? startNow(answerEvents(provider!, job, controller.signal)) : undefined;
+      // Not for a job BullMQ has started before: its first run may have answered already, and
+      // an upstream request sent only to be aborted may still be billed by the provider.
+      const firstAttempt = refused === undefined && !mayBeRerun ? startNow(answerEvents(provider!, job, controller.signal)) : undefined;
       let claim: Awaited<ReturnType<typeof claimJob>>;
       try {
         claim = await claimJob(app.redis, progressKey, channel, workerId);
@@ -116,7 +119,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   // loops picked jobs up in about half the time in the benchmark.
   const fetchers = Math.min(FETCH_LOOPS, config.queue.workerConcurrency);
   const workers = Array.from({ length: fetchers }, (_, i) =>
-    createWorker<CompletionJob>(config, COMPLETIONS_QUEUE, app.redisConnection('queue-worker', `completion-worker-${i}`), (job) => process_(job.data), {
+    createWorker<CompletionJob>(config, COMPLETIONS_QUEUE, app.redisConnection('queue-worker', `completion-worker-${i}`), (job) => process_(job.data, job.attemptsStarted > 1 || job.stalledCounter > 0), {
       concurrency: Math.ceil(config.queue.workerConcurrency / fetchers),
       lockDuration: Math.max(config.queue.stalledIntervalMs, 1000),
     }),

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
 import { bullPrefix, COMPLETIONS_QUEUE } from '../../src/infra/queues.js';
+import { startFakeOpenAI } from '../fakes/openai.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually, post } from '../support/http.js';
@@ -135,6 +136,29 @@ describe('chat completions when things go wrong', () => {
     expect(row.completion_tokens).to.be.greaterThan(0);
     const rows = await app.db.selectFrom('usage_events').select('id').where('request_id', '=', id).execute();
     expect(rows).to.have.length(1);
+  });
+
+  it('sends no upstream request for a stalled job whose first run already streamed: it only ends the stream', async () => {
+    const openai = await startFakeOpenAI();
+    try {
+      // 100 tokens, 50 ms apart: the first worker is killed well before the answer ends.
+      openai.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
+      const env = { REDIS_PREFIX: isolatedPrefix(), QUEUE_STALLED_INTERVAL_MS: '500', MODEL_BACKEND: 'catalog', OPENAI_BASE_URL: `${openai.url}/v1`, OPENAI_API_KEY: openai.apiKey };
+      const web = await start('web', env);
+      const first = await start('worker', env);
+      const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...ask, model: 'gpt-4.1-mini' });
+      await s.waitFor(3);
+      await start('worker', env); // the survivor that will find the stalled job
+      await first.stop('SIGKILL');
+      await s.finished;
+      expect(JSON.parse(s.events.at(-2)!).error.code).to.equal('worker_interrupted');
+      await usageRow(app, chunkId(s.events[0]!));
+      // Not even a connection: a request aborted at once may never show as one, but its connection does.
+      expect(openai.requests).to.have.length(1);
+      expect(openai.connections).to.equal(1);
+    } finally {
+      await openai.close();
+    }
   });
 
   it('loses no usage when a worker is killed between the upstream answer and recording it', async () => {
