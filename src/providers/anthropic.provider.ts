@@ -148,4 +148,24 @@ export class AnthropicProvider implements Provider {
       call.done();
     }
   }
+
+  /** One whole-answer call (stream: false) for a client that does not stream; see Provider.complete. */
+  async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+    const call = new UpstreamCall(signal, this.settings.timeoutMs);
+    let message: Anthropic.Message;
+    try {
+      message = await this.client.messages.create({ ...toAnthropicRequest(p, this.settings.defaultMaxTokens), stream: false }, { signal: call.signal });
+      call.complete();
+    } catch (err) {
+      throw call.failure(err, PROVIDER, classify);
+    } finally {
+      call.done();
+    }
+    const text = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
+    if (text) yield { type: 'delta', index: 0, content: text };
+    yield { type: 'finish', index: 0, reason: FINISH[message.stop_reason ?? 'end_turn'] ?? 'stop' };
+    const u = message.usage;
+    // Prompt tokens include the prompt cache's reads and writes, all billed as input here.
+    yield { type: 'usage', prompt_tokens: u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0), completion_tokens: u.output_tokens };
+  }
 }

@@ -93,8 +93,48 @@ export function checkGeminiRequest(p: CompletionParams): void {
   if (p.logit_bias !== undefined && Object.keys(p.logit_bias).length > 0) throw unsupported('logit_bias', 'logit_bias is not supported by Gemini models');
 }
 
+function classify(e: unknown): ProviderError {
+  return e instanceof SyntaxError ? new ProviderError(`${PROVIDER} sent malformed JSON: ${e.message}`, 502, true, undefined, { cause: e }) : connectionFailure(PROVIDER, e);
+}
+
 /**
- * The Gemini API's streamGenerateContent (alt=sse). user is not sent (the API has no such field);
+ * The events in one response (a streamed chunk, or the whole answer: they share a shape). An
+ * error inside it is thrown; a choice's finish is reported once, recorded in `finished`.
+ */
+function* eventsOf(chunk: GeminiChunk, expected: number, finished: Set<number>): Generator<CompletionEvent> {
+  if (chunk.error) {
+    const status = chunk.error.code ?? 500;
+    throw httpFailure(PROVIDER, status, chunk.error.message ?? 'stream error', retryDelayMs({ error: chunk.error }));
+  }
+  for (const c of chunk.candidates ?? []) {
+    const index = c.index ?? 0;
+    // Thought summaries (only sent when asked for) are not part of the answer.
+    const text = (c.content?.parts ?? []).filter((part) => !part.thought && part.text).map((part) => part.text).join('');
+    if (text) yield { type: 'delta', index, content: text };
+    if (c.finishReason && !finished.has(index)) {
+      finished.add(index);
+      yield { type: 'finish', index, reason: FINISH[c.finishReason] ?? 'stop' };
+    }
+  }
+  // A blocked prompt comes back with no candidates at all.
+  if (chunk.promptFeedback?.blockReason && !chunk.candidates?.length) {
+    for (let i = 0; i < expected; i++) {
+      if (!finished.has(i)) {
+        finished.add(i);
+        yield { type: 'finish', index: i, reason: 'content_filter' };
+      }
+    }
+  }
+}
+
+/** Completion tokens include thinking tokens: Google bills them as output. */
+function usageEvent(usage: NonNullable<GeminiChunk['usageMetadata']>): CompletionEvent {
+  return { type: 'usage', prompt_tokens: usage.promptTokenCount ?? 0, completion_tokens: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0) };
+}
+
+/**
+ * The Gemini API's streamGenerateContent (alt=sse), or generateContent for a client that does
+ * not stream. user is not sent (the API has no such field);
  * logit_bias cannot be honoured. Completion tokens include the model's thinking tokens, which
  * Google bills as output.
  */
@@ -110,9 +150,31 @@ export class GeminiProvider implements Provider {
     checkGeminiRequest(p);
   }
 
-  private url(model: string): string {
+  private url(model: string, stream: boolean): string {
     const path = /^(models|tunedModels)\//.test(model) ? model : `models/${model}`;
-    return `${this.root}/${path}:streamGenerateContent?alt=sse`;
+    return stream ? `${this.root}/${path}:streamGenerateContent?alt=sse` : `${this.root}/${path}:generateContent`;
+  }
+
+  /** POSTs the request; a non-2xx answer becomes the ProviderError its status calls for. */
+  private async post(p: CompletionParams, stream: boolean, signal: AbortSignal): Promise<Response> {
+    const res = await fetch(this.url(p.model, stream), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', 'x-goog-api-key': this.settings.apiKey },
+      body: JSON.stringify(toGeminiRequest(p)),
+      signal,
+    });
+    if (!res.ok) {
+      const text = await res.text();
+      let body: GeminiErrorBody | undefined;
+      try {
+        body = JSON.parse(text) as GeminiErrorBody;
+      } catch {
+        body = undefined;
+      }
+      const message = body?.error?.message ?? (text.slice(0, 500) || res.statusText);
+      throw httpFailure(PROVIDER, res.status, message, retryAfterMs(res.headers) ?? retryDelayMs(body));
+    }
+    return res;
   }
 
   async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
@@ -121,68 +183,43 @@ export class GeminiProvider implements Provider {
     const finished = new Set<number>();
     let usage: GeminiChunk['usageMetadata'];
     try {
-      const res = await fetch(this.url(p.model), {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'x-goog-api-key': this.settings.apiKey },
-        body: JSON.stringify(toGeminiRequest(p)),
-        signal: call.signal,
-      });
+      const res = await this.post(p, true, call.signal);
       call.touch();
-      if (!res.ok) {
-        const text = await res.text();
-        let body: GeminiErrorBody | undefined;
-        try {
-          body = JSON.parse(text) as GeminiErrorBody;
-        } catch {
-          body = undefined;
-        }
-        const message = body?.error?.message ?? (text.slice(0, 500) || res.statusText);
-        throw httpFailure(PROVIDER, res.status, message, retryAfterMs(res.headers) ?? retryDelayMs(body));
-      }
       if (!res.body) throw new ProviderError(`${PROVIDER} answered without a body`, 502, true);
 
       const events = res.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
       for await (const event of events) {
         call.touch();
         const chunk = JSON.parse(event.data) as GeminiChunk;
-        if (chunk.error) {
-          const status = chunk.error.code ?? 500;
-          throw httpFailure(PROVIDER, status, chunk.error.message ?? 'stream error', retryDelayMs({ error: chunk.error }));
-        }
-        for (const c of chunk.candidates ?? []) {
-          const index = c.index ?? 0;
-          // Thought summaries (only sent when asked for) are not part of the answer.
-          const text = (c.content?.parts ?? []).filter((part) => !part.thought && part.text).map((part) => part.text).join('');
-          if (text) yield { type: 'delta', index, content: text };
-          if (c.finishReason && !finished.has(index)) {
-            finished.add(index);
-            yield { type: 'finish', index, reason: FINISH[c.finishReason] ?? 'stop' };
-          }
-        }
-        // A blocked prompt comes back with no candidates at all.
-        if (chunk.promptFeedback?.blockReason && !chunk.candidates?.length) {
-          for (let i = 0; i < expected; i++) {
-            if (!finished.has(i)) {
-              finished.add(i);
-              yield { type: 'finish', index: i, reason: 'content_filter' };
-            }
-          }
-        }
+        yield* eventsOf(chunk, expected, finished);
         if (chunk.usageMetadata) usage = chunk.usageMetadata;
       }
       assertComplete(PROVIDER, expected, finished);
       call.complete();
-      if (usage) {
-        yield {
-          type: 'usage',
-          prompt_tokens: usage.promptTokenCount ?? 0,
-          completion_tokens: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0),
-        };
-      }
+      if (usage) yield usageEvent(usage);
     } catch (err) {
-      throw call.failure(err, PROVIDER, (e) => (e instanceof SyntaxError ? new ProviderError(`${PROVIDER} sent malformed JSON: ${e.message}`, 502, true, undefined, { cause: e }) : connectionFailure(PROVIDER, e)));
+      throw call.failure(err, PROVIDER, classify);
     } finally {
       call.done();
     }
+  }
+
+  /** One whole-answer call (:generateContent) for a client that does not stream; see Provider.complete. */
+  async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+    const call = new UpstreamCall(signal, this.settings.timeoutMs);
+    let answer: GeminiChunk;
+    try {
+      answer = (await (await this.post(p, false, call.signal)).json()) as GeminiChunk;
+      call.complete();
+    } catch (err) {
+      throw call.failure(err, PROVIDER, classify);
+    } finally {
+      call.done();
+    }
+    const expected = p.n ?? 1;
+    const finished = new Set<number>();
+    yield* eventsOf(answer, expected, finished);
+    assertComplete(PROVIDER, expected, finished);
+    if (answer.usageMetadata) yield usageEvent(answer.usageMetadata);
   }
 }

@@ -112,12 +112,7 @@ export class OpenAIProvider implements Provider {
     }
   }
 
-  /**
-   * One whole-answer call (stream: false) for a client that does not stream. The answer must
-   * arrive within UPSTREAM_TIMEOUT_MS, the bound the web tier already puts on the silence before
-   * a non-streaming answer. A client that leaves aborts it; as with a stream cancelled before
-   * its first token, nothing reached the service, so nothing is recorded as produced.
-   */
+  /** One whole-answer call (stream: false) for a client that does not stream; see Provider.complete. */
   async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
     const call = new UpstreamCall(signal, this.settings.timeoutMs);
     let answer: ChatCompletion & { error?: { message?: string } };

@@ -43,9 +43,12 @@ export interface Provider {
   /** Streams the completion; aborting `signal` cancels the upstream request promptly. */
   stream(params: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent>;
   /**
-   * The same events from one whole-answer upstream call, for a client that does not stream,
-   * where the API offers one: cheaper for both sides than streaming tokens nobody reads as
-   * they come. Without it, stream() serves those clients too.
+   * The same events from one whole-answer upstream call, for a client that does not stream:
+   * cheaper for both sides than streaming tokens nobody reads as they come. The answer must
+   * arrive within the upstream timeout, the bound the web tier already puts on the silence
+   * before a non-streaming answer. A client that leaves aborts it and, as with a stream
+   * cancelled before its first token, nothing is recorded as produced. Every upstream adapter
+   * has one; the local model (no upstream) serves those clients from stream().
    */
   complete?(params: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent>;
 }

@@ -94,11 +94,16 @@ describe('completions for every provider, from sign-up on, through web and worke
     });
   }
 
-  it('asks OpenAI for one whole answer when the client does not stream, and for a stream when it does', async () => {
-    await sdk(web.url).chat.completions.create({ model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Hello?' }] });
-    await postStream(`${web.url}/v1/chat/completions`, { model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Hello?' }] }, apiKey);
+  it('asks each provider for one whole answer when the client does not stream, and for a stream when it does', async () => {
+    const ask = (model: string) => ({ model, messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 50 });
+    for (const [model] of models) {
+      await sdk(web.url).chat.completions.create(ask(model) as never);
+      await postStream(`${web.url}/v1/chat/completions`, ask(model), apiKey);
+    }
     expect(openai.requests.map((r) => r.body.stream)).to.deep.equal([false, true]);
     expect(openai.requests[1]!.body.stream_options).to.deep.equal({ include_usage: true });
+    expect(anthropic.requests.map((r) => r.body.stream)).to.deep.equal([false, true]);
+    expect(gemini.requests.map((r) => r.path.replace(/^.*:/, ''))).to.deep.equal(['generateContent', 'streamGenerateContent?alt=sse']);
   });
 
   it('answers and streams from the built-in local model, naming it in system_fingerprint', async () => {

@@ -50,6 +50,30 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
     expect(r.usage).to.deep.equal({ prompt_tokens: 21, completion_tokens: 3 });
   });
 
+  describe('whole-answer calls, for clients that do not stream', () => {
+    const whole = (p: CompletionParams = params()) => collectEvents(provider.complete(p, new AbortController().signal));
+
+    it('asks for one message (stream: false) and yields the same events: text, finish reason, usage', async () => {
+      fake.script({ tokens: ['Hi', ' there', '!'], usage: { prompt: 21, completion: 3 } });
+      const r = await whole();
+      expect(r.error).to.equal(undefined);
+      expect(fake.lastRequest!.body.stream).to.equal(false);
+      expect(r.texts).to.deep.equal(['Hi there!']);
+      expect(r.finishes).to.deep.equal({ 0: 'stop' });
+      expect(r.usage).to.deep.equal({ prompt_tokens: 21, completion_tokens: 3 });
+    });
+
+    it('maps stop_reason max_tokens to length', async () => {
+      fake.script({ tokens: ['a', 'b', 'c'] });
+      expect((await whole(params({ max_tokens: 2 }))).finishes).to.deep.equal({ 0: 'length' });
+    });
+
+    it('turns a 529 overloaded into a retryable ProviderError', async () => {
+      fake.script({ status: 529, message: 'Overloaded' });
+      expect((await whole()).error).to.include({ status: 529, retryable: true });
+    });
+  });
+
   it('moves system messages to `system`, maps stop and user, and sends the default max_tokens', async () => {
     await run(params({ stop: ['END', '###'], user: 'user-7' }));
     const req = fake.lastRequest!;

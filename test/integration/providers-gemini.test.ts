@@ -77,6 +77,33 @@ describe('Gemini adapter against a fake Gemini API', () => {
     expect(r.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 41 });
   });
 
+  describe('whole-answer calls, for clients that do not stream', () => {
+    const whole = (p: CompletionParams = params()) => collectEvents(provider.complete(p, new AbortController().signal));
+
+    it('posts to generateContent and yields the same events: text, finish reason, usage with thinking tokens', async () => {
+      fake.script({ tokens: ['Hi', ' there', '!'], usage: { prompt: 9, completion: 3, thoughts: 10 } });
+      const r = await whole();
+      expect(r.error).to.equal(undefined);
+      expect(fake.lastRequest!.path).to.equal('/v1beta/models/gemini-2.5-flash:generateContent');
+      expect(r.texts).to.deep.equal(['Hi there!']);
+      expect(r.finishes).to.deep.equal({ 0: 'stop' });
+      expect(r.usage).to.deep.equal({ prompt_tokens: 9, completion_tokens: 13 });
+    });
+
+    it('yields several candidates with their indexes', async () => {
+      fake.script({ choices: [['a'], ['b', 'c']] });
+      const r = await whole(params({ n: 2 }));
+      expect(r.texts).to.deep.equal(['a', 'bc']);
+      expect(r.finishes).to.deep.equal({ 0: 'stop', 1: 'stop' });
+    });
+
+    it('turns a 429 into a retryable ProviderError using the RetryInfo delay', async () => {
+      fake.nextResponse({ status: 429, message: 'Resource has been exhausted (e.g. check quota).' });
+      const e = (await whole()).error as ProviderError;
+      expect(e).to.include({ status: 429, retryable: true, retryAfterMs: 1000 });
+    });
+  });
+
   it('turns a 429 into a retryable ProviderError using the RetryInfo delay', async () => {
     fake.nextResponse({ status: 429, message: 'Resource has been exhausted (e.g. check quota).' });
     const e = (await run()).error as ProviderError;
