@@ -25,6 +25,8 @@ const root = path.resolve(dist, '..');
 const { values: a } = parseArgs({
   options: {
     concurrency: { type: 'string', default: '1,32,256' },
+    // stream, json or both (comma-separated), e.g. to profile one of them alone.
+    modes: { type: 'string', default: 'stream,json' },
     tokens: { type: 'string', default: '32' },
     'itl-ms': { type: 'string', default: '1' },
     rounds: { type: 'string', default: '2' },
@@ -35,6 +37,10 @@ const { values: a } = parseArgs({
   },
 });
 const concurrencies = a.concurrency.split(',').map(Number);
+const modes = a.modes.split(',').map((m) => {
+  if (m !== 'stream' && m !== 'json') throw new Error(`--modes takes stream and/or json, not ${m}`);
+  return m === 'stream';
+});
 const rounds = Number(a.rounds);
 const requestsFor = (c: number) => (a.quick ? Math.max(20, c * 2) : c === 1 ? 150 : Math.min(3000, c * 40));
 
@@ -170,7 +176,7 @@ async function main(): Promise<void> {
       'load generator': () => [process.pid],
     };
     const rows: Row[] = [];
-    for (const stream of [true, false]) {
+    for (const stream of modes) {
       for (const c of concurrencies) {
         const row: Row = { mode: stream ? 'stream' : 'json', concurrency: c, direct: [], service: [], 'pass-through': [], cpu: { direct: {}, service: {}, 'pass-through': {} } };
         for (let r = 0; r < rounds; r++) {
