@@ -199,8 +199,11 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const completionTokens = status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : producedTokens();
   publisher.tokensSoFar = () => ({ promptTokens, completionTokens });
 
-  // The progress record is exact from here on: a worker dying before the MULTI below loses nothing.
-  await publisher.flush(true);
+  // A stream's client has seen text, so a re-run after a crash here can only end the stream and
+  // record what this run produced: make the progress record exact first. A non-streaming client
+  // has seen nothing, so a re-run simply answers it again and records that (the MULTI below
+  // marks the request recorded, so usage is never counted twice): no record to write.
+  if (job.stream) await publisher.flush(true);
   deps.beforeRecord?.();
 
   const record = (tx: ChainableCommander) => {

@@ -178,6 +178,26 @@ describe('chat completions when things go wrong', () => {
     expect(rows).to.have.length(1);
   });
 
+  it('still answers a non-streaming request whose worker is killed before recording: the re-run answers it, recorded once', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000', QUEUE_STALLED_INTERVAL_MS: '500' };
+    const web = await start('web', env);
+    const doomed = await start('worker', { ...env, FAULT_INJECT: 'crash-before-record' });
+    const answer = post(`${web.url}/v1/chat/completions`, { ...ask, max_tokens: 30 }, { bearer: account.apiKey });
+    expect(await doomed.exited).to.equal(null);
+    await start('worker', env);
+    const r = await answer;
+    expect(r.status).to.equal(200);
+    expect(r.body.choices[0].finish_reason).to.equal('length');
+    expect(r.body.usage.completion_tokens).to.equal(30);
+    const rows = await eventually(async () => {
+      const found = await app.db.selectFrom('usage_events').selectAll().where('request_id', '=', r.body.id).execute();
+      return found.length ? found : undefined;
+    }, 'the usage row');
+    expect(rows).to.have.length(1);
+    expect(rows[0]!.status).to.equal('completed');
+    expect(rows[0]!.completion_tokens).to.equal(30);
+  });
+
   it('stops a non-streaming answer at exactly max_tokens with finish_reason length', async () => {
     const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000' };
     const [web] = await Promise.all([start('web', env), start('worker', env)]);
