@@ -11,7 +11,11 @@ export const ChatMessageSchema: JsonSchema = {
   },
 };
 
-/** ChatCompletionRequest exactly as the interface bounds it; extra OpenAI fields are accepted and ignored. */
+/**
+ * ChatCompletionRequest exactly as the interface bounds it. Other fields are ignored, except the
+ * OpenAI parameters below, which would change what the answer is: silently ignoring one would
+ * hand the client something it did not ask for, so each is refused with a 422 naming it.
+ */
 export const ChatCompletionRequestSchema: JsonSchema = {
   type: 'object',
   required: ['model', 'messages'],
@@ -52,3 +56,23 @@ export interface ChatCompletionRequest {
   user?: string | null;
   persona?: string | null;
 }
+
+const NO_TOOLS = 'Tool and function calling is not supported: answers are plain assistant text. Remove this field.';
+
+/** OpenAI request parameters the service cannot honour, and what to tell a client that sends one. */
+export const UNSUPPORTED_OPENAI_FIELDS: Record<string, { refuse: (value: unknown) => boolean; msg: string }> = {
+  tools: { refuse: (v) => Array.isArray(v) && v.length > 0, msg: NO_TOOLS },
+  tool_choice: { refuse: (v) => v !== 'none', msg: NO_TOOLS },
+  parallel_tool_calls: { refuse: () => true, msg: NO_TOOLS },
+  functions: { refuse: (v) => Array.isArray(v) && v.length > 0, msg: NO_TOOLS },
+  function_call: { refuse: (v) => v !== 'none', msg: NO_TOOLS },
+  response_format: {
+    refuse: (v) => (v as { type?: unknown } | null)?.type !== 'text',
+    msg: 'Only plain text answers are supported (response_format type "text"); ask for JSON in the messages instead.',
+  },
+  logprobs: { refuse: (v) => v === true, msg: 'Log probabilities are not returned by this service; leave logprobs out or false.' },
+  top_logprobs: { refuse: (v) => typeof v === 'number' && v > 0, msg: 'Log probabilities are not returned by this service; leave top_logprobs out.' },
+  max_completion_tokens: { refuse: () => true, msg: 'Use max_tokens (1 to 8192) to bound the answer; max_completion_tokens is not read.' },
+  modalities: { refuse: (v) => Array.isArray(v) && v.some((m) => m !== 'text'), msg: 'Only text answers are supported.' },
+  audio: { refuse: () => true, msg: 'Audio answers are not supported.' },
+};

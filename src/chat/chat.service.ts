@@ -6,7 +6,7 @@ import { AppError, validationError } from '../errors.js';
 import { providerFor } from '../providers/registry.js';
 import { countPromptTokens } from '../providers/tokenizer.js';
 import type { ChatMessage, CompletionParams } from '../providers/types.js';
-import type { ChatCompletionRequest } from './chat.schema.js';
+import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.schema.js';
 import type { CompletionJob } from './completion-job.js';
 
 /**
@@ -29,12 +29,23 @@ function estimatePromptTokens(messages: ChatMessage[]): number {
   return Math.ceil(bytes / 3) + 4 * messages.length;
 }
 
+/** A null value means "not set" in OpenAI's API, so only a set value is refused. */
+function refuseUnsupportedFields(req: ChatCompletionRequest): void {
+  const body = req as unknown as Record<string, unknown>;
+  const issues = Object.entries(UNSUPPORTED_OPENAI_FIELDS)
+    .filter(([field, rule]) => body[field] !== undefined && body[field] !== null && rule.refuse(body[field]))
+    .map(([field, rule]) => ({ loc: ['body', field], msg: rule.msg, type: 'extra_forbidden' }));
+  if (issues.length > 0) throw validationError(issues);
+}
+
 /**
- * Everything decided before a request is queued: the model exists (404) and the tier may use it
- * (403), the persona exists (422), the provider can honour every field (422) and is configured
- * (503), and how many tokens to reserve in the daily quota.
+ * Everything decided before a request is queued: no OpenAI parameter the service cannot honour
+ * (422), the model exists (404) and the tier may use it (403), the persona exists (422), the
+ * provider can honour every field (422) and is configured (503), and how many tokens to reserve
+ * in the daily quota.
  */
 export function prepareCompletion(app: AppContext, account: Account, req: ChatCompletionRequest, relayTo: string): CompletionJob {
+  refuseUnsupportedFields(req);
   const catalog = catalogOf(app);
   const model = catalog.find(req.model);
   if (!model) {

@@ -123,6 +123,23 @@ describe('chat completions through web and worker processes (built-in local mode
     expect(r.body.detail[0].loc).to.deep.equal(['body', 'persona']);
   });
 
+  it('refuses OpenAI parameters that would change the answer and cannot be honoured, with 422 naming each', async () => {
+    const r = await post(
+      url,
+      { ...ask, tools: [{ type: 'function', function: { name: 'f' } }], response_format: { type: 'json_object' }, logprobs: true, max_completion_tokens: 5 },
+      { bearer: free.apiKey },
+    );
+    expect(r.status).to.equal(422);
+    expect(r.body.detail.map((d: { loc: unknown }) => d.loc)).to.have.deep.members([['body', 'tools'], ['body', 'response_format'], ['body', 'logprobs'], ['body', 'max_completion_tokens']]);
+    expect(r.body.detail.find((d: { loc: string[] }) => d.loc[1] === 'max_completion_tokens').msg).to.match(/Use max_tokens/);
+  });
+
+  it('accepts those parameters at the values that ask for nothing, and ignores fields it does not know', async () => {
+    const r = await post(url, { ...ask, tools: [], response_format: { type: 'text' }, logprobs: false, tool_choice: null, seed: 7, metadata: { a: 'b' } }, { bearer: free.apiKey });
+    expect(r.status).to.equal(200);
+    expect(r.body.object).to.equal('chat.completion');
+  });
+
   it('refuses an empty messages list with 422 at body.messages', async () => {
     const r = await post(url, { ...ask, messages: [] }, { bearer: free.apiKey });
     expect(r.status).to.equal(422);
