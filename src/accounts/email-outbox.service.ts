@@ -65,11 +65,14 @@ export async function deliverOneEmail(app: AppContext, transport: MailTransport)
 
 /**
  * Delivers due messages until none is left, with `parallel` claimers (each holds one row and one
- * connection while its send is in flight). Returns how many messages were attempted.
+ * connection while its send is in flight). Returns how many messages were attempted. The others
+ * start only once a first claim found something, so a poll of an empty outbox (nearly every
+ * poll) costs one transaction, not one per claimer.
  */
 export async function deliverDueEmails(app: AppContext, transport: MailTransport, opts: { parallel?: number; max?: number } = {}): Promise<number> {
   const max = opts.max ?? 1000;
-  let attempted = 0;
+  if (max < 1 || (await deliverOneEmail(app, transport)) === undefined) return 0;
+  let attempted = 1;
   const claimer = async () => {
     while (attempted < max) {
       const outcome = await deliverOneEmail(app, transport);
