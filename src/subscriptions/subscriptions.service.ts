@@ -410,6 +410,9 @@ export async function upgrade(app: AppContext, accountId: string): Promise<Subsc
   priceIdOf(app);
   const customerId = await ensureCustomer(app, stripe, account);
   const current = await loadAccount(app, accountId);
+  // A concurrent upgrade may have finished meanwhile. Going on would subscribe again under a key
+  // named after the new paid spell, leaving a second live subscription behind.
+  if (current.tier === 'paid') return result(current, 'already_paid', ALREADY_PAID);
 
   const pm = await defaultPaymentMethod(stripe, customerId);
   if (pm) return subscribeAndUpgrade(app, stripe, current, customerId, { id: pm.id, summary: cardOf(pm) }, 'api_upgrade');
