@@ -145,6 +145,42 @@ function watchDisconnect(ctx: HttpContext, d: Dispatch): void {
   });
 }
 
+/**
+ * The request as a queued-to-be job, admitted or refused by the rate limits. An account from this
+ * process's cache is unconfirmed (ctx.state.keyCheck): the admission script confirms it, and any
+ * answer decided on it that is not an admission waits for a fresh read (a model refused on a tier
+ * the account may have just left). A changed account is read afresh and the request decided again.
+ */
+async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job: CompletionJob; admission: Admission }> {
+  const req = ctx.state.body as ChatCompletionRequest;
+  const prepare = (account: Account) => prepareCompletion(app, account, req, relayHubOf(app).instance);
+  const admitFor = (account: Account, job: CompletionJob, guard?: { key: string; value: string | null }) =>
+    admit(app, { accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard });
+  let check = ctx.state.keyCheck;
+  const confirmed = async () => {
+    check = undefined;
+    return ctx.state.keyCheck!.refresh();
+  };
+  let account = accountOf(ctx);
+  let job: CompletionJob;
+  try {
+    job = prepare(account);
+  } catch (err) {
+    if (!check) throw err;
+    account = await confirmed();
+    job = prepare(account);
+  }
+  assertQueueHasRoom(app);
+  try {
+    return { job, admission: await admitFor(account, job, check && { key: check.versionKey, value: check.version }) };
+  } catch (err) {
+    if (!(err instanceof GuardChanged) || !check) throw err;
+    account = await confirmed();
+    job = prepare(account);
+    return { job, admission: await admitFor(account, job) };
+  }
+}
+
 export const chatRoutes: RouteSpec[] = defineRoutes([
   {
     method: 'post',
@@ -167,37 +203,7 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
       503: { description: 'No capacity (queue full, no worker, provider not configured); see Retry-After' },
     },
     handler: async (ctx, app) => {
-      const req = ctx.state.body as ChatCompletionRequest;
-      const prepare = (account: Account) => prepareCompletion(app, account, req, relayHubOf(app).instance);
-      const admitFor = (account: Account, job: CompletionJob, guard?: { key: string; value: string | null }) =>
-        admit(app, { accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard });
-      // An account from this process's cache is unconfirmed (ctx.state.keyCheck): the admission
-      // script confirms it, and any answer decided on it that is not an admission waits for a
-      // fresh read (a model refused on a tier the account may have just left).
-      let check = ctx.state.keyCheck;
-      const confirmed = async () => {
-        check = undefined;
-        return ctx.state.keyCheck!.refresh();
-      };
-      let account = accountOf(ctx);
-      let job: CompletionJob;
-      try {
-        job = prepare(account);
-      } catch (err) {
-        if (!check) throw err;
-        account = await confirmed();
-        job = prepare(account);
-      }
-      assertQueueHasRoom(app);
-      let admission: Admission;
-      try {
-        admission = await admitFor(account, job, check && { key: check.versionKey, value: check.version });
-      } catch (err) {
-        if (!(err instanceof GuardChanged) || !check) throw err;
-        account = await confirmed();
-        job = prepare(account);
-        admission = await admitFor(account, job);
-      }
+      const { job, admission } = await prepareAndAdmit(ctx, app);
       ctx.set(admission.headers);
       if (!admission.allowed) throw admissionError(admission);
       await (job.stream ? streamCompletion(ctx, app, job) : plainCompletion(ctx, app, job));
