@@ -1,5 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, type UpstreamSettings } from './upstream.js';
+import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, wholeAnswer, type UpstreamSettings } from './upstream.js';
 import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
 
 const PROVIDER = 'Anthropic';
@@ -151,16 +151,9 @@ export class AnthropicProvider implements Provider {
 
   /** One whole-answer call (stream: false) for a client that does not stream; see Provider.complete. */
   async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
-    const call = new UpstreamCall(signal, this.settings.timeoutMs);
-    let message: Anthropic.Message;
-    try {
-      message = await this.client.messages.create({ ...toAnthropicRequest(p, this.settings.defaultMaxTokens), stream: false }, { signal: call.signal });
-      call.complete();
-    } catch (err) {
-      throw call.failure(err, PROVIDER, classify);
-    } finally {
-      call.done();
-    }
+    const message = await wholeAnswer(signal, this.settings.timeoutMs, PROVIDER, classify, (s) =>
+      this.client.messages.create({ ...toAnthropicRequest(p, this.settings.defaultMaxTokens), stream: false }, { signal: s }),
+    );
     const text = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
     if (text) yield { type: 'delta', index: 0, content: text };
     yield { type: 'finish', index: 0, reason: FINISH[message.stop_reason ?? 'end_turn'] ?? 'stop' };

@@ -1,5 +1,5 @@
 import { EventSourceParserStream } from 'eventsource-parser/stream';
-import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, type UpstreamSettings } from './upstream.js';
+import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, wholeAnswer, type UpstreamSettings } from './upstream.js';
 import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
 
 // The Gemini API over fetch and eventsource-parser rather than @google/genai: the SDK's ApiError
@@ -206,16 +206,7 @@ export class GeminiProvider implements Provider {
 
   /** One whole-answer call (:generateContent) for a client that does not stream; see Provider.complete. */
   async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
-    const call = new UpstreamCall(signal, this.settings.timeoutMs);
-    let answer: GeminiChunk;
-    try {
-      answer = (await (await this.post(p, false, call.signal)).json()) as GeminiChunk;
-      call.complete();
-    } catch (err) {
-      throw call.failure(err, PROVIDER, classify);
-    } finally {
-      call.done();
-    }
+    const answer = await wholeAnswer(signal, this.settings.timeoutMs, PROVIDER, classify, async (s) => (await (await this.post(p, false, s)).json()) as GeminiChunk);
     const expected = p.n ?? 1;
     const finished = new Set<number>();
     yield* eventsOf(answer, expected, finished);

@@ -6,7 +6,7 @@ import type {
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
 import { postForEvents, postForJson, UpstreamHttpError } from './sse-request.js';
-import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, type UpstreamSettings } from './upstream.js';
+import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, wholeAnswer, type UpstreamSettings } from './upstream.js';
 import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
 
 const PROVIDER = 'OpenAI';
@@ -114,18 +114,11 @@ export class OpenAIProvider implements Provider {
 
   /** One whole-answer call (stream: false) for a client that does not stream; see Provider.complete. */
   async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
-    const call = new UpstreamCall(signal, this.settings.timeoutMs);
-    let answer: ChatCompletion & { error?: { message?: string } };
-    try {
-      answer = (await postForJson(this.url, this.headers, toOpenAIRequest(p, false), call.signal)) as typeof answer;
-      call.complete();
-      // OpenAI-compatible servers may answer 200 with an error body.
-      if (answer.error) throw new ProviderError(`${PROVIDER} answer failed: ${answer.error.message ?? 'unknown error'}`, 502, true);
-    } catch (err) {
-      throw call.failure(err, PROVIDER, classify);
-    } finally {
-      call.done();
-    }
+    const answer = (await wholeAnswer(signal, this.settings.timeoutMs, PROVIDER, classify, (s) => postForJson(this.url, this.headers, toOpenAIRequest(p, false), s))) as ChatCompletion & {
+      error?: { message?: string };
+    };
+    // OpenAI-compatible servers may answer 200 with an error body.
+    if (answer.error) throw new ProviderError(`${PROVIDER} answer failed: ${answer.error.message ?? 'unknown error'}`, 502, true);
     const finished = new Set<number>();
     for (const choice of answer.choices ?? []) {
       const content = choice.message?.content;

@@ -69,6 +69,29 @@ export class UpstreamCall {
   }
 }
 
+/**
+ * One whole-answer upstream request (see Provider.complete) under an UpstreamCall: the caller's
+ * abort and the timeout apply to all of it, and a failure is thrown as `failure()` words it.
+ */
+export async function wholeAnswer<T>(
+  signal: AbortSignal,
+  timeoutMs: number,
+  provider: string,
+  classify: (err: unknown) => ProviderError,
+  request: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const call = new UpstreamCall(signal, timeoutMs);
+  try {
+    const answer = await request(call.signal);
+    call.complete();
+    return answer;
+  } catch (err) {
+    throw call.failure(err, provider, classify);
+  } finally {
+    call.done();
+  }
+}
+
 /** 408, 409, 429 and 5xx (Anthropic's 529 included) can succeed on a later try; other 4xx cannot. */
 export function isRetryableStatus(status: number): boolean {
   return status === 408 || status === 409 || status === 429 || status >= 500;
