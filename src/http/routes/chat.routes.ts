@@ -147,9 +147,9 @@ function watchDisconnect(ctx: HttpContext, d: Dispatch): void {
 
 /**
  * The request as a queued-to-be job, admitted or refused by the rate limits. An account from this
- * process's cache is unconfirmed (ctx.state.keyCheck): the admission script confirms it, and any
- * answer decided on it that is not an admission waits for a fresh read (a model refused on a tier
- * the account may have just left). A changed account is read afresh and the request decided again.
+ * process's cache is unconfirmed (ctx.state.keyCheck): the admission script confirms it, and a
+ * model refused on its tier waits for a fresh read (the account may have just left that tier).
+ * A changed account is read afresh and the request decided again.
  */
 async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job: CompletionJob; admission: Admission }> {
   const req = ctx.state.body as ChatCompletionRequest;
@@ -166,7 +166,8 @@ async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job
   try {
     job = prepare(account);
   } catch (err) {
-    if (!check) throw err;
+    // Of prepare's refusals only the 403 (a model the tier may not use) depends on the account.
+    if (!check || !(err instanceof AppError && err.status === 403)) throw err;
     account = await confirmed();
     job = prepare(account);
   }
