@@ -18,6 +18,22 @@ export interface UsageFigures {
   cost: string;
 }
 
+type Count = string | number | bigint;
+type UsageRow = { requests: Count; prompt_tokens: Count; completion_tokens: Count; cost_usd: string; cost_cents: string | bigint };
+
+/** The figures of one ledger aggregate row, as every usage body shows them. */
+function figuresOf(r: UsageRow): UsageFigures {
+  return {
+    requests: toSafeInteger(r.requests),
+    prompt_tokens: toSafeInteger(r.prompt_tokens),
+    completion_tokens: toSafeInteger(r.completion_tokens),
+    total_tokens: toSafeInteger(BigInt(r.prompt_tokens) + BigInt(r.completion_tokens)),
+    cost_usd: normalizeDecimal(r.cost_usd),
+    cost_cents: toSafeInteger(r.cost_cents),
+    cost: centsToAmount(r.cost_cents),
+  };
+}
+
 export interface ModelUsage extends UsageFigures {
   model: string;
   /** Requests made on the paid tier (the billable ones). */
@@ -52,17 +68,7 @@ export async function currentUsage(app: AppContext, account: { id: string; tier:
   const now = app.clock.now();
   const month = monthOf(now);
   const rows = await monthUsageByModel(app.db, account.id, month.start);
-  const models: ModelUsage[] = rows.map((r) => ({
-    model: r.model,
-    requests: toSafeInteger(r.requests),
-    billable_requests: toSafeInteger(r.paid_requests),
-    prompt_tokens: toSafeInteger(r.prompt_tokens),
-    completion_tokens: toSafeInteger(r.completion_tokens),
-    total_tokens: toSafeInteger(BigInt(r.prompt_tokens) + BigInt(r.completion_tokens)),
-    cost_usd: normalizeDecimal(r.cost_usd),
-    cost_cents: toSafeInteger(r.cost_cents),
-    cost: centsToAmount(r.cost_cents),
-  }));
+  const models: ModelUsage[] = rows.map((r) => ({ model: r.model, billable_requests: toSafeInteger(r.paid_requests), ...figuresOf(r) }));
   const cents = rows.reduce((n, r) => n + BigInt(r.cost_cents), 0n);
   const total: UsageFigures = {
     requests: models.reduce((n, m) => n + m.requests, 0),
@@ -118,16 +124,7 @@ export async function billingHistory(app: AppContext, accountId: string, q: Hist
   const to = addDays(parseDay(endDate), 1);
   const invoices = (await listInvoices(app.db, accountId, from, to)).map((r) => invoiceView(r));
   const rows = await usageByMonth(app.db, accountId, monthOf(from).start, monthOf(parseDay(endDate)).start);
-  const months = rows.map((r) => ({
-    month: r.month,
-    requests: toSafeInteger(r.requests),
-    prompt_tokens: toSafeInteger(r.prompt_tokens),
-    completion_tokens: toSafeInteger(r.completion_tokens),
-    total_tokens: toSafeInteger(BigInt(r.prompt_tokens) + BigInt(r.completion_tokens)),
-    cost_usd: normalizeDecimal(r.cost_usd),
-    cost_cents: toSafeInteger(r.cost_cents),
-    cost: centsToAmount(r.cost_cents),
-  }));
+  const months = rows.map((r) => ({ month: r.month, ...figuresOf(r) }));
   const invoiced = invoices.filter((i) => i.status !== 'draft' && i.status !== 'void').reduce((n, i) => n + BigInt(i.amount_cents), 0n);
   return {
     object: 'billing.history',
