@@ -107,3 +107,48 @@ export function validationError(detail: ValidationIssue[]): AppError {
 }
 
 export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
+
+/**
+ * The longest wait a Retry-After may ask for. The SDKs sleep for whatever it says (openai-node 6
+ * has no cap), so a longer value would hang a default client for hours.
+ */
+export const MAX_RETRY_AFTER_SECONDS = 60;
+
+/**
+ * What a refusal tells a client about retrying: `Retry-After` in whole seconds when a wait of at
+ * most a minute will help; otherwise (a longer wait, or `null`: no wait helps) `x-should-retry:
+ * false`, the convention the OpenAI SDKs read to raise at once instead of retrying. The message
+ * and the X-RateLimit-Reset* headers carry the reset time then.
+ */
+export function retryAdvice(waitMs: number | null): Record<string, string> {
+  if (waitMs === null) return { 'x-should-retry': 'false' };
+  const seconds = Math.max(1, Math.ceil(waitMs / 1000));
+  return seconds <= MAX_RETRY_AFTER_SECONDS ? { 'Retry-After': String(seconds) } : { 'x-should-retry': 'false' };
+}
+
+/**
+ * The rule above applied to headers built elsewhere (an upstream's Retry-After relayed by a
+ * worker): the one error mapper calls it, so no response can ask for a longer wait.
+ */
+export function boundedRetryHeaders(headers: Record<string, string>): Record<string, string> {
+  const key = Object.keys(headers).find((k) => k.toLowerCase() === 'retry-after');
+  if (key === undefined) return headers;
+  const seconds = Number(headers[key]);
+  if (Number.isFinite(seconds) && seconds <= MAX_RETRY_AFTER_SECONDS) return headers;
+  const { [key]: _dropped, ...rest } = headers;
+  return { ...rest, 'x-should-retry': 'false' };
+}
+
+/** A wait in words for messages: "40 s", "55 min", "4 h 0 min". */
+export function describeWait(ms: number): string {
+  const seconds = Math.max(1, Math.ceil(ms / 1000));
+  if (seconds < 60) return `${seconds} s`;
+  const minutes = Math.ceil(seconds / 60);
+  return minutes < 60 ? `${minutes} min` : `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+}
+
+/** "at 2026-11-02T01:00:00Z (in 55 min)": when a window resets, for a message that says not to wait for it. */
+export function describeReset(nowMs: number, waitMs: number): string {
+  const at = new Date(Math.ceil((nowMs + waitMs) / 1000) * 1000).toISOString().replace('.000Z', 'Z');
+  return `at ${at} (in ${describeWait(waitMs)})`;
+}

@@ -1,5 +1,5 @@
 import type { AppContext } from '../context.js';
-import { AppError } from '../errors.js';
+import { AppError, describeReset, retryAdvice } from '../errors.js';
 import { onCommit, transaction, type Trx } from '../infra/db.js';
 import { invalidateAccountKeys } from './auth.service.js';
 import { admitKeyRegeneration } from '../limits/limiter.service.js';
@@ -118,9 +118,9 @@ export async function regenerateApiKey(app: AppContext, accountId: string): Prom
   const admission = await admitKeyRegeneration(app, accountId);
   if (!admission.allowed) {
     const retryAfter = Math.max(1, Math.ceil(admission.retryAfterSeconds));
-    throw new AppError('rate_limited', `An API key can be regenerated once every 2 hours. Try again in ${formatWait(retryAfter)}.`, {
+    throw new AppError('rate_limited', `An API key can be regenerated once every 2 hours. Try again ${describeReset(app.clock.now().getTime(), retryAfter * 1000)}.`, {
       code: 'rate_limit_exceeded',
-      headers: { 'Retry-After': String(retryAfter), ...regenerationLimitHeaders(retryAfter) },
+      headers: { ...retryAdvice(retryAfter * 1000), ...regenerationLimitHeaders(retryAfter) },
     });
   }
   const now = app.clock.now();
@@ -141,10 +141,4 @@ export async function regenerateApiKey(app: AppContext, accountId: string): Prom
 /** The interface's rate-limit headers for the regeneration limit: 1 per window, none left until it resets. */
 export function regenerationLimitHeaders(resetSeconds: number): Record<string, string> {
   return { 'X-RateLimit-Limit': '1', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': String(resetSeconds) };
-}
-
-function formatWait(seconds: number): string {
-  if (seconds < 60) return `${seconds} s`;
-  const minutes = Math.ceil(seconds / 60);
-  return minutes < 60 ? `${minutes} min` : `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }

@@ -1,6 +1,6 @@
 import type { ChainableCommander } from 'ioredis';
 import type { AppContext } from '../context.js';
-import { AppError } from '../errors.js';
+import { AppError, retryAdvice } from '../errors.js';
 import { countTokens } from '../providers/tokenizer.js';
 import { ProviderError, type CompletionEvent, type Provider } from '../providers/types.js';
 import { appendUsage } from '../usage/usage-stream.js';
@@ -87,8 +87,8 @@ export function toRelayError(err: unknown): RelayError {
     // The upstream's own client errors are the caller's (400); its outages are ours to report (502).
     const status = err.status === 400 || err.status === 413 || err.status === 422 ? 400 : err.status === 429 ? 503 : 502;
     const code = err.status === 429 ? 'upstream_rate_limited' : status === 400 ? 'upstream_rejected_request' : 'upstream_error';
-    // A rate-limited upstream says when to come back; pass that on (at least a second).
-    const headers: Record<string, string> = status === 503 ? { 'Retry-After': String(Math.max(1, Math.ceil((err.retryAfterMs ?? 5000) / 1000))) } : {};
+    // A rate-limited upstream says when to come back; pass that on (bounded, see retryAdvice).
+    const headers: Record<string, string> = status === 503 ? retryAdvice(err.retryAfterMs ?? 5000) : {};
     return { status, error: { message: `The model provider failed: ${err.message}`, type: status === 400 ? 'invalid_request_error' : 'upstream_error', code, param: null }, headers };
   }
   return { status: 500, error: { message: 'The completion failed inside the service; please retry.', type: 'server_error', code: 'internal_error', param: null } };

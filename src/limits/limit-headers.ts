@@ -1,5 +1,7 @@
 // Rate-limit response headers, computed from one admission reply (no second look at Redis).
 
+import { retryAdvice } from '../errors.js';
+
 export interface RequestWindow {
   name: 'minute' | 'hour' | 'day';
   limit: number;
@@ -60,6 +62,5 @@ export function rateLimitHeaders(windows: RequestWindow[], tokens: TokenQuota, r
     'x-ratelimit-remaining-tokens': String(remaining(tokens)),
     'x-ratelimit-reset-tokens': openAiDuration(tokens.resetMs),
   };
-  if (retryAfterMs !== undefined) headers['Retry-After'] = String(ceilSeconds(retryAfterMs));
-  return headers;
+  return retryAfterMs === undefined ? headers : { ...headers, ...retryAdvice(retryAfterMs) };
 }

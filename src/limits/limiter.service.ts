@@ -4,11 +4,11 @@ import type { AppContext } from '../context.js';
 import type { Config, TierLimits } from '../config.js';
 import type { Tier } from '../../db/schema/index.js';
 import { systemClock } from '../clock.js';
-import { AppError } from '../errors.js';
+import { AppError, describeReset, retryAdvice } from '../errors.js';
 import { redisKey } from '../infra/redis.js';
 import { promClient } from '../metrics.js';
 import { limitsForTier } from './tier-limits.js';
-import { rateLimitHeaders, ceilSeconds, type RequestWindow } from './limit-headers.js';
+import { rateLimitHeaders, ceilSeconds, nearestWindow, type RequestWindow } from './limit-headers.js';
 import { ADMIT_LUA, COOLDOWN_LUA, SETTLE_LUA } from './limiter.scripts.js';
 
 // Fixed UTC windows (see limiter.scripts.ts): exact counts, O(1) state per account, and resets a
@@ -28,6 +28,10 @@ export interface Admission {
   reason?: RejectionReason;
   /** 0 when allowed; otherwise whole seconds (>= 1) until a retry can succeed. */
   retryAfterSeconds: number;
+  /** On a refusal: the limiter's time (epoch ms), for messages that name the reset time. */
+  now?: number;
+  /** On a refusal for requests: the window that refused it. */
+  window?: { name: RequestWindow['name']; limit: number };
   /**
    * Refused because the request alone needs more tokens than the tier's whole daily quota: no
    * wait helps, only a smaller request. Retry-After still says when the quota next resets.
@@ -169,6 +173,9 @@ export async function admit(app: AppContext, input: AdmitInput): Promise<Admissi
     metrics(app).rejections.inc({ reason: admission.reason, tier: input.tier });
     if (admission.reason === 'tokens' && input.reserveTokens > limits.tokensPerDay) {
       admission.exceedsDailyQuota = { requested: input.reserveTokens, quota: limits.tokensPerDay };
+      // No wait helps this request: the reset time stays in X-RateLimit-Reset*, not in Retry-After.
+      const { 'Retry-After': _wait, ...rest } = admission.headers;
+      admission.headers = { ...rest, ...retryAdvice(null) };
     }
   }
   return admission;
@@ -184,10 +191,13 @@ function toAdmission(limits: TierLimits, reply: number[]): Admission {
   ];
   const tokens = { limit: limits.tokensPerDay, used: tokensUsed, resetMs: until(DAY) };
   if (allowed === 1) return { allowed: true, retryAfterSeconds: 0, headers: rateLimitHeaders(windows, tokens) };
+  const refusing = nearestWindow(windows);
   return {
     allowed: false,
     reason: reason === 2 ? 'tokens' : 'requests',
     retryAfterSeconds: ceilSeconds(retryAfterMs),
+    now,
+    ...(reason === 2 ? {} : { window: { name: refusing.name, limit: refusing.limit } }),
     headers: rateLimitHeaders(windows, tokens, retryAfterMs),
   };
 }
@@ -198,7 +208,6 @@ function toAdmission(limits: TierLimits, reply: number[]): Admission {
  */
 export function admissionError(admission: Admission): AppError {
   if (admission.allowed) throw new Error('admissionError called for an admitted request');
-  const wait = `Please try again in ${admission.retryAfterSeconds}s.`;
   const tooLarge = admission.exceedsDailyQuota;
   if (tooLarge) {
     return new AppError(
@@ -208,12 +217,19 @@ export function admissionError(admission: Admission): AppError {
       { code: 'insufficient_quota', headers: admission.headers },
     );
   }
-  return admission.reason === 'tokens'
-    ? new AppError('insufficient_quota', `You have used your daily token quota, or this request's token reservation does not fit in what is left of it. ${wait}`, {
-        code: 'insufficient_quota',
-        headers: admission.headers,
-      })
-    : new AppError('rate_limited', `Rate limit reached for requests. ${wait}`, { code: 'rate_limit_exceeded', headers: admission.headers });
+  // A wait of a minute or less is said in seconds, as Retry-After says it; a longer one (no
+  // Retry-After then, see retryAdvice) by the moment the window resets.
+  const waitMs = admission.retryAfterSeconds * 1000;
+  const short = 'Retry-After' in admission.headers;
+  const wait = short ? `Please try again in ${admission.retryAfterSeconds}s.` : `Try again ${describeReset(admission.now ?? Date.now(), waitMs)}; retrying sooner will not succeed.`;
+  if (admission.reason === 'tokens') {
+    return new AppError('insufficient_quota', `You have used your daily token quota, or this request's token reservation does not fit in what is left of it. ${wait}`, {
+      code: 'insufficient_quota',
+      headers: admission.headers,
+    });
+  }
+  const per = admission.window && !short ? ` (${admission.window.limit} per ${admission.window.name})` : '';
+  return new AppError('rate_limited', `Rate limit reached for requests${per}. ${wait}`, { code: 'rate_limit_exceeded', headers: admission.headers });
 }
 
 const SETTLE_SHA = createHash('sha1').update(SETTLE_LUA).digest('hex');

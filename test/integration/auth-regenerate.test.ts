@@ -48,13 +48,18 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     expect(keys.find((k) => k.revoked_at !== null)!.revoked_at).to.deep.equal(clock.now());
   });
 
-  it('refuses a second regeneration within 2 hours with 429, Retry-After and the OpenAI envelope, and keeps the current key', async () => {
+  it('refuses a second regeneration within 2 hours with 429, x-should-retry: false, the reset time and the OpenAI envelope, and keeps the current key', async () => {
     const { account, jwt } = await createTestAccount(web.app);
     const first = await regenerate(jwt);
     clock.advance(30 * 60_000);
     const second = await regenerate(jwt);
     expect(second.status).to.equal(429);
-    expect(second.headers.get('retry-after')).to.equal(String(90 * 60));
+    // 90 minutes is too long for Retry-After (SDKs would sleep through it): the reset is in the headers and the message.
+    expect(second.headers.get('retry-after')).to.equal(null);
+    expect(second.headers.get('x-should-retry')).to.equal('false');
+    expect(second.headers.get('x-ratelimit-reset')).to.equal(String(90 * 60));
+    const resetAt = new Date(Math.ceil((clock.now().getTime() + 90 * 60_000) / 1000) * 1000);
+    expect(second.body.error.message).to.include(`at ${resetAt.toISOString().replace('.000Z', 'Z')} (in 1 h 30 min)`);
     expect(second.headers.get('x-ratelimit-limit')).to.equal('1');
     expect(second.headers.get('x-ratelimit-remaining')).to.equal('0');
     expect(second.body).to.deep.equal({ error: { message: second.body.error.message, type: 'rate_limit_exceeded', code: 'rate_limit_exceeded', param: null } });

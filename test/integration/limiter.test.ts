@@ -111,7 +111,9 @@ describe('rate limiter and token quota', () => {
       await fillMinutes(account, 5);
       const refused = await request(account);
       expect(refused).to.deep.include({ allowed: false, reason: 'requests', retryAfterSeconds: 55 * 60 });
-      expect(refused.headers).to.include({ 'X-RateLimit-Limit': '100', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': String(55 * 60), 'Retry-After': String(55 * 60) });
+      // A wait of 55 minutes is not a Retry-After (an SDK would sleep through it): x-should-retry: false instead.
+      expect(refused.headers).to.include({ 'X-RateLimit-Limit': '100', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': String(55 * 60), 'x-should-retry': 'false' });
+      expect(refused.headers).not.to.have.property('Retry-After');
       expect(refused.headers['x-ratelimit-reset-requests']).to.equal('55m0s');
       clock.set(MIDNIGHT + HOUR);
       expect((await request(account)).allowed).to.equal(true);
@@ -214,7 +216,8 @@ describe('rate limiter and token quota', () => {
       expect(err.status).to.equal(429);
       expect((err.toBody() as { error: { type: string; code: string } }).error).to.include({ type: 'insufficient_quota', code: 'insufficient_quota' });
       expect(refused.exceedsDailyQuota).to.equal(undefined);
-      expect(err.message).to.match(/^You have used your daily token quota.*Please try again in \d+s\.$/);
+      expect(err.message).to.match(/^You have used your daily token quota.* Try again at 2026-11-02T00:15:00Z \(in 15 min\); retrying sooner will not succeed\.$/);
+      expect(err.headers).to.include({ 'x-should-retry': 'false' }).and.not.have.property('Retry-After');
     });
 
     it('frees tokens when a request settles below its reservation', async () => {
@@ -258,7 +261,8 @@ describe('rate limiter and token quota', () => {
       await settle(app, { accountId: account, requestId: id, actualTokens: 100_000 });
       const refused = await request(account, { reserve: 1 });
       expect(refused).to.deep.include({ allowed: false, reason: 'tokens', retryAfterSeconds: 4 * 3600 });
-      expect(refused.headers).to.include({ 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '4h0m0s', 'Retry-After': String(4 * 3600) });
+      expect(refused.headers).to.include({ 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '4h0m0s', 'x-should-retry': 'false' });
+      expect(refused.headers).not.to.have.property('Retry-After');
       clock.set(MIDNIGHT + DAY);
       const tomorrow = await request(account, { reserve: 100_000 });
       expect(tomorrow.allowed).to.equal(true);

@@ -1,5 +1,5 @@
 import type { Middleware } from 'koa';
-import { AppError, isAppError } from '../../errors.js';
+import { AppError, boundedRetryHeaders, isAppError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { AppState } from '../route.js';
 
@@ -22,7 +22,7 @@ export function errorHandler(log: Logger): Middleware<AppState> {
         return;
       }
       ctx.status = appError.status;
-      for (const [k, v] of Object.entries(appError.headers)) ctx.set(k, v);
+      for (const [k, v] of Object.entries(boundedRetryHeaders(appError.headers))) ctx.set(k, v);
       ctx.body = appError.toBody();
     }
   };
