@@ -13,12 +13,66 @@ addFormats(ajv);
 ajv.addKeyword({ keyword: 'example' });
 ajv.addKeyword({ keyword: 'x-unit' });
 
+/**
+ * What a string may contain, as the `x-text` keyword of a string schema:
+ * - `text` (every string without its own rule): no NUL, which Postgres cannot store, and no lone
+ *   surrogate, which is not Unicode and cannot be encoded as UTF-8 without changing it;
+ * - `line`: also no other control character (C0, DEL, C1): no CR or LF to land in an email header
+ *   or body, nothing a terminal or log would interpret;
+ * - `name`: a line with at least one character that is not whitespace.
+ */
+export type TextRule = 'text' | 'line' | 'name';
+
+// With the u flag a paired surrogate is one code point, so only a lone one is in category Cs.
+const LONE_SURROGATE = /\p{Cs}/u;
+const NUL = /\u0000/;
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const NOT_BLANK = /\S/u;
+
+function textIssue(rule: TextRule, s: string): { message: string; kind: string } | undefined {
+  if (LONE_SURROGATE.test(s)) return { message: 'String should be valid Unicode (it holds a lone surrogate)', kind: 'lone_surrogate' };
+  const bad = (rule === 'text' ? NUL : CONTROL).exec(s);
+  if (bad) {
+    const code = `U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+    return { message: `String should not contain control characters (${code} at position ${bad.index})`, kind: 'control_character' };
+  }
+  if (rule === 'name' && !NOT_BLANK.test(s)) return { message: 'String should have at least one character that is not whitespace', kind: 'blank' };
+  return undefined;
+}
+
+ajv.addKeyword({
+  keyword: 'x-text',
+  type: 'string',
+  schemaType: 'string',
+  errors: true,
+  validate: function checkText(this: unknown, rule: TextRule, data: string) {
+    const issue = textIssue(rule, data);
+    (checkText as { errors?: Partial<ErrorObject>[] }).errors = issue ? [{ keyword: 'x-text', message: issue.message, params: { rule, kind: issue.kind } }] : [];
+    return issue === undefined;
+  },
+});
+
+/** A copy of the schema in which every string without a rule of its own gets `x-text: text`. */
+function withTextRules(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(withTextRules);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(schema)) {
+    // Literal values (enum, const, examples, defaults) are data, not schemas.
+    out[k] = k === 'enum' || k === 'const' || k === 'example' || k === 'default' ? v : withTextRules(v);
+  }
+  const type = out.type;
+  const isString = type === 'string' || (Array.isArray(type) && type.includes('string'));
+  if (isString && out['x-text'] === undefined) out['x-text'] = 'text';
+  return out;
+}
+
 const compiled = new WeakMap<JsonSchema, ValidateFunction>();
 
 function compile(schema: JsonSchema): ValidateFunction {
   let fn = compiled.get(schema);
   if (!fn) {
-    fn = ajv.compile(schema);
+    fn = ajv.compile(withTextRules(schema) as JsonSchema);
     compiled.set(schema, fn);
   }
   return fn;
@@ -93,6 +147,8 @@ function describe(e: ErrorObject): { extra?: string; msg: string; type: string }
       return { msg: `Input should be ${JSON.stringify(p.allowedValue)}`, type: 'literal_error' };
     case 'pattern':
       return { msg: `String should match pattern '${p.pattern}'`, type: 'string_pattern_mismatch' };
+    case 'x-text':
+      return { msg: e.message ?? 'Invalid characters', type: p.kind === 'lone_surrogate' ? 'string_unicode' : p.kind === 'blank' ? 'string_too_short' : 'value_error' };
     case 'additionalProperties':
       return { extra: String(p.additionalProperty), msg: 'Extra inputs are not permitted', type: 'extra_forbidden' };
     case 'format':

@@ -2,13 +2,14 @@ import type { JsonSchema } from '../validation.js';
 
 // The interface's SignupRequest: every field required, name and organization at most 100
 // characters, email in email format. The same object validates requests and feeds OpenAPI.
+// Name and organization go into Postgres and into emails: one line each, not blank (x-text).
 export const SignupRequest: JsonSchema = {
   type: 'object',
   required: ['name', 'email', 'organization'],
   properties: {
-    name: { type: 'string', maxLength: 100, example: 'Ada Lovelace' },
-    email: { type: 'string', format: 'email', maxLength: 254, example: 'ada@example.com' },
-    organization: { type: 'string', maxLength: 100, example: 'Analytical Engines Ltd' },
+    name: { type: 'string', maxLength: 100, 'x-text': 'name', description: 'One line, not blank', example: 'Ada Lovelace' },
+    email: { type: 'string', format: 'email', maxLength: 254, 'x-text': 'line', example: 'ada@example.com' },
+    organization: { type: 'string', maxLength: 100, 'x-text': 'name', description: 'One line, not blank', example: 'Analytical Engines Ltd' },
   },
 };
 
@@ -31,7 +32,7 @@ export const VerifyQuery: JsonSchema = {
   type: 'object',
   required: ['token'],
   properties: {
-    token: { type: 'string', minLength: 1, maxLength: 512, description: 'The token from the verification email link' },
+    token: { type: 'string', minLength: 1, maxLength: 512, 'x-text': 'line', description: 'The token from the verification email link' },
   },
 };
 

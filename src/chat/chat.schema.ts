@@ -6,7 +6,7 @@ export const ChatMessageSchema: JsonSchema = {
   type: 'object',
   required: ['role', 'content'],
   properties: {
-    role: { type: 'string', maxLength: 20, description: 'system, user or assistant', example: 'user' },
+    role: { type: 'string', maxLength: 20, 'x-text': 'line', description: 'system, user or assistant', example: 'user' },
     content: { type: 'string', maxLength: 50000 },
   },
 };
@@ -20,7 +20,7 @@ export const ChatCompletionRequestSchema: JsonSchema = {
   type: 'object',
   required: ['model', 'messages'],
   properties: {
-    model: { type: 'string', maxLength: 50, description: 'A model available to the caller\'s tier (GET /v1/models)' },
+    model: { type: 'string', maxLength: 50, 'x-text': 'line', description: 'A model available to the caller\'s tier (GET /v1/models)' },
     messages: { type: 'array', minItems: 1, maxItems: 100, items: ChatMessageSchema, description: 'At least one message (as OpenAI requires); at most 100' },
     temperature: { type: nullable('number'), minimum: 0, maximum: 2, default: 1 },
     max_tokens: { type: nullable('integer'), minimum: 1, maximum: 8192 },
@@ -35,8 +35,8 @@ export const ChatCompletionRequestSchema: JsonSchema = {
     presence_penalty: { type: nullable('number'), minimum: -2, maximum: 2, default: 0 },
     frequency_penalty: { type: nullable('number'), minimum: -2, maximum: 2, default: 0 },
     logit_bias: { type: nullable('object'), additionalProperties: { type: 'number' } },
-    user: { type: nullable('string'), maxLength: 100 },
-    persona: { type: nullable('string'), maxLength: 50, description: 'Name of a configured system prompt' },
+    user: { type: nullable('string'), maxLength: 100, 'x-text': 'line' },
+    persona: { type: nullable('string'), maxLength: 50, 'x-text': 'line', description: 'Name of a configured system prompt' },
   },
 };
 

@@ -1,7 +1,7 @@
 import type { JsonSchema } from '../validation.js';
 
 // Stripe ids are at most 255 characters; anything longer is not one.
-const stripeId = (prefix: string, what: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: 255, description: `${what} (${prefix}…)` });
+const stripeId = (prefix: string, what: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: 255, 'x-text': 'line', description: `${what} (${prefix}…)` });
 
 export const SetupIntentQuery: JsonSchema = {
   type: 'object',

@@ -91,6 +91,55 @@ describe('POST /v1/auth/signup', () => {
     expect(exact.status).to.equal(200);
   });
 
+  describe('refuses characters Postgres or an email cannot carry, at the field', () => {
+    const refused = async (fields: Record<string, unknown>) => {
+      const address = (fields.email as string | undefined) ?? email();
+      const r = await signup(address, fields);
+      expect(r.status).to.equal(422);
+      expect(await accountsWith(address)).to.have.length(0);
+      return r.body.detail as { loc: (string | number)[]; msg: string; type: string }[];
+    };
+
+    it('refuses a NUL character in the name or the organization (Postgres cannot store it)', async () => {
+      const detail = await refused({ name: 'Ada\u0000Lovelace', organization: 'Engines\u0000' });
+      expect(detail).to.deep.equal([
+        { loc: ['body', 'name'], msg: 'String should not contain control characters (U+0000 at position 3)', type: 'value_error' },
+        { loc: ['body', 'organization'], msg: 'String should not contain control characters (U+0000 at position 7)', type: 'value_error' },
+      ]);
+    });
+
+    it('refuses CR, LF, tab and other control characters in a name (they would land in the email)', async () => {
+      for (const name of ['Ada\r\nBcc: victim@example.com', 'Ada\tLovelace', 'Ada\u001b[31m', 'Ada\u007f', 'Ada\u0085']) {
+        const detail = await refused({ name });
+        expect(detail.map((d) => d.loc)).to.deep.equal([['body', 'name']]);
+      }
+    });
+
+    it('refuses a lone surrogate in any field (it is not Unicode)', async () => {
+      const detail = await refused({ name: 'Ada \ud800', organization: '\udfff Ltd' });
+      expect(detail).to.deep.equal([
+        { loc: ['body', 'name'], msg: 'String should be valid Unicode (it holds a lone surrogate)', type: 'string_unicode' },
+        { loc: ['body', 'organization'], msg: 'String should be valid Unicode (it holds a lone surrogate)', type: 'string_unicode' },
+      ]);
+    });
+
+    it('refuses an empty or whitespace-only name or organization', async () => {
+      const detail = await refused({ name: '', organization: ' \u00a0\u3000 ' });
+      expect(detail.map((d) => [d.loc, d.type])).to.deep.equal([
+        [['body', 'name'], 'string_too_short'],
+        [['body', 'organization'], 'string_too_short'],
+      ]);
+    });
+
+    it('keeps accepting names in any script, with accents, spaces and emoji', async () => {
+      const address = email();
+      const r = await signup(address, { name: 'Zoë 李 Ωmega 🚀', organization: 'Société Générale d’Analyse' });
+      expect(r.status).to.equal(200);
+      const [account] = await accountsWith(address);
+      expect(account).to.include({ name: 'Zoë 李 Ωmega 🚀', organization: 'Société Générale d’Analyse' });
+    });
+  });
+
   it('answers 422 when there is no body at all', async () => {
     const r = await post(`${web.url}/v1/auth/signup`);
     expect(r.status).to.equal(422);

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { AppError } from '../../src/errors.js';
 import { validate } from '../../src/validation.js';
+import { ChatCompletionRequestSchema } from '../../src/chat/chat.schema.js';
 
 const schema = {
   type: 'object',
@@ -44,5 +45,38 @@ describe('request validation', () => {
   it('returns the value unchanged when it is valid', () => {
     const v = { name: 'ok', items: [{ n: 2 }] };
     expect(validate(schema, v, 'body')).to.equal(v);
+  });
+
+  describe('text every string may carry', () => {
+    const chat = (content: string, extra: Record<string, unknown> = {}) => ({ model: 'm', messages: [{ role: 'user', content }], ...extra });
+    const chatIssues = (value: unknown) => {
+      try {
+        validate(ChatCompletionRequestSchema, value, 'body');
+      } catch (err) {
+        return ((err as AppError).toBody() as { detail: { loc: unknown[]; type: string }[] }).detail;
+      }
+      return [];
+    };
+
+    it('refuses NUL and lone surrogates in message content, naming the message', () => {
+      expect(chatIssues(chat('a\u0000b'))).to.deep.equal([
+        { loc: ['body', 'messages', 0, 'content'], msg: 'String should not contain control characters (U+0000 at position 1)', type: 'value_error' },
+      ]);
+      expect(chatIssues(chat('a\udc00')).map((d) => [d.loc, d.type])).to.deep.equal([[['body', 'messages', 0, 'content'], 'string_unicode']]);
+    });
+
+    it('keeps newlines, tabs and astral characters in message content and stop sequences', () => {
+      expect(chatIssues(chat('line one\n\tline two\r\n😀', { stop: ['\n\n'] }))).to.deep.equal([]);
+    });
+
+    it('refuses control characters in one-line fields: model, role, user, persona', () => {
+      const value = { model: 'm\n', messages: [{ role: 'us\ter', content: 'x' }], user: 'u\u0000', persona: 'p\r' };
+      expect(chatIssues(value).map((d) => d.loc)).to.deep.equal([
+        ['body', 'model'],
+        ['body', 'messages', 0, 'role'],
+        ['body', 'user'],
+        ['body', 'persona'],
+      ]);
+    });
   });
 });
