@@ -28,9 +28,11 @@ export interface Config {
     port: number;
     /** Base of links we hand out (verification email, Stripe return URLs). */
     publicBaseUrl: string;
-    bodyLimitBytes: number;
     shutdownTimeoutMs: number;
     trustProxy: boolean;
+    /** How long a client may take to send a request's headers, and its headers and body (408 after). */
+    headersTimeoutMs: number;
+    requestTimeoutMs: number;
   };
   log: { level: string };
   db: { url: string; poolSize: number; statementTimeoutMs: number };
@@ -179,10 +181,6 @@ class Reader {
 const HS_ALGS = ['HS256', 'HS384', 'HS512'];
 const ASYM_ALGS = ['RS256', 'RS384', 'RS512', 'PS256', 'ES256', 'ES384', 'EdDSA'];
 
-// 100 messages x 50,000 characters, each character escaped as \uXXXX (6 bytes) in the worst
-// case, plus room for the other fields: the largest valid request must fit.
-const DEFAULT_BODY_LIMIT = 32 * 1024 * 1024;
-
 export function loadConfig(env: Env = process.env): Config {
   const r = new Reader(env);
   const nodeEnv = r.oneOf<NodeEnv>('NODE_ENV', ['development', 'test', 'production'], 'development');
@@ -228,15 +226,21 @@ export function loadConfig(env: Env = process.env): Config {
   const anyKey = openaiKey !== undefined || anthropicKey !== undefined || geminiKey !== undefined;
   const backend: ModelBackend = backendSetting === 'auto' ? (anyKey || production ? 'catalog' : 'local') : backendSetting;
 
+  const headersTimeoutMs = r.int('HTTP_HEADERS_TIMEOUT_MS', 20_000, 100, 600_000);
+  if (r.int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 100, 600_000) < headersTimeoutMs) {
+    throw new ConfigError('HTTP_REQUEST_TIMEOUT_MS', `at least HTTP_HEADERS_TIMEOUT_MS (${headersTimeoutMs})`, r.raw('HTTP_REQUEST_TIMEOUT_MS'));
+  }
+
   const config: Config = {
     env: nodeEnv,
     http: {
       host,
       port,
       publicBaseUrl,
-      bodyLimitBytes: r.int('BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT, 1024, 256 * 1024 * 1024),
       shutdownTimeoutMs: r.int('SHUTDOWN_TIMEOUT_MS', 25_000, 0, 600_000),
       trustProxy: r.bool('TRUST_PROXY', false),
+      headersTimeoutMs: r.int('HTTP_HEADERS_TIMEOUT_MS', 20_000, 100, 600_000),
+      requestTimeoutMs: r.int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 100, 600_000),
     },
     log: { level: r.oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], nodeEnv === 'test' ? 'warn' : 'info') },
     db: {

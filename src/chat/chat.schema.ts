@@ -2,12 +2,25 @@ import type { JsonSchema } from '../validation.js';
 
 const nullable = (t: string | string[]) => (Array.isArray(t) ? [...t, 'null'] : [t, 'null']);
 
+const MAX_MESSAGES = 100;
+const MAX_CONTENT_CHARS = 50_000;
+const MAX_ROLE_CHARS = 20;
+
+/**
+ * The largest valid request in bytes: JSON Schema counts characters as code points, and one
+ * astral character escaped as a surrogate pair (\ud83d\ude00) is 12 bytes, so every message's
+ * content and role at 12 bytes a character, with 64 bytes of keys and punctuation each, plus
+ * 1 MiB for the fields without a bound of their own (stop, logit_bias), fields the service
+ * ignores, and whitespace.
+ */
+export const CHAT_BODY_LIMIT_BYTES = MAX_MESSAGES * ((MAX_CONTENT_CHARS + MAX_ROLE_CHARS) * 12 + 64) + 1024 * 1024;
+
 export const ChatMessageSchema: JsonSchema = {
   type: 'object',
   required: ['role', 'content'],
   properties: {
-    role: { type: 'string', maxLength: 20, 'x-text': 'line', description: 'system, user or assistant', example: 'user' },
-    content: { type: 'string', maxLength: 50000 },
+    role: { type: 'string', maxLength: MAX_ROLE_CHARS, 'x-text': 'line', description: 'system, user or assistant', example: 'user' },
+    content: { type: 'string', maxLength: MAX_CONTENT_CHARS },
   },
 };
 
@@ -21,7 +34,7 @@ export const ChatCompletionRequestSchema: JsonSchema = {
   required: ['model', 'messages'],
   properties: {
     model: { type: 'string', maxLength: 50, 'x-text': 'line', description: 'A model available to the caller\'s tier (GET /v1/models)' },
-    messages: { type: 'array', minItems: 1, maxItems: 100, items: ChatMessageSchema, description: 'At least one message (as OpenAI requires); at most 100' },
+    messages: { type: 'array', minItems: 1, maxItems: MAX_MESSAGES, items: ChatMessageSchema, description: 'At least one message (as OpenAI requires); at most 100' },
     temperature: { type: nullable('number'), minimum: 0, maximum: 2, default: 1 },
     max_tokens: { type: nullable('integer'), minimum: 1, maximum: 8192 },
     top_p: { type: nullable('number'), minimum: 0, maximum: 1, default: 1 },

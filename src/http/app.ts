@@ -9,7 +9,7 @@ import { errorHandler } from './middleware/errors.js';
 import { observe } from './middleware/observe.js';
 import { requestId } from './middleware/request-id.js';
 import { buildOpenApi } from './openapi.js';
-import type { AppState, HttpContext, RouteSpec } from './route.js';
+import { DEFAULT_BODY_LIMIT_BYTES, type AppState, type HttpContext, type RouteSpec } from './route.js';
 import { allRoutes } from './routes/index.js';
 
 /**
@@ -31,7 +31,7 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
       },
       authenticate(spec.auth, app, { deferKeyCheck: spec.deferKeyCheck ?? false }),
     ];
-    if (spec.method === 'post' && (spec.body || spec.rawBody)) stack.push(jsonBody(app.config.http.bodyLimitBytes, spec.rawBody));
+    if (spec.method === 'post' && (spec.body || spec.rawBody)) stack.push(jsonBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, spec.rawBody));
     if (spec.query) {
       const schema = spec.query;
       stack.push(async (ctx, next) => {

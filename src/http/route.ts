@@ -50,6 +50,11 @@ export interface RouteSpec {
   body?: JsonSchema;
   /** The body is required (422 when absent) rather than optional. */
   bodyRequired?: boolean;
+  /**
+   * The largest body this route reads (413 beyond it), sized to its largest valid request so an
+   * unauthenticated caller cannot make the process buffer megabytes. Default DEFAULT_BODY_LIMIT_BYTES.
+   */
+  bodyLimitBytes?: number;
   /** Keep the exact request bytes in ctx.state.rawBody (signature checks). */
   rawBody?: boolean;
   /**
@@ -64,6 +69,9 @@ export interface RouteSpec {
 }
 
 export const defineRoutes = (routes: RouteSpec[]): RouteSpec[] => routes;
+
+/** A route's body limit when it declares none: small, so a route that forgets is not an opening. */
+export const DEFAULT_BODY_LIMIT_BYTES = 64 * 1024;
 
 /** The account an authenticated route runs for; the auth middleware guarantees it. */
 export function accountOf(ctx: HttpContext): Account {

@@ -22,11 +22,13 @@ export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Pro
   await app.warmUp([app.redis, app.redisConnection('queue-producer')]);
   // The relay's pattern subscription is in place before the first request can be queued.
   await relayHubOf(app).start();
-  const server = http.createServer(koa.callback());
-  // Streams can be long; Node's default request timeout (5 min) would cut them.
-  server.requestTimeout = 0;
+  const { headersTimeoutMs, requestTimeoutMs } = app.config.http;
+  // Node's request timeouts bound only receiving a request (its headers, then its body): a client
+  // that declares 1000 bytes and sends 8 is answered 408 and closed, while responses and streams,
+  // which can last minutes, are never cut. The checks run a few times per timeout.
+  const server = http.createServer({ headersTimeout: headersTimeoutMs, requestTimeout: requestTimeoutMs, connectionsCheckingInterval: Math.min(30_000, Math.ceil(headersTimeoutMs / 4)) }, koa.callback());
+  // Longer than the 60 s idle timeout of common load balancers, so they close idle connections first.
   server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
 
   const sockets = new Set<Socket>();
   server.on('connection', (s) => {

@@ -1,8 +1,10 @@
 import { expect } from 'chai';
 import { AppError } from '../../src/errors.js';
 import { defineRoutes } from '../../src/http/route.js';
+import { CHAT_BODY_LIMIT_BYTES } from '../../src/chat/chat.schema.js';
 import { post, get, request } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
+import { createTestAccount } from '../support/accounts.js';
 
 // A route set that exercises the shared middleware (body parsing, validation, error mapping)
 // without depending on any one feature.
@@ -19,6 +21,7 @@ const routes = defineRoutes([
       required: ['messages'],
       properties: { messages: { type: 'array', maxItems: 100, items: { type: 'object', required: ['content'], properties: { content: { type: 'string', maxLength: 50000 } } } } },
     },
+    bodyLimitBytes: CHAT_BODY_LIMIT_BYTES,
     responses: { 200: { description: 'echo' } },
     handler: (ctx) => {
       const body = ctx.state.body as { messages: { content: string }[] };
@@ -105,7 +108,7 @@ describe('web tier core', () => {
   });
 
   it('answers a body over the limit with 413 in the error envelope', async () => {
-    const small = await startTestWeb({ routes, env: { BODY_LIMIT_BYTES: '2048' } });
+    const small = await startTestWeb({ routes: routes.map((r) => (r.path === '/echo' ? { ...r, bodyLimitBytes: 2048 } : r)) });
     try {
       const r = await post(`${small.url}/echo`, { messages: [{ content: 'x'.repeat(4000) }] });
       expect(r.status).to.equal(413);
@@ -127,5 +130,42 @@ describe('web tier core', () => {
     expect(r.status).to.equal(429);
     expect(r.headers.get('retry-after')).to.equal('7');
     expect(r.body.error).to.deep.equal({ message: 'slow down', type: 'rate_limit_exceeded', code: 'rate_limit_exceeded', param: null });
+  });
+});
+
+describe('the chat route’s body limit', () => {
+  let web: TestWeb;
+  let apiKey: string;
+  before(async () => {
+    web = await startTestWeb();
+    ({ apiKey } = await createTestAccount(web.app, { tier: 'paid' }));
+  });
+  after(async () => web.close());
+
+  /**
+   * The largest valid request there is: 100 messages whose role (20) and content (50,000) are
+   * characters outside the BMP, each escaped as a surrogate pair (12 bytes), padded with JSON
+   * whitespace to `bytes`. The model is unknown, so a body that passes parsing and validation
+   * gets 404 and nothing is queued.
+   */
+  function largestValid(bytes: number): Buffer {
+    const astral = '\\ud83d\\ude00';
+    const message = `{"role":"${astral.repeat(20)}","content":"${astral.repeat(50_000)}"}`;
+    const head = `{"model":"no-such-model","messages":[${Array.from({ length: 100 }, () => message).join(',')}]`;
+    return Buffer.from(`${head}${' '.repeat(bytes - head.length - 1)}}`);
+  }
+
+  it('reads the largest valid chat request, every character escaped, up to the limit', async () => {
+    const body = largestValid(CHAT_BODY_LIMIT_BYTES);
+    expect(body.length).to.equal(CHAT_BODY_LIMIT_BYTES);
+    const r = await request('POST', `${web.url}/v1/chat/completions`, { raw: body, bearer: apiKey, headers: { 'content-type': 'application/json' } });
+    expect(r.status).to.equal(404);
+    expect(r.body.error.code).to.equal('model_not_found');
+  });
+
+  it('refuses one byte more with 413', async () => {
+    const r = await request('POST', `${web.url}/v1/chat/completions`, { raw: largestValid(CHAT_BODY_LIMIT_BYTES + 1), bearer: apiKey, headers: { 'content-type': 'application/json' } });
+    expect(r.status).to.equal(413);
+    expect(r.body.error.code).to.equal('request_too_large');
   });
 });

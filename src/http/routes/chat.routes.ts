@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context.js';
 import { AppError, kindForStatus } from '../../errors.js';
-import { ChatCompletionRequestSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
+import { CHAT_BODY_LIMIT_BYTES, ChatCompletionRequestSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
 import { prepareCompletion } from '../../chat/chat.service.js';
 import type { CompletionJob } from '../../chat/completion-job.js';
 import { assertQueueHasRoom, dispatch, type Dispatch, type DispatchEvent } from '../../chat/dispatch.service.js';
@@ -71,10 +71,11 @@ async function streamCompletion(ctx: HttpContext, app: AppContext, job: Completi
     // From here on Koa leaves the response to us; its status is kept for metrics and logs.
     ctx.respond = false;
     ctx.status = 200;
+    // No Connection header of our own: Node keeps the connection alive, or closes it after the
+    // stream when the client asked for Connection: close.
     res.writeHead(200, {
       'Content-Type': 'text/event-stream; charset=utf-8',
       'Cache-Control': 'no-cache',
-      Connection: 'keep-alive',
       'X-Accel-Buffering': 'no',
     });
     beat = setInterval(() => {
@@ -196,6 +197,7 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
     // The admission script confirms a cached key's version: no separate Redis read per request.
     deferKeyCheck: true,
     body: ChatCompletionRequestSchema,
+    bodyLimitBytes: CHAT_BODY_LIMIT_BYTES,
     responses: {
       200: { description: 'A chat.completion body, or an SSE stream of chat.completion.chunk events', alsoAs: ['text/event-stream'] },
       403: { description: 'The model needs the paid tier' },

@@ -14,6 +14,8 @@ export function webhookRoutes(): RouteSpec[] {
       tag: 'webhooks',
       auth: 'none',
       rawBody: true,
+      // Stripe's event payloads are a few kilobytes; an invoice with many lines stays far below this.
+      bodyLimitBytes: 1024 * 1024,
       responses: {
         200: { description: 'Event received (and applied, ignored or recognised as a duplicate)', schema: WebhookResultSchema },
         400: { description: 'Missing or invalid signature; nothing was done' },
