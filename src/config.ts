@@ -80,6 +80,7 @@ export interface Config {
     /** Completion tokens reserved at admission when the request sets no max_tokens. */
     defaultCompletionReservation: number;
     reservationTtlMs: number;
+    signup: { perAddressPerHour: number; perClientPerHour: number };
   };
   stripe: {
     secretKey: string | undefined;
@@ -298,6 +299,10 @@ export function loadConfig(env: Env = process.env): Config {
       },
       defaultCompletionReservation: r.int('DEFAULT_COMPLETION_RESERVATION', 4096, 1, 8192),
       reservationTtlMs: r.int('RESERVATION_TTL_MS', 15 * 60_000, 1000, 86_400_000),
+      signup: {
+        perAddressPerHour: r.int('SIGNUP_PER_ADDRESS_PER_HOUR', 3, 1, 1000),
+        perClientPerHour: r.int('SIGNUP_PER_CLIENT_PER_HOUR', 10, 1, 1_000_000),
+      },
     },
     stripe: {
       secretKey: r.optional('STRIPE_SECRET_KEY'),

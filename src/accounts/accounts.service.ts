@@ -20,6 +20,7 @@ import {
 } from './accounts.repository.js';
 import type { IssuedKeyResult, SignupInput } from './accounts.schema.js';
 import { queueEmail } from './email-outbox.service.js';
+import { admitSignup } from './signup-limits.js';
 import { generateVerificationToken, hashVerificationToken } from './verification-tokens.js';
 
 export type { Account } from './accounts.repository.js';
@@ -36,8 +37,10 @@ export const verificationLink = (app: AppContext, token: string): string =>
  *   are not changed by an unauthenticated caller;
  * - known, verified: an "you already have an account" email, with no link and no key.
  * The email goes into the outbox in the same transaction, so sign-up never waits on the provider.
+ * Attempts are limited per mailbox and per client network first (signup-limits.ts).
  */
-export async function signUp(app: AppContext, input: SignupInput): Promise<{ message: string; email: string }> {
+export async function signUp(app: AppContext, input: SignupInput, client: { ip: string }): Promise<{ message: string; email: string }> {
+  await admitSignup(app, { email: input.email, clientIp: client.ip });
   const now = app.clock.now();
   await transaction(app.db, async (trx) => {
     const created = await insertAccountIfAbsent(trx, { name: input.name, email: input.email, organization: input.organization, now });

@@ -58,7 +58,9 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
     router[spec.method](spec.path, ...(stack as Parameters<typeof router.get>[1][]));
   }
 
-  const koa = new Koa<AppState>({ proxy: app.config.http.trustProxy });
+  // Behind a proxy only the last X-Forwarded-For entry (the one the proxy added) is trusted: the
+  // ones before it are whatever the client sent, and limits keyed on the client would be escaped.
+  const koa = new Koa<AppState>({ proxy: app.config.http.trustProxy, maxIpsCount: 1 });
   // Errors are logged once, by the error mapper; Koa's own stderr printing would repeat them.
   koa.silent = true;
   koa.use(requestId());

@@ -9,6 +9,9 @@ export function testEnv(overrides: Env = {}): Env {
     PORT: '0',
     HOST: '127.0.0.1',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    // Every test signs up from 127.0.0.1: the sign-up limits have tests of their own, which set them.
+    SIGNUP_PER_CLIENT_PER_HOUR: '100000',
+    SIGNUP_PER_ADDRESS_PER_HOUR: '1000',
     ...overrides,
   };
 }

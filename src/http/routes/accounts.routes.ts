@@ -70,9 +70,12 @@ export function accountsRoutes(): RouteSpec[] {
       body: SignupRequest,
       // Its three bounded fields take under 6 KB even with every character escaped; the rest is room for whitespace.
       bodyLimitBytes: 16 * 1024,
-      responses: { 200: { description: 'Account created (or already there); check the email', schema: SignupResponse } },
+      responses: {
+        200: { description: 'Account created (or already there); check the email', schema: SignupResponse },
+        429: { description: 'Too many sign-ups for this mailbox or from this network within the hour (the same answer whether the address is known or not)' },
+      },
       handler: async (ctx, app) => {
-        ctx.body = await signUp(app, ctx.state.body as SignupInput);
+        ctx.body = await signUp(app, ctx.state.body as SignupInput, { ip: ctx.ip });
       },
     },
     {

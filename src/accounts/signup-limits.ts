@@ -1,0 +1,71 @@
+import { createHash } from 'node:crypto';
+import ipaddr from 'ipaddr.js';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { AppContext } from '../context.js';
+import { AppError, describeReset, retryAdvice } from '../errors.js';
+import { redisKey } from '../infra/redis.js';
+
+const HOUR_SECONDS = 3600;
+
+/**
+ * Sign-up sends an email, so it is limited per destination mailbox (a mailbox cannot be flooded
+ * with verification emails) and per client network (one client cannot sign up thousands of
+ * addresses). Both are counted in Redis, shared by every web process, in windows of an hour
+ * from the first attempt. The trade-off: anyone can use up an address's attempts for an hour;
+ * the links already sent keep working.
+ */
+function limiters(app: AppContext) {
+  return app.once('signup-limiters', () => {
+    const { perAddressPerHour, perClientPerHour } = app.config.limits.signup;
+    const make = (what: string, points: number) =>
+      new RateLimiterRedis({ storeClient: app.redis, keyPrefix: redisKey(app.config, 'signup', what), points, duration: HOUR_SECONDS, rejectIfRedisNotReady: true });
+    return { byAddress: make('address', perAddressPerHour), byClient: make('client', perClientPerHour) };
+  });
+}
+
+/**
+ * The mailbox an address delivers to, as far as the service can tell: letter case and a
+ * `+tag` do not make another mailbox. Hashed: raw addresses do not belong in Redis keys.
+ */
+export function mailboxKey(email: string): string {
+  const [local = '', domain = ''] = email.toLowerCase().split(/@(?=[^@]*$)/);
+  return createHash('sha256').update(`${local.replace(/\+.*$/, '')}@${domain}`).digest('hex').slice(0, 32);
+}
+
+/**
+ * The network a client address stands for: an IPv4 address, or the /64 of an IPv6 one (what a
+ * single subscriber is usually given, so rotating through it does not escape the limit).
+ */
+export function clientNetworkKey(ip: string): string {
+  if (!ipaddr.isValid(ip)) return `other:${ip}`;
+  const addr = ipaddr.process(ip);
+  if (addr.kind() === 'ipv4') return addr.toString();
+  return `${(addr as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
+}
+
+const REFUSAL = 'Too many sign-up attempts for this email address or from your network.';
+
+/**
+ * Counts one sign-up attempt against both limits, or refuses it: 429 with the same message
+ * whether the address is known or not. Redis unreachable: 503, since sign-up without its limit
+ * would let anyone flood a mailbox.
+ */
+export async function admitSignup(app: AppContext, input: { email: string; clientIp: string }): Promise<void> {
+  const { byAddress, byClient } = limiters(app);
+  try {
+    await byClient.consume(clientNetworkKey(input.clientIp));
+    await byAddress.consume(mailboxKey(input.email));
+  } catch (err) {
+    if (err instanceof RateLimiterRes) {
+      throw new AppError('rate_limited', `${REFUSAL} Try again ${describeReset(app.clock.now().getTime(), err.msBeforeNext)}.`, {
+        code: 'rate_limit_exceeded',
+        headers: retryAdvice(err.msBeforeNext),
+      });
+    }
+    throw new AppError('unavailable', 'Sign-up is temporarily unavailable. Please retry shortly.', {
+      code: 'service_unavailable',
+      headers: retryAdvice(5000),
+      cause: err,
+    });
+  }
+}
