@@ -88,11 +88,29 @@ export class AppError extends Error {
     return this.explicitType ?? OPENAI_TYPE[this.kind];
   }
 
-  /** The JSON body a client sees. */
+  /**
+   * The JSON body a client sees. A 422 keeps the interface's `detail` and also carries an OpenAI
+   * `error` naming the first failing field, because the SDKs read only `error` (openai-node
+   * would otherwise report "422 status code (no body)").
+   */
   toBody(): unknown {
-    if (this.kind === 'validation') return { detail: this.detail ?? [] };
+    if (this.kind === 'validation') {
+      const detail = this.detail ?? [];
+      const first = detail[0];
+      const param = first ? paramOf(first.loc) : null;
+      const more = detail.length > 1 ? ` (and ${detail.length - 1} more: see detail)` : '';
+      const message = first ? `Invalid ${param ? `'${param}'` : 'request body'}: ${first.msg}${more}` : this.message;
+      return { detail, error: { message, type: 'invalid_request_error', code: first?.type ?? null, param } };
+    }
     return { error: { message: this.message, type: this.type, code: this.code, param: this.param } };
   }
+}
+
+/** A validation location as OpenAI names a parameter: `messages[0].content` (the source, body or query, left out). */
+function paramOf(loc: (string | number)[]): string | null {
+  const path = loc.slice(1);
+  if (path.length === 0) return null;
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
 }
 
 /** The kind of error a status stands for (the inverse of STATUS), for errors that arrive as a status. */

@@ -13,7 +13,21 @@ const ValidationError: JsonSchema = {
 
 const HTTPValidationError: JsonSchema = {
   type: 'object',
-  properties: { detail: { type: 'array', items: { $ref: '#/components/schemas/ValidationError' } } },
+  required: ['detail', 'error'],
+  properties: {
+    detail: { type: 'array', items: { $ref: '#/components/schemas/ValidationError' } },
+    error: {
+      type: 'object',
+      description: 'The first failing field in the OpenAI error shape, for clients (the OpenAI SDKs) that read only `error`.',
+      required: ['message', 'type', 'code', 'param'],
+      properties: {
+        message: { type: 'string', example: "Invalid 'messages[0].content': String should have at most 50000 characters" },
+        type: { type: 'string', const: 'invalid_request_error' },
+        code: { type: ['string', 'null'], description: 'The first entry\'s `type`' },
+        param: { type: ['string', 'null'], example: 'messages[0].content' },
+      },
+    },
+  },
 };
 
 const ErrorResponse: JsonSchema = {

@@ -70,7 +70,10 @@ describe('POST /v1/auth/signup', () => {
   it('answers 422 with the interface body for a missing field', async () => {
     const r = await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email: email() });
     expect(r.status).to.equal(422);
-    expect(r.body).to.deep.equal({ detail: [{ loc: ['body', 'organization'], msg: 'Field required', type: 'missing' }] });
+    expect(r.body).to.deep.equal({
+      detail: [{ loc: ['body', 'organization'], msg: 'Field required', type: 'missing' }],
+      error: { message: "Invalid 'organization': Field required", type: 'invalid_request_error', code: 'missing', param: 'organization' },
+    });
   });
 
   it('answers 422 for a malformed email address', async () => {

@@ -133,7 +133,10 @@ describe('GET /v1/auth/verify', () => {
   it('answers 422 with the interface body when the token is missing', async () => {
     const r = await get(`${web.url}/v1/auth/verify`);
     expect(r.status).to.equal(422);
-    expect(r.body).to.deep.equal({ detail: [{ loc: ['query', 'token'], msg: 'Field required', type: 'missing' }] });
+    expect(r.body).to.deep.equal({
+      detail: [{ loc: ['query', 'token'], msg: 'Field required', type: 'missing' }],
+      error: { message: "Invalid 'token': Field required", type: 'invalid_request_error', code: 'missing', param: 'token' },
+    });
   });
 
   it('shows the key on an HTML page when the browser asks for HTML, with the save-it-now warning and no caching', async () => {

@@ -232,7 +232,10 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
       const who = await createTestAccount(web.app);
       const r = await get(`${web.url}/v1/billing/history?start_date=2017-03-01&end_date=2017-02-28`, { bearer: who.jwt });
       expect(r.status).to.equal(422);
-      expect(r.body).to.deep.equal({ detail: [{ loc: ['query', 'end_date'], msg: 'end_date (2017-02-28) must be on or after start_date (2017-03-01)', type: 'value_error' }] });
+      expect(r.body).to.deep.equal({
+        detail: [{ loc: ['query', 'end_date'], msg: 'end_date (2017-02-28) must be on or after start_date (2017-03-01)', type: 'value_error' }],
+        error: { message: "Invalid 'end_date': end_date (2017-02-28) must be on or after start_date (2017-03-01)", type: 'invalid_request_error', code: 'value_error', param: 'end_date' },
+      });
     });
 
     it('also defaults the start when only the end is given, and accepts a one-day period', async () => {

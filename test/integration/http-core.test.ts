@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import OpenAI from 'openai';
 import { AppError } from '../../src/errors.js';
 import { defineRoutes } from '../../src/http/route.js';
 import { CHAT_BODY_LIMIT_BYTES } from '../../src/chat/chat.schema.js';
@@ -91,7 +92,10 @@ describe('web tier core', () => {
   it('answers a missing body with 422 at loc ["body"]', async () => {
     const r = await request('POST', `${web.url}/echo`);
     expect(r.status).to.equal(422);
-    expect(r.body).to.deep.equal({ detail: [{ loc: ['body'], msg: 'Field required', type: 'missing' }] });
+    expect(r.body).to.deep.equal({
+      detail: [{ loc: ['body'], msg: 'Field required', type: 'missing' }],
+      error: { message: 'Invalid request body: Field required', type: 'invalid_request_error', code: 'missing', param: null },
+    });
   });
 
   it('answers a body that is not JSON with 422', async () => {
@@ -167,5 +171,17 @@ describe('the chat route’s body limit', () => {
     const r = await request('POST', `${web.url}/v1/chat/completions`, { raw: largestValid(CHAT_BODY_LIMIT_BYTES + 1), bearer: apiKey, headers: { 'content-type': 'application/json' } });
     expect(r.status).to.equal(413);
     expect(r.body.error.code).to.equal('request_too_large');
+  });
+
+  it('makes the official SDK report which field failed validation, not "422 status code (no body)"', async () => {
+    const client = new OpenAI({ apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const err = await client.chat.completions
+      .create({ model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'x'.repeat(50_001) }] })
+      .then(() => undefined, (e: unknown) => e);
+    expect(err).to.be.instanceOf(OpenAI.UnprocessableEntityError);
+    const e = err as InstanceType<typeof OpenAI.UnprocessableEntityError>;
+    expect(e.message).to.equal("422 Invalid 'messages[0].content': String should have at most 50000 characters");
+    expect(e.param).to.equal('messages[0].content');
+    expect(e.type).to.equal('invalid_request_error');
   });
 });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { AppError, kindForStatus } from '../../src/errors.js';
+import { AppError, kindForStatus, validationError } from '../../src/errors.js';
 
 describe('errors', () => {
   it('maps a status back to the kind of error it stands for', () => {
@@ -17,5 +17,24 @@ describe('errors', () => {
     const relayed = new AppError('unavailable', 'provider busy', { type: 'upstream_error', code: 'upstream_rate_limited' });
     expect(relayed.status).to.equal(503);
     expect(relayed.toBody()).to.deep.equal({ error: { message: 'provider busy', type: 'upstream_error', code: 'upstream_rate_limited', param: null } });
+  });
+
+  it('gives a 422 an OpenAI error object beside detail, naming the first failing field as OpenAI names parameters', () => {
+    const err = validationError([
+      { loc: ['body', 'messages', 0, 'content'], msg: 'String should have at most 50000 characters', type: 'string_too_long' },
+      { loc: ['body', 'n'], msg: 'Input should be less than or equal to 5', type: 'less_than_equal' },
+    ]);
+    expect(err.toBody()).to.deep.equal({
+      detail: [
+        { loc: ['body', 'messages', 0, 'content'], msg: 'String should have at most 50000 characters', type: 'string_too_long' },
+        { loc: ['body', 'n'], msg: 'Input should be less than or equal to 5', type: 'less_than_equal' },
+      ],
+      error: {
+        message: "Invalid 'messages[0].content': String should have at most 50000 characters (and 1 more: see detail)",
+        type: 'invalid_request_error',
+        code: 'string_too_long',
+        param: 'messages[0].content',
+      },
+    });
   });
 });
