@@ -22,6 +22,8 @@ export interface AppState {
   body?: unknown;
   query?: unknown;
   rawBody?: string;
+  /** The code of the error the request was answered with, for the access log line. */
+  errorCode?: string;
 }
 
 export type HttpContext = RouterContext<AppState>;

@@ -13,9 +13,13 @@ export function errorHandler(log: Logger): Middleware<AppState> {
       await next();
     } catch (err) {
       const appError = isAppError(err) ? err : fromHttpError(err);
-      if (appError.status >= 500) {
+      // An AppError is a refusal the service decided (a 4xx, a dependency down, billing not
+      // configured): the access line records it with its code. Only what nobody decided, a bug or
+      // an unforeseen failure, is an error with its stack for an operator to look at.
+      if (!isAppError(err) && appError.status >= 500) {
         log.error({ err, requestId: ctx.state.requestId, path: ctx.path }, 'request failed');
       }
+      ctx.state.errorCode = appError.code ?? appError.type;
       if (ctx.headerSent || !ctx.writable) {
         // A stream that already started cannot change its status; end it instead of hanging.
         ctx.res.destroy();

@@ -14,8 +14,12 @@ export function observe(app: AppContext): Middleware<AppState> {
       const labels = { method: ctx.method, route: ctx.state.route ?? 'unmatched', status: String(ctx.status) };
       httpRequests.inc(labels);
       httpDuration.observe(labels, seconds);
-      const level = ctx.status >= 500 ? 'error' : ctx.status >= 400 ? 'info' : 'debug';
-      if (app.log.isLevelEnabled(level)) app.log[level]({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(seconds * 1000) }, 'request');
+      // A 5xx is worth a look, not a page: the error mapper logs the unforeseen ones as errors, with their stack.
+      const level = ctx.status >= 500 ? 'warn' : ctx.status >= 400 ? 'info' : 'debug';
+      if (app.log.isLevelEnabled(level)) {
+        const code = ctx.state.errorCode;
+        app.log[level]({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ...(code ? { code } : {}), ms: Math.round(seconds * 1000) }, 'request');
+      }
     };
     // 'close' covers a client that went away before the end (a cancelled stream).
     ctx.res.once('finish', done);

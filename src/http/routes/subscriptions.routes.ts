@@ -121,7 +121,7 @@ export function subscriptionRoutes(): RouteSpec[] {
           sendPage(ctx, 200, upgradedPage(await completeCheckout(app, session_id)));
         } catch (err) {
           if (!isAppError(err)) throw err;
-          if (err.status >= 500) app.log.error({ err, requestId: ctx.state.requestId }, 'upgrade-success failed');
+          ctx.state.errorCode = err.code ?? err.type;
           sendPage(ctx, err.status, errorPage('The upgrade could not be completed', err.message));
         }
       },
