@@ -73,6 +73,8 @@ export interface Config {
     maxDepth: number;
     pickupTimeoutMs: number;
     heartbeatMs: number;
+    /** How far a stream's client may fall behind (bytes written but not yet sent) before the stream is ended. */
+    streamMaxBufferedBytes: number;
     stalledIntervalMs: number;
   };
   limits: {
@@ -288,6 +290,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxDepth: r.int('QUEUE_MAX_DEPTH', 2000, 1, 1_000_000),
       pickupTimeoutMs: r.int('QUEUE_PICKUP_TIMEOUT_MS', 10_000, 100, 600_000),
       heartbeatMs: r.int('STREAM_HEARTBEAT_MS', 15_000, 100, 600_000),
+      streamMaxBufferedBytes: r.int('STREAM_MAX_BUFFERED_BYTES', 1024 * 1024, 16 * 1024, 256 * 1024 * 1024),
       stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 30_000, 100, 600_000),
     },
     limits: {

@@ -2,6 +2,7 @@ import type { Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import { AppError, validationError } from '../../errors.js';
 import type { AppState } from '../route.js';
+import { Utf8Check } from './utf8-check.js';
 
 /**
  * Parses a JSON body into ctx.state.body (undefined when the request has none). Malformed JSON
@@ -26,7 +27,15 @@ export function jsonBody(limitBytes: number, keepRaw = false): Middleware<AppSta
     if (hasBody && !ctx.is('json', '+json')) {
       throw validationError([{ loc: ['body'], msg: 'Body must be JSON; send Content-Type: application/json', type: 'model_attributes_type' }]);
     }
-    await parse(ctx, async () => {});
+    const parsing = parse(ctx, async () => {});
+    // The parser reads the same 'data' events (it attached its listener just now, synchronously).
+    // A compressed body is checked by the parser alone: its bytes here are not the text.
+    const utf8 = (ctx.get('content-encoding') || 'identity') === 'identity' ? new Utf8Check() : undefined;
+    if (utf8) ctx.req.on('data', (chunk: Buffer) => utf8.feed(chunk));
+    await parsing;
+    if (utf8 && !utf8.ok) {
+      throw validationError([{ loc: ['body'], msg: 'Body is not valid UTF-8', type: 'json_invalid' }]);
+    }
     const body = (ctx.request as { body?: unknown }).body;
     if (keepRaw) {
       // koa-body 7 leaves the exact text on ctx.request.rawBody (older versions used a symbol on the body).

@@ -61,9 +61,17 @@ async function streamCompletion(ctx: HttpContext, app: AppContext, job: Completi
   let settleFirst!: (v: { committed: true } | { error: AppError }) => void;
   const first = new Promise<{ committed: true } | { error: AppError }>((r) => (settleFirst = r));
 
+  const maxBuffered = app.config.queue.streamMaxBufferedBytes;
   const write = (s: string) => {
     lastWrite = performance.now();
     res.write(s);
+    // The relay cannot slow the worker down, so a client that stops reading would make this
+    // process hold the rest of its answer. Past the bound the stream ends; the close cancels the
+    // job (watchDisconnect), which stops the upstream and bills what was produced.
+    if (res.writableLength > maxBuffered) {
+      app.log.info({ requestId: job.id, buffered: res.writableLength }, 'stream client stopped reading; ending the stream');
+      res.destroy();
+    }
   };
   const commit = () => {
     if (committed) return;
