@@ -43,7 +43,7 @@ interface ScriptRun {
   timedOut: boolean;
   stdout: string;
   stderr: string;
-  /** What the test's own epilogue wrote on fd 3, after the README's lines. */
+  /** What the test's own exit trap wrote on fd 3. */
   probe: string;
 }
 
@@ -97,7 +97,16 @@ describe('the README walkthrough "From sign-up to a first completion", run as wr
     `exit ${run.code}${run.timedOut ? ` (killed after ${RUN_TIMEOUT_MS} ms)` : ''}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}\n` +
     `--- web\n${web?.output() ?? ''}\n--- worker\n${worker?.output() ?? ''}`;
   const stdoutLines = () => run.stdout.split('\n').filter((l) => l.trim() !== '');
-  const jsonBodies = () => stdoutLines().filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  const jsonBodies = () =>
+    stdoutLines()
+      .filter((l) => l.startsWith('{'))
+      .map((l) => {
+        try {
+          return JSON.parse(l);
+        } catch {
+          throw new Error(`the walkthrough printed a line that is not one JSON body:\n${l}\n${diagnostics()}`);
+        }
+      });
 
   before(async () => {
     projectMailBefore = await listing(projectMail);
@@ -122,8 +131,9 @@ describe('the README walkthrough "From sign-up to a first completion", run as wr
     app = createContext(testConfig(env), { role: 'test' });
     [web, worker] = await Promise.all([startRole('web', env), startRole('worker', env)]);
 
-    // The README's lines, then one line of the test's own that reports what they ended with.
-    const script = `${await walkthroughScript()}\nprintf '%s\\n' "$EMAIL" "$API_KEY" >&3\n`;
+    // The README's lines, and a trap of the test's own that reports on fd 3 what they ended with,
+    // even when a step fails (so the tests of the steps before it still say what worked).
+    const script = `trap 'printf "%s\\n" "\${EMAIL:-}" "\${API_KEY:-}" >&3' EXIT\n${await walkthroughScript()}\n`;
     // `npm run mint-jwt` runs the built code from the project root with the service's environment.
     run = await runBash(script, testEnv({ ...env, BASE: base, PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}` }), PROJECT_ROOT, RUN_TIMEOUT_MS);
     [email = '', finalKey = ''] = run.probe.split('\n');
