@@ -2,6 +2,7 @@
 // web tier, one completion worker and the scheduler. One Ctrl-C stops all of them cleanly.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { storesBanner } from './lib/banner.mjs';
 import { ROOT, build, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
 
 const ROLES = [
@@ -15,6 +16,7 @@ await main(async () => {
   build();
   const postgres = await ensurePostgres('completions_dev');
   const redis = await ensureRedis();
+  for (const line of storesBanner({ postgres, redis, env: process.env })) say(line);
   const env = { ...process.env, DATABASE_URL: postgres.url, REDIS_URL: redis.url };
   await migrate(env);
 

@@ -118,17 +118,20 @@ export function redisPing(host, port, ms = 1000) {
 
 const PRIVATE_REDIS_PORT = 6390;
 
-/** Returns { url, stop } for a Redis that answers. */
+/** Returns { url, chosen, stop } for a Redis that answers; `chosen` says which one, for the start-up lines. */
 export async function ensureRedis() {
   if (process.env.REDIS_URL) {
     const u = new URL(process.env.REDIS_URL);
     if (!(await redisPing(u.hostname, Number(u.port || 6379), 3000))) {
       throw new SetupError(`REDIS_URL is set to ${process.env.REDIS_URL} but nothing answers there`);
     }
-    return { url: process.env.REDIS_URL, stop: async () => {} };
+    return { url: process.env.REDIS_URL, chosen: 'from REDIS_URL', stop: async () => {} };
   }
-  if (await redisPing('127.0.0.1', 6379)) return { url: 'redis://127.0.0.1:6379', stop: async () => {} };
-  if (await redisPing('127.0.0.1', PRIVATE_REDIS_PORT)) return { url: `redis://127.0.0.1:${PRIVATE_REDIS_PORT}`, stop: async () => {} };
+  if (await redisPing('127.0.0.1', 6379)) return { url: 'redis://127.0.0.1:6379', chosen: 'the server on 127.0.0.1:6379', stop: async () => {} };
+  if (await redisPing('127.0.0.1', PRIVATE_REDIS_PORT)) {
+    // Possibly another checkout's: the port is the same for every checkout.
+    return { url: `redis://127.0.0.1:${PRIVATE_REDIS_PORT}`, chosen: `a private server already running on 127.0.0.1:${PRIVATE_REDIS_PORT}`, stop: async () => {} };
+  }
 
   let bin = which('redis-server');
   if (!bin && aptInstall(['redis-server'])) bin = which('redis-server');
@@ -147,6 +150,7 @@ export async function ensureRedis() {
   }
   return {
     url: `redis://127.0.0.1:${PRIVATE_REDIS_PORT}`,
+    chosen: `a private server started now under var/redis`,
     stop: async () => {
       const cli = which('redis-cli');
       if (cli) spawnSync(cli, ['-p', String(PRIVATE_REDIS_PORT), 'shutdown'], { stdio: 'ignore' });
@@ -216,7 +220,8 @@ function findPgBin(name) {
 }
 
 /**
- * Returns { serverUrl, url, stop } where url names `dbName` (created when missing).
+ * Returns { serverUrl, url, chosen, stop } where url names `dbName` (created when missing) and
+ * `chosen` says which server, for the start-up lines.
  * DATABASE_URL wins; then a server on localhost:5432; then a private cluster under var/postgres.
  */
 export async function ensurePostgres(dbName) {
@@ -225,18 +230,20 @@ export async function ensurePostgres(dbName) {
     if (state === false) throw new SetupError(`DATABASE_URL is set but Postgres does not answer there`);
     const name = new URL(process.env.DATABASE_URL).pathname.slice(1);
     if (state === 'no-database') await createDatabase(process.env.DATABASE_URL, name);
-    return { serverUrl: process.env.DATABASE_URL, url: process.env.DATABASE_URL, stop: async () => {} };
+    return { serverUrl: process.env.DATABASE_URL, url: process.env.DATABASE_URL, chosen: 'from DATABASE_URL', stop: async () => {} };
   }
   const users = [...new Set([process.env.PGUSER, 'postgres', os.userInfo().username].filter(Boolean))];
   for (const user of users) {
     const serverUrl = `postgres://${encodeURIComponent(user)}@127.0.0.1:5432/postgres`;
     if ((await pgConnects(serverUrl)) === true) {
-      return { serverUrl, url: await createDatabase(serverUrl, dbName), stop: async () => {} };
+      return { serverUrl, url: await createDatabase(serverUrl, dbName), chosen: 'the server on 127.0.0.1:5432', stop: async () => {} };
     }
   }
   const privateUrl = `postgres://postgres@127.0.0.1:${PRIVATE_PG_PORT}/postgres`;
   if ((await pgConnects(privateUrl)) === true) {
-    return { serverUrl: privateUrl, url: await createDatabase(privateUrl, dbName), stop: async () => {} };
+    // Possibly another checkout's: the port is the same for every checkout.
+    const chosen = `a private server already running on 127.0.0.1:${PRIVATE_PG_PORT}`;
+    return { serverUrl: privateUrl, url: await createDatabase(privateUrl, dbName), chosen, stop: async () => {} };
   }
   return startPrivatePostgres(dbName);
 }
@@ -273,6 +280,7 @@ async function startPrivatePostgres(dbName) {
   return {
     serverUrl,
     url: await createDatabase(serverUrl, dbName),
+    chosen: 'a private cluster started now under var/postgres',
     stop: async () => {
       exec(pgCtl, ['-D', data, '-m', 'fast', '-w', 'stop']);
     },
