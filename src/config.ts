@@ -33,6 +33,8 @@ export interface Config {
     /** How long a client may take to send a request's headers, and its headers and body (408 after). */
     headersTimeoutMs: number;
     requestTimeoutMs: number;
+    /** Browser origins (scheme://host[:port]) allowed to call the API cross-origin: the web frontend. */
+    corsOrigins: string[];
   };
   log: { level: string };
   db: { url: string; poolSize: number; statementTimeoutMs: number };
@@ -174,6 +176,20 @@ class Reader {
     return v === undefined ? fallback : v.split(',').map((s) => s.trim()).filter(Boolean);
   }
 
+  /** A comma-separated list of browser origins, each exactly scheme://host[:port] as a browser sends it. */
+  origins(name: string): string[] {
+    return this.list(name, []).map((o) => {
+      let origin: string | undefined;
+      try {
+        origin = new URL(o).origin;
+      } catch {
+        origin = undefined;
+      }
+      if (origin === undefined || origin === 'null' || origin !== o) throw new ConfigError(name, 'a comma-separated list of origins such as https://app.example.com (no path, no trailing slash)', o);
+      return o;
+    });
+  }
+
   cron(name: string, fallback: string): string {
     const v = this.str(name, fallback);
     if (v.split(/\s+/).length < 5 || v.split(/\s+/).length > 6) throw new ConfigError(name, 'a cron expression of 5 or 6 fields', v);
@@ -244,6 +260,7 @@ export function loadConfig(env: Env = process.env): Config {
       trustProxy: r.bool('TRUST_PROXY', false),
       headersTimeoutMs: r.int('HTTP_HEADERS_TIMEOUT_MS', 20_000, 100, 600_000),
       requestTimeoutMs: r.int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 100, 600_000),
+      corsOrigins: r.origins('CORS_ORIGINS'),
     },
     log: { level: r.oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], nodeEnv === 'test' ? 'warn' : 'info') },
     db: {

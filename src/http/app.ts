@@ -5,6 +5,7 @@ import { AppError } from '../errors.js';
 import { validate } from '../validation.js';
 import { authenticate } from './middleware/auth.js';
 import { jsonBody } from './middleware/body.js';
+import { corsFor } from './middleware/cors.js';
 import { errorHandler } from './middleware/errors.js';
 import { observe } from './middleware/observe.js';
 import { requestId } from './middleware/request-id.js';
@@ -65,6 +66,7 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
   koa.silent = true;
   koa.use(requestId());
   koa.use(observe(app));
+  koa.use(corsFor(app.config.http.corsOrigins));
   koa.use(errorHandler(app.log));
   koa.use(router.routes());
   koa.use(

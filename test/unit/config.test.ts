@@ -31,4 +31,15 @@ describe('configuration', () => {
     const c = loadConfig(base);
     expect(Object.isFrozen(c.http)).to.equal(true);
   });
+
+  it('takes CORS origins exactly as browsers send them, and refuses anything else', () => {
+    expect(loadConfig({ ...base, CORS_ORIGINS: 'https://app.example.com, http://localhost:5173' }).http.corsOrigins).to.deep.equal(['https://app.example.com', 'http://localhost:5173']);
+    for (const bad of ['https://app.example.com/', 'app.example.com', 'https://app.example.com/path', '*']) {
+      expect(() => loadConfig({ ...base, CORS_ORIGINS: bad }), bad).to.throw(ConfigError, /^CORS_ORIGINS must be a comma-separated list of origins/);
+    }
+  });
+
+  it('refuses a request timeout shorter than the headers timeout', () => {
+    expect(() => loadConfig({ ...base, HTTP_HEADERS_TIMEOUT_MS: '30000', HTTP_REQUEST_TIMEOUT_MS: '20000' })).to.throw(ConfigError, /^HTTP_REQUEST_TIMEOUT_MS must be at least HTTP_HEADERS_TIMEOUT_MS/);
+  });
 });

@@ -1,0 +1,33 @@
+import cors from '@koa/cors';
+import type { Middleware } from 'koa';
+import type { AppState } from '../route.js';
+
+/**
+ * Cross-origin access for the web frontend (the JWT endpoints exist for it, and it usually runs on
+ * another origin): exactly the configured origins, no others, and no cookies, since every
+ * credential is a bearer token. Headers a client reads (request id, rate limits, retry advice)
+ * are exposed to it.
+ */
+export function corsFor(origins: readonly string[]): Middleware<AppState> {
+  const allowed = new Set(origins);
+  return cors({
+    origin: (ctx) => (allowed.has(ctx.get('Origin')) ? ctx.get('Origin') : ''),
+    allowMethods: ['GET', 'POST'],
+    allowHeaders: ['Authorization', 'Content-Type', 'X-Request-Id'],
+    exposeHeaders: [
+      'X-Request-Id',
+      'Retry-After',
+      'x-should-retry',
+      'X-RateLimit-Limit',
+      'X-RateLimit-Remaining',
+      'X-RateLimit-Reset',
+      'x-ratelimit-limit-requests',
+      'x-ratelimit-remaining-requests',
+      'x-ratelimit-reset-requests',
+      'x-ratelimit-limit-tokens',
+      'x-ratelimit-remaining-tokens',
+      'x-ratelimit-reset-tokens',
+    ],
+    maxAge: 600,
+  }) as Middleware<AppState>;
+}
