@@ -224,7 +224,8 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
         created: job.created,
         model: job.model.id,
         system_fingerprint: provider.fingerprint ?? null,
-        choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text }, logprobs: null, finish_reason: c.finish ?? 'stop' })),
+        // OpenAI's schema requires `refusal` (null when none); a provider's refusal shows as finish_reason content_filter.
+        choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text, refusal: null }, logprobs: null, finish_reason: c.finish ?? 'stop' })),
         usage,
       };
       errors = await publisher.finish('final', JSON.stringify(body), record);
