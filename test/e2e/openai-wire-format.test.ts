@@ -84,6 +84,12 @@ describe("the wire format against OpenAI's published OpenAPI schemas (web and wo
     expect(openAiIssues('ErrorResponse', r.body)).to.deep.equal([]);
   });
 
+  it('answers an invalid request with a 422 that is also an ErrorResponse', async () => {
+    const r = await post(url, { ...ask, messages: [] }, { bearer: free.apiKey });
+    expect(r.status).to.equal(422);
+    expect(openAiIssues('ErrorResponse', r.body)).to.deep.equal([]);
+  });
+
   it('answers a completion for an unknown model with a 404 ErrorResponse', async () => {
     const r = await post(url, { ...ask, model: 'no-such-model' }, { bearer: free.apiKey });
     expect(r.status).to.equal(404);
