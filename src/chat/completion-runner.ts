@@ -117,9 +117,12 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const { app, provider, publisher, signal } = deps;
   const n = job.params.n ?? 1;
   const choices: ChoiceState[] = Array.from({ length: n }, () => ({ text: '', started: false, finish: null }));
-  const fingerprint = JSON.stringify(provider.fingerprint ?? null);
+  // OpenAI's schema has system_fingerprint as an optional string, never null: left out when the
+  // provider names none.
+  const fingerprint = provider.fingerprint === undefined ? {} : { system_fingerprint: provider.fingerprint };
+  const fingerprintField = provider.fingerprint === undefined ? '' : `"system_fingerprint":${JSON.stringify(provider.fingerprint)},`;
   // The constant head of every chunk, serialised once per request.
-  const head = `{"id":${JSON.stringify(job.id)},"object":"chat.completion.chunk","created":${job.created},"model":${JSON.stringify(job.model.id)},"system_fingerprint":${fingerprint},"choices":[`;
+  const head = `{"id":${JSON.stringify(job.id)},"object":"chat.completion.chunk","created":${job.created},"model":${JSON.stringify(job.model.id)},${fingerprintField}"choices":[`;
   const tail = job.includeUsage ? '],"usage":null}\n\n' : ']}\n\n';
   const chunk = (choice: object) => `data: ${head}${JSON.stringify(choice)}${tail}`;
 
@@ -223,8 +226,9 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
         object: 'chat.completion',
         created: job.created,
         model: job.model.id,
-        system_fingerprint: provider.fingerprint ?? null,
-        choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text }, logprobs: null, finish_reason: c.finish ?? 'stop' })),
+        ...fingerprint,
+        // OpenAI's schema requires `refusal` (null when none); a provider's refusal shows as finish_reason content_filter.
+        choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text, refusal: null }, logprobs: null, finish_reason: c.finish ?? 'stop' })),
         usage,
       };
       errors = await publisher.finish('final', JSON.stringify(body), record);

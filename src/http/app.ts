@@ -10,12 +10,12 @@ import { errorHandler } from './middleware/errors.js';
 import { observe } from './middleware/observe.js';
 import { requestId } from './middleware/request-id.js';
 import { buildOpenApi } from './openapi.js';
-import { DEFAULT_BODY_LIMIT_BYTES, type AppState, type HttpContext, type RouteSpec } from './route.js';
+import { checkPathParams, DEFAULT_BODY_LIMIT_BYTES, type AppState, type HttpContext, type RouteSpec } from './route.js';
 import { allRoutes } from './routes/index.js';
 
 /**
  * The web tier, in the order a request meets it: request id, metrics and access log, the one
- * error mapper, then per route: credential, body, query and body validation, handler.
+ * error mapper, then per route: credential, body parsing, path, query and body validation, handler.
  */
 export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState> {
   let openApiDoc: unknown;
@@ -25,6 +25,7 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
 
   const router = new Router<AppState>();
   for (const spec of routes) {
+    checkPathParams(spec);
     const stack: Koa.Middleware<AppState>[] = [
       async (ctx, next) => {
         ctx.state.route = spec.path;
@@ -33,6 +34,13 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
       authenticate(spec.auth, app, { deferKeyCheck: spec.deferKeyCheck ?? false }),
     ];
     if (spec.method === 'post' && (spec.body || spec.rawBody)) stack.push(jsonBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, spec.rawBody));
+    if (spec.params) {
+      const schema = spec.params;
+      stack.push(async (ctx, next) => {
+        ctx.state.params = validate(schema, { ...ctx.params }, 'path');
+        await next();
+      });
+    }
     if (spec.query) {
       const schema = spec.query;
       stack.push(async (ctx, next) => {

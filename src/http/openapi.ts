@@ -1,5 +1,5 @@
 import type { JsonSchema } from '../validation.js';
-import type { RouteSpec } from './route.js';
+import { openApiPath, type RouteSpec } from './route.js';
 
 const ValidationError: JsonSchema = {
   type: 'object',
@@ -52,6 +52,20 @@ const errorRef = (description: string) => ({
   content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } },
 });
 
+/** One OpenAPI parameter per property of a route's `params` or `query` object schema. */
+function parametersOf(schema: JsonSchema | undefined, location: 'path' | 'query') {
+  if (!schema) return [];
+  const required = (schema.required ?? []) as string[];
+  return Object.entries((schema.properties ?? {}) as Record<string, JsonSchema>).map(([name, property]) => ({
+    name,
+    in: location,
+    required: required.includes(name),
+    // Swagger UI shows a parameter's own description, not its schema's.
+    ...(typeof property.description === 'string' ? { description: property.description } : {}),
+    schema: property,
+  }));
+}
+
 /** The OpenAPI 3.1 document, generated from the same route specs and schemas the router validates with. */
 export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema {
   const paths: Record<string, Record<string, unknown>> = {};
@@ -68,7 +82,7 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
         ...(spec.headers ? { headers: Object.fromEntries(Object.entries(spec.headers).map(([h, d]) => [h, { description: d, schema: { type: 'string' } }])) } : {}),
       };
     }
-    if (r.query || r.body) {
+    if (r.params || r.query || r.body) {
       responses['422'] = {
         description: 'Validation error',
         content: { 'application/json': { schema: { $ref: '#/components/schemas/HTTPValidationError' } } },
@@ -78,25 +92,18 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
     responses['429'] ??= errorRef('Rate limit exceeded; retry with exponential backoff');
     responses['500'] ??= errorRef('Server error');
 
-    const parameters = r.query
-      ? Object.entries((r.query.properties ?? {}) as Record<string, JsonSchema>).map(([name, schema]) => ({
-          name,
-          in: 'query',
-          required: ((r.query?.required ?? []) as string[]).includes(name),
-          schema,
-        }))
-      : undefined;
+    const parameters = [...parametersOf(r.params, 'path'), ...parametersOf(r.query, 'query')];
 
     const security =
       r.auth === 'none' ? [] : r.auth === 'api_key' ? [{ ApiKey: [] }] : r.auth === 'jwt' ? [{ JWT: [] }] : [{ ApiKey: [] }, { JWT: [] }];
 
-    (paths[r.path] ??= {})[r.method] = {
+    (paths[openApiPath(r.path)] ??= {})[r.method] = {
       operationId: r.operationId,
       summary: r.summary,
       ...(r.description ? { description: r.description } : {}),
       tags: [r.tag],
       security,
-      ...(parameters ? { parameters } : {}),
+      ...(parameters.length ? { parameters } : {}),
       ...(r.body
         ? { requestBody: { required: r.bodyRequired ?? true, content: { 'application/json': { schema: r.body } } } }
         : {}),

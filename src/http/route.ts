@@ -21,6 +21,8 @@ export interface AppState {
   keyCheck?: { versionKey: string; version: string | null; refresh: () => Promise<Account> };
   body?: unknown;
   query?: unknown;
+  /** The path parameters, validated against the route's `params` schema. */
+  params?: unknown;
   rawBody?: string;
   /** The code of the error the request was answered with, for the access log line. */
   errorCode?: string;
@@ -42,6 +44,7 @@ export interface ResponseSpec {
  */
 export interface RouteSpec {
   method: 'get' | 'post';
+  /** Koa's form, `/v1/models/:model`; the OpenAPI document writes it `/v1/models/{model}`. */
   path: string;
   operationId: string;
   summary: string;
@@ -49,6 +52,11 @@ export interface RouteSpec {
   tag: string;
   auth: AuthMode;
   query?: JsonSchema;
+  /**
+   * An object schema with one required property per `:name` in the path: validated (422 at
+   * ['path', name]) and documented as `in: path` parameters.
+   */
+  params?: JsonSchema;
   body?: JsonSchema;
   /** The body is required (422 when absent) rather than optional. */
   bodyRequired?: boolean;
@@ -74,6 +82,31 @@ export const defineRoutes = (routes: RouteSpec[]): RouteSpec[] => routes;
 
 /** A route's body limit when it declares none: small, so a route that forgets is not an opening. */
 export const DEFAULT_BODY_LIMIT_BYTES = 64 * 1024;
+
+const PATH_PARAM = /:([A-Za-z_][A-Za-z0-9_]*)/g;
+
+/** The names of a Koa path's parameters, in order. */
+export const pathParamNames = (path: string): string[] => [...path.matchAll(PATH_PARAM)].map((m) => m[1]!);
+
+/** A Koa path as an OpenAPI path template: `:model` becomes `{model}`. */
+export const openApiPath = (path: string): string => path.replace(PATH_PARAM, '{$1}');
+
+/**
+ * Throws unless `params` requires exactly the path's parameters, so the router, validation and the
+ * OpenAPI document cannot disagree about them.
+ */
+export function checkPathParams(spec: Pick<RouteSpec, 'method' | 'path' | 'params'>): void {
+  const where = `${spec.method.toUpperCase()} ${spec.path}`;
+  const inPath = pathParamNames(spec.path);
+  const declared = Object.keys((spec.params?.properties ?? {}) as Record<string, unknown>);
+  const list = (names: string[]) => `[${names.join(', ')}]`;
+  if (inPath.length !== declared.length || inPath.some((n) => !declared.includes(n))) {
+    throw new Error(`${where}: path parameters ${list(inPath)} but params declares ${list(declared)}`);
+  }
+  const required = (spec.params?.required ?? []) as string[];
+  const optional = inPath.filter((n) => !required.includes(n));
+  if (optional.length) throw new Error(`${where}: params must require every path parameter (${optional.join(', ')} is optional)`);
+}
 
 /** The account an authenticated route runs for; the auth middleware guarantees it. */
 export function accountOf(ctx: HttpContext): Account {

@@ -9,6 +9,7 @@ import { FakePostmark } from '../fakes/postmark.js';
 import { closeOutboxFor, verificationLinkIn } from '../support/accounts.js';
 import { isolatedPrefix, testConfig, uniqueEmail } from '../support/env.js';
 import { eventually, get, post } from '../support/http.js';
+import { openAiIssues } from '../support/openai-schemas.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 import { postStream } from '../support/sse.js';
 
@@ -94,6 +95,16 @@ describe('completions for every provider, from sign-up on, through web and worke
     });
   }
 
+  it("answers and streams from every provider in the shape of OpenAI's published schemas", async () => {
+    for (const [model] of models) {
+      const ask = { model, messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 50 };
+      const r = await post(`${web.url}/v1/chat/completions`, ask, { bearer: apiKey });
+      expect(openAiIssues('CreateChatCompletionResponse', r.body), `${model}: ${JSON.stringify(r.body)}`).to.deep.equal([]);
+      const s = await postStream(`${web.url}/v1/chat/completions`, { ...ask, stream_options: { include_usage: true } }, apiKey);
+      s.chunks.forEach((chunk, i) => expect(openAiIssues('CreateChatCompletionStreamResponse', chunk), `${model} chunk ${i}: ${JSON.stringify(chunk)}`).to.deep.equal([]));
+    }
+  });
+
   it('asks each provider for one whole answer when the client does not stream, and for a stream when it does', async () => {
     const ask = (model: string) => ({ model, messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 50 });
     for (const [model] of models) {
@@ -130,6 +141,13 @@ describe('completions for every provider, from sign-up on, through web and worke
     // The upstream asked for 5 ms: the client is told the smallest whole second.
     expect(r.headers.get('retry-after')).to.equal('1');
     expect(openai.requests).to.have.length(3);
+  });
+
+  it("answers an upstream failure relayed from the worker with a body in the shape of OpenAI's ErrorResponse", async () => {
+    gemini.nextResponse({ status: 400, message: 'Invalid value at generation_config' });
+    const r = await post(`${web.url}/v1/chat/completions`, { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Hello?' }] }, { bearer: apiKey });
+    expect(r.status).to.equal(400);
+    expect(openAiIssues('ErrorResponse', r.body)).to.deep.equal([]);
   });
 
   it('passes an upstream 400 on as a 400 with the provider\'s message, without retrying', async () => {

@@ -62,6 +62,7 @@ describe('the web entry point as a process', () => {
         { loc: ['body', 'name'], msg: 'String should have at most 100 characters', type: 'string_too_long' },
         { loc: ['body', 'email'], msg: 'value is not a valid email address', type: 'value_error' },
       ],
+      error: { message: "Invalid 'organization': Field required (and 2 more: see detail)", type: 'invalid_request_error', code: 'missing', param: 'organization' },
     });
   });
 

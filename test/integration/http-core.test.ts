@@ -53,6 +53,19 @@ const routes = defineRoutes([
       throw new AppError('rate_limited', 'slow down', { code: 'rate_limit_exceeded', headers: { 'Retry-After': '7' } });
     },
   },
+  {
+    method: 'get',
+    path: '/items/:id',
+    operationId: 'item',
+    summary: 'echoes its validated path parameter',
+    tag: 'test',
+    auth: 'none',
+    params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[0-9]+$' } } },
+    responses: { 200: { description: 'the path parameters' } },
+    handler: (ctx) => {
+      ctx.body = ctx.state.params;
+    },
+  },
 ]);
 
 describe('web tier core', () => {
@@ -109,6 +122,21 @@ describe('web tier core', () => {
     const r = await post(`${web.url}/echo`, { messages: Array.from({ length: 100 }, () => ({ content })) });
     expect(r.status).to.equal(200);
     expect(r.body).to.deep.equal({ count: 100, chars: 5_000_000 });
+  });
+
+  it('hands the handler the path parameters its params schema validated', async () => {
+    const r = await get(`${web.url}/items/42`);
+    expect(r.status).to.equal(200);
+    expect(r.body).to.deep.equal({ id: '42' });
+  });
+
+  it('answers a path parameter that fails its schema with 422 at loc ["path", name]', async () => {
+    const r = await get(`${web.url}/items/abc`);
+    expect(r.status).to.equal(422);
+    expect(r.body).to.deep.equal({
+      detail: [{ loc: ['path', 'id'], msg: "String should match pattern '^[0-9]+$'", type: 'string_pattern_mismatch' }],
+      error: { message: "Invalid 'id': String should match pattern '^[0-9]+$'", type: 'invalid_request_error', code: 'string_pattern_mismatch', param: 'id' },
+    });
   });
 
   it('answers a body over the limit with 413 in the error envelope', async () => {

@@ -24,6 +24,12 @@ const ModelList: JsonSchema = {
   properties: { object: { type: 'string', const: 'list' }, data: { type: 'array', items: ModelObject } },
 };
 
+const ModelParams: JsonSchema = {
+  type: 'object',
+  required: ['model'],
+  properties: { model: { type: 'string', description: 'A model id, as GET /v1/models lists them', example: 'gemini-2.5-flash' } },
+};
+
 const toModelObject = (m: CatalogModel) => ({ id: m.id, object: 'model', created: CREATED, owned_by: m.provider });
 
 /** GET /v1/models and /v1/models/{model}: the OpenAI list shape, limited to the caller's tier. */
@@ -50,13 +56,14 @@ export function modelsRoutes(): RouteSpec[] {
       summary: 'One model, if the caller\'s tier may use it',
       tag: 'chat',
       auth: 'api_key_or_jwt',
+      params: ModelParams,
       responses: {
         200: { description: 'The model', schema: ModelObject },
         403: { description: 'The model needs the paid tier' },
         404: { description: 'No such model' },
       },
       handler: (ctx, app) => {
-        const id = String(ctx.params.model);
+        const { model: id } = ctx.state.params as { model: string };
         const model = catalogOf(app).find(id);
         if (!model) {
           throw new AppError('not_found', `The model \`${id}\` does not exist or you do not have access to it. GET /v1/models lists the models your tier may use.`, {

@@ -102,9 +102,11 @@ export function opsRoutes(openApi: () => unknown): RouteSpec[] {
       tag: 'operations',
       auth: 'none',
       hidden: true,
+      // Any name: one that is not an asset is a 404, not a 422.
+      params: { type: 'object', required: ['file'], properties: { file: { type: 'string' } } },
       responses: { 200: { description: 'Asset' } },
       handler: async (ctx) => {
-        const file = String(ctx.params.file);
+        const { file } = ctx.state.params as { file: string };
         const type = DOC_ASSETS[file];
         if (!type) throw new AppError('not_found', `No such asset: ${file}`);
         ctx.type = type;
