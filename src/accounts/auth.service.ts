@@ -104,7 +104,9 @@ export async function authenticateJwt(app: AppContext, token: string): Promise<A
   const claims = await verifier(app).verify(token);
   let account: Account | undefined;
   if (typeof claims.sub === 'string' && UUID.test(claims.sub)) account = await findAccountById(app.db, claims.sub);
-  if (!account && typeof claims.email === 'string') account = await findAccountByEmail(app.db, claims.email);
+  // A claim Postgres could not even compare (a NUL, an absurd length) names no account.
+  const email = typeof claims.email === 'string' && claims.email.length <= 254 && !claims.email.includes('\u0000') ? claims.email : undefined;
+  if (!account && email !== undefined) account = await findAccountByEmail(app.db, email);
   if (!account) throw new AppError('authentication', 'The token does not name a known account', { code: 'unknown_account' });
   assertVerified(account);
   return account;

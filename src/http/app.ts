@@ -1,12 +1,13 @@
 import Koa from 'koa';
 import { Router } from '@koa/router';
 import type { AppContext } from '../context.js';
-import { AppError } from '../errors.js';
+import { AppError, validationError } from '../errors.js';
 import { validate } from '../validation.js';
 import { authenticate } from './middleware/auth.js';
 import { jsonBody } from './middleware/body.js';
 import { corsFor } from './middleware/cors.js';
 import { errorHandler } from './middleware/errors.js';
+import { badlyEncodedQueryParam } from './middleware/utf8-check.js';
 import { observe } from './middleware/observe.js';
 import { requestId } from './middleware/request-id.js';
 import { buildOpenApi } from './openapi.js';
@@ -44,6 +45,8 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
     if (spec.query) {
       const schema = spec.query;
       stack.push(async (ctx, next) => {
+        const bad = badlyEncodedQueryParam(ctx.querystring);
+        if (bad !== undefined) throw validationError([{ loc: ['query', bad], msg: 'Value is not valid UTF-8 once percent-decoded', type: 'string_unicode' }]);
         ctx.state.query = validate(schema, { ...ctx.query }, 'query');
         await next();
       });

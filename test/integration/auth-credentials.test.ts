@@ -128,6 +128,12 @@ describe('credentials: API keys and JWTs', () => {
       expect(r.body.error.code).to.equal('unknown_account');
     });
 
+    it('answers 401, not 500, for a signed token whose email claim Postgres could not compare', async () => {
+      const r = await probe('jwt', await hsToken({ sub: 'idp|1', email: 'ada\u0000@example.com' }, { clock }));
+      expect(r.status).to.equal(401);
+      expect(r.body.error.code).to.equal('unknown_account');
+    });
+
     it('refuses a token whose payload was tampered with', async () => {
       const token = await hsToken({ sub: unverified.account.id }, { clock });
       const [h, , s] = token.split('.');

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { Utf8Check } from '../../src/http/middleware/utf8-check.js';
+import { badlyEncodedQueryParam, Utf8Check } from '../../src/http/middleware/utf8-check.js';
 
 const check = (...chunks: Buffer[]) => {
   const c = new Utf8Check();
@@ -26,5 +26,12 @@ describe('UTF-8 check of a body arriving in chunks', () => {
 
   it('refuses a body that ends in the middle of a character', () => {
     expect(check(text.subarray(0, text.length - 2))).to.equal(false);
+  });
+
+  it('names the first query parameter that is not valid UTF-8 once percent-decoded', () => {
+    expect(badlyEncodedQueryParam('token=abc&x=%C3%A9%F0%9F%98%80')).to.equal(undefined);
+    expect(badlyEncodedQueryParam('token=a%FFb')).to.equal('token');
+    expect(badlyEncodedQueryParam('a=1&session_id=%ED%A0%80')).to.equal('session_id');
+    expect(badlyEncodedQueryParam('a=%E2%82')).to.equal('a');
   });
 });

@@ -27,7 +27,7 @@ const ModelList: JsonSchema = {
 const ModelParams: JsonSchema = {
   type: 'object',
   required: ['model'],
-  properties: { model: { type: 'string', description: 'A model id, as GET /v1/models lists them', example: 'gemini-2.5-flash' } },
+  properties: { model: { type: 'string', maxLength: 50, 'x-text': 'line', description: 'A model id, as GET /v1/models lists them', example: 'gemini-2.5-flash' } },
 };
 
 const toModelObject = (m: CatalogModel) => ({ id: m.id, object: 'model', created: CREATED, owned_by: m.provider });
