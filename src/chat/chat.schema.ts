@@ -89,3 +89,40 @@ export const UNSUPPORTED_OPENAI_FIELDS: Record<string, { refuse: (value: unknown
   modalities: { refuse: (v) => Array.isArray(v) && v.some((m) => m !== 'text'), msg: 'Only text answers are supported.' },
   audio: { refuse: () => true, msg: 'Audio answers are not supported.' },
 };
+
+const Usage: JsonSchema = {
+  type: 'object',
+  required: ['prompt_tokens', 'completion_tokens', 'total_tokens'],
+  properties: { prompt_tokens: { type: 'integer' }, completion_tokens: { type: 'integer' }, total_tokens: { type: 'integer' } },
+};
+
+/** The non-streaming answer, in OpenAI's chat.completion shape (tested against OpenAI's own schema). */
+export const ChatCompletionSchema: JsonSchema = {
+  type: 'object',
+  required: ['id', 'object', 'created', 'model', 'choices', 'usage'],
+  properties: {
+    id: { type: 'string', example: 'chatcmpl-…' },
+    object: { type: 'string', const: 'chat.completion' },
+    created: { type: 'integer', description: 'Unix time in seconds' },
+    model: { type: 'string' },
+    system_fingerprint: { type: 'string', description: 'Present when the backend names one (local-model-v1 for the built-in model)' },
+    choices: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['index', 'message', 'finish_reason'],
+        properties: {
+          index: { type: 'integer' },
+          message: {
+            type: 'object',
+            required: ['role', 'content', 'refusal'],
+            properties: { role: { type: 'string', const: 'assistant' }, content: { type: 'string' }, refusal: { type: 'null' } },
+          },
+          logprobs: { type: 'null' },
+          finish_reason: { type: 'string', description: 'stop when the model finished, length at max_tokens, content_filter when the provider withheld content' },
+        },
+      },
+    },
+    usage: Usage,
+  },
+};

@@ -74,7 +74,9 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
     const responses: Record<string, unknown> = {};
     for (const [status, spec] of Object.entries(r.responses)) {
       const content: Record<string, unknown> = {};
-      content['application/json'] = spec.schema ? { schema: spec.schema } : {};
+      // An error status without a schema of its own answers with the one error envelope.
+      const schema = spec.schema ?? (Number(status) >= 400 ? { $ref: '#/components/schemas/ErrorResponse' } : undefined);
+      content['application/json'] = schema ? { schema } : {};
       for (const media of spec.alsoAs ?? []) content[media] = { schema: { type: 'string' } };
       responses[status] = {
         description: spec.description,

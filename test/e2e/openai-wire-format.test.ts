@@ -4,6 +4,8 @@ import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { testConfig } from '../support/env.js';
 import { get, post } from '../support/http.js';
 import { openAiIssues } from '../support/openai-schemas.js';
+import { check } from '../../src/validation.js';
+import { ChatCompletionSchema } from '../../src/chat/chat.schema.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 import { postStream } from '../support/sse.js';
 
@@ -37,6 +39,11 @@ describe("the wire format against OpenAI's published OpenAPI schemas (web and wo
     expect(openAiIssues('CreateChatCompletionResponse', r.body)).to.deep.equal([]);
     expect(r.body.choices).to.have.length(2);
     for (const choice of r.body.choices) expect(choice.message.refusal).to.equal(null);
+  });
+
+  it('answers in the shape our own /openapi.json documents for the endpoint', async () => {
+    const r = await post(url, { ...ask, n: 2 }, { bearer: free.apiKey });
+    expect(check(ChatCompletionSchema, r.body)).to.deep.equal({ ok: true });
   });
 
   it('streams three choices with include_usage as CreateChatCompletionStreamResponse chunks, the last one usage with no choices', async () => {

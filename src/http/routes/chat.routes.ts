@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context.js';
 import { AppError, kindForStatus } from '../../errors.js';
-import { CHAT_BODY_LIMIT_BYTES, ChatCompletionRequestSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
+import { CHAT_BODY_LIMIT_BYTES, ChatCompletionRequestSchema, ChatCompletionSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
 import { prepareCompletion } from '../../chat/chat.service.js';
 import type { CompletionJob } from '../../chat/completion-job.js';
 import { assertQueueHasRoom, dispatch, type Dispatch, type DispatchEvent } from '../../chat/dispatch.service.js';
@@ -207,7 +207,11 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
     body: ChatCompletionRequestSchema,
     bodyLimitBytes: CHAT_BODY_LIMIT_BYTES,
     responses: {
-      200: { description: 'A chat.completion body, or an SSE stream of chat.completion.chunk events', alsoAs: ['text/event-stream'] },
+      200: {
+        description: 'A chat.completion body; with `stream: true`, server-sent events, each `data: <chat.completion.chunk JSON>`, ending with `data: [DONE]`',
+        schema: ChatCompletionSchema,
+        alsoAs: ['text/event-stream'],
+      },
       403: { description: 'The model needs the paid tier' },
       404: { description: 'Unknown model' },
       502: { description: 'The upstream model provider failed' },

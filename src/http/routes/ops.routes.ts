@@ -1,3 +1,4 @@
+import type { JsonSchema } from '../../validation.js';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -25,6 +26,27 @@ function wantsPrometheusText(accept: string): boolean {
   return /text\/plain|application\/openmetrics-text/i.test(accept);
 }
 
+const check = (extra: Record<string, JsonSchema> = {}): JsonSchema => ({
+  type: 'object',
+  required: ['status'],
+  properties: { status: { type: 'string', enum: ['ok', 'down'] }, latency_ms: { type: 'number' }, error: { type: 'string' }, ...extra },
+});
+
+const HealthReportSchema: JsonSchema = {
+  type: 'object',
+  required: ['status', 'checks', 'down'],
+  properties: {
+    status: { type: 'string', enum: ['ok', 'unavailable'] },
+    checks: {
+      type: 'object',
+      properties: { postgres: check(), redis: check(), queue: check({ waiting: { type: 'integer' }, active: { type: 'integer' }, workers: { type: 'integer' } }) },
+    },
+    down: { type: 'array', items: { type: 'string', enum: ['postgres', 'redis', 'queue'] }, description: 'The dependencies that did not answer' },
+    model_backend: { type: 'string', enum: ['local', 'catalog'] },
+    model_note: { type: 'string' },
+  },
+};
+
 /** /health, /metrics, /openapi.json and /docs. `openApi` is filled in by the app once every route is known. */
 export function opsRoutes(openApi: () => unknown): RouteSpec[] {
   return defineRoutes([
@@ -36,8 +58,8 @@ export function opsRoutes(openApi: () => unknown): RouteSpec[] {
       tag: 'operations',
       auth: 'none',
       responses: {
-        200: { description: 'Every dependency answers' },
-        503: { description: 'At least one dependency is down; `down` names it' },
+        200: { description: 'Every dependency answers', schema: HealthReportSchema },
+        503: { description: 'At least one dependency is down; `down` names it', schema: HealthReportSchema },
       },
       handler: async (ctx, app) => {
         const backend = app.config.providers.backend;
