@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ServerClient } from 'postmark';
 import type { Config } from '../config.js';
@@ -88,8 +88,13 @@ export function devOutboxTransport(config: Config, log: Logger): MailTransport {
       await mkdir(dir, { recursive: true });
       const stem = `${new Date().toISOString().replace(/[:.]/g, '-')}-${message.id}`;
       const envelope = { id: message.id, from: config.mail.from, to: message.to, subject: message.subject, kind: message.kind, text: message.text };
-      await writeFile(path.join(dir, `${stem}.json`), `${JSON.stringify(envelope, null, 2)}\n`);
-      await writeFile(path.join(dir, `${stem}.html`), message.html);
+      // Written whole, then renamed: whoever watches the folder never reads half a message.
+      const put = async (file: string, content: string) => {
+        await writeFile(`${file}.partial`, content);
+        await rename(`${file}.partial`, file);
+      };
+      await put(path.join(dir, `${stem}.html`), message.html);
+      await put(path.join(dir, `${stem}.json`), `${JSON.stringify(envelope, null, 2)}\n`);
       const link = /https?:\/\/\S+/.exec(message.text)?.[0];
       log.info({ to: message.to, subject: message.subject, file: path.join(dir, `${stem}.json`), ...(link ? { link } : {}) },
         link ? `dev-outbox: "${message.subject}" for ${message.to}; open ${link}` : `dev-outbox: "${message.subject}" for ${message.to}`);
