@@ -1,5 +1,6 @@
 import type { Middleware } from 'koa';
-import { AppError, boundedRetryHeaders, isAppError } from '../../errors.js';
+import { AppError, boundedRetryHeaders, isAppError, retryAdvice } from '../../errors.js';
+import { isDependencyDown } from '../../infra/outage.js';
 import type { Logger } from '../../logger.js';
 import type { AppState } from '../route.js';
 
@@ -16,7 +17,7 @@ export function errorHandler(log: Logger): Middleware<AppState> {
       // An AppError is a refusal the service decided (a 4xx, a dependency down, billing not
       // configured): the access line records it with its code. Only what nobody decided, a bug or
       // an unforeseen failure, is an error with its stack for an operator to look at.
-      if (!isAppError(err) && appError.status >= 500) {
+      if (!isAppError(err) && appError.status >= 500 && !isDependencyDown(err)) {
         log.error({ err, requestId: ctx.state.requestId, path: ctx.path }, 'request failed');
       }
       ctx.state.errorCode = appError.code ?? appError.type;
@@ -32,8 +33,18 @@ export function errorHandler(log: Logger): Middleware<AppState> {
   };
 }
 
-/** Errors thrown by Koa or its parsers carry a status; keep it when it is a client error. */
+/**
+ * Errors thrown by Koa or its parsers carry a status; keep it when it is a client error. Postgres
+ * or Redis out of reach is a 503 the client can retry, not a failure of the request.
+ */
 function fromHttpError(err: unknown): AppError {
+  if (isDependencyDown(err)) {
+    return new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', {
+      code: 'service_unavailable',
+      headers: retryAdvice(5000),
+      cause: err,
+    });
+  }
   const e = err as { status?: number; statusCode?: number; expose?: boolean; message?: string };
   const status = e?.status ?? e?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
