@@ -6,7 +6,7 @@ import { insertUsageEvents } from './usage.repository.js';
 import { METERING_GROUP, parseUsageEntry, usageStreamKey } from './usage-stream.js';
 import type { UsageEvent } from './usage-event.js';
 
-/** An entry a consumer took but never acknowledged (it crashed) is taken over after this long. */
+/** An entry another consumer took but never acknowledged (it crashed) is taken over after this long. */
 const RECLAIM_IDLE_MS = 30_000;
 
 function meteringMetrics(app: AppContext) {
@@ -36,8 +36,8 @@ export async function ensureMeteringGroup(redis: Redis, key: string): Promise<vo
 type Entries = [id: string, fields: string[]][];
 
 /**
- * Drains up to `count` usage events into the ledger: first entries a dead consumer left behind,
- * then new ones (waiting up to `blockMs` for some). Inserted with ON CONFLICT DO NOTHING, then
+ * Drains up to `count` usage events into the ledger: first this consumer's own unacknowledged
+ * entries, then entries a dead consumer left behind, then new ones (waiting up to `blockMs`). Inserted with ON CONFLICT DO NOTHING, then
  * acknowledged and deleted, so a crash at any point re-delivers and never double counts.
  */
 export async function drainUsageOnce(app: AppContext, redis: Redis, opts: { consumer?: string; count?: number; blockMs?: number } = {}): Promise<number> {
@@ -45,8 +45,14 @@ export async function drainUsageOnce(app: AppContext, redis: Redis, opts: { cons
   const consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
   const count = opts.count ?? 500;
 
-  const claimed = (await redis.xautoclaim(key, METERING_GROUP, consumer, RECLAIM_IDLE_MS, '0-0', 'COUNT', count)) as [string, Entries, string[]?];
-  let entries: Entries = claimed[1] ?? [];
+  // This consumer's own entries that a failed batch left unacknowledged come first (a Postgres
+  // outage): they are retried at once when Postgres answers, not after the reclaim wait.
+  const own = (await (redis.xreadgroup as (...a: (string | number)[]) => Promise<unknown>)('GROUP', METERING_GROUP, consumer, 'COUNT', count, 'STREAMS', key, '0')) as [string, Entries][] | null;
+  let entries: Entries = (own?.[0]?.[1] ?? []).filter(([, fields]) => fields !== null);
+  if (entries.length === 0) {
+    const claimed = (await redis.xautoclaim(key, METERING_GROUP, consumer, RECLAIM_IDLE_MS, '0-0', 'COUNT', count)) as [string, Entries, string[]?];
+    entries = claimed[1] ?? [];
+  }
   if (entries.length === 0) {
     const args: (string | number)[] = ['GROUP', METERING_GROUP, consumer, 'COUNT', count];
     if (opts.blockMs !== undefined) args.push('BLOCK', opts.blockMs);

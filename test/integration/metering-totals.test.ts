@@ -3,8 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { currentUsage } from '../../src/billing/billing.service.js';
-import { flushUsage } from '../../src/usage/metering.service.js';
-import { appendUsage } from '../../src/usage/usage-stream.js';
+import { drainUsageOnce, ensureMeteringGroup, flushUsage } from '../../src/usage/metering.service.js';
+import { appendUsage, usageStreamKey } from '../../src/usage/usage-stream.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 import type { UsageEvent } from '../../src/usage/usage-event.js';
 import { createTestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
@@ -39,5 +40,53 @@ describe('metering into the ledger and the monthly totals', () => {
     expect(await flushUsage(app)).to.equal(3);
     const usage = await currentUsage(app, { id: who.account.id, tier: 'paid' });
     expect(usage.total).to.include({ requests: 2, prompt_tokens: 150_000, completion_tokens: 15_000, cost_usd: '0.42', cost_cents: 42 });
+  });
+});
+
+describe('metering through a Postgres outage', () => {
+  let proxy: TcpProxy;
+  let app: AppContext;
+  let direct: AppContext;
+
+  before(async () => {
+    const pg = new URL(process.env.DATABASE_URL!);
+    proxy = await new TcpProxy(pg.hostname, Number(pg.port || 5432)).start();
+    const via = new URL(process.env.DATABASE_URL!);
+    via.hostname = '127.0.0.1';
+    via.port = String(proxy.port);
+    const prefix = isolatedPrefix();
+    app = createContext(testConfig({ DATABASE_URL: via.toString(), REDIS_PREFIX: prefix }), { role: 'worker' });
+    direct = createContext(testConfig({ REDIS_PREFIX: prefix }), { role: 'test' });
+    await app.warmUp([app.redis]);
+    await ensureMeteringGroup(app.redis, usageStreamKey(app.config));
+  });
+  after(async () => {
+    await proxy.cut();
+    await Promise.all([app.close(), direct.close()]);
+  });
+
+  it('writes what it read during the outage as soon as Postgres answers again, without the reclaim wait', async () => {
+    const who = await createTestAccount(direct, { tier: 'paid' });
+    const requestId = `chatcmpl-${randomUUID()}`;
+    const event: UsageEvent = {
+      request_id: requestId,
+      account_id: who.account.id,
+      model: 'gpt-4.1',
+      tier: 'paid',
+      status: 'completed',
+      prompt_tokens: 10,
+      completion_tokens: 5,
+      input_price_per_million: '2.00',
+      output_price_per_million: '8.00',
+      created_at: new Date().toISOString(),
+    };
+    await appendUsage(app.redis.multi(), app.config, event).exec();
+    await proxy.cut();
+    const failed = await drainUsageOnce(app, app.redis, { consumer: 'outage-test' }).then(() => undefined, (e: unknown) => e);
+    expect(failed).to.be.instanceOf(Error);
+    await proxy.restore();
+    expect(await drainUsageOnce(app, app.redis, { consumer: 'outage-test' })).to.equal(1);
+    const rows = await direct.db.selectFrom('usage_events').select('request_id').where('request_id', '=', requestId).execute();
+    expect(rows).to.have.length(1);
   });
 });
