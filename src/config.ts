@@ -75,6 +75,12 @@ export interface Config {
     maxDepth: number;
     pickupTimeoutMs: number;
     heartbeatMs: number;
+    /** How long a worker holds a finished request's record for Redis before writing its usage to Postgres directly. */
+    redisOutageMaxMs: number;
+    /** How long a process's liveness key lives without renewal (it is renewed four times as often). */
+    livenessTtlMs: number;
+    /** How long a request's relay log and state are kept after it ends (late readers, resumed streams). */
+    relayLogTtlSeconds: number;
     /** How far a stream's client may fall behind (bytes written but not yet sent) before the stream is ended. */
     streamMaxBufferedBytes: number;
     stalledIntervalMs: number;
@@ -308,6 +314,9 @@ export function loadConfig(env: Env = process.env): Config {
       pickupTimeoutMs: r.int('QUEUE_PICKUP_TIMEOUT_MS', 10_000, 100, 600_000),
       heartbeatMs: r.int('STREAM_HEARTBEAT_MS', 15_000, 100, 600_000),
       streamMaxBufferedBytes: r.int('STREAM_MAX_BUFFERED_BYTES', 1024 * 1024, 16 * 1024, 256 * 1024 * 1024),
+      redisOutageMaxMs: r.int('REDIS_OUTAGE_MAX_MS', 60_000, 1000, 3_600_000),
+      livenessTtlMs: r.int('LIVENESS_TTL_MS', 2000, 300, 60_000),
+      relayLogTtlSeconds: r.int('RELAY_LOG_TTL_SECONDS', 120, 10, 86_400),
       stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 30_000, 100, 600_000),
     },
     limits: {

@@ -4,6 +4,7 @@ import { AppError, retryAdvice } from '../errors.js';
 import { countTokens } from '../providers/tokenizer.js';
 import { ProviderError, type CompletionEvent, type Provider } from '../providers/types.js';
 import { appendUsage } from '../usage/usage-stream.js';
+import type { UsageEvent } from '../usage/usage-event.js';
 import { isMissingScript } from '../limits/limiter.service.js';
 import type { UsageStatus } from '../../db/schema/index.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
@@ -19,10 +20,14 @@ export interface RunnerDeps {
   settle: (tx: ChainableCommander, actualTokens: number) => void;
   /** Settles on its own, when the MULTI's settle command failed because Redis lost the script. */
   settleAlone: (actualTokens: number) => Promise<void>;
+  /** Writes a usage event straight into the ledger, when Redis stayed unreachable past the outage bound. */
+  recordDirectly: (usage: UsageEvent) => Promise<void>;
   /** Failpoint for the crash-recovery test: called after the upstream answered, before recording. */
   beforeRecord?: () => void;
   /** The first attempt's events, when the caller started the upstream request already (see startNow). */
   firstAttempt?: AsyncIterable<CompletionEvent>;
+  /** Told, for a completed answer, how long the upstream took to its first token and how fast it went after. */
+  onUpstreamTiming?: (t: { ttftSeconds: number; tokensPerSecond: number | undefined }) => void;
 }
 
 /**
@@ -108,6 +113,46 @@ export async function settleAfter(errors: (Error | null)[], settleAlone: () => P
   }
 }
 
+/** What a stream's worker logs once the upstream has answered in full: a re-run ends the stream with it. */
+export interface LoggedUsage {
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  /** The `done` message's payload (the usage chunk, when the client asked for it). */
+  done: string;
+}
+
+/** Completion tokens of a partial answer: each choice's whole text counted, as its reader would. */
+export function countChoices(choices: readonly { text: string }[]): number {
+  let total = 0;
+  for (const c of choices) total += countTokens(c.text);
+  return total;
+}
+
+/**
+ * The last message, the usage record and the quota settlement, in the publisher's final MULTI.
+ * When Redis stays out of reach longer than config.queue.redisOutageMaxMs the usage goes straight
+ * into the ledger instead (idempotent by request id), so it is never lost.
+ */
+export async function finishRecording(
+  deps: Pick<RunnerDeps, 'app' | 'publisher' | 'settle' | 'recordDirectly'>,
+  job: CompletionJob,
+  kind: 'done' | 'final' | 'error',
+  payload: string,
+  usage: UsageEvent,
+): Promise<(Error | null)[]> {
+  const { app, publisher } = deps;
+  const record = (tx: ChainableCommander) => {
+    appendUsage(tx, app.config, usage);
+    deps.settle(tx, usage.prompt_tokens + usage.completion_tokens);
+  };
+  try {
+    return await publisher.finish(kind, payload, record, performance.now() + app.config.queue.redisOutageMaxMs);
+  } catch (err) {
+    app.log.warn({ requestId: job.id, reason: err instanceof Error ? err.message : String(err) }, 'Redis stayed unreachable; recording the usage straight into the ledger');
+    await deps.recordDirectly(usage);
+    return [];
+  }
+}
+
 /**
  * Runs one completion: calls the provider (retrying a 429/5xx only while nothing has been produced),
  * relays chunks (streaming) or one body (non-streaming), then in a single MULTI publishes the end,
@@ -128,25 +173,11 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
 
   let upstreamUsage: { prompt_tokens: number; completion_tokens: number } | undefined;
   let produced = false;
-  // Tokens are counted only when someone needs the number (the progress record, a cancelled or
-  // failed request), and then only the text added since the last count.
-  let counted = 0;
-  const countedUpTo = choices.map(() => 0);
-  const producedTokens = () => {
-    choices.forEach((c, i) => {
-      if (c.text.length > countedUpTo[i]!) {
-        counted += countTokens(c.text.slice(countedUpTo[i]));
-        countedUpTo[i] = c.text.length;
-      }
-    });
-    return counted;
-  };
-  publisher.tokensSoFar = () =>
-    upstreamUsage
-      ? { promptTokens: upstreamUsage.prompt_tokens, completionTokens: upstreamUsage.completion_tokens }
-      : { promptTokens: produced ? job.promptTokens : 0, completionTokens: producedTokens() };
 
+  let attemptStarted = performance.now();
+  let firstTokenAt: number | undefined;
   const onEvent = (ev: CompletionEvent) => {
+    if (ev.type === 'delta' && firstTokenAt === undefined) firstTokenAt = performance.now();
     if (ev.type === 'usage') {
       upstreamUsage = { prompt_tokens: ev.prompt_tokens, completion_tokens: ev.completion_tokens };
       return;
@@ -160,20 +191,21 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       if (job.stream) {
         const delta = c.started ? { content: ev.content } : { role: 'assistant', content: ev.content };
         c.started = true;
-        publisher.sse(chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }), true);
+        publisher.sse(chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }));
       }
     } else if (ev.type === 'finish') {
       c.finish = ev.reason;
       if (job.stream) {
         const delta = c.started ? {} : { role: 'assistant', content: '' };
         c.started = true;
-        publisher.sse(chunk({ index: ev.index, delta, logprobs: null, finish_reason: ev.reason }), false);
+        publisher.sse(chunk({ index: ev.index, delta, logprobs: null, finish_reason: ev.reason }));
       }
     }
   };
 
   let failure: unknown;
   for (let attempt = 0; ; attempt++) {
+    attemptStarted = performance.now();
     try {
       const events = attempt === 0 && deps.firstAttempt ? deps.firstAttempt : answerEvents(provider, job, signal);
       for await (const ev of events) {
@@ -196,30 +228,35 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   }
 
   const status: UsageStatus = signal.aborted ? 'cancelled' : failure !== undefined ? 'failed' : 'completed';
-  // The provider's counts when it finished normally; otherwise what was actually produced. A request
-  // the upstream refused before producing anything bills no prompt tokens (providers do not charge them).
+  // The provider's counts when it finished normally; otherwise what was actually produced, counted
+  // over each choice's whole text, as the client counts what it received. A request the upstream
+  // refused before producing anything bills no prompt tokens (providers do not charge them).
   const promptTokens = upstreamUsage?.prompt_tokens ?? (produced ? job.promptTokens : 0);
-  const completionTokens = status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : producedTokens();
-  publisher.tokensSoFar = () => ({ promptTokens, completionTokens });
+  const completionTokens = status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : countChoices(choices);
 
-  // A stream's client has seen text, so a re-run after a crash here can only end the stream and
-  // record what this run produced: make the progress record exact first. A non-streaming client
-  // has seen nothing, so a re-run simply answers it again and records that (the MULTI below
-  // marks the request recorded, so usage is never counted twice): no record to write.
-  if (job.stream) await publisher.flush(true);
+  // A stream's client has seen text: should this worker die before recording, a re-run ends the
+  // stream and bills it from the relay log, and with the upstream's usage logged beside the text
+  // it bills exactly that. A non-streaming client has seen nothing, so a re-run answers it again.
+  const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  const usageChunk = job.includeUsage ? `data: ${head}],"usage":${JSON.stringify(usage)}}\n\n` : '';
+  if (job.stream && status === 'completed') {
+    publisher.note('usage', JSON.stringify({ usage, done: usageChunk } satisfies LoggedUsage));
+    await publisher.flushNow();
+  }
   deps.beforeRecord?.();
 
-  const record = (tx: ChainableCommander) => {
-    appendUsage(tx, app.config, usageOf(job, status, promptTokens, completionTokens));
-    deps.settle(tx, promptTokens + completionTokens);
-  };
+  if (status === 'completed' && firstTokenAt !== undefined) {
+    const afterFirst = (performance.now() - firstTokenAt) / 1000;
+    deps.onUpstreamTiming?.({ ttftSeconds: (firstTokenAt - attemptStarted) / 1000, tokensPerSecond: afterFirst > 0 ? completionTokens / afterFirst : undefined });
+  }
+
+  const usageEvent = usageOf(job, status, promptTokens, completionTokens);
+  const end = (kind: 'done' | 'final' | 'error', payload: string) => finishRecording(deps, job, kind, payload, usageEvent);
 
   let errors: (Error | null)[] = [];
   if (status === 'completed') {
-    const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
     if (job.stream) {
-      const usageChunk = job.includeUsage ? `data: ${head}],"usage":${JSON.stringify(usage)}}\n\n` : '';
-      errors = await publisher.finish('done', usageChunk, record);
+      errors = await end('done', usageChunk);
     } else {
       const body = {
         id: job.id,
@@ -231,15 +268,17 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
         choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text, refusal: null }, logprobs: null, finish_reason: c.finish ?? 'stop' })),
         usage,
       };
-      errors = await publisher.finish('final', JSON.stringify(body), record);
+      errors = await end('final', JSON.stringify(body));
     }
   } else if (status === 'failed') {
     const relayError = toRelayError(failure);
     app.log.warn({ requestId: job.id, status: relayError.status, err: failure instanceof Error ? failure.message : String(failure) }, 'completion failed');
-    errors = await publisher.finish('error', JSON.stringify(relayError), record);
+    errors = await end('error', JSON.stringify(relayError));
   } else {
-    // Cancelled: nobody is listening; record what was produced and tell any listener it ended.
-    errors = await publisher.finish('done', '', record);
+    // Cancelled: record what was produced. Normally nobody is listening; should a client still be
+    // there (its web process was only thought gone), it must not take the cut answer for a whole one.
+    const cancelled = new AppError('unavailable', 'The completion was stopped before it finished; please retry.', { code: 'request_cancelled' });
+    errors = await end('error', JSON.stringify(toRelayError(cancelled)));
   }
   await settleAfter(errors, () => deps.settleAlone(promptTokens + completionTokens));
   return { status, promptTokens, completionTokens };

@@ -4,7 +4,8 @@ import { COMPLETIONS_QUEUE } from '../infra/queues.js';
 import { settle } from '../limits/limiter.service.js';
 import { promClient } from '../metrics.js';
 import type { CompletionJob } from './completion-job.js';
-import type { RelayError, RelayMessage } from './relay-protocol.js';
+import { relayLogKey, type RelayError, type RelayMessage } from './relay-protocol.js';
+import { readRelayLog } from './relay-log.js';
 import { relayHubOf } from './relay-hub.js';
 
 export type DispatchEvent =
@@ -131,18 +132,20 @@ export async function dispatch(app: AppContext, job: CompletionJob, onEvent: (e:
     idleTimer.unref();
   };
 
-  const unregister = hub.register(job.id, (m: RelayMessage | undefined) => {
-    if (ended) return;
-    // 'picked' and 'error' are taken at any sequence number: a re-run of a stalled job announces
-    // itself, or ends the stream, numbering from a progress record that may lag what was relayed.
-    if (!m || (m.seq !== expected && m.kind !== 'picked' && m.kind !== 'error')) return end({ kind: 'gap' });
+  // Messages are taken in sequence. One seen twice (sent again after a Redis restart) is dropped;
+  // one that skips ahead means some were lost on the way, and they are read from the relay log.
+  let highestSeen = -1;
+  const take = (m: RelayMessage) => {
     expected = m.seq + 1;
     armIdle();
+    if (!picked) {
+      // 'picked' itself may be the message that was lost: any message means a worker has the job.
+      picked = true;
+      resolvePickup('picked');
+      onEvent({ kind: 'picked' });
+    }
     switch (m.kind) {
       case 'picked':
-        picked = true;
-        resolvePickup('picked');
-        onEvent({ kind: 'picked' });
         return;
       case 'sse':
         return onEvent({ kind: 'sse', payload: m.payload });
@@ -160,6 +163,49 @@ export async function dispatch(app: AppContext, job: CompletionJob, onEvent: (e:
         return end({ kind: 'error', error });
       }
     }
+  };
+  let resyncing: Promise<void> | undefined;
+  let resyncAgain = false;
+  const resync = (): void => {
+    if (ended) return;
+    if (resyncing) {
+      resyncAgain = true;
+      return;
+    }
+    resyncing = (async () => {
+      do {
+        resyncAgain = false;
+        let entries;
+        try {
+          entries = await readRelayLog(app.redis, relayLogKey(app.config.redis.prefix, job.id), expected);
+        } catch {
+          // Redis is not back for this connection yet; the hub asks again after its reconnect.
+          return;
+        }
+        for (const e of entries) {
+          if (ended) return;
+          if (e.kind === 'usage' || e.seq < expected) continue;
+          if (e.seq > expected) return end({ kind: 'gap' });
+          take(e as RelayMessage);
+        }
+        // A message was seen that the log does not have: it cannot be filled any more.
+        if (!ended && highestSeen >= expected) return end({ kind: 'gap' });
+      } while (resyncAgain && !ended);
+    })().finally(() => (resyncing = undefined));
+  };
+
+  const unregister = hub.register(job.id, {
+    message: (m) => {
+      if (ended) return;
+      if (!m) return end({ kind: 'gap' });
+      if (m.seq < expected) return;
+      if (m.seq > expected) {
+        highestSeen = Math.max(highestSeen, m.seq);
+        return resync();
+      }
+      take(m);
+    },
+    resync,
   });
 
   await hub.start();

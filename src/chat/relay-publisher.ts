@@ -1,222 +1,261 @@
 import type { ChainableCommander, Redis } from 'ioredis';
-import { encodeRelay, type RelayKind } from './relay-protocol.js';
+import { encodeRelay, kindCode, logEntryId, type LogKind, type RelayKind } from './relay-protocol.js';
 
-/** Progress of a request, kept in Redis so a re-run of a stalled job knows what the client already got. */
-export interface Progress {
-  /** Last sequence number published. */
-  seq: number;
-  /** Client-visible text was published (a re-run must not stream into the same connection again). */
-  sent: boolean;
-  /** Usage reported by the upstream, or counted so far. */
-  promptTokens: number;
-  completionTokens: number;
-  /** The usage row was appended: nothing is left to record. */
+/** Where one request's relay goes: the web process's channel, the relay log, the request's state. */
+export interface RelayTarget {
+  channel: string;
+  logKey: string;
+  stateKey: string;
+}
+
+export interface RelayTtls {
+  /** How long a running request's log and state live without being touched (renewed as it runs). */
+  runningSeconds: number;
+  /** How long they are kept once the request has ended (a late reader, a resumed stream). */
+  endedSeconds: number;
+}
+
+// The claim, in one round trip: take the request if nobody holds it (a first run) or if told to
+// (a re-run taking over from a dead worker), log and announce `picked`, and say who held it before.
+// Reply: { taken 0|1, previous owner ('' if none), recorded '0'|'1' }.
+const CLAIM_LUA = `
+local owner = redis.call('HGET', KEYS[1], 'worker')
+local recorded = redis.call('HGET', KEYS[1], 'recorded') or '0'
+if owner and owner ~= ARGV[1] and ARGV[5] ~= '1' then return { 0, owner, recorded } end
+redis.call('HSET', KEYS[1], 'worker', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+if not owner then
+  redis.call('XADD', KEYS[2], '1-0', 'k', 'p', 'p', '')
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+end
+return { 1, owner or '', recorded }
+`;
+
+interface ClaimRedis extends Redis {
+  relayClaim(stateKey: string, logKey: string, workerId: string, channel: string, picked: string, ttl: number, force: string): Promise<[number, string, string]>;
+}
+
+export interface Claim {
+  /** This worker holds the request now. */
+  taken: boolean;
+  /** Who held it before ('' for a first run). */
+  previousOwner: string;
+  /** Its usage is recorded: nothing is left to do. */
   recorded: boolean;
 }
 
-export const PROGRESS_TTL_SECONDS = 86_400;
-/** How stale the progress record may get while a stream runs (it is always exact before recording). */
-const PROGRESS_EVERY_MS = 250;
-
-export function parseProgress(h: Record<string, string>): Progress | undefined {
-  if (!h || Object.keys(h).length === 0) return undefined;
-  return {
-    seq: Number(h.seq ?? -1),
-    sent: h.sent === '1',
-    promptTokens: Number(h.ptoks ?? 0),
-    completionTokens: Number(h.ctoks ?? 0),
-    recorded: h.recorded === '1',
-  };
-}
-
 /**
- * A worker's first step with a job, in one round trip: claim its progress record (a record that
- * already exists means this is a re-run of a stalled job), read it, and announce `picked` (seq 0)
- * so the web tier's pickup timer stops. A live first run then publishes from seq 1.
+ * A worker's first step with a job. A first run takes the request and announces `picked` (seq 0).
+ * A job someone else holds is taken only with `force` (its owner is known to be dead).
  */
-export async function claimJob(redis: Redis, progressKey: string, channel: string, workerId: string): Promise<{ firstRun: boolean; progress: Progress | undefined }> {
-  const replies = await redis
-    .multi()
-    .hsetnx(progressKey, 'worker', workerId)
-    .hgetall(progressKey)
-    .publish(channel, encodeRelay(0, 'picked'))
-    .expire(progressKey, PROGRESS_TTL_SECONDS)
-    .exec();
-  const [[claimErr, claimed], [readErr, record]] = replies as [[Error | null, number], [Error | null, Record<string, string>]];
-  if (claimErr || readErr) throw claimErr ?? readErr;
-  return { firstRun: claimed === 1, progress: claimed === 1 ? undefined : parseProgress(record) };
+export async function claimRequest(redis: Redis, target: RelayTarget, workerId: string, ttlSeconds: number, force = false): Promise<Claim> {
+  const r = redis as ClaimRedis;
+  if (typeof r.relayClaim !== 'function') r.defineCommand('relayClaim', { numberOfKeys: 2, lua: CLAIM_LUA });
+  const [taken, owner, recorded] = await r.relayClaim(target.stateKey, target.logKey, workerId, target.channel, encodeRelay(0, 'picked'), ttlSeconds, force ? '1' : '0');
+  return { taken: Number(taken) === 1, previousOwner: owner, recorded: recorded === '1' };
 }
 
-type Replies = [Error | null, unknown][];
+export interface Message {
+  seq: number;
+  kind: LogKind;
+  payload: string;
+}
+
+const isNote = (m: Message): m is Message & { kind: 'usage' } => m.kind === 'usage';
+
+const isDuplicateEntry = (err: Error | null): boolean => err !== null && String(err).includes('equal or smaller');
 
 /**
- * Publishing for every request of a worker process, one pipeline per event-loop turn. Each
- * pipeline is one socket write; writing one per token per stream cost a worker about a sixth of
- * its CPU in system calls. With the streams of a turn batched together, a busy worker writes once
- * per turn whatever the number of streams.
+ * Publishing for every request of a worker process: one MULTI per event-loop turn carries every
+ * stream's new messages, each published and appended to its relay log (so what the log holds is
+ * exactly what was published). When Redis cannot be reached the messages stay with their
+ * publishers and the batch tries again once the connection is back: a Redis restart costs the
+ * client a pause, not its answer.
  */
 export class RelayBatch {
-  private dirty: RelayPublisher[] = [];
+  private dirty = new Set<RelayPublisher>();
   private scheduled = false;
+  private retrying = false;
 
-  constructor(readonly redis: Redis) {}
+  constructor(
+    readonly redis: Redis,
+    readonly ttls: RelayTtls,
+    private readonly onFailure: (err: unknown) => void = () => undefined,
+  ) {}
 
   add(publisher: RelayPublisher): void {
-    this.dirty.push(publisher);
-    if (!this.scheduled) {
+    this.dirty.add(publisher);
+    if (!this.scheduled && !this.retrying) {
       this.scheduled = true;
-      setImmediate(() => this.flush());
+      setImmediate(() => void this.flush());
     }
   }
 
-  private flush(): void {
+  private async flush(): Promise<void> {
     this.scheduled = false;
-    const publishers = this.dirty;
-    this.dirty = [];
-    const tx = this.redis.pipeline();
-    const spans: { publisher: RelayPublisher; start: number; count: number; publishes: number }[] = [];
+    const publishers = [...this.dirty];
+    this.dirty.clear();
+    const tx = this.redis.multi();
+    const spans: { publisher: RelayPublisher; through: Message | undefined; start: number; count: number }[] = [];
     let commands = 0;
     for (const publisher of publishers) {
-      const added = publisher.appendFlush(tx, false);
-      if (added.count === 0) continue;
-      spans.push({ publisher, start: commands, ...added });
-      commands += added.count;
+      const { through, count } = publisher.appendTo(tx);
+      if (count === 0) continue;
+      spans.push({ publisher, through, start: commands, count });
+      commands += count;
     }
     if (commands === 0) return;
-    tx.exec().then(
-      (replies) => {
-        for (const sp of spans) sp.publisher.checkReplies((replies ?? []).slice(sp.start, sp.start + sp.count), sp.publishes);
-      },
-      (err) => {
-        for (const sp of spans) sp.publisher.fail(err);
-      },
-    );
+    let replies: [Error | null, unknown][];
+    try {
+      replies = (await tx.exec()) ?? [];
+    } catch (err) {
+      this.onFailure(err);
+      for (const sp of spans) this.dirty.add(sp.publisher);
+      await this.retryLater();
+      return;
+    }
+    for (const sp of spans) {
+      const refused = sp.publisher.confirm(sp.through, replies.slice(sp.start, sp.start + sp.count));
+      if (refused) this.onFailure(refused);
+    }
+  }
+
+  /** Waits for the connection to be ready again (polling, since ready may come and go), then flushes. */
+  private async retryLater(): Promise<void> {
+    if (this.retrying) return;
+    this.retrying = true;
+    while (this.redis.status !== 'ready') await new Promise((r) => setTimeout(r, 100));
+    this.retrying = false;
+    if (this.dirty.size > 0 && !this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => void this.flush());
+    }
   }
 }
 
 /**
  * The worker's end of one request's relay. SSE events are coalesced per event-loop turn into one
- * message and published through the process's RelayBatch; the progress record rides along now and
- * then. A PUBLISH that reaches no subscriber means the web process is gone: `onGone` fires so the
- * worker can stop the upstream request.
+ * message; messages stay here until Redis has taken them, published and logged. Whether the
+ * client is still there is not decided here: the web process says so (a cancel message), or its
+ * liveness key expires.
  */
 export class RelayPublisher {
   private seq: number;
   private pending: string[] = [];
-  private queued = false;
-  private sentText = false;
-  private progressSentText = false;
-  private lastProgressAt = 0;
-  /** Counts the tokens produced so far; called only when the progress record is written. */
-  tokensSoFar: () => { promptTokens: number; completionTokens: number } = () => ({ promptTokens: 0, completionTokens: 0 });
-  /** The first failure to publish, if any: the client cannot be reached any more. */
-  failure: unknown;
+  private unsent: Message[] = [];
+  private unsentBytes = 0;
+  private lastTtlRefresh = performance.now();
 
   constructor(
     private readonly batch: RelayBatch,
-    private readonly channel: string,
-    private readonly progressKey: string,
-    private readonly onGone: () => void,
-    startSeq = 0,
+    private readonly target: RelayTarget,
+    startSeq: number,
+    /** Called once the messages Redis has not taken yet exceed `maxBufferedBytes` (a long outage). */
+    private readonly onOverflow: () => void = () => undefined,
+    private readonly maxBufferedBytes = 4 * 1024 * 1024,
   ) {
     this.seq = startSeq;
   }
 
-  /** Queues one ready-to-write SSE event (`data: …\n\n`), published at the end of this turn. */
-  sse(event: string, visibleText: boolean): void {
+  /** Queues one ready-to-write SSE event (`data: …\n\n`), sent at the end of this turn. */
+  sse(event: string): void {
     this.pending.push(event);
-    if (visibleText) this.sentText = true;
-    if (!this.queued) {
-      this.queued = true;
+    this.batch.add(this);
+  }
+
+  /** Adds a log-only entry (the upstream's usage), so a re-run of the job can bill it exactly. */
+  note(kind: 'usage', payload: string): void {
+    this.seal();
+    this.push({ seq: this.seq - 1, kind, payload });
+    this.batch.add(this);
+  }
+
+  /** Bytes of messages Redis has not taken yet. */
+  get buffered(): number {
+    return this.unsentBytes;
+  }
+
+  /** Adds every message not yet taken by Redis to `tx`; returns the last message included and the commands added. */
+  appendTo(tx: ChainableCommander): { through: Message | undefined; count: number } {
+    this.seal();
+    let count = 0;
+    for (const m of this.unsent) count += this.addMessage(tx, m);
+    if (this.unsent.length > 0 && performance.now() - this.lastTtlRefresh > (this.batch.ttls.runningSeconds * 1000) / 3) {
+      this.lastTtlRefresh = performance.now();
+      tx.expire(this.target.logKey, this.batch.ttls.runningSeconds).expire(this.target.stateKey, this.batch.ttls.runningSeconds);
+      count += 2;
+    }
+    return { through: this.unsent.at(-1), count };
+  }
+
+  /**
+   * Redis took the messages up to `through` (a log append refused as a duplicate was taken by an
+   * earlier attempt whose reply was lost). Returns a command's error if Redis refused one.
+   */
+  confirm(through: Message | undefined, replies: [Error | null, unknown][]): Error | undefined {
+    const last = through === undefined ? -1 : this.unsent.indexOf(through);
+    for (const m of this.unsent.splice(0, last + 1)) this.unsentBytes -= m.payload.length;
+    return replies.find(([err]) => err !== null && !isDuplicateEntry(err))?.[0] ?? undefined;
+  }
+
+  /** Sends what is waiting now, in a MULTI of its own, and waits for Redis (left for the next try when it cannot). */
+  async flushNow(): Promise<void> {
+    const tx = this.batch.redis.multi();
+    const { through, count } = this.appendTo(tx);
+    if (count === 0) return;
+    try {
+      this.confirm(through, (await tx.exec()) ?? []);
+    } catch {
       this.batch.add(this);
     }
   }
 
   /**
-   * Adds what is pending to `tx`: the SSE message, and the progress record when the first visible
-   * text goes out, every PROGRESS_EVERY_MS after, or when `exact` is asked (before recording).
+   * Ends the request: every message not yet sent, the last one, and `extra` commands (usage
+   * record, quota settlement) in ONE MULTI, retried until Redis takes it (every command in it is
+   * safe to repeat) or `deadline` passes. Resolves with the errors of the `extra` commands.
    */
-  appendFlush(tx: ChainableCommander, exact: boolean): { count: number; publishes: number } {
-    this.queued = false;
-    const now = performance.now();
-    const progress = exact || (this.sentText && !this.progressSentText) || now - this.lastProgressAt >= PROGRESS_EVERY_MS;
-    let count = 0;
-    let publishes = 0;
-    if (this.pending.length > 0) {
-      this.addPublish(tx, 'sse', this.pending.join(''));
-      this.pending = [];
-      count++;
-      publishes++;
-    }
-    if (progress) {
-      this.lastProgressAt = now;
-      this.progressSentText = this.sentText;
-      this.addProgress(tx);
-      count++;
-    }
-    return { count, publishes };
-  }
-
-  /** Publishes what is pending now, with an exact progress record, and waits for Redis. */
-  async flush(exact = false): Promise<void> {
-    const tx = this.batch.redis.pipeline();
-    const { count, publishes } = this.appendFlush(tx, exact);
-    if (count === 0) return;
-    try {
-      this.checkReplies((await tx.exec()) ?? [], publishes);
-    } catch (err) {
-      this.fail(err);
+  async finish(kind: RelayKind, payload: string, extra: (tx: ChainableCommander) => void, deadline = Infinity): Promise<(Error | null)[]> {
+    this.seal();
+    this.push({ seq: this.seq++, kind, payload });
+    for (;;) {
+      const tx = this.batch.redis.multi();
+      const { through, count } = this.appendTo(tx);
+      const before = count;
+      extra(tx);
+      tx.hset(this.target.stateKey, { recorded: '1' })
+        .expire(this.target.logKey, this.batch.ttls.endedSeconds)
+        .expire(this.target.stateKey, this.batch.ttls.endedSeconds);
+      try {
+        const replies = (await tx.exec()) ?? [];
+        this.confirm(through, replies.slice(0, before));
+        return replies.slice(before, -3).map(([err]) => err);
+      } catch (err) {
+        if (performance.now() > deadline) throw err;
+        while (this.batch.redis.status !== 'ready' && performance.now() <= deadline) await new Promise((r) => setTimeout(r, 100));
+      }
     }
   }
 
-  /**
-   * Publishes the last message(s) of the request together with `extra` commands (usage record,
-   * quota settlement) in ONE atomic MULTI, after anything still pending. Resolves with the errors
-   * of the `extra` commands (null where they succeeded), for the caller to act on.
-   */
-  async finish(kind: 'done' | 'final' | 'error', payload: string, extra: (tx: ChainableCommander) => void): Promise<(Error | null)[]> {
-    const tx = this.batch.redis.multi();
-    let publishes = 1;
-    if (this.pending.length > 0) {
-      this.addPublish(tx, 'sse', this.pending.join(''));
-      this.pending = [];
-      publishes++;
-    }
-    this.addPublish(tx, kind, payload);
-    extra(tx);
-    tx.hset(this.progressKey, { recorded: '1' });
-    const replies = await tx.exec();
-    const own = (replies ?? []).slice(0, publishes);
-    if (own.some(([err, n]) => err === null && n === 0)) this.onGone();
-    return (replies ?? []).slice(publishes, -1).map(([err]) => err);
+  /** Turns the SSE events of this turn into one message. */
+  private seal(): void {
+    if (this.pending.length === 0) return;
+    const payload = this.pending.join('');
+    this.pending = [];
+    this.push({ seq: this.seq++, kind: 'sse', payload });
   }
 
-  /**
-   * Every publish reply is checked for "no subscriber": the web process (and its client) is gone.
-   * A failed command means the same. Either way `onGone` stops the upstream request.
-   */
-  checkReplies(replies: Replies, publishes: number): void {
-    for (const [err, n] of replies.slice(0, publishes)) if (err === null && n === 0) this.onGone();
-    const failed = replies.find(([err]) => err);
-    if (failed) this.fail(failed[0]);
+  private push(m: Message): void {
+    this.unsent.push(m);
+    this.unsentBytes += m.payload.length;
+    if (this.unsentBytes > this.maxBufferedBytes) this.onOverflow();
   }
 
-  fail(err: unknown): void {
-    this.failure ??= err;
-    this.onGone();
-  }
-
-  private addPublish(tx: ChainableCommander, kind: RelayKind, payload: string): void {
-    tx.publish(this.channel, encodeRelay(this.seq++, kind, payload));
-  }
-
-  private addProgress(tx: ChainableCommander): void {
-    const t = this.tokensSoFar();
-    tx.hset(this.progressKey, {
-      seq: String(this.seq - 1),
-      sent: this.sentText ? '1' : '0',
-      ptoks: String(t.promptTokens),
-      ctoks: String(t.completionTokens),
-    });
+  private addMessage(tx: ChainableCommander, m: Message): number {
+    tx.xadd(this.target.logKey, logEntryId(m.seq, isNote(m)), 'k', kindCode(m.kind), 'p', m.payload);
+    if (m.kind === 'usage') return 1;
+    tx.publish(this.target.channel, encodeRelay(m.seq, m.kind, m.payload));
+    return 2;
   }
 }

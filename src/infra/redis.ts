@@ -8,12 +8,16 @@ import type { Config } from '../config.js';
  */
 export type RedisRole = 'command' | 'subscriber' | 'queue-producer' | 'queue-worker';
 
+/** The longest a connection waits between two reconnect attempts. */
+export const RECONNECT_MAX_DELAY_MS = 1000;
+
 export function createRedis(config: Config, role: RedisRole, name: string = role): Redis {
   const base: RedisOptions = {
     connectionName: `${config.redis.prefix}:${name}`,
     connectTimeout: 3000,
-    // Reconnect forever with a capped backoff; health reports the outage meanwhile.
-    retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 3000),
+    // Reconnect forever, at least once a second: after a Redis restart every process is back
+    // within RECONNECT_MAX_DELAY_MS, which is what liveness checks wait for (see liveness.ts).
+    retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), RECONNECT_MAX_DELAY_MS),
     lazyConnect: false,
   };
   const byRole: Record<RedisRole, RedisOptions> = {

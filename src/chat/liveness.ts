@@ -1,0 +1,110 @@
+import type { Redis } from 'ioredis';
+import { RECONNECT_MAX_DELAY_MS } from '../infra/redis.js';
+
+// Processes say they are alive with a key that expires unless renewed: a worker learns that the
+// web process holding a client is gone (and stops working for it), and a re-run of a stalled job
+// learns whether the worker that started it is still at it. A key read as missing right after a
+// Redis restart may only mean its owner has not reconnected and written it again yet, so absence
+// counts only once the reader's own connection has been up for as long as any process can take
+// to reconnect, plus a whole TTL.
+
+/** How long a reader's connection must have been up before a missing liveness key means its owner is gone. */
+export const settledAfterMs = (ttlMs: number): number => ttlMs + RECONNECT_MAX_DELAY_MS;
+
+export const webAliveKey = (prefix: string, instance: string): string => `${prefix}:alive:web:${instance}`;
+export const workerAliveKey = (prefix: string, workerId: string): string => `${prefix}:alive:worker:${workerId}`;
+
+/** Writes `key` with a TTL, renewed four times per TTL and at once after a reconnect; deleted on stop. */
+export class Heartbeat {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly onReady = () => void this.beat();
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly key: string,
+    private readonly ttlMs: number,
+    private readonly value: () => string = () => '1',
+  ) {}
+
+  start(): Promise<void> {
+    this.redis.on('ready', this.onReady);
+    this.timer = setInterval(() => void this.beat(), Math.max(50, Math.floor(this.ttlMs / 4)));
+    this.timer.unref();
+    return this.beat();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.redis.off('ready', this.onReady);
+    await this.redis.del(this.key).catch(() => undefined);
+  }
+
+  private async beat(): Promise<void> {
+    await this.redis.set(this.key, this.value(), 'PX', this.ttlMs).catch(() => undefined);
+  }
+}
+
+/** Since when a connection has been ready without interruption (undefined while it is not). */
+export class ConnectionStability {
+  private since: number | undefined;
+
+  constructor(redis: Redis, private readonly now: () => number = () => performance.now()) {
+    if (redis.status === 'ready') this.since = this.now();
+    redis.on('ready', () => (this.since = this.now()));
+    redis.on('close', () => (this.since = undefined));
+  }
+
+  /** True once the connection has been up for at least `ms`: a missing key then really is missing. */
+  stableFor(ms: number): boolean {
+    return this.since !== undefined && this.now() - this.since >= ms;
+  }
+}
+
+/**
+ * A worker's watch on the web processes its jobs answer to: every quarter of a TTL it reads their
+ * liveness keys, and stops the jobs of any that is gone (SIGKILLed, its host lost). A web process
+ * that shuts down cleanly deletes its key, so its jobs stop at once.
+ */
+export class ClientWatch {
+  private timer: NodeJS.Timeout | undefined;
+  private busy = false;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly stability: ConnectionStability,
+    private readonly running: ReadonlyMap<string, { controller: AbortController; relayTo: string }>,
+    private readonly ttlMs: number,
+    private readonly prefix: string,
+    private readonly onGone: (requestId: string) => void,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.check(), Math.max(50, Math.floor(this.ttlMs / 4)));
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  private async check(): Promise<void> {
+    if (this.busy || this.running.size === 0 || !this.stability.stableFor(settledAfterMs(this.ttlMs))) return;
+    this.busy = true;
+    try {
+      const instances = [...new Set([...this.running.values()].map((j) => j.relayTo))];
+      const alive = await this.redis.mget(...instances.map((i) => webAliveKey(this.prefix, i)));
+      const gone = new Set(instances.filter((_, i) => alive[i] === null));
+      if (gone.size === 0) return;
+      for (const [requestId, job] of this.running) {
+        if (gone.has(job.relayTo) && !job.controller.signal.aborted) {
+          job.controller.abort('client_gone');
+          this.onGone(requestId);
+        }
+      }
+    } catch {
+      // Redis went away mid-check: the next check, once it is back and settled, decides.
+    } finally {
+      this.busy = false;
+    }
+  }
+}

@@ -1,0 +1,168 @@
+import type { ChainableCommander } from 'ioredis';
+import type { AppContext } from '../context.js';
+import { AppError } from '../errors.js';
+import { providerFor } from '../providers/registry.js';
+import type { Provider } from '../providers/types.js';
+import type { CompletionMetrics } from '../metrics.js';
+import { usageOf, type CompletionJob } from './completion-job.js';
+import { answerEvents, countChoices, finishRecording, runCompletion, settleAfter, startNow, toRelayError, type LoggedUsage } from './completion-runner.js';
+import { deliveredText, readRelayLog, type LogEntry } from './relay-log.js';
+import { relayChannel, relayLogKey, requestStateKey } from './relay-protocol.js';
+import { claimRequest, RelayPublisher, type RelayBatch, type RelayTarget } from './relay-publisher.js';
+import type { UsageEvent } from '../usage/usage-event.js';
+
+/** A job this worker is running, as its cancellation and its client's liveness see it. */
+export interface RunningJob {
+  controller: AbortController;
+  /** The web process holding the client. */
+  relayTo: string;
+}
+
+/** What a worker process gives every job it runs. */
+export interface JobRuntime {
+  app: AppContext;
+  workerId: string;
+  batch: RelayBatch;
+  running: Map<string, RunningJob>;
+  /** The quota settlement for a request, as commands for its closing MULTI, and on its own. */
+  settleInto: (job: CompletionJob) => (tx: ChainableCommander, actualTokens: number) => void;
+  settleAlone: (job: CompletionJob) => (actualTokens: number) => Promise<void>;
+  recordDirectly: (usage: UsageEvent) => Promise<void>;
+  /** Whether a worker's liveness key is there, read once the connection is known to be settled. */
+  workerAlive: (workerId: string) => Promise<boolean>;
+  metrics?: CompletionMetrics;
+  /** Failpoint for crash tests: called after the upstream answered, before recording. */
+  beforeRecord?: () => void;
+}
+
+export type JobOutcome = 'completed' | 'cancelled' | 'failed' | 'interrupted' | 'declined';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Runs one completion job, deciding first what kind of run this is. A first run claims the request
+ * and answers it. A job BullMQ hands out again (its worker stalled, or Redis lost its lock) is
+ * declined while the worker that holds it is alive; once that worker is dead it is taken over,
+ * and what its client was already sent decides the rest, read from the relay log:
+ * - the end was published: nothing is left to do;
+ * - the whole answer was relayed and its usage logged: the stream is closed normally, billed exactly;
+ * - part of an answer was relayed: the stream ends with an error and the delivered text is billed;
+ * - nothing the client can see: the request is answered afresh.
+ */
+export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boolean): Promise<JobOutcome> {
+  const { app } = rt;
+  // The same process took a job it is already running (its lock was lost in a Redis restart).
+  if (rt.running.has(job.id)) return 'declined';
+  const prefix = app.config.redis.prefix;
+  const target: RelayTarget = { channel: relayChannel(prefix, job.relayTo, job.id), logKey: relayLogKey(prefix, job.id), stateKey: requestStateKey(prefix, job.id) };
+  const ttl = Math.ceil(Math.max(app.config.providers.requestTimeoutMs / 1000, 60) * 3);
+  const running: RunningJob = { controller: new AbortController(), relayTo: job.relayTo };
+  rt.running.set(job.id, running);
+  rt.metrics?.active.set(rt.running.size);
+  try {
+    let provider: Provider | undefined;
+    let refused: unknown;
+    try {
+      provider = providerFor(app, { ...job.model, provider: job.model.provider as never, tiers: [job.tier] });
+      provider.check(job.params);
+    } catch (err) {
+      refused = err;
+    }
+    // The upstream request goes out while the job is claimed: the claim's round trip is not added
+    // to the time to first token. Not for a job BullMQ has started before: its first run may have
+    // answered already, and a request sent only to be aborted may still be billed by the provider.
+    const firstAttempt = refused === undefined && !mayBeRerun ? startNow(answerEvents(provider!, job, running.controller.signal)) : undefined;
+
+    let claim;
+    try {
+      claim = await claimRequest(app.redis, target, rt.workerId, ttl);
+      if (!claim.taken && !claim.recorded) {
+        // Held by another worker: leave it alone while that worker lives. A key missing right after
+        // a Redis restart may only mean its owner has not written it again yet: look twice.
+        if (await rt.workerAlive(claim.previousOwner)) return decline(running);
+        await sleep(app.config.queue.livenessTtlMs);
+        if (await rt.workerAlive(claim.previousOwner)) return decline(running);
+        claim = await claimRequest(app.redis, target, rt.workerId, ttl, true);
+      }
+    } catch (err) {
+      running.controller.abort('claim_failed');
+      throw err;
+    }
+    if (claim.recorded) return decline(running);
+
+    let startSeq = 1;
+    if (claim.previousOwner !== '') {
+      running.controller.abort('rerun');
+      const log = await readRelayLog(app.redis, target.logKey);
+      const taken = await takeOver(rt, job, target, log);
+      if (taken !== undefined) return taken;
+      // Nothing the client could see: answered afresh, numbering on from what the log holds.
+      running.controller = new AbortController();
+      startSeq = Math.max(0, ...log.map((e) => e.seq)) + 1;
+    }
+
+    rt.metrics?.started.inc();
+    const publisher = new RelayPublisher(rt.batch, target, startSeq, () => running.controller.abort('relay_backlog'));
+    if (refused !== undefined) {
+      const errors = await finishRecording({ ...runnerDeps(rt, job), publisher }, job, 'error', JSON.stringify(toRelayError(refused)), usageOf(job, 'failed', 0, 0));
+      await settleAfter(errors, () => rt.settleAlone(job)(0));
+      return 'failed';
+    }
+    const outcome = await runCompletion(job, {
+      ...runnerDeps(rt, job),
+      provider: provider!,
+      publisher,
+      signal: running.controller.signal,
+      firstAttempt: startSeq === 1 ? firstAttempt : undefined,
+      beforeRecord: rt.beforeRecord,
+      onUpstreamTiming: ({ ttftSeconds, tokensPerSecond }) => {
+        rt.metrics?.upstreamTtft.observe({ provider: job.model.provider }, ttftSeconds);
+        if (tokensPerSecond !== undefined) rt.metrics?.upstreamTokensPerSecond.observe({ provider: job.model.provider }, tokensPerSecond);
+      },
+    });
+    if (outcome.status === 'cancelled') rt.metrics?.cancellations.inc({ cause: String(running.controller.signal.reason ?? 'client_cancelled') });
+    return outcome.status;
+  } finally {
+    rt.running.delete(job.id);
+    rt.metrics?.active.set(rt.running.size);
+  }
+}
+
+function decline(running: RunningJob): JobOutcome {
+  running.controller.abort('declined');
+  return 'declined';
+}
+
+function runnerDeps(rt: JobRuntime, job: CompletionJob) {
+  return { app: rt.app, settle: rt.settleInto(job), settleAlone: rt.settleAlone(job), recordDirectly: rt.recordDirectly };
+}
+
+/**
+ * A re-run after the worker that held the request died: what its client was sent decides. Returns
+ * undefined when the client saw nothing, so the request is to be answered afresh.
+ */
+async function takeOver(rt: JobRuntime, job: CompletionJob, target: RelayTarget, log: LogEntry[]): Promise<JobOutcome | undefined> {
+  const { app } = rt;
+  if (log.some((e) => e.kind === 'done' || e.kind === 'final' || e.kind === 'error')) return 'declined';
+  const lastSeq = Math.max(0, ...log.map((e) => e.seq));
+  const publisher = new RelayPublisher(rt.batch, target, lastSeq + 1);
+  const deps = { ...runnerDeps(rt, job), publisher };
+  const logged = log.find((e) => e.kind === 'usage');
+  if (logged) {
+    // The whole answer was relayed; only the end was missing.
+    const { usage, done } = JSON.parse(logged.payload) as LoggedUsage;
+    app.log.warn({ requestId: job.id }, 'job re-run after its worker stopped between the answer and its record; closing the stream');
+    const errors = await finishRecording(deps, job, 'done', done, usageOf(job, 'completed', usage.prompt_tokens, usage.completion_tokens));
+    await settleAfter(errors, () => rt.settleAlone(job)(usage.prompt_tokens + usage.completion_tokens));
+    return 'completed';
+  }
+  const text = deliveredText(log, job.params.n ?? 1);
+  if (!text.some((t) => t !== '')) return undefined;
+  // Part of an answer was relayed: resuming it is not possible, repeating it would garble it.
+  app.log.warn({ requestId: job.id }, 'job re-run after its worker stopped mid-stream; ending the stream and billing what was delivered');
+  const completion = countChoices(text.map((t) => ({ text: t })));
+  const err = new AppError('upstream', 'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.', { code: 'worker_interrupted' });
+  const errors = await finishRecording(deps, job, 'error', JSON.stringify(toRelayError(err)), usageOf(job, 'failed', job.promptTokens, completion));
+  await settleAfter(errors, () => rt.settleAlone(job)(job.promptTokens + completion));
+  return 'interrupted';
+}

@@ -1,0 +1,128 @@
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import { createContext, type AppContext } from '../../src/context.js';
+import { countTokens } from '../../src/providers/tokenizer.js';
+import { createTestAccount, type TestAccount } from '../support/accounts.js';
+import { isolatedPrefix, testConfig } from '../support/env.js';
+import { eventually, post } from '../support/http.js';
+import { PrivateRedis } from '../support/private-redis.js';
+import { rolesPerTest } from '../support/processes.js';
+import { openStream, postStream } from '../support/sse.js';
+
+const usageRow = (app: AppContext, requestId: string) =>
+  eventually(() => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(), `usage row ${requestId}`, 20_000);
+
+/** What a client received, choice by choice, from the data of its SSE events. */
+function receivedText(events: string[], n: number): string[] {
+  const text = Array.from({ length: n }, () => '');
+  for (const e of events) {
+    if (e === '[DONE]') continue;
+    const chunk = JSON.parse(e) as { choices?: { index: number; delta?: { content?: string } }[] };
+    for (const c of chunk.choices ?? []) text[c.index] += c.delta?.content ?? '';
+  }
+  return text;
+}
+
+const billable = (text: string[]) => text.reduce((sum, t) => sum + countTokens(t), 0);
+
+/** The id of the first request a worker has claimed under `prefix`. */
+async function jobStarted(redisUrl: string, prefix: string): Promise<string> {
+  const redis = new Redis(redisUrl);
+  try {
+    return await eventually(async () => (await redis.keys(`${prefix}:req:*`))[0]?.split(':req:')[1], 'a worker to claim the job');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Holds a fault for a fixed time: the length of the outage is what the test is about. */
+const outageOf = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('faults: what a client receives is billed exactly, and a Redis restart costs no answer', function () {
+  this.timeout(60_000);
+  let app: AppContext;
+  let account: TestAccount;
+  const start = rolesPerTest();
+
+  before(async () => {
+    app = createContext(testConfig(), { role: 'test' });
+  });
+  beforeEach(async () => {
+    account = await createTestAccount(app, { tier: 'paid' });
+  });
+  after(async () => app.close());
+
+  const story = (max_tokens: number, n = 1) => ({ model: 'gemini-2.5-flash', messages: [{ role: 'user', content: `Tell me a long story ${Math.random()}` }], max_tokens, n });
+
+  it('bills an interrupted stream exactly the tokens its client received when its worker is killed', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '40', QUEUE_STALLED_INTERVAL_MS: '1000' };
+    const web = await start('web', env);
+    const first = await start('worker', env);
+    const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, story(400, 2));
+    await s.waitFor(15);
+    await start('worker', env); // the survivor that takes the stalled job over
+    await first.stop('SIGKILL');
+    await s.finished;
+    expect(JSON.parse(s.events.at(-2)!).error.code).to.equal('worker_interrupted');
+    const received = receivedText(s.events, 2);
+    const row = await usageRow(app, JSON.parse(s.events[0]!).id);
+    expect(row.status).to.equal('failed');
+    expect(row.completion_tokens).to.equal(billable(received));
+  });
+
+  describe('a Redis restart in the middle of answers', () => {
+    let redis: PrivateRedis;
+    let env: Record<string, string>;
+    beforeEach(async () => {
+      redis = await new PrivateRedis().start();
+      env = { REDIS_URL: redis.url, REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '10' };
+    });
+    afterEach(async () => redis.stop());
+
+    it('carries a stream through it: the client sees a pause, then the rest of the answer, billed once and exactly', async () => {
+      const [web] = await Promise.all([start('web', env), start('worker', env)]);
+      const ask = story(60);
+      const whole = await postStream(`${web.url}/v1/chat/completions`, ask, account.apiKey);
+      const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask);
+      await s.waitFor(5);
+      await redis.kill();
+      await outageOf(3000);
+      await redis.start();
+      await s.finished;
+      expect(s.events.at(-1)).to.equal('[DONE]');
+      expect(s.events.some((e) => e !== '[DONE]' && 'error' in JSON.parse(e))).to.equal(false);
+      expect(receivedText(s.events, 1)).to.deep.equal(receivedText(whole.events, 1));
+      const row = await usageRow(app, JSON.parse(s.events[0]!).id);
+      expect(row.status).to.equal('completed');
+      expect(row.completion_tokens).to.equal(billable(receivedText(s.events, 1)));
+    });
+
+    it('carries a non-streaming request through it', async () => {
+      const [web] = await Promise.all([start('web', env), start('worker', env)]);
+      const answer = post(`${web.url}/v1/chat/completions`, story(40), { bearer: account.apiKey });
+      await jobStarted(redis.url, env.REDIS_PREFIX!);
+      await redis.kill();
+      await outageOf(2000);
+      await redis.start();
+      const r = await answer;
+      expect(r.status).to.equal(200);
+      expect(r.body.usage.completion_tokens).to.be.within(1, 40);
+      const row = await usageRow(app, r.body.id);
+      expect(row.completion_tokens).to.equal(r.body.usage.completion_tokens);
+    });
+  });
+
+  it('stops a non-streaming request within seconds when the web process holding its client dies, billing what was produced', async () => {
+    // The local model answers with 30 to 120 tokens; at 5 a second, six seconds at least.
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5' };
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    const answer = post(`${web.url}/v1/chat/completions`, story(400), { bearer: account.apiKey }).catch(() => undefined);
+    const requestId = await jobStarted(process.env.REDIS_URL!, env.REDIS_PREFIX);
+    await web.stop('SIGKILL');
+    await answer;
+    const row = await usageRow(app, requestId);
+    // Stopped seconds after the web process died, not at the end of its answer, and billed what it produced.
+    expect(row.status).to.equal('cancelled');
+    expect(row.completion_tokens).to.be.greaterThan(0);
+  });
+});
