@@ -3,7 +3,7 @@
 // through-the-service, streaming and not, at several concurrencies, interleaved in rounds so
 // drift on a shared machine hits both sides alike. A third side, a bare pass-through proxy
 // (pass-through.ts), shows the least any extra Node hop adds on the same machine in the same run.
-// Then the web process's memory with 2,000 open idle streams. Prints a Markdown table (for the README) and writes var/bench/results.json.
+// Then the web process's memory with 2,000 open idle streams. Prints Markdown tables (for docs/benchmark.md) and writes var/bench/results.json.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';

@@ -2,7 +2,7 @@
 // Postgres numeric as strings; amounts billed are whole cents, carried as bigint (or as a decimal
 // string of cents from Postgres). The one rounding rule lives in SQL (billing.repository.ts:
 // round(sum(cost_usd) * 100) per invoice line, half up for the non-negative sums we have) and is
-// described in the README.
+// described in docs/billing.md.
 
 /** Cents (bigint or a decimal-integer string) to a currency amount string: 1234 -> "12.34". */
 export function centsToAmount(cents: bigint | string): string {
