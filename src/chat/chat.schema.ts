@@ -19,7 +19,7 @@ export const ChatMessageSchema: JsonSchema = {
   type: 'object',
   required: ['role', 'content'],
   properties: {
-    role: { type: 'string', maxLength: MAX_ROLE_CHARS, 'x-text': 'line', description: 'system, user or assistant', example: 'user' },
+    role: { type: 'string', maxLength: MAX_ROLE_CHARS, 'x-text': 'line', description: 'system, developer, user or assistant', example: 'user' },
     content: { type: 'string', maxLength: MAX_CONTENT_CHARS },
   },
 };

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { addSchemaKeywords } from '../../src/validation.js';
+import { addSchemaKeywords, check } from '../../src/validation.js';
 import { get } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
@@ -106,5 +106,12 @@ describe('GET /openapi.json of the whole service', () => {
         for (const p of declared) expect(p.required, `${method.toUpperCase()} ${path} {${p.name}}`).to.equal(true);
       }
     }
+  });
+
+  it('documents /health as it answers, so a monitoring client can trust the document', async () => {
+    const r = await get(`${web.url}/health`);
+    const schema = doc.paths['/health']!.get!.responses[String(r.status)]!.content!['application/json']!.schema as Record<string, unknown>;
+    expect(check(schema, r.body)).to.deep.equal({ ok: true });
+    expect(r.body.info.model_backend).to.be.oneOf(['local', 'catalog']);
   });
 });

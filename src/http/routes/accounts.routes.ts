@@ -119,7 +119,7 @@ export function accountsRoutes(): RouteSpec[] {
       path: '/v1/auth/regenerate-api-key',
       operationId: 'regenerateApiKey',
       summary: 'Issue a new API key; the old one stops working at once',
-      description: 'Limited to 1 call per 2 hours per account (429 with Retry-After). Tier, rate-limit counters, subscription and billing stay with the account.',
+      description: 'Limited to 1 call per 2 hours per account: a 429 says when the next one is allowed (in the message and X-RateLimit-Reset; x-should-retry: false, since the wait is longer than a retry should sleep). Tier, rate-limit counters, subscription and billing stay with the account.',
       tag: 'accounts',
       auth: 'jwt',
       responses: {
@@ -131,7 +131,7 @@ export function accountsRoutes(): RouteSpec[] {
         403: { description: 'The account has not verified its email address' },
         429: {
           description: 'Regenerated less than 2 hours ago',
-          headers: { 'Retry-After': 'Seconds until a regeneration is allowed again', 'X-RateLimit-Limit': 'Regenerations allowed per 2 hours (1)', 'X-RateLimit-Remaining': '0' },
+          headers: { 'X-RateLimit-Reset': 'Seconds until a regeneration is allowed again', 'x-should-retry': 'false when the wait is over a minute (it almost always is)', 'X-RateLimit-Limit': 'Regenerations allowed per 2 hours (1)', 'X-RateLimit-Remaining': '0' },
         },
       },
       handler: async (ctx, app) => {

@@ -42,8 +42,13 @@ const HealthReportSchema: JsonSchema = {
       properties: { postgres: check(), redis: check(), queue: check({ waiting: { type: 'integer' }, active: { type: 'integer' }, workers: { type: 'integer' } }) },
     },
     down: { type: 'array', items: { type: 'string', enum: ['postgres', 'redis', 'queue'] }, description: 'The dependencies that did not answer' },
-    model_backend: { type: 'string', enum: ['local', 'catalog'] },
-    model_note: { type: 'string' },
+    info: {
+      type: 'object',
+      properties: {
+        model_backend: { type: 'string', enum: ['local', 'catalog'], description: 'Who answers completions: the built-in local model, or each model\'s provider' },
+        model_note: { type: 'string' },
+      },
+    },
   },
 };
 
