@@ -104,6 +104,7 @@ export interface Config {
   };
   /** Failpoints for crash-recovery tests (FAULT_INJECT); never set in production. */
   faults: { crashBeforeRecord: boolean; crashAfterInvoiceItem: boolean };
+  worker: { metricsPort: number | undefined };
   scheduler: {
     invoiceCron: string;
     reconcileCron: string;
@@ -346,6 +347,7 @@ export function loadConfig(env: Env = process.env): Config {
       crashBeforeRecord: r.list('FAULT_INJECT', []).includes('crash-before-record'),
       crashAfterInvoiceItem: r.list('FAULT_INJECT', []).includes('crash-after-invoice-item'),
     },
+    worker: { metricsPort: r.optionalInt('WORKER_METRICS_PORT', 0, 65535) },
     scheduler: {
       invoiceCron: r.cron('INVOICE_CRON', '15 0 1 * *'),
       reconcileCron: r.cron('RECONCILE_CRON', '30 3 * * *'),

@@ -1,5 +1,5 @@
 import { isMain, runProcess, stopAll, type BackgroundService } from '../src/lifecycle.js';
-import { startMetricsServer } from '../src/scheduler/metrics-server.js';
+import { startMetricsServer } from '../src/metrics-server.js';
 import { startScheduler } from '../src/scheduler/scheduler.service.js';
 
 // The `scheduler` role: node-cron in UTC. Jobs only decide what is due and take a claim, so any

@@ -1,4 +1,5 @@
 import { isMain, runProcess, stopAll, type BackgroundService } from '../src/lifecycle.js';
+import { startMetricsServer } from '../src/metrics-server.js';
 import { startCompletionWorker } from './completion.js';
 import { startEmailSender } from './email-sender.js';
 import { startMetering } from './metering.js';
@@ -6,8 +7,9 @@ import { startMetering } from './metering.js';
 // The `worker` role: everything that drains a queue. Each replica runs the same set; BullMQ and
 // row locks share the work between replicas.
 if (isMain(import.meta.url)) {
-  runProcess('worker', async (app) => {
+  runProcess('worker', async (app, config) => {
     const services: BackgroundService[] = [];
+    if (config.worker.metricsPort !== undefined) services.push(await startMetricsServer(app, config.worker.metricsPort));
     services.push(await startCompletionWorker(app));
     services.push(await startMetering(app));
     services.push(startEmailSender(app));

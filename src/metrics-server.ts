@@ -1,11 +1,11 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { AppContext } from '../context.js';
-import type { BackgroundService } from '../lifecycle.js';
+import type { AppContext } from './context.js';
+import type { BackgroundService } from './lifecycle.js';
 
 /**
- * The scheduler has no web tier; with SCHEDULER_METRICS_PORT set it serves its Prometheus
- * registry (job runs, invoices, reconciliation fixes) at GET /metrics on that port.
+ * Workers and the scheduler have no web tier: with WORKER_METRICS_PORT or SCHEDULER_METRICS_PORT
+ * set, the process serves its Prometheus registry at GET /metrics on that port, for scraping.
  */
 export async function startMetricsServer(app: AppContext, port: number): Promise<BackgroundService & { url: string }> {
   const registry = app.metrics.registry;
@@ -24,7 +24,7 @@ export async function startMetricsServer(app: AppContext, port: number): Promise
     server.listen(port, app.config.http.host, () => resolve());
   });
   const url = `http://${app.config.http.host}:${(server.address() as AddressInfo).port}/metrics`;
-  app.log.info({ url }, 'scheduler metrics listening');
+  app.log.info({ url }, `${app.role} metrics listening`);
   return {
     name: 'metrics-server',
     url,

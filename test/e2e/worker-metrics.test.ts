@@ -1,0 +1,58 @@
+import { expect } from 'chai';
+import { createContext, type AppContext } from '../../src/context.js';
+import { createTestAccount, type TestAccount } from '../support/accounts.js';
+import { isolatedPrefix, testConfig } from '../support/env.js';
+import { eventually } from '../support/http.js';
+import { freePort } from '../support/private-redis.js';
+import { rolesPerTest } from '../support/processes.js';
+import { openStream, postStream } from '../support/sse.js';
+
+/** The value of one Prometheus sample in a scrape (the name, and these labels among its own), or undefined. */
+function sample(text: string, name: string, labels = ''): number | undefined {
+  const line = text.split('\n').find((l) => {
+    const bare = l.split(/[{ ]/, 1)[0];
+    return bare === name && (labels === '' || l.includes(labels));
+  });
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+describe('a worker’s /metrics, for operators who scale workers', () => {
+  let app: AppContext;
+  let account: TestAccount;
+  const start = rolesPerTest();
+  before(async () => {
+    app = createContext(testConfig(), { role: 'test' });
+    account = await createTestAccount(app, { tier: 'paid' });
+  });
+  after(async () => app.close());
+
+  it('serves its jobs, upstream timing, cancellations and metering lag in Prometheus text on WORKER_METRICS_PORT', async () => {
+    const port = await freePort();
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
+    const [web] = await Promise.all([start('web', env), start('worker', { ...env, WORKER_METRICS_PORT: String(port) })]);
+    const url = `${web.url}/v1/chat/completions`;
+    const ask = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'hello' }], max_tokens: 5 };
+    expect((await postStream(url, ask, account.apiKey)).events.at(-1)).to.equal('[DONE]');
+    const left = openStream(url, account.apiKey, { ...ask, max_tokens: 200 });
+    await left.waitFor(2);
+    left.controller.abort();
+    await left.finished;
+
+    const scrape = () => fetch(`http://127.0.0.1:${port}/metrics`).then(async (r) => ({ status: r.status, type: r.headers.get('content-type') ?? '', text: await r.text() }));
+    const m = await eventually(async () => {
+      const s = await scrape();
+      return (sample(s.text, 'completion_jobs_finished_total', 'outcome="cancelled"') ?? 0) >= 1 ? s : undefined;
+    }, 'the cancelled job in the worker’s metrics');
+    expect(m.status).to.equal(200);
+    expect(m.type).to.match(/^text\/plain/);
+    expect(sample(m.text, 'completion_jobs_started_total')).to.equal(2);
+    expect(sample(m.text, 'completion_jobs_finished_total', 'outcome="completed"')).to.equal(1);
+    expect(sample(m.text, 'completion_cancellations_total', 'cause="client_cancelled"')).to.equal(1);
+    expect(sample(m.text, 'completion_jobs_active')).to.equal(0);
+    expect(sample(m.text, 'completion_upstream_ttft_seconds_count', 'provider="gemini"')).to.equal(1);
+    expect(sample(m.text, 'completion_upstream_tokens_per_second_count', 'provider="gemini"')).to.equal(1);
+    expect(sample(m.text, 'relay_publish_failures_total')).to.equal(0);
+    expect(m.text).to.match(/^usage_metering_lag_seconds/m);
+    expect(m.text).to.match(/^process_cpu_seconds_total/m);
+  });
+});
