@@ -9,6 +9,7 @@ import { createRedis, type RedisRole } from './infra/redis.js';
 import { createQueue } from './infra/queues.js';
 import { createStripe, type Stripe } from './infra/stripe.js';
 import { AppError } from './errors.js';
+import { OutageLog } from './infra/outage.js';
 
 export interface ContextOptions {
   role: string;
@@ -28,6 +29,8 @@ export class AppContext {
   readonly db: Db;
   /** Fail-fast command connection for request paths (limits, health, publishing). */
   readonly redis: Redis;
+  /** One warning when a dependency goes and one when it returns, instead of one per failed call. */
+  readonly outages: { redis: OutageLog; postgres: OutageLog };
   private readonly lazy = new Map<string, unknown>();
   private readonly closers: (() => Promise<unknown>)[] = [];
   private closed = false;
@@ -38,6 +41,8 @@ export class AppContext {
     this.clock = opts.clock ?? systemClock;
     this.db = createDb(config);
     this.redis = createRedis(config, 'command');
+    this.outages = { redis: new OutageLog(this.log, 'Redis'), postgres: new OutageLog(this.log, 'Postgres') };
+    this.redis.on('ready', () => this.outages.redis.recovered());
   }
 
   get role(): string {

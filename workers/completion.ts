@@ -11,6 +11,7 @@ import { RelayBatch } from '../src/chat/relay-publisher.js';
 import { ClientWatch, ConnectionStability, Heartbeat, settledAfterMs, workerAliveKey } from '../src/chat/liveness.js';
 import { runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { insertUsageEvents } from '../src/usage/usage.repository.js';
+import { isDependencyDown } from '../src/infra/outage.js';
 
 const FETCH_LOOPS = 4;
 
@@ -55,7 +56,11 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   const runtime: JobRuntime = {
     app,
     workerId,
-    batch: new RelayBatch(app.redis, { runningSeconds: Math.ceil((config.providers.requestTimeoutMs / 1000) * 3), endedSeconds: config.queue.relayLogTtlSeconds }, () => metrics?.relayPublishFailures.inc()),
+    batch: new RelayBatch(app.redis, { runningSeconds: Math.ceil((config.providers.requestTimeoutMs / 1000) * 3), endedSeconds: config.queue.relayLogTtlSeconds }, (err) => {
+      metrics?.relayPublishFailures.inc();
+      if (isDependencyDown(err)) app.outages.redis.failure('relay', err);
+      else app.log.error({ err }, 'Redis refused a relay command');
+    }),
     running,
     settleInto: (job) => (tx: ChainableCommander, actualTokens: number) => {
       for (const [cmd, ...args] of settleCommands(app, { accountId: job.accountId, requestId: job.id, actualTokens })) tx.call(cmd, ...args);
@@ -98,7 +103,12 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
     ),
   );
   for (const worker of workers) {
-    worker.on('error', (err) => app.log.error({ err }, 'completion worker error'));
+    worker.on('error', (err) => {
+      if (isDependencyDown(err)) app.outages.redis.failure('completion queue', err);
+      // A lock lost in a Redis restart: the job was taken over, declined or finished elsewhere.
+      else if (/could not renew lock|Missing lock|Missing key/.test(err.message)) app.log.info({ reason: err.message }, 'a completion job lost its queue lock');
+      else app.log.error({ err }, 'completion worker error');
+    });
     worker.on('failed', (job, err) => app.log.error({ jobId: job?.id, err }, 'completion job failed'));
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));

@@ -2,6 +2,7 @@ import type { AppContext } from '../src/context.js';
 import { deliverDueEmails } from '../src/accounts/email-outbox.service.js';
 import { createMailTransport, type MailTransport } from '../src/infra/mail.js';
 import type { BackgroundService } from '../src/lifecycle.js';
+import { dependencyOf } from '../src/infra/outage.js';
 
 export interface EmailSender extends BackgroundService {
   /** Delivers everything due now and resolves with how many messages were attempted (tests call this). */
@@ -41,8 +42,10 @@ export function startEmailSender(app: AppContext, opts: EmailSenderOptions = {})
     timer = undefined;
     try {
       await drainOnce();
+      app.outages.postgres.recovered();
     } catch (err) {
-      app.log.warn({ err }, 'email sender: could not read the outbox; will try again');
+      if (dependencyOf(err) === 'Postgres') app.outages.postgres.failure('email outbox', err);
+      else app.log.warn({ err }, 'email sender: could not read the outbox; will try again');
     }
     if (!stopped) timer = setTimeout(tick, pollMs);
   };

@@ -2,6 +2,7 @@ import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { drainUsageOnce, ensureMeteringGroup } from '../src/usage/metering.service.js';
 import { usageStreamKey } from '../src/usage/usage-stream.js';
+import { dependencyOf } from '../src/infra/outage.js';
 
 /** Drains the usage stream into the ledger continuously; each worker replica is one consumer of the group. */
 export async function startMetering(app: AppContext): Promise<BackgroundService> {
@@ -13,9 +14,13 @@ export async function startMetering(app: AppContext): Promise<BackgroundService>
     while (running) {
       try {
         await drainUsageOnce(app, redis, { blockMs: 1000 });
+        app.outages.postgres.recovered();
       } catch (err) {
         if (!running) break;
-        app.log.error({ err }, 'metering batch failed; retrying');
+        const dependency = dependencyOf(err);
+        if (dependency === 'Postgres') app.outages.postgres.failure('metering', err);
+        else if (dependency === 'Redis') app.outages.redis.failure('metering', err);
+        else app.log.error({ err }, 'metering batch failed; retrying');
         await new Promise((r) => setTimeout(r, 1000));
       }
     }

@@ -62,6 +62,7 @@ export async function admitSignup(app: AppContext, input: { email: string; clien
         headers: retryAdvice(err.msBeforeNext),
       });
     }
+    app.outages.redis.failure('sign-up limits', err);
     throw new AppError('unavailable', 'Sign-up is temporarily unavailable. Please retry shortly.', {
       code: 'service_unavailable',
       headers: retryAdvice(5000),

@@ -10,6 +10,7 @@ import { deliveredText, readRelayLog, type LogEntry } from './relay-log.js';
 import { relayChannel, relayLogKey, requestStateKey } from './relay-protocol.js';
 import { claimRequest, RelayPublisher, type RelayBatch, type RelayTarget } from './relay-publisher.js';
 import type { UsageEvent } from '../usage/usage-event.js';
+import { isDependencyDown } from '../infra/outage.js';
 
 /** A job this worker is running, as its cancellation and its client's liveness see it. */
 export interface RunningJob {
@@ -73,16 +74,29 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     // answered already, and a request sent only to be aborted may still be billed by the provider.
     const firstAttempt = refused === undefined && !mayBeRerun ? startNow(answerEvents(provider!, job, running.controller.signal)) : undefined;
 
+    // A job fetched just before Redis went away is claimed once it is back (bounded, like the record).
+    const deadline = performance.now() + app.config.queue.redisOutageMaxMs;
+    const claimOnce = async (force = false) => {
+      for (;;) {
+        try {
+          return await claimRequest(app.redis, target, rt.workerId, ttl, force);
+        } catch (err) {
+          if (!isDependencyDown(err) || performance.now() > deadline) throw err;
+          app.outages.redis.failure('claim', err);
+          await sleep(250);
+        }
+      }
+    };
     let claim;
     try {
-      claim = await claimRequest(app.redis, target, rt.workerId, ttl);
+      claim = await claimOnce();
       if (!claim.taken && !claim.recorded) {
         // Held by another worker: leave it alone while that worker lives. A key missing right after
         // a Redis restart may only mean its owner has not written it again yet: look twice.
         if (await rt.workerAlive(claim.previousOwner)) return decline(running);
         await sleep(app.config.queue.livenessTtlMs);
         if (await rt.workerAlive(claim.previousOwner)) return decline(running);
-        claim = await claimRequest(app.redis, target, rt.workerId, ttl, true);
+        claim = await claimOnce(true);
       }
     } catch (err) {
       running.controller.abort('claim_failed');

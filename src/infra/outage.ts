@@ -30,3 +30,74 @@ export function isDependencyDown(err: unknown, depth = 0): boolean {
   if (Array.isArray(e.errors) && e.errors.some((x) => isDependencyDown(x, depth + 1))) return true;
   return isDependencyDown(e.cause, depth + 1);
 }
+
+/** Which dependency a failure says is out of reach: ioredis reports a lost connection in its own words. */
+export function dependencyOf(err: unknown): 'Redis' | 'Postgres' | undefined {
+  if (!isDependencyDown(err)) return undefined;
+  const e = err as { name?: unknown; message?: unknown };
+  const text = `${String(e.name)} ${String(e.message)}`;
+  return /Connection is closed|Stream isn't writeable|max retries per request|MaxRetriesPerRequest|Command timed out/.test(text) ? 'Redis' : 'Postgres';
+}
+
+interface OutageLogger {
+  warn(obj: object, msg: string): void;
+}
+
+/**
+ * One warning when a dependency stops answering and one when it answers again, with what failed
+ * meanwhile counted by source, instead of a line (or a stack) for every failed call: an outage is
+ * something to see at a glance, and every process notices it dozens of times a second.
+ */
+export class OutageLog {
+  private since: number | undefined;
+  private counts: Record<string, number> = {};
+  private lastFailure = 0;
+  private settling: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly log: OutageLogger,
+    private readonly dependency: 'Redis' | 'Postgres',
+    private readonly now: () => number = () => Date.now(),
+    /** A recovery is reported once this long has passed without a failure: other connections reconnect a little later. */
+    private readonly settleMs = 2000,
+  ) {}
+
+  get down(): boolean {
+    return this.since !== undefined;
+  }
+
+  /** A call from `source` failed because the dependency is out of reach. */
+  failure(source: string, err: unknown): void {
+    this.counts[source] = (this.counts[source] ?? 0) + 1;
+    this.lastFailure = this.now();
+    if (this.since !== undefined) return;
+    this.since = this.now();
+    this.log.warn({ dependency: this.dependency, source, reason: err instanceof Error ? err.message : String(err) }, `${this.dependency} is unreachable; failures are counted until it answers again`);
+  }
+
+  /** The dependency answered: ends the outage, if there was one, with its length and counts. */
+  recovered(): void {
+    if (this.since === undefined || this.settling) return;
+    if (this.settleMs === 0) return this.report();
+    const check = () => {
+      const quiet = this.now() - this.lastFailure;
+      if (quiet >= this.settleMs) {
+        this.settling = undefined;
+        this.report();
+      } else {
+        this.settling = setTimeout(check, this.settleMs - quiet);
+        this.settling.unref();
+      }
+    };
+    this.settling = setTimeout(check, this.settleMs);
+    this.settling.unref();
+  }
+
+  private report(): void {
+    if (this.since === undefined) return;
+    const seconds = Math.round((this.lastFailure - this.since) / 100) / 10;
+    this.log.warn({ dependency: this.dependency, seconds, failures: this.counts }, `${this.dependency} answers again after about ${seconds} s of failures`);
+    this.since = undefined;
+    this.counts = {};
+  }
+}

@@ -118,7 +118,7 @@ function usageKeys(config: Config, accountId: string): [counters: string, reserv
 
 function unavailable(app: AppContext, err: unknown): AppError {
   metrics(app).unavailable.inc();
-  app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, 'rate limiter cannot reach Redis; refusing the request');
+  app.outages.redis.failure('rate limiter', err);
   // Never admit unchecked traffic: a 503 with a short Retry-After lets clients back off and return.
   return new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', {
     code: 'service_unavailable',

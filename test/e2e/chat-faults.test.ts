@@ -97,6 +97,25 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
       expect(row.completion_tokens).to.equal(billable(receivedText(s.events, 1)));
     });
 
+    it('logs it once when it starts and once when it ends, with counts, and no error for it', async () => {
+      const [web, worker] = await Promise.all([start('web', env), start('worker', env)]);
+      const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, story(40));
+      await s.waitFor(3);
+      await redis.kill();
+      await outageOf(3000);
+      await redis.start();
+      await s.finished;
+      const lines = await eventually(async () => {
+        const parsed = worker.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string; failures?: Record<string, number> });
+        return parsed.some((l) => l.msg.startsWith('Redis answers again')) ? parsed : undefined;
+      }, 'the worker to report the end of the outage');
+      expect(lines.filter((l) => l.msg === 'Redis is unreachable; failures are counted until it answers again')).to.have.length(1);
+      const end = lines.filter((l) => l.msg.startsWith('Redis answers again'));
+      expect(end).to.have.length(1);
+      expect(Object.values(end[0]!.failures ?? {}).reduce((a, b) => a + b, 0)).to.be.greaterThan(0);
+      expect(lines.filter((l) => l.level >= 50).map((l) => l.msg)).to.deep.equal([]);
+    });
+
     it('carries a non-streaming request through it', async () => {
       const [web] = await Promise.all([start('web', env), start('worker', env)]);
       const answer = post(`${web.url}/v1/chat/completions`, story(40), { bearer: account.apiKey });
