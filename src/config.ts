@@ -310,7 +310,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxRetries: r.int('UPSTREAM_MAX_RETRIES', 2, 0, 10),
     },
     queue: {
-      workerConcurrency: r.int('WORKER_CONCURRENCY', 64, 1, 10_000),
+      workerConcurrency: r.int('WORKER_CONCURRENCY', 1000, 1, 100_000),
       maxDepth: r.int('QUEUE_MAX_DEPTH', 2000, 1, 1_000_000),
       pickupTimeoutMs: r.int('QUEUE_PICKUP_TIMEOUT_MS', 10_000, 100, 600_000),
       heartbeatMs: r.int('STREAM_HEARTBEAT_MS', 15_000, 100, 600_000),

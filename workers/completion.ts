@@ -8,7 +8,7 @@ import { loadSettleScript, settle, settleCommands } from '../src/limits/limiter.
 import type { CompletionJob } from '../src/chat/completion-job.js';
 import { cancelPattern } from '../src/chat/relay-protocol.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
-import { ClientWatch, ConnectionStability, Heartbeat, settledAfterMs, workerAliveKey } from '../src/chat/liveness.js';
+import { ClientWatch, ConnectionStability, settledAfterMs, WorkerPresence, workerAliveKey } from '../src/chat/liveness.js';
 import { runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { insertUsageEvents } from '../src/usage/usage.repository.js';
 import { isDependencyDown } from '../src/infra/outage.js';
@@ -46,8 +46,8 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
 
   const ttl = config.queue.livenessTtlMs;
   const stability = new ConnectionStability(app.redis);
-  const heartbeat = new Heartbeat(app.redis, workerAliveKey(prefix, workerId), ttl, () => JSON.stringify({ concurrency: config.queue.workerConcurrency, active: running.size }));
-  await heartbeat.start();
+  const presence = new WorkerPresence(app.redis, prefix, workerId, ttl, () => ({ concurrency: config.queue.workerConcurrency, active: running.size }));
+  await presence.start();
   const watch = new ClientWatch(app.redis, stability, running, ttl, prefix, (requestId) => {
     app.log.info({ requestId }, 'the web process holding this request is gone; stopping it');
   });
@@ -119,7 +119,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       // Finishes the jobs in hand (streams in flight run to their end), takes no new ones.
       await Promise.all(workers.map((w) => w.close()));
       watch.stop();
-      await heartbeat.stop();
+      await presence.stop();
     },
   };
 }

@@ -7,6 +7,7 @@ import type { CompletionJob } from './completion-job.js';
 import { relayLogKey, type RelayError, type RelayMessage } from './relay-protocol.js';
 import { readRelayLog } from './relay-log.js';
 import { relayHubOf } from './relay-hub.js';
+import { readFleet } from './liveness.js';
 
 export type DispatchEvent =
   | { kind: 'picked' }
@@ -34,13 +35,14 @@ export interface Dispatch {
 
 const NO_WORKER_RETRY_AFTER_S = 30;
 const QUEUE_FULL_RETRY_AFTER_S = 10;
+const OVERLOADED_RETRY_AFTER_S = 2;
 const DEPTH_REFRESH_MS = 250;
 
 function dispatchMetrics(app: AppContext) {
   return app.once('dispatch-metrics', () => ({
     rejected: new promClient.Counter({
       name: 'completion_dispatch_rejected_total',
-      help: 'Completion requests refused before running, by reason (queue_full, no_worker, queue_unavailable)',
+      help: 'Completion requests refused before running, by reason (queue_full, overloaded, no_worker, queue_unavailable)',
       labelNames: ['reason'] as const,
       registers: [app.metrics.registry],
     }),
@@ -49,11 +51,13 @@ function dispatchMetrics(app: AppContext) {
 }
 
 /**
- * The queue depth as last read, refreshed in the background: checking it costs a request no round
- * trip. Between refreshes each enqueue counts itself, so a burst cannot overshoot by much.
+ * The queue depth and the workers' capacity as last read, refreshed in the background: checking
+ * them costs a request no round trip. Between refreshes each enqueue counts itself, so a burst
+ * cannot overshoot by much.
  */
 class QueueDepth {
   private waiting = 0;
+  private fleet = { workers: 0, concurrency: 0, active: 0 };
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly app: AppContext) {}
@@ -61,11 +65,10 @@ class QueueDepth {
   start(): void {
     if (this.timer) return;
     const refresh = () => {
-      this.app
-        .queue(COMPLETIONS_QUEUE)
-        .getWaitingCount()
-        .then((n) => {
+      Promise.all([this.app.queue(COMPLETIONS_QUEUE).getWaitingCount(), readFleet(this.app.redis, this.app.config.redis.prefix, Date.now())])
+        .then(([n, fleet]) => {
           this.waiting = n;
+          this.fleet = fleet;
           dispatchMetrics(this.app).depth.set(n);
         })
         .catch(() => undefined);
@@ -80,6 +83,18 @@ class QueueDepth {
     return this.waiting;
   }
 
+  /**
+   * True when live workers are all busy and more jobs wait for them than a tenth of their capacity
+   * (at least one): a new job would wait for running ones to end, which for streams can be
+   * minutes. With no worker alive at all the job is queued (one may be restarting) and the pickup
+   * timeout decides.
+   */
+  get saturated(): boolean {
+    const { workers, concurrency, active } = this.fleet;
+    const headroom = Math.max(1, Math.ceil(concurrency / 10));
+    return workers > 0 && active + this.waiting >= concurrency + headroom;
+  }
+
   added(): void {
     this.waiting++;
   }
@@ -91,13 +106,25 @@ function depthOf(app: AppContext): QueueDepth {
   return d;
 }
 
-/** Refuses up front (503, no quota used) when the queue is already deeper than its bound. */
+/**
+ * Refuses up front (503, no quota used) when the queue is deeper than its bound, or when every
+ * worker is busy and jobs wait already: a client told at once can go elsewhere or come back,
+ * rather than wait toward the pickup timeout.
+ */
 export function assertQueueHasRoom(app: AppContext): void {
-  if (depthOf(app).current >= app.config.queue.maxDepth) {
+  const depth = depthOf(app);
+  if (depth.current >= app.config.queue.maxDepth) {
     dispatchMetrics(app).rejected.inc({ reason: 'queue_full' });
     throw new AppError('unavailable', 'The service is at capacity right now; please retry shortly.', {
       code: 'queue_full',
       headers: { 'Retry-After': String(QUEUE_FULL_RETRY_AFTER_S) },
+    });
+  }
+  if (depth.saturated) {
+    dispatchMetrics(app).rejected.inc({ reason: 'overloaded' });
+    throw new AppError('unavailable', 'Every completion worker is busy right now; please retry shortly.', {
+      code: 'server_overloaded',
+      headers: { 'Retry-After': String(OVERLOADED_RETRY_AFTER_S) },
     });
   }
 }

@@ -108,3 +108,71 @@ export class ClientWatch {
     }
   }
 }
+
+/** What a worker offers: how many jobs it takes at once and how many it holds now. */
+export interface WorkerCapacity {
+  concurrency: number;
+  active: number;
+  /** Epoch ms after which the entry is stale (its worker stopped renewing it). */
+  until: number;
+}
+
+export const workerRegistryKey = (prefix: string): string => `${prefix}:workers`;
+
+/**
+ * A worker's liveness key and its entry in the workers registry (one hash for every worker, so a
+ * web process reads the whole fleet's capacity in one command), renewed together.
+ */
+export class WorkerPresence {
+  private readonly heartbeat: Heartbeat;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+    private readonly workerId: string,
+    private readonly ttlMs: number,
+    capacity: () => { concurrency: number; active: number },
+    now: () => number = () => Date.now(),
+  ) {
+    this.heartbeat = new Heartbeat(redis, workerAliveKey(prefix, workerId), ttlMs, () => {
+      const entry: WorkerCapacity = { ...capacity(), until: now() + ttlMs };
+      void this.redis.hset(workerRegistryKey(this.prefix), this.workerId, JSON.stringify(entry)).catch(() => undefined);
+      return '1';
+    });
+  }
+
+  start(): Promise<void> {
+    return this.heartbeat.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.heartbeat.stop();
+    await this.redis.hdel(workerRegistryKey(this.prefix), this.workerId).catch(() => undefined);
+  }
+}
+
+/** The fleet's capacity from the registry, dropping (and deleting) entries whose worker stopped renewing them. */
+export async function readFleet(redis: Redis, prefix: string, now: number): Promise<{ workers: number; concurrency: number; active: number }> {
+  const entries = await redis.hgetall(workerRegistryKey(prefix));
+  let workers = 0;
+  let concurrency = 0;
+  let active = 0;
+  const stale: string[] = [];
+  for (const [id, raw] of Object.entries(entries)) {
+    let entry: WorkerCapacity | undefined;
+    try {
+      entry = JSON.parse(raw) as WorkerCapacity;
+    } catch {
+      entry = undefined;
+    }
+    if (!entry || entry.until < now) {
+      stale.push(id);
+      continue;
+    }
+    workers++;
+    concurrency += entry.concurrency;
+    active += entry.active;
+  }
+  if (stale.length > 0) await redis.hdel(workerRegistryKey(prefix), ...stale).catch(() => undefined);
+  return { workers, concurrency, active };
+}

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { AppContext } from '../context.js';
 import { COMPLETIONS_QUEUE } from '../infra/queues.js';
+import { readFleet } from '../chat/liveness.js';
 
 export type CheckStatus = 'ok' | 'down';
 
@@ -9,7 +10,7 @@ export interface HealthReport {
   checks: {
     postgres: { status: CheckStatus; latency_ms?: number; error?: string };
     redis: { status: CheckStatus; latency_ms?: number; error?: string };
-    queue: { status: CheckStatus; waiting?: number; active?: number; workers?: number; error?: string };
+    queue: { status: CheckStatus; waiting?: number; active?: number; workers?: number; capacity?: number; error?: string };
   };
   down: string[];
   /** Extra facts other features add (for example which model backend serves completions). */
@@ -41,8 +42,8 @@ export async function checkHealth(app: AppContext, info: Record<string, unknown>
     timed(() => app.redis.ping()),
     timed(async () => {
       const q = app.queue(COMPLETIONS_QUEUE);
-      const [counts, workers] = await Promise.all([q.getJobCounts('waiting', 'active'), q.getWorkersCount()]);
-      return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, workers };
+      const [counts, fleet] = await Promise.all([q.getJobCounts('waiting', 'active'), readFleet(app.redis, app.config.redis.prefix, Date.now())]);
+      return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, workers: fleet.workers, capacity: fleet.concurrency };
     }),
   ]);
   const report: HealthReport = {

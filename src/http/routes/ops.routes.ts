@@ -39,7 +39,12 @@ const HealthReportSchema: JsonSchema = {
     status: { type: 'string', enum: ['ok', 'unavailable'] },
     checks: {
       type: 'object',
-      properties: { postgres: check(), redis: check(), queue: check({ waiting: { type: 'integer' }, active: { type: 'integer' }, workers: { type: 'integer' } }) },
+      properties: { postgres: check(), redis: check(), queue: check({
+        waiting: { type: 'integer', description: 'Jobs waiting for a worker' },
+        active: { type: 'integer', description: 'Jobs workers are running' },
+        workers: { type: 'integer', description: 'Live completion workers' },
+        capacity: { type: 'integer', description: 'Jobs the live workers take at once, in all' },
+      }) },
     },
     down: { type: 'array', items: { type: 'string', enum: ['postgres', 'redis', 'queue'] }, description: 'The dependencies that did not answer' },
     info: {
