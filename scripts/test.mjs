@@ -2,7 +2,7 @@
 // Postgres and Redis. Each run gets its own database and its own Redis key prefix, removed at the end.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { OUT_DIR, ROOT, build, checkNoImportCycles, dropDatabase, ensureChromium, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
+import { OUT_DIR, ROOT, build, checkNoImportCycles, createDatabase, dropDatabase, ensureChromium, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
 
 await main(async () => {
   ensureDependencies();
@@ -11,6 +11,8 @@ await main(async () => {
   const runId = `${Date.now().toString(36)}${process.pid.toString(36)}`;
   const dbName = `svc_test_${runId}`;
   const postgres = await ensurePostgres(dbName);
+  // With DATABASE_URL set, the run still gets a database of its own on that server, never the one named.
+  if (process.env.DATABASE_URL) postgres.url = await createDatabase(postgres.serverUrl, dbName);
   const redis = await ensureRedis();
   const env = {
     ...process.env,

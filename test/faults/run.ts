@@ -1,0 +1,285 @@
+// `npm run faults`: the service's own fault suite. Private Postgres and Redis (append-only), two
+// web and two worker processes, closed-loop clients with mixed streaming and non-streaming
+// requests from several paid accounts, and one fault per scenario. Every scenario prints a row:
+// what the clients saw against what the ledger says, with the targets checked.
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import { createContext, type AppContext } from '../../src/context.js';
+import { createTestAccount } from '../support/accounts.js';
+import { isolatedPrefix, testConfig } from '../support/env.js';
+import { PrivatePostgres } from '../support/private-postgres.js';
+import { PrivateRedis } from '../support/private-redis.js';
+import { startRole, stopAllRoles, type RoleProcess } from '../support/processes.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
+import { runLoad, type Outcome } from './load.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const LOAD_MS = Number(process.env.FAULTS_LOAD_MS ?? 20_000);
+const FAULT_AT_MS = Number(process.env.FAULTS_AT_MS ?? 6_000);
+const CLIENTS = Number(process.env.FAULTS_CLIENTS ?? 24);
+const PATIENCE_MS = 90_000;
+
+interface World {
+  pg: PrivatePostgres;
+  redis: PrivateRedis;
+  workerRedis: TcpProxy;
+  openai: FakeOpenAI;
+  /** Web processes and the second worker reach Redis directly; the first worker through a proxy that can cut it off. */
+  webEnv: Record<string, string>;
+  workerEnv: Record<string, string>;
+  webs: RoleProcess[];
+  workers: RoleProcess[];
+  app: AppContext;
+  prefix: string;
+}
+
+interface Scenario {
+  name: string;
+  /** The service answers from the fake OpenAI upstream instead of the local model. */
+  upstream?: boolean;
+  /** Whether a stream may end with an error event because of this fault. */
+  streamsMayFail: boolean;
+  inject(w: World): Promise<void>;
+}
+
+const hold = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const SCENARIOS: Scenario[] = [
+  {
+    name: 'worker SIGKILL',
+    streamsMayFail: true,
+    async inject(w) {
+      await w.workers[0]!.stop('SIGKILL');
+      w.workers[0] = await startRole('worker', w.workerEnv);
+    },
+  },
+  {
+    name: 'worker SIGTERM',
+    streamsMayFail: false,
+    async inject(w) {
+      await w.workers[0]!.stop('SIGTERM');
+      w.workers[0] = await startRole('worker', w.workerEnv);
+    },
+  },
+  {
+    name: 'web SIGKILL',
+    streamsMayFail: false,
+    async inject(w) {
+      await w.webs[0]!.stop('SIGKILL');
+      w.webs[0] = await startRole('web', w.webEnv);
+    },
+  },
+  {
+    name: 'Redis SIGKILL, back after 5 s',
+    streamsMayFail: false,
+    async inject(w) {
+      await w.redis.kill();
+      await hold(5000);
+      await w.redis.start();
+    },
+  },
+  {
+    name: 'Redis SIGKILL, back after 10 s',
+    streamsMayFail: false,
+    async inject(w) {
+      await w.redis.kill();
+      await hold(10_000);
+      await w.redis.start();
+    },
+  },
+  {
+    name: 'Postgres stopped (immediate) for 10 s',
+    streamsMayFail: false,
+    async inject(w) {
+      await w.pg.stop('immediate');
+      await hold(10_000);
+      await w.pg.start();
+    },
+  },
+  {
+    name: 'worker cut off from Redis for 5 s',
+    streamsMayFail: false,
+    async inject(w) {
+      await w.workerRedis.cut();
+      await hold(5000);
+      await w.workerRedis.restore();
+    },
+  },
+  {
+    name: 'upstream cuts streams mid-answer for 5 s',
+    upstream: true,
+    streamsMayFail: true,
+    async inject(w) {
+      w.openai.script({ tokens: Array.from({ length: 60 }, () => ' tok'), tokenDelayMs: 25, failAfter: 8 });
+      await hold(5000);
+      w.openai.script(NORMAL_UPSTREAM);
+    },
+  },
+];
+
+const NORMAL_UPSTREAM = { tokens: Array.from({ length: 60 }, () => ' tok'), tokenDelayMs: 25 };
+
+interface Row {
+  scenario: string;
+  sent: number;
+  completed: number;
+  failedCleanly: number;
+  cut: number;
+  hung: number;
+  http500: number;
+  usageLost: number;
+  recordedTwice: number;
+  billedMore: number;
+  billedMoreTokens: number;
+  billedFewer: number;
+  billedFewerTokens: number;
+  streamsEndedByFault: number;
+  met: boolean;
+}
+
+async function waitForLedger(w: World, ids: string[]): Promise<Map<string, { status: string; completion_tokens: number }>> {
+  const redis = new Redis(w.redis.url);
+  try {
+    // The usage stream drained (no entry waiting for the ledger), twice in a row a second apart.
+    let quiet = 0;
+    const deadline = performance.now() + 60_000;
+    while (quiet < 2 && performance.now() < deadline) {
+      const waiting = await redis.xlen(`${w.prefix}:usage`).catch(() => 1);
+      quiet = waiting === 0 ? quiet + 1 : 0;
+      await hold(1000);
+    }
+  } finally {
+    redis.disconnect();
+  }
+  const rows = ids.length === 0 ? [] : await w.app.db.selectFrom('usage_events').select(['request_id', 'status', 'completion_tokens']).where('request_id', 'in', ids).execute();
+  return new Map(rows.map((r) => [r.request_id, { status: r.status, completion_tokens: r.completion_tokens }]));
+}
+
+function report(scenario: Scenario, outcomes: Outcome[], ledger: Map<string, { status: string; completion_tokens: number }>, twice: number): Row {
+  const row: Row = {
+    scenario: scenario.name,
+    sent: outcomes.length,
+    completed: outcomes.filter((o) => o.ending === 'completed').length,
+    failedCleanly: outcomes.filter((o) => o.ending === 'failed').length,
+    cut: outcomes.filter((o) => o.ending === 'cut').length,
+    hung: outcomes.filter((o) => o.ending === 'hung').length,
+    http500: outcomes.filter((o) => o.status === 500).length,
+    usageLost: 0,
+    recordedTwice: twice,
+    billedMore: 0,
+    billedMoreTokens: 0,
+    billedFewer: 0,
+    billedFewerTokens: 0,
+    streamsEndedByFault: scenario.streamsMayFail ? 0 : outcomes.filter((o) => o.stream && o.ending === 'failed' && o.status === 200).length,
+    met: false,
+  };
+  for (const o of outcomes) {
+    if (!o.id) continue;
+    const billed = ledger.get(o.id);
+    // Every request a client holds an id for reached a worker: its usage must be in the ledger.
+    if (!billed) {
+      row.usageLost++;
+      continue;
+    }
+    const diff = billed.completion_tokens - o.received;
+    // A client that was cut off left: what was produced for it is billed, possibly more than it got.
+    if (diff > 0 && o.ending !== 'cut') {
+      row.billedMore++;
+      row.billedMoreTokens += diff;
+    } else if (diff < 0) {
+      row.billedFewer++;
+      row.billedFewerTokens -= diff;
+    }
+  }
+  row.met = row.hung === 0 && row.http500 === 0 && row.usageLost === 0 && row.recordedTwice === 0 && row.billedMore === 0 && row.billedFewer === 0 && row.streamsEndedByFault === 0;
+  return row;
+}
+
+async function runScenario(w: World, base: Record<string, string>, scenario: Scenario): Promise<Row> {
+  w.prefix = isolatedPrefix();
+  const model = scenario.upstream ? 'gpt-4.1-mini' : 'gemini-2.5-flash';
+  w.webEnv = { ...base, REDIS_PREFIX: w.prefix, MODEL_BACKEND: scenario.upstream ? 'catalog' : 'local' };
+  w.workerEnv = { ...w.webEnv, REDIS_URL: `redis://127.0.0.1:${w.workerRedis.port}` };
+  w.openai.script(NORMAL_UPSTREAM);
+  w.webs = await Promise.all([startRole('web', w.webEnv), startRole('web', w.webEnv)]);
+  w.workers = await Promise.all([startRole('worker', w.workerEnv), startRole('worker', w.webEnv)]);
+  const accounts = await Promise.all(Array.from({ length: 4 }, () => createTestAccount(w.app, { tier: 'paid' })));
+  const started = performance.now();
+  const load = runLoad({ webs: () => w.webs.map((p) => p.url), apiKeys: accounts.map((a) => a.apiKey), model, clients: CLIENTS, streamShare: 0.8, until: started + LOAD_MS, patienceMs: PATIENCE_MS });
+  await hold(FAULT_AT_MS);
+  const injected = scenario.inject(w);
+  const outcomes = await load;
+  await injected;
+  const ids = outcomes.map((o) => o.id).filter((id): id is string => id !== undefined);
+  const ledger = await waitForLedger(w, ids);
+  const twice = await w.app.db
+    .selectFrom('usage_events')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('request_id', 'in', ids.length ? ids : ['-'])
+    .executeTakeFirst()
+    .then((r) => Number(r?.n ?? 0) - ledger.size);
+  await Promise.all([...w.webs, ...w.workers].map((p) => p.stop('SIGTERM')));
+  return report(scenario, outcomes, ledger, twice);
+}
+
+function table(rows: Row[]): string {
+  const head = '| scenario | sent | completed | failed cleanly | cut (client left) | hung | 500s | usage lost | recorded twice | billed more (tokens) | billed fewer (tokens) | streams ended by the fault | targets |';
+  const sep = `|${head.split('|').slice(1, -1).map(() => '---').join('|')}|`;
+  const line = (r: Row) =>
+    `| ${r.scenario} | ${r.sent} | ${r.completed} | ${r.failedCleanly} | ${r.cut} | ${r.hung} | ${r.http500} | ${r.usageLost} | ${r.recordedTwice} | ${r.billedMore} (${r.billedMoreTokens}) | ${r.billedFewer} (${r.billedFewerTokens}) | ${r.streamsEndedByFault} | ${r.met ? 'met' : '**missed**'} |`;
+  return [head, sep, ...rows.map(line)].join('\n');
+}
+
+async function main(): Promise<void> {
+  const only = process.argv.slice(2).join(' ').toLowerCase();
+  const scenarios = SCENARIOS.filter((s) => only === '' || s.name.toLowerCase().includes(only));
+  const pgServer = await new PrivatePostgres().start();
+  const redis = await new PrivateRedis().start();
+  const workerRedis = await new TcpProxy('127.0.0.1', redis.port).start();
+  const openai = await startFakeOpenAI();
+  const admin = new pg.Client({ connectionString: pgServer.url() });
+  await admin.connect();
+  await admin.query('create database faults');
+  await admin.end();
+  const databaseUrl = pgServer.url('faults');
+  await promisify(execFile)(process.execPath, [path.join(ROOT, 'dist', 'scripts', 'migrate.js')], { env: { ...process.env, DATABASE_URL: databaseUrl, NODE_ENV: 'test' } });
+  const env = {
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: redis.url,
+    LOCAL_MODEL_TTFT_MS: '200',
+    LOCAL_MODEL_TOKENS_PER_SECOND: '40',
+    OPENAI_BASE_URL: `${openai.url}/v1`,
+    OPENAI_API_KEY: openai.apiKey,
+    PAID_REQUESTS_PER_MINUTE: '100000',
+  };
+  const app = createContext(testConfig({ ...env, LOG_LEVEL: 'silent' }), { role: 'faults' });
+  const world: World = { pg: pgServer, redis, workerRedis, openai, webEnv: env, workerEnv: env, webs: [], workers: [], app, prefix: '' };
+  const rows: Row[] = [];
+  try {
+    for (const scenario of scenarios) {
+      process.stderr.write(`[faults] ${scenario.name}\n`);
+      rows.push(await runScenario(world, env, scenario));
+      process.stderr.write(`${table(rows.slice(-1)).split('\n').at(-1)}\n`);
+    }
+  } finally {
+    await stopAllRoles();
+    await app.close();
+    await openai.close();
+    await workerRedis.cut();
+    await redis.stop();
+    await pgServer.destroy();
+  }
+  const out = table(rows);
+  process.stdout.write(`\nFault suite (${new Date().toISOString().slice(0, 10)}; ${CLIENTS} clients, ${LOAD_MS / 1000} s of load per scenario, the fault at ${FAULT_AT_MS / 1000} s; 80% streaming; local model at 40 tokens/s)\n\n${out}\n`);
+  await mkdir(path.join(ROOT, 'var', 'faults'), { recursive: true });
+  await writeFile(path.join(ROOT, 'var', 'faults', 'latest.md'), `${out}\n`);
+  process.exit(rows.every((r) => r.met) ? 0 : 1);
+}
+
+await main();
