@@ -1,43 +1,63 @@
 import client from 'prom-client';
 
-/**
- * Each process builds one registry (not prom-client's global one), so several apps in one test
- * process never collide. Features register what they count here, in one place.
- */
-export function createMetrics(role: string) {
-  const registry = new client.Registry();
-  registry.setDefaultLabels({ role });
-  // The event-loop lag monitor samples every eventLoopMonitoringPrecision ms; prom-client's 10 ms
-  // woke every idle process about 200 times a second (2% of a core each on this kind of VM).
-  // 100 ms still catches any stall worth an alert.
-  client.collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 100 });
+// Every metric the service exports, declared here and nowhere else. Each process builds one
+// registry (not prom-client's global one), so several apps in one test process never collide.
+// Every family is registered in every process: a counter a role never moves stays at zero.
 
-  const httpRequests = new client.Counter({
-    name: 'http_requests_total',
-    help: 'HTTP requests by method, route and status',
-    labelNames: ['method', 'route', 'status'] as const,
-    registers: [registry],
-  });
-  const httpDuration = new client.Histogram({
-    name: 'http_request_duration_seconds',
-    help: 'HTTP request duration until the response is finished (for streams, until the stream ends)',
-    labelNames: ['method', 'route', 'status'] as const,
-    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
-    registers: [registry],
-  });
+function httpMetrics(registers: client.Registry[]) {
+  return {
+    requests: new client.Counter({
+      name: 'http_requests_total',
+      help: 'HTTP requests by method, route and status',
+      labelNames: ['method', 'route', 'status'] as const,
+      registers,
+    }),
+    duration: new client.Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP request duration until the response is finished (for streams, until the stream ends)',
+      labelNames: ['method', 'route', 'status'] as const,
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers,
+    }),
+  };
+}
 
-  return { registry, httpRequests, httpDuration, completion: role === 'worker' ? completionMetrics(registry) : undefined };
+function dispatchMetrics(registers: client.Registry[]) {
+  return {
+    rejected: new client.Counter({
+      name: 'completion_dispatch_rejected_total',
+      help: 'Completion requests refused before running, by reason (queue_full, overloaded, no_worker, queue_unavailable)',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    depth: new client.Gauge({ name: 'completion_queue_waiting', help: 'Jobs waiting for a worker, as last seen by this web process', registers }),
+  };
+}
+
+function limiterMetrics(registers: client.Registry[]) {
+  return {
+    rejections: new client.Counter({
+      name: 'rate_limit_rejections_total',
+      help: 'Chat completion requests refused by the rate limiter, by reason (requests or tokens) and tier',
+      labelNames: ['reason', 'tier'] as const,
+      registers,
+    }),
+    unavailable: new client.Counter({
+      name: 'rate_limiter_unavailable_total',
+      help: 'Limiter calls refused with 503 because Redis could not be reached',
+      registers,
+    }),
+  };
 }
 
 /** What a worker's completion jobs do, for operators scaling workers. */
-function completionMetrics(registry: client.Registry) {
-  const registers = [registry];
+function completionMetrics(registers: client.Registry[]) {
   return {
     active: new client.Gauge({ name: 'completion_jobs_active', help: 'Completion jobs this worker is running now', registers }),
     started: new client.Counter({ name: 'completion_jobs_started_total', help: 'Completion jobs this worker has started', registers }),
     finished: new client.Counter({
       name: 'completion_jobs_finished_total',
-      help: 'Completion jobs ended, by outcome: completed, cancelled, failed, interrupted (a re-run ended a dead worker\'s stream), declined (another live worker holds it)',
+      help: "Completion jobs ended, by outcome: completed, cancelled, failed, interrupted (a re-run ended a dead worker's stream), declined (another live worker holds it)",
       labelNames: ['outcome'] as const,
       registers,
     }),
@@ -69,7 +89,96 @@ function completionMetrics(registry: client.Registry) {
   };
 }
 
-export type CompletionMetrics = ReturnType<typeof completionMetrics>;
+function meteringMetrics(registers: client.Registry[]) {
+  return {
+    recorded: new client.Counter({ name: 'usage_events_recorded_total', help: 'Usage events written to the ledger (duplicates excluded)', registers }),
+    lag: new client.Gauge({
+      name: 'usage_metering_lag_seconds',
+      help: 'Age of the oldest usage event drained in the last batch (0 when the stream is empty)',
+      registers,
+    }),
+  };
+}
+
+function schedulerMetrics(registers: client.Registry[]) {
+  return {
+    runs: new client.Counter({
+      name: 'scheduler_job_runs_total',
+      help: 'Scheduled job attempts by job and outcome (succeeded, failed, busy: another replica holds it, already_done)',
+      labelNames: ['job', 'outcome'] as const,
+      registers,
+    }),
+    lastSuccess: new client.Gauge({
+      name: 'scheduler_job_last_success_timestamp_seconds',
+      help: 'When each job last finished successfully (alert when it is too old)',
+      labelNames: ['job'] as const,
+      registers,
+    }),
+  };
+}
+
+function billingMetrics(registers: client.Registry[]) {
+  return {
+    invoicesCreated: new client.Counter({
+      name: 'billing_invoices_created_total',
+      help: 'Invoices issued in Stripe (finalized and sent), by kind (monthly, on_demand)',
+      labelNames: ['kind'] as const,
+      registers,
+    }),
+    invoicedCents: new client.Counter({
+      name: 'billing_invoiced_amount_cents_total',
+      help: 'Sum of issued invoice totals in minor units (cents), by kind',
+      labelNames: ['kind'] as const,
+      registers,
+    }),
+    invoiceFailures: new client.Counter({
+      name: 'billing_invoice_failures_total',
+      help: 'Accounts whose invoicing failed in a run (retried by the next run; nothing is billed twice)',
+      registers,
+    }),
+    reconciliationFixes: new client.Counter({
+      name: 'billing_reconciliation_fixes_total',
+      help: "Drift between an account and Stripe's subscription state repaired by reconciliation, by what was fixed",
+      labelNames: ['fix'] as const,
+      registers,
+    }),
+    reconciliationFailures: new client.Counter({
+      name: 'billing_reconciliation_failures_total',
+      help: 'Accounts reconciliation could not check (Stripe error, unknown customer)',
+      registers,
+    }),
+    totalsRepairs: new client.Counter({
+      name: 'billing_usage_totals_repairs_total',
+      help: 'Monthly usage totals found different from the ledger and rebuilt by the rollup audit',
+      registers,
+    }),
+  };
+}
+
+export function createMetrics(role: string) {
+  const registry = new client.Registry();
+  registry.setDefaultLabels({ role });
+  // The event-loop lag monitor samples every eventLoopMonitoringPrecision ms; prom-client's 10 ms
+  // woke every idle process about 200 times a second (2% of a core each on this kind of VM).
+  // 100 ms still catches any stall worth an alert.
+  client.collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 100 });
+  const registers = [registry];
+  return {
+    registry,
+    http: httpMetrics(registers),
+    dispatch: dispatchMetrics(registers),
+    limiter: limiterMetrics(registers),
+    completion: completionMetrics(registers),
+    metering: meteringMetrics(registers),
+    scheduler: schedulerMetrics(registers),
+    billing: billingMetrics(registers),
+  };
+}
 
 export type Metrics = ReturnType<typeof createMetrics>;
-export { client as promClient };
+export type CompletionMetrics = Metrics['completion'];
+export type BillingMetrics = Metrics['billing'];
+export type SchedulerMetrics = Metrics['scheduler'];
+export type MeteringMetrics = Metrics['metering'];
+export type LimiterMetrics = Metrics['limiter'];
+export type DispatchMetrics = Metrics['dispatch'];

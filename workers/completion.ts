@@ -57,7 +57,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
     app,
     workerId,
     batch: new RelayBatch(app.redis, { runningSeconds: Math.ceil((config.providers.requestTimeoutMs / 1000) * 3), endedSeconds: config.queue.relayLogTtlSeconds }, (err) => {
-      metrics?.relayPublishFailures.inc();
+      metrics.relayPublishFailures.inc();
       if (isDependencyDown(err)) app.outages.redis.failure('relay', err);
       else app.log.error({ err }, 'Redis refused a relay command');
     }),
@@ -94,7 +94,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       app.redisConnection('queue-worker', `completion-worker-${i}`),
       async (job) => {
         const outcome = await runJob(runtime, job.data, job.attemptsStarted > 1 || job.stalledCounter > 0);
-        metrics?.finished.inc({ outcome });
+        metrics.finished.inc({ outcome });
       },
       {
         concurrency: Math.ceil(config.queue.workerConcurrency / fetchers),

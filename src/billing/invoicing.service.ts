@@ -3,7 +3,6 @@ import { AppError } from '../errors.js';
 import { transaction, type Db } from '../infra/db.js';
 import { callStripe, isStripeError, stripeFailure, type Stripe } from '../infra/stripe.js';
 import { flushUsage } from '../usage/metering.service.js';
-import { billingMetrics } from './billing.metrics.js';
 import {
   accountsToInvoice,
   aggregateReservedUsage,
@@ -304,7 +303,7 @@ async function issue(app: AppContext, conn: Db, account: BillingAccountRow, draf
 
   const finalizedAt = stripeInvoice.status_transitions?.finalized_at ? new Date(stripeInvoice.status_transitions.finalized_at * 1000) : app.clock.now();
   const issued = await markInvoiceIssued(conn, draft.id, { status: stripeInvoice.status ?? 'open', hostedInvoiceUrl: stripeInvoice.hosted_invoice_url ?? null, finalizedAt });
-  const m = billingMetrics(app);
+  const m = app.metrics.billing;
   m.invoicesCreated.inc({ kind: draft.kind });
   m.invoicedCents.inc({ kind: draft.kind }, toSafeInteger(draft.amount_cents));
   app.log.info({ accountId: account.id, invoiceId: draft.id, stripeInvoiceId: stripeId, amountCents: draft.amount_cents, kind: draft.kind, resumed: resuming }, 'invoice issued');
@@ -445,7 +444,7 @@ export async function invoiceMonth(app: AppContext, month: Month, opts: JobOptio
       summary.failed += 1;
       const message = err instanceof Error ? err.message : String(err);
       summary.failures.push({ account_id: id, error: message });
-      billingMetrics(app).invoiceFailures.inc();
+      app.metrics.billing.invoiceFailures.inc();
       app.log.error({ err, accountId: id, month: month.key }, 'invoicing an account failed; the next run retries it');
       progress(`  ${id}: FAILED: ${message}`);
     }

@@ -4,7 +4,6 @@ import { ACTIVE_STATUSES } from '../subscriptions/subscriptions.service.js';
 import { transaction } from '../infra/db.js';
 import { changeTier } from '../subscriptions/tier.service.js';
 import type { Tier } from '../../db/schema/index.js';
-import { billingMetrics } from './billing.metrics.js';
 import {
   accountsWithCustomer,
   lockBillingAccount,
@@ -90,7 +89,7 @@ export async function reconcileAccount(app: AppContext, stripe: Stripe, account:
     return { account_id: account.id, fixes };
   });
 
-  const m = billingMetrics(app);
+  const m = app.metrics.billing;
   for (const fix of result.fixes) m.reconciliationFixes.inc({ fix });
   if (result.fixes.length) {
     app.log.warn(
@@ -146,7 +145,7 @@ export async function reconcileAccounts(app: AppContext, opts: JobOptions = {}):
         summary.failed += 1;
         const message = err instanceof Error ? err.message : String(err);
         summary.failures.push({ account_id: account.id, error: message });
-        billingMetrics(app).reconciliationFailures.inc();
+        app.metrics.billing.reconciliationFailures.inc();
         app.log.error({ err, accountId: account.id }, 'reconciling an account failed; the next run retries it');
         progress(`  ${account.id}: FAILED: ${message}`);
       }

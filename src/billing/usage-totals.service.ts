@@ -1,6 +1,5 @@
 import type { AppContext } from '../context.js';
 import { transaction } from '../infra/db.js';
-import { billingMetrics } from './billing.metrics.js';
 import { rebuildMonthTotals } from './billing.repository.js';
 import type { JobOptions, JobResult } from './job.js';
 import type { Month } from './periods.js';
@@ -17,7 +16,7 @@ export async function auditUsageTotals(app: AppContext, month: Month, opts: JobO
   await opts.checkpoint?.();
   const drift = await transaction(app.db, (trx) => rebuildMonthTotals(trx, month.start, month.end));
   if (drift > 0) {
-    billingMetrics(app).totalsRepairs.inc(drift);
+    app.metrics.billing.totalsRepairs.inc(drift);
     app.log.warn({ month: month.key, drift }, 'monthly usage totals differed from the ledger; rebuilt them');
     progress(`rollup ${month.key}: ${drift} total(s) differed from the ledger and were rebuilt`);
   } else {

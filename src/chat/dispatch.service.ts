@@ -2,7 +2,6 @@ import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
 import { COMPLETIONS_QUEUE } from '../infra/queues.js';
 import { settle } from '../limits/limiter.service.js';
-import { promClient } from '../metrics.js';
 import type { CompletionJob } from './completion-job.js';
 import { relayLogKey, type RelayError, type RelayMessage } from './relay-protocol.js';
 import { readRelayLog } from './relay-log.js';
@@ -38,18 +37,6 @@ const QUEUE_FULL_RETRY_AFTER_S = 10;
 const OVERLOADED_RETRY_AFTER_S = 2;
 const DEPTH_REFRESH_MS = 250;
 
-function dispatchMetrics(app: AppContext) {
-  return app.once('dispatch-metrics', () => ({
-    rejected: new promClient.Counter({
-      name: 'completion_dispatch_rejected_total',
-      help: 'Completion requests refused before running, by reason (queue_full, overloaded, no_worker, queue_unavailable)',
-      labelNames: ['reason'] as const,
-      registers: [app.metrics.registry],
-    }),
-    depth: new promClient.Gauge({ name: 'completion_queue_waiting', help: 'Jobs waiting for a worker, as last seen by this web process', registers: [app.metrics.registry] }),
-  }));
-}
-
 /**
  * The queue depth and the workers' capacity as last read, refreshed in the background: checking
  * them costs a request no round trip. Between refreshes each enqueue counts itself, so a burst
@@ -69,7 +56,7 @@ class QueueDepth {
         .then(([n, fleet]) => {
           this.waiting = n;
           this.fleet = fleet;
-          dispatchMetrics(this.app).depth.set(n);
+          this.app.metrics.dispatch.depth.set(n);
         })
         .catch(() => undefined);
     };
@@ -114,14 +101,14 @@ function depthOf(app: AppContext): QueueDepth {
 export function assertQueueHasRoom(app: AppContext): void {
   const depth = depthOf(app);
   if (depth.current >= app.config.queue.maxDepth) {
-    dispatchMetrics(app).rejected.inc({ reason: 'queue_full' });
+    app.metrics.dispatch.rejected.inc({ reason: 'queue_full' });
     throw new AppError('unavailable', 'The service is at capacity right now; please retry shortly.', {
       code: 'queue_full',
       headers: { 'Retry-After': String(QUEUE_FULL_RETRY_AFTER_S) },
     });
   }
   if (depth.saturated) {
-    dispatchMetrics(app).rejected.inc({ reason: 'overloaded' });
+    app.metrics.dispatch.rejected.inc({ reason: 'overloaded' });
     throw new AppError('unavailable', 'Every completion worker is busy right now; please retry shortly.', {
       code: 'server_overloaded',
       headers: { 'Retry-After': String(OVERLOADED_RETRY_AFTER_S) },
@@ -240,7 +227,7 @@ export async function dispatch(app: AppContext, job: CompletionJob, onEvent: (e:
     await queue.add('completion', job, { jobId: job.id });
   } catch (err) {
     unregister();
-    dispatchMetrics(app).rejected.inc({ reason: 'queue_unavailable' });
+    app.metrics.dispatch.rejected.inc({ reason: 'queue_unavailable' });
     await settle(app, { accountId: job.accountId, requestId: job.id, actualTokens: 0 }).catch(() => undefined);
     throw new AppError('unavailable', 'The completion queue is unreachable right now; please retry shortly.', {
       code: 'queue_unavailable',
@@ -268,7 +255,7 @@ export async function dispatch(app: AppContext, job: CompletionJob, onEvent: (e:
       if (await withdraw()) {
         ended = true;
         unregister();
-        dispatchMetrics(app).rejected.inc({ reason: 'no_worker' });
+        app.metrics.dispatch.rejected.inc({ reason: 'no_worker' });
         throw new AppError('unavailable', 'No completion worker is available right now; please retry shortly.', {
           code: 'no_worker_available',
           headers: { 'Retry-After': String(NO_WORKER_RETRY_AFTER_S) },

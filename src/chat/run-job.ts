@@ -31,7 +31,7 @@ export interface JobRuntime {
   recordDirectly: (usage: UsageEvent) => Promise<void>;
   /** Whether a worker's liveness key is there, read once the connection is known to be settled. */
   workerAlive: (workerId: string) => Promise<boolean>;
-  metrics?: CompletionMetrics;
+  metrics: CompletionMetrics;
   /** Failpoint for crash tests: called after the upstream answered, before recording. */
   beforeRecord?: () => void;
 }
@@ -59,7 +59,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
   const ttl = Math.ceil(Math.max(app.config.providers.requestTimeoutMs / 1000, 60) * 3);
   const running: RunningJob = { controller: new AbortController(), relayTo: job.relayTo };
   rt.running.set(job.id, running);
-  rt.metrics?.active.set(rt.running.size);
+  rt.metrics.active.set(rt.running.size);
   try {
     let provider: Provider | undefined;
     let refused: unknown;
@@ -115,7 +115,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       startSeq = Math.max(0, ...log.map((e) => e.seq)) + 1;
     }
 
-    rt.metrics?.started.inc();
+    rt.metrics.started.inc();
     const publisher = new RelayPublisher(rt.batch, target, startSeq, () => running.controller.abort('relay_backlog'));
     if (refused !== undefined) {
       const errors = await finishRecording({ ...runnerDeps(rt, job), publisher }, job, 'error', JSON.stringify(toRelayError(refused)), usageOf(job, 'failed', 0, 0));
@@ -130,15 +130,15 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       firstAttempt: startSeq === 1 ? firstAttempt : undefined,
       beforeRecord: rt.beforeRecord,
       onUpstreamTiming: ({ ttftSeconds, tokensPerSecond }) => {
-        rt.metrics?.upstreamTtft.observe({ provider: job.model.provider }, ttftSeconds);
-        if (tokensPerSecond !== undefined) rt.metrics?.upstreamTokensPerSecond.observe({ provider: job.model.provider }, tokensPerSecond);
+        rt.metrics.upstreamTtft.observe({ provider: job.model.provider }, ttftSeconds);
+        if (tokensPerSecond !== undefined) rt.metrics.upstreamTokensPerSecond.observe({ provider: job.model.provider }, tokensPerSecond);
       },
     });
-    if (outcome.status === 'cancelled') rt.metrics?.cancellations.inc({ cause: String(running.controller.signal.reason ?? 'client_cancelled') });
+    if (outcome.status === 'cancelled') rt.metrics.cancellations.inc({ cause: String(running.controller.signal.reason ?? 'client_cancelled') });
     return outcome.status;
   } finally {
     rt.running.delete(job.id);
-    rt.metrics?.active.set(rt.running.size);
+    rt.metrics.active.set(rt.running.size);
   }
 }
 

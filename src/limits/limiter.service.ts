@@ -6,7 +6,6 @@ import type { Tier } from '../../db/schema/index.js';
 import { systemClock } from '../clock.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
 import { redisKey } from '../infra/redis.js';
-import { promClient } from '../metrics.js';
 import { limitsForTier } from './tier-limits.js';
 import { rateLimitHeaders, ceilSeconds, nearestWindow, type RequestWindow } from './limit-headers.js';
 import { ADMIT_LUA, COOLDOWN_LUA, SETTLE_LUA } from './limiter.scripts.js';
@@ -90,22 +89,6 @@ function scripts(app: AppContext): LimiterRedis {
   });
 }
 
-function metrics(app: AppContext) {
-  return app.once('limits:metrics', () => ({
-    rejections: new promClient.Counter({
-      name: 'rate_limit_rejections_total',
-      help: 'Chat completion requests refused by the rate limiter, by reason (requests or tokens) and tier',
-      labelNames: ['reason', 'tier'] as const,
-      registers: [app.metrics.registry],
-    }),
-    unavailable: new promClient.Counter({
-      name: 'rate_limiter_unavailable_total',
-      help: 'Limiter calls refused with 503 because Redis could not be reached',
-      registers: [app.metrics.registry],
-    }),
-  }));
-}
-
 /** '' tells the scripts to read Redis's TIME: production processes then share one clock. */
 const scriptNow = (app: AppContext): string => (app.clock === systemClock ? '' : String(app.clock.now().getTime()));
 
@@ -117,7 +100,7 @@ function usageKeys(config: Config, accountId: string): [counters: string, reserv
 }
 
 function unavailable(app: AppContext, err: unknown): AppError {
-  metrics(app).unavailable.inc();
+  app.metrics.limiter.unavailable.inc();
   app.outages.redis.failure('rate limiter', err);
   // Never admit unchecked traffic: a 503 with a short Retry-After lets clients back off and return.
   return new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', {
@@ -170,7 +153,7 @@ export async function admit(app: AppContext, input: AdmitInput): Promise<Admissi
   if (Number(reply[0]) === -1) throw new GuardChanged();
   const admission = toAdmission(limits, reply);
   if (!admission.allowed) {
-    metrics(app).rejections.inc({ reason: admission.reason, tier: input.tier });
+    app.metrics.limiter.rejections.inc({ reason: admission.reason, tier: input.tier });
     if (admission.reason === 'tokens' && input.reserveTokens > limits.tokensPerDay) {
       admission.exceedsDailyQuota = { requested: input.reserveTokens, quota: limits.tokensPerDay };
       // No wait helps this request: the reset time stays in X-RateLimit-Reset*, not in Retry-After.

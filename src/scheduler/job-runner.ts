@@ -1,5 +1,4 @@
 import type { AppContext } from '../context.js';
-import { promClient } from '../metrics.js';
 import type { JobDefinition } from './jobs.js';
 import { findRun, holdsRun, markRunFinished, markRunStarted, releaseRun, tryClaimRun } from './scheduler-runs.repository.js';
 
@@ -25,23 +24,6 @@ export class RunInterrupted extends Error {
   }
 }
 
-function schedulerMetrics(app: AppContext) {
-  return app.once('scheduler-metrics', () => ({
-    runs: new promClient.Counter({
-      name: 'scheduler_job_runs_total',
-      help: 'Scheduled job attempts by job and outcome (succeeded, failed, busy: another replica holds it, already_done)',
-      labelNames: ['job', 'outcome'] as const,
-      registers: [app.metrics.registry],
-    }),
-    lastSuccess: new promClient.Gauge({
-      name: 'scheduler_job_last_success_timestamp_seconds',
-      help: 'When each job last finished successfully (alert when it is too old)',
-      labelNames: ['job'] as const,
-      registers: [app.metrics.registry],
-    }),
-  }));
-}
-
 /**
  * Runs a job for a period at most once at a time across every scheduler replica and run-job
  * process: the claim is a Postgres advisory lock held by the connection for the whole run, and
@@ -50,7 +32,7 @@ function schedulerMetrics(app: AppContext) {
  * run that lost its claim mid-account could not bill twice.
  */
 export async function runJob(app: AppContext, job: JobDefinition, period: string, opts: RunOptions = {}): Promise<RunOutcome> {
-  const m = schedulerMetrics(app);
+  const m = app.metrics.scheduler;
   const stopCheck = async () => {
     if (opts.shouldStop?.()) throw new RunInterrupted('the scheduler is stopping');
   };

@@ -1,28 +1,12 @@
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
 import type { AppContext } from '../context.js';
-import { promClient } from '../metrics.js';
 import { insertUsageEvents } from './usage.repository.js';
 import { METERING_GROUP, parseUsageEntry, usageStreamKey } from './usage-stream.js';
 import type { UsageEvent } from './usage-event.js';
 
 /** An entry another consumer took but never acknowledged (it crashed) is taken over after this long. */
 const RECLAIM_IDLE_MS = 30_000;
-
-function meteringMetrics(app: AppContext) {
-  return app.once('metering-metrics', () => ({
-    recorded: new promClient.Counter({
-      name: 'usage_events_recorded_total',
-      help: 'Usage events written to the ledger (duplicates excluded)',
-      registers: [app.metrics.registry],
-    }),
-    lag: new promClient.Gauge({
-      name: 'usage_metering_lag_seconds',
-      help: 'Age of the oldest usage event drained in the last batch (0 when the stream is empty)',
-      registers: [app.metrics.registry],
-    }),
-  }));
-}
 
 export async function ensureMeteringGroup(redis: Redis, key: string): Promise<void> {
   try {
@@ -61,7 +45,7 @@ export async function drainUsageOnce(app: AppContext, redis: Redis, opts: { cons
     entries = reply?.[0]?.[1] ?? [];
   }
   if (entries.length === 0) {
-    meteringMetrics(app).lag.set(0);
+    app.metrics.metering.lag.set(0);
     return 0;
   }
   const events: UsageEvent[] = [];
@@ -73,7 +57,7 @@ export async function drainUsageOnce(app: AppContext, redis: Redis, opts: { cons
   const inserted = await insertUsageEvents(app.db, events);
   const ids = entries.map(([id]) => id);
   await redis.multi().xack(key, METERING_GROUP, ...ids).xdel(key, ...ids).exec();
-  const m = meteringMetrics(app);
+  const m = app.metrics.metering;
   m.recorded.inc(inserted);
   const oldestMs = Number(ids[0]!.split('-')[0]);
   m.lag.set(Math.max(0, (Date.now() - oldestMs) / 1000));

@@ -4,7 +4,7 @@ import type { AppState } from '../route.js';
 
 /** Counts and times every request by route and status, and writes one access-log line when it ends. */
 export function observe(app: AppContext): Middleware<AppState> {
-  const { httpRequests, httpDuration } = app.metrics;
+  const { requests: httpRequests, duration: httpDuration } = app.metrics.http;
   return async (ctx, next) => {
     const start = performance.now();
     const done = () => {
