@@ -6,10 +6,19 @@ import { createLogger, type Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createDb, type Db } from './infra/db.js';
 import { createRedis, type RedisRole } from './infra/redis.js';
-import { createQueue } from './infra/queues.js';
+import { COMPLETIONS_QUEUE, createQueue } from './infra/queues.js';
 import { createStripe, type Stripe } from './infra/stripe.js';
-import { AppError } from './errors.js';
 import { OutageLog } from './infra/outage.js';
+import { AppError } from './errors.js';
+import { catalogFile, loadCatalog, type Catalog } from './catalog/catalog.js';
+import { ProviderRegistry } from './providers/registry.js';
+import { Limiter } from './limits/limiter.service.js';
+import { SignupLimits } from './accounts/signup-limits.js';
+import { ApiKeyCache } from './accounts/api-key-cache.js';
+import { createJwtVerifier, type JwtVerifier } from './accounts/jwt.js';
+import { RelayHub } from './chat/relay-hub.js';
+import { Dispatcher } from './chat/dispatch.service.js';
+import type { CompletionJob } from './chat/completion-job.js';
 
 export interface ContextOptions {
   role: string;
@@ -18,9 +27,12 @@ export interface ContextOptions {
 }
 
 /**
- * Builds every dependency of a process once and tears them all down in close(). Pieces a role
- * does not need (a subscriber, a queue) are created on first use, so web, worker and scheduler
- * share one context type without opening connections they never use.
+ * The one place a process's parts are built, each once, and torn down in close(). Features never
+ * see this class: each function declares the narrow inputs it uses (a database handle, a Redis
+ * client, a config section, a part built here), and the edges (the web tier, the workers, the
+ * scripts) hand them over from here. Parts a role does not use (a subscriber, a queue, the relay
+ * hub) are built on first use, so web, worker and scheduler share one context type without
+ * opening connections they never use.
  */
 export class AppContext {
   readonly log: Logger;
@@ -31,9 +43,21 @@ export class AppContext {
   readonly redis: Redis;
   /** One warning when a dependency goes and one when it returns, instead of one per failed call. */
   readonly outages: { redis: OutageLog; postgres: OutageLog };
-  private readonly lazy = new Map<string, unknown>();
+  readonly apiKeyCache = new ApiKeyCache();
+  readonly limiter: Limiter;
+  private readonly connections = new Map<string, Redis>();
+  private readonly queues = new Map<string, Queue>();
   private readonly closers: (() => Promise<unknown>)[] = [];
   private closed = false;
+  private built: {
+    catalog?: Catalog;
+    providers?: ProviderRegistry;
+    signupLimits?: SignupLimits;
+    jwtVerifier?: JwtVerifier;
+    relayHub?: RelayHub;
+    dispatcher?: Dispatcher;
+    stripe?: Stripe | null;
+  } = {};
 
   constructor(readonly config: Config, readonly opts: ContextOptions) {
     this.log = opts.logger ?? createLogger(config, opts.role);
@@ -43,30 +67,98 @@ export class AppContext {
     this.redis = createRedis(config, 'command');
     this.outages = { redis: new OutageLog(this.log, 'Redis'), postgres: new OutageLog(this.log, 'Postgres') };
     this.redis.on('ready', () => this.outages.redis.recovered());
+    // A restarted Redis has forgotten the account versions the cache relies on.
+    this.redis.on('close', () => this.apiKeyCache.clear());
+    this.limiter = new Limiter({ redis: this.redis, clock: this.clock, config, metrics: this.metrics, outages: this.outages });
   }
 
   get role(): string {
     return this.opts.role;
   }
 
-  /** Memoised construction of an optional dependency, closed with the context. */
-  once<T>(key: string, make: () => T, close?: (value: T) => Promise<unknown>): T {
-    if (this.closed) throw new Error(`context closed; cannot create ${key}`);
-    if (!this.lazy.has(key)) {
-      const value = make();
-      this.lazy.set(key, value);
-      if (close) this.closers.push(() => close(value));
+  /** The model catalog, loaded once; an invalid file throws (CatalogError) on first use. */
+  get catalog(): Catalog {
+    return (this.built.catalog ??= loadCatalog(catalogFile(this.config)));
+  }
+
+  /** Loads the catalog now, so a bad file stops start-up instead of the first request. */
+  checkCatalog(): void {
+    void this.catalog;
+  }
+
+  get providers(): ProviderRegistry {
+    return (this.built.providers ??= new ProviderRegistry(this.config));
+  }
+
+  get signupLimits(): SignupLimits {
+    return (this.built.signupLimits ??= new SignupLimits({ redis: this.redis, clock: this.clock, config: this.config, outages: this.outages }));
+  }
+
+  get jwtVerifier(): JwtVerifier {
+    return (this.built.jwtVerifier ??= createJwtVerifier(this.config, this.clock));
+  }
+
+  /** The web process's end of the relay (one subscriber connection, its liveness key). */
+  get relayHub(): RelayHub {
+    return (this.built.relayHub ??= this.closing(
+      new RelayHub({ redis: this.redis, subscriber: this.redisConnection('subscriber', 'relay-subscriber'), config: this.config }),
+      (hub) => hub.stop(),
+    ));
+  }
+
+  /** Queues completion jobs and relays what their workers publish (web processes). */
+  get dispatcher(): Dispatcher {
+    return (this.built.dispatcher ??= this.closing(
+      new Dispatcher({
+        redis: this.redis,
+        queue: this.completionQueue,
+        hub: this.relayHub,
+        limiter: this.limiter,
+        metrics: this.metrics.dispatch,
+        config: this.config,
+      }),
+      async (d) => d.stop(),
+    ));
+  }
+
+  /**
+   * The process's one Stripe client. Without STRIPE_SECRET_KEY every Stripe-bound operation
+   * answers 503 with this message, while the rest of the service keeps working.
+   */
+  get stripe(): Stripe {
+    if (this.built.stripe === undefined) this.built.stripe = createStripe(this.config) ?? null;
+    if (this.built.stripe === null) {
+      throw new AppError('unavailable', 'Billing is not configured on this server (STRIPE_SECRET_KEY is not set), so this operation cannot reach the payment processor.', {
+        code: 'billing_not_configured',
+      });
     }
-    return this.lazy.get(key) as T;
+    return this.built.stripe;
   }
 
-  /** A further Redis connection of the given role (for example one shared subscriber per process). */
+  /** A further Redis connection of the given role, one per name (for example one shared subscriber per process). */
   redisConnection(role: RedisRole, name: string = role): Redis {
-    return this.once(`redis:${name}`, () => createRedis(this.config, role, name), (r) => r.quit().catch(() => r.disconnect()));
+    let r = this.connections.get(name);
+    if (!r) {
+      this.assertOpen(name);
+      r = this.closing(createRedis(this.config, role, name), (c) => c.quit().catch(() => c.disconnect()));
+      this.connections.set(name, r);
+    }
+    return r;
   }
 
+  get completionQueue(): Queue<CompletionJob> {
+    return this.queue<CompletionJob>(COMPLETIONS_QUEUE);
+  }
+
+  /** The one queue factory's queue of that name, on the process's producer connection. */
   queue<T = unknown>(name: string): Queue<T> {
-    return this.once(`queue:${name}`, () => createQueue<T>(this.config, name, this.redisConnection('queue-producer')), (q) => q.close());
+    let q = this.queues.get(name);
+    if (!q) {
+      this.assertOpen(name);
+      q = this.closing(createQueue<T>(this.config, name, this.redisConnection('queue-producer')) as Queue, (x) => x.close());
+      this.queues.set(name, q);
+    }
+    return q as Queue<T>;
   }
 
   /**
@@ -86,20 +178,6 @@ export class AppContext {
     return ok;
   }
 
-  /**
-   * The process's one Stripe client. Without STRIPE_SECRET_KEY every Stripe-bound operation
-   * answers 503 with this message, while the rest of the service keeps working.
-   */
-  get stripe(): Stripe {
-    const client = this.once('stripe', () => createStripe(this.config) ?? null);
-    if (client === null) {
-      throw new AppError('unavailable', 'Billing is not configured on this server (STRIPE_SECRET_KEY is not set), so this operation cannot reach the payment processor.', {
-        code: 'billing_not_configured',
-      });
-    }
-    return client;
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -109,6 +187,15 @@ export class AppContext {
     }
     await this.redis.quit().catch(() => this.redis.disconnect());
     await this.db.destroy();
+  }
+
+  private closing<T>(part: T, close: (part: T) => Promise<unknown>): T {
+    this.closers.push(() => close(part));
+    return part;
+  }
+
+  private assertOpen(what: string): void {
+    if (this.closed) throw new Error(`context closed; cannot create ${what}`);
   }
 }
 

@@ -3,8 +3,6 @@ import type { ChainableCommander } from 'ioredis';
 import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { COMPLETIONS_QUEUE, createWorker } from '../src/infra/queues.js';
-import { catalogOf } from '../src/catalog/catalog.js';
-import { loadSettleScript, settle, settleCommands } from '../src/limits/limiter.service.js';
 import type { CompletionJob } from '../src/chat/completion-job.js';
 import { cancelPattern } from '../src/chat/relay-protocol.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
@@ -36,11 +34,11 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   });
   await cancels.psubscribe(cancelPattern(prefix));
   // Fail at start-up, not on the first request, when the catalog file is wrong.
-  catalogOf(app);
+  app.checkCatalog();
 
   // The settle script runs by hash inside each request's closing MULTI: load it now and after
   // every reconnect (a restarted Redis has forgotten it; a miss in between falls back, see settleAfter).
-  const loadScript = () => loadSettleScript(app.redis).catch((err) => app.log.warn({ reason: String(err) }, 'could not load the settle script yet; settles fall back until it loads'));
+  const loadScript = () => app.limiter.loadSettleScript().catch((err) => app.log.warn({ reason: String(err) }, 'could not load the settle script yet; settles fall back until it loads'));
   await loadScript();
   app.redis.on('ready', () => void loadScript());
 
@@ -63,9 +61,9 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
     }),
     running,
     settleInto: (job) => (tx: ChainableCommander, actualTokens: number) => {
-      for (const [cmd, ...args] of settleCommands(app, { accountId: job.accountId, requestId: job.id, actualTokens })) tx.call(cmd, ...args);
+      for (const [cmd, ...args] of app.limiter.settleCommands({ accountId: job.accountId, requestId: job.id, actualTokens })) tx.call(cmd, ...args);
     },
-    settleAlone: (job) => (actualTokens: number) => settle(app, { accountId: job.accountId, requestId: job.id, actualTokens }),
+    settleAlone: (job) => (actualTokens: number) => app.limiter.settle({ accountId: job.accountId, requestId: job.id, actualTokens }),
     recordDirectly: async (usage) => {
       await insertUsageEvents(app.db, [usage]);
     },

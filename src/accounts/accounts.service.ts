@@ -1,8 +1,11 @@
-import type { AppContext } from '../context.js';
+import type { Redis } from 'ioredis';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { Limiter } from '../limits/limiter.service.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
-import { onCommit, transaction, type Trx } from '../infra/db.js';
+import { onCommit, transaction, type Db, type Trx } from '../infra/db.js';
 import { invalidateAccountKeys } from './auth.service.js';
-import { admitKeyRegeneration } from '../limits/limiter.service.js';
 import { generateApiKey } from './api-keys.js';
 import { accountExistsEmail, verificationEmail } from './accounts.emails.js';
 import {
@@ -20,12 +23,21 @@ import {
 } from './accounts.repository.js';
 import type { IssuedKeyResult, SignupInput } from './accounts.schema.js';
 import { queueEmail } from './email-outbox.service.js';
-import { admitSignup } from './signup-limits.js';
+import type { SignupLimits } from './signup-limits.js';
 import { generateVerificationToken, hashVerificationToken } from './verification-tokens.js';
 
 export type { Account } from './accounts.repository.js';
 
-export const verificationLink = (app: AppContext, token: string): string =>
+/** What account management works with. */
+export interface AccountsDeps {
+  db: Db;
+  redis: Redis;
+  clock: Clock;
+  log: Logger;
+  config: Pick<Config, 'http' | 'auth' | 'redis'>;
+}
+
+export const verificationLink = (app: Pick<AccountsDeps, 'config'>, token: string): string =>
   `${app.config.http.publicBaseUrl}/v1/auth/verify?token=${encodeURIComponent(token)}`;
 
 /**
@@ -39,8 +51,8 @@ export const verificationLink = (app: AppContext, token: string): string =>
  * The email goes into the outbox in the same transaction, so sign-up never waits on the provider.
  * Attempts are limited per mailbox and per client network first (signup-limits.ts).
  */
-export async function signUp(app: AppContext, input: SignupInput, client: { ip: string }): Promise<{ message: string; email: string }> {
-  await admitSignup(app, { email: input.email, clientIp: client.ip });
+export async function signUp(app: AccountsDeps & { signupLimits: SignupLimits }, input: SignupInput, client: { ip: string }): Promise<{ message: string; email: string }> {
+  await app.signupLimits.admit({ email: input.email, clientIp: client.ip });
   const now = app.clock.now();
   await transaction(app.db, async (trx) => {
     const created = await insertAccountIfAbsent(trx, { name: input.name, email: input.email, organization: input.organization, now });
@@ -56,7 +68,7 @@ export async function signUp(app: AppContext, input: SignupInput, client: { ip: 
   };
 }
 
-async function sendVerificationLink(app: AppContext, trx: Trx, account: Account, now: Date): Promise<void> {
+async function sendVerificationLink(app: AccountsDeps, trx: Trx, account: Account, now: Date): Promise<void> {
   const { token, hash } = generateVerificationToken();
   const ttl = app.config.auth.verifyTokenTtlMs;
   await insertVerificationToken(trx, { accountId: account.id, tokenHash: hash, expiresAt: new Date(now.getTime() + ttl), now });
@@ -77,7 +89,7 @@ const tokenError = (code: keyof typeof TOKEN_ERRORS) => new AppError('invalid_re
  * of two concurrent uses only one wins), the account is marked verified, its other open links are
  * closed, and its API key is issued. The key is returned here once and stored only as a hash.
  */
-export async function verifyEmail(app: AppContext, token: string): Promise<IssuedKeyResult> {
+export async function verifyEmail(app: AccountsDeps, token: string): Promise<IssuedKeyResult> {
   const hash = hashVerificationToken(token);
   const now = app.clock.now();
   return transaction(app.db, async (trx) => {
@@ -101,7 +113,7 @@ export async function verifyEmail(app: AppContext, token: string): Promise<Issue
 }
 
 /** Revokes the active key (if any) and issues a new one: one active key per account. */
-async function replaceApiKey(app: AppContext, trx: Trx, accountId: string, now: Date): Promise<string> {
+async function replaceApiKey(app: AccountsDeps, trx: Trx, accountId: string, now: Date): Promise<string> {
   await revokeActiveApiKeys(trx, accountId, now);
   // Web processes may hold the old key in their caches: they re-read it, and find it revoked.
   onCommit(trx, () => invalidateAccountKeys(app, accountId));
@@ -117,8 +129,8 @@ async function replaceApiKey(app: AppContext, trx: Trx, accountId: string, now: 
  * The rate limit (1 per 2 hours per account) is checked before anything changes; an allowed call
  * counts even if the transaction then fails, which errs on the side of the limit.
  */
-export async function regenerateApiKey(app: AppContext, accountId: string): Promise<IssuedKeyResult> {
-  const admission = await admitKeyRegeneration(app, accountId);
+export async function regenerateApiKey(app: AccountsDeps & { limiter: Limiter }, accountId: string): Promise<IssuedKeyResult> {
+  const admission = await app.limiter.admitKeyRegeneration(accountId);
   if (!admission.allowed) {
     const retryAfter = Math.max(1, Math.ceil(admission.retryAfterSeconds));
     throw new AppError('rate_limited', `An API key can be regenerated once every 2 hours. Try again ${describeReset(app.clock.now().getTime(), retryAfter * 1000)}.`, {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { AppContext } from '../context.js';
+import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { redisKey } from '../infra/redis.js';
 import type { Account } from './accounts.repository.js';
@@ -59,7 +59,7 @@ export class ApiKeyCache {
   }
 
   /** The cached account and its version, unconfirmed: the caller must check the version in Redis. */
-  peek(config: Config, hash: string): CachedAccount | undefined {
+  peek(config: Pick<Config, 'redis'>, hash: string): CachedAccount | undefined {
     const e = this.fresh(hash);
     if (!e?.account || e.version === undefined) return undefined;
     return { account: e.account, versionKey: accountVersionKey(config, e.accountId), version: e.version };
@@ -104,16 +104,8 @@ export class ApiKeyCache {
  * One version per account. The hash tag is the account id, as on the limiter's keys, so a script
  * can read it next to them on a Redis Cluster too.
  */
-export function accountVersionKey(config: Config, accountId: string): string {
+export function accountVersionKey(config: Pick<Config, 'redis'>, accountId: string): string {
   return redisKey(config, 'authv', `{${accountId}}`);
-}
-
-export function apiKeyCacheOf(app: AppContext): ApiKeyCache {
-  return app.once('api-key-cache', () => {
-    const cache = new ApiKeyCache();
-    app.redis.on('close', () => cache.clear());
-    return cache;
-  });
 }
 
 /**
@@ -121,6 +113,6 @@ export function apiKeyCacheOf(app: AppContext): ApiKeyCache {
  * use. A new random value rather than a counter: a version that expired and was set again can
  * never come back equal to one an entry was read under.
  */
-export async function bumpAccountVersion(app: AppContext, accountId: string): Promise<void> {
-  await app.redis.set(accountVersionKey(app.config, accountId), randomUUID(), 'EX', VERSION_TTL_SECONDS);
+export async function bumpAccountVersion(deps: { redis: Redis; config: Pick<Config, 'redis'> }, accountId: string): Promise<void> {
+  await deps.redis.set(accountVersionKey(deps.config, accountId), randomUUID(), 'EX', VERSION_TTL_SECONDS);
 }

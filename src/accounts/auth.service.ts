@@ -1,9 +1,21 @@
-import type { AppContext } from '../context.js';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import type { Db } from '../infra/db.js';
+import type { Logger } from '../logger.js';
 import { AppError } from '../errors.js';
 import { hashApiKey, isWellFormedApiKey, sameHash, API_KEY_PREFIX } from './api-keys.js';
 import { type Account, findAccountByApiKeyHash, findAccountByEmail, findAccountById } from './accounts.repository.js';
-import { accountVersionKey, apiKeyCacheOf, bumpAccountVersion, type CachedAccount } from './api-key-cache.js';
-import { createJwtVerifier, type JwtVerifier } from './jwt.js';
+import { accountVersionKey, bumpAccountVersion, type ApiKeyCache, type CachedAccount } from './api-key-cache.js';
+import type { JwtVerifier } from './jwt.js';
+
+/** What authentication works with: the account lookups, the key cache and the versions that keep it honest. */
+export interface AuthDeps {
+  db: Db;
+  redis: Redis;
+  config: Pick<Config, 'redis'>;
+  apiKeyCache: ApiKeyCache;
+  jwtVerifier: JwtVerifier;
+}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -16,7 +28,7 @@ function hashOfWellFormed(key: string): string {
   return hashApiKey(key);
 }
 
-async function readVersion(app: AppContext, accountId: string): Promise<string | null | undefined> {
+async function readVersion(app: Pick<AuthDeps, 'redis' | 'config'>, accountId: string): Promise<string | null | undefined> {
   try {
     return await app.redis.get(accountVersionKey(app.config, accountId));
   } catch {
@@ -24,7 +36,7 @@ async function readVersion(app: AppContext, accountId: string): Promise<string |
   }
 }
 
-async function loadAccount(app: AppContext, hash: string): Promise<Account> {
+async function loadAccount(app: Pick<AuthDeps, 'db'>, hash: string): Promise<Account> {
   const row = await findAccountByApiKeyHash(app.db, hash);
   if (!row || !sameHash(row.key_hash, hash)) {
     throw new AppError('authentication', 'Incorrect API key provided, or the key was regenerated.', { code: 'invalid_api_key' });
@@ -39,9 +51,9 @@ async function loadAccount(app: AppContext, hash: string): Promise<Account> {
  * says it is current (see ApiKeyCache), otherwise from Postgres. With Redis unreachable Postgres
  * decides and nothing is cached, so a revoked key or a changed tier applies at once either way.
  */
-export async function authenticateApiKey(app: AppContext, key: string): Promise<Account> {
+export async function authenticateApiKey(app: Omit<AuthDeps, 'jwtVerifier'>, key: string): Promise<Account> {
   const hash = hashOfWellFormed(key);
-  const cache = apiKeyCacheOf(app);
+  const cache = app.apiKeyCache;
   const accountId = cache.accountIdOf(hash);
   if (accountId === undefined) {
     // The version can only be read once the account is known, and it must be read before
@@ -65,14 +77,14 @@ export async function authenticateApiKey(app: AppContext, key: string): Promise<
  * atomically with its own Redis work (the chat route's admission script) and calls
  * authenticateApiKey when that finds it stale. Undefined when nothing usable is cached.
  */
-export function cachedApiKey(app: AppContext, key: string): CachedAccount | undefined {
+export function cachedApiKey(app: Pick<AuthDeps, 'apiKeyCache' | 'config'>, key: string): CachedAccount | undefined {
   if (!isWellFormedApiKey(key)) return undefined;
-  return apiKeyCacheOf(app).peek(app.config, hashApiKey(key));
+  return app.apiKeyCache.peek(app.config, hashApiKey(key));
 }
 
 /** The cached account of this key is out of date: the next use reads it again. */
-export function forgetCachedApiKey(app: AppContext, key: string): void {
-  if (isWellFormedApiKey(key)) apiKeyCacheOf(app).forget(hashApiKey(key));
+export function forgetCachedApiKey(app: Pick<AuthDeps, 'apiKeyCache'>, key: string): void {
+  if (isWellFormedApiKey(key)) app.apiKeyCache.forget(hashApiKey(key));
 }
 
 /**
@@ -80,7 +92,7 @@ export function forgetCachedApiKey(app: AppContext, key: string): void {
  * every web process re-reads them on their next use. A failure is logged, not thrown: the change
  * is committed, and Redis being unreachable has already emptied every process's cache.
  */
-export async function invalidateAccountKeys(app: AppContext, accountId: string): Promise<void> {
+export async function invalidateAccountKeys(app: { redis: Redis; config: Pick<Config, 'redis'>; log: Logger }, accountId: string): Promise<void> {
   try {
     await bumpAccountVersion(app, accountId);
   } catch (err) {
@@ -95,13 +107,9 @@ function assertVerified(account: Account): void {
   }
 }
 
-function verifier(app: AppContext): JwtVerifier {
-  return app.once('jwt-verifier', () => createJwtVerifier(app.config, app.clock));
-}
-
 /** The account is the token's `sub` (account id) or, failing that, its `email` claim. */
-export async function authenticateJwt(app: AppContext, token: string): Promise<Account> {
-  const claims = await verifier(app).verify(token);
+export async function authenticateJwt(app: Pick<AuthDeps, 'db' | 'jwtVerifier'>, token: string): Promise<Account> {
+  const claims = await app.jwtVerifier.verify(token);
   let account: Account | undefined;
   if (typeof claims.sub === 'string' && UUID.test(claims.sub)) account = await findAccountById(app.db, claims.sub);
   // A claim Postgres could not even compare (a NUL, an absurd length) names no account.

@@ -1,4 +1,6 @@
-import type { AppContext } from '../context.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
 import { transaction, type Db, type Trx } from '../infra/db.js';
 import { MailSendError, type MailTransport } from '../infra/mail.js';
 import { claimDueEmail, insertOutboxEmail, markEmailAttemptFailed, markEmailSent, type NewOutboxEmail } from './email-outbox.repository.js';
@@ -8,6 +10,14 @@ import { claimDueEmail, insertOutboxEmail, markEmailAttemptFailed, markEmailSent
 // and a message is never lost between "committed" and "sent".
 
 export type { NewOutboxEmail } from './email-outbox.repository.js';
+
+/** What delivering the outbox works with. */
+export interface OutboxDeps {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  config: Pick<Config, 'mail'>;
+}
 
 /** Queues a message inside the caller's transaction; it is sent only if that transaction commits. */
 export async function queueEmail(trx: Trx | Db, email: NewOutboxEmail, now: Date): Promise<string> {
@@ -38,7 +48,7 @@ export type DeliveryOutcome = 'sent' | 'retry' | 'failed';
  * meanwhile and a crash before commit means another attempt, never a lost message.
  * Returns undefined when nothing is due.
  */
-export async function deliverOneEmail(app: AppContext, transport: MailTransport): Promise<DeliveryOutcome | undefined> {
+export async function deliverOneEmail(app: OutboxDeps, transport: MailTransport): Promise<DeliveryOutcome | undefined> {
   return transaction(app.db, async (trx) => {
     const row = await claimDueEmail(trx, app.clock.now());
     if (!row) return undefined;
@@ -69,7 +79,7 @@ export async function deliverOneEmail(app: AppContext, transport: MailTransport)
  * start only once a first claim found something, so a poll of an empty outbox (nearly every
  * poll) costs one transaction, not one per claimer.
  */
-export async function deliverDueEmails(app: AppContext, transport: MailTransport, opts: { parallel?: number; max?: number } = {}): Promise<number> {
+export async function deliverDueEmails(app: OutboxDeps, transport: MailTransport, opts: { parallel?: number; max?: number } = {}): Promise<number> {
   const max = opts.max ?? 1000;
   if (max < 1 || (await deliverOneEmail(app, transport)) === undefined) return 0;
   let attempted = 1;

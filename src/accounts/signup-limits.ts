@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import type { AppContext } from '../context.js';
+import type { Redis } from 'ioredis';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { OutageLog } from '../infra/outage.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
 import { redisKey } from '../infra/redis.js';
 
@@ -14,13 +17,42 @@ const HOUR_SECONDS = 3600;
  * from the first attempt. The trade-off: anyone can use up an address's attempts for an hour;
  * the links already sent keep working.
  */
-function limiters(app: AppContext) {
-  return app.once('signup-limiters', () => {
-    const { perAddressPerHour, perClientPerHour } = app.config.limits.signup;
+export class SignupLimits {
+  private readonly byAddress: RateLimiterRedis;
+  private readonly byClient: RateLimiterRedis;
+
+  constructor(private readonly deps: { redis: Redis; clock: Clock; config: Pick<Config, 'redis' | 'limits'>; outages: { redis: OutageLog } }) {
+    const { perAddressPerHour, perClientPerHour } = deps.config.limits.signup;
     const make = (what: string, points: number) =>
-      new RateLimiterRedis({ storeClient: app.redis, keyPrefix: redisKey(app.config, 'signup', what), points, duration: HOUR_SECONDS, rejectIfRedisNotReady: true });
-    return { byAddress: make('address', perAddressPerHour), byClient: make('client', perClientPerHour) };
-  });
+      new RateLimiterRedis({ storeClient: deps.redis, keyPrefix: redisKey(deps.config, 'signup', what), points, duration: HOUR_SECONDS, rejectIfRedisNotReady: true });
+    this.byAddress = make('address', perAddressPerHour);
+    this.byClient = make('client', perClientPerHour);
+  }
+
+  /**
+   * Counts one sign-up attempt against both limits, or refuses it: 429 with the same message
+   * whether the address is known or not. Redis unreachable: 503, since sign-up without its limit
+   * would let anyone flood a mailbox.
+   */
+  async admit(input: { email: string; clientIp: string }): Promise<void> {
+    try {
+      await this.byClient.consume(clientNetworkKey(input.clientIp));
+      await this.byAddress.consume(mailboxKey(input.email));
+    } catch (err) {
+      if (err instanceof RateLimiterRes) {
+        throw new AppError('rate_limited', `${REFUSAL} Try again ${describeReset(this.deps.clock.now().getTime(), err.msBeforeNext)}.`, {
+          code: 'rate_limit_exceeded',
+          headers: retryAdvice(err.msBeforeNext),
+        });
+      }
+      this.deps.outages.redis.failure('sign-up limits', err);
+      throw new AppError('unavailable', 'Sign-up is temporarily unavailable. Please retry shortly.', {
+        code: 'service_unavailable',
+        headers: retryAdvice(5000),
+        cause: err,
+      });
+    }
+  }
 }
 
 /**
@@ -44,29 +76,3 @@ export function clientNetworkKey(ip: string): string {
 }
 
 const REFUSAL = 'Too many sign-up attempts for this email address or from your network.';
-
-/**
- * Counts one sign-up attempt against both limits, or refuses it: 429 with the same message
- * whether the address is known or not. Redis unreachable: 503, since sign-up without its limit
- * would let anyone flood a mailbox.
- */
-export async function admitSignup(app: AppContext, input: { email: string; clientIp: string }): Promise<void> {
-  const { byAddress, byClient } = limiters(app);
-  try {
-    await byClient.consume(clientNetworkKey(input.clientIp));
-    await byAddress.consume(mailboxKey(input.email));
-  } catch (err) {
-    if (err instanceof RateLimiterRes) {
-      throw new AppError('rate_limited', `${REFUSAL} Try again ${describeReset(app.clock.now().getTime(), err.msBeforeNext)}.`, {
-        code: 'rate_limit_exceeded',
-        headers: retryAdvice(err.msBeforeNext),
-      });
-    }
-    app.outages.redis.failure('sign-up limits', err);
-    throw new AppError('unavailable', 'Sign-up is temporarily unavailable. Please retry shortly.', {
-      code: 'service_unavailable',
-      headers: retryAdvice(5000),
-      cause: err,
-    });
-  }
-}

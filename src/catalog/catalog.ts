@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Tier } from '../../db/schema/index.js';
-import type { AppContext } from '../context.js';
+import type { Config } from '../config.js';
 import { check } from '../validation.js';
 import { catalogFileSchema } from './catalog.schema.js';
 
@@ -168,11 +168,6 @@ export function loadCatalog(file: string): Catalog {
 }
 
 /** The catalog file the configuration names, relative to the process's working directory. */
-export function catalogPath(app: AppContext): string {
-  return path.resolve(process.cwd(), app.config.catalog.modelsFile);
-}
-
-/** This process's catalog, loaded once. Call it at start-up so a bad file stops the process. */
-export function catalogOf(app: AppContext): Catalog {
-  return app.once('catalog', () => loadCatalog(catalogPath(app)));
+export function catalogFile(config: Pick<Config, 'catalog'>): string {
+  return path.resolve(process.cwd(), config.catalog.modelsFile);
 }

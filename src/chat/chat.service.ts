@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Account } from '../accounts/accounts.repository.js';
-import { catalogOf } from '../catalog/catalog.js';
-import type { AppContext } from '../context.js';
+import type { Catalog } from '../catalog/catalog.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { ProviderRegistry } from '../providers/registry.js';
 import { AppError, validationError } from '../errors.js';
-import { providerFor } from '../providers/registry.js';
 import { countPromptTokens } from '../providers/tokenizer.js';
 import type { ChatMessage, CompletionParams } from '../providers/types.js';
 import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.schema.js';
@@ -44,9 +45,17 @@ function refuseUnsupportedFields(req: ChatCompletionRequest): void {
  * provider can honour every field (422) and is configured (503), and how many tokens to reserve
  * in the daily quota.
  */
-export function prepareCompletion(app: AppContext, account: Account, req: ChatCompletionRequest, relayTo: string): CompletionJob {
+/** What preparing a request works with: the catalog, the providers' rules, the reservation default, the clock. */
+export interface PrepareDeps {
+  catalog: Catalog;
+  providers: ProviderRegistry;
+  clock: Clock;
+  config: Pick<Config, 'limits'>;
+}
+
+export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatCompletionRequest, relayTo: string): CompletionJob {
   refuseUnsupportedFields(req);
-  const catalog = catalogOf(app);
+  const catalog = app.catalog;
   const model = catalog.find(req.model);
   if (!model) {
     throw new AppError('not_found', `The model \`${req.model}\` does not exist or you do not have access to it. GET /v1/models lists the models your tier may use.`, {
@@ -84,7 +93,7 @@ export function prepareCompletion(app: AppContext, account: Account, req: ChatCo
   if (req.user != null) params.user = req.user;
 
   // Checked before the persona's system prompt goes in, so an error names the client's own message index.
-  providerFor(app, model).check(params);
+  app.providers.for(model).check(params);
   if (persona !== undefined) messages.unshift({ role: 'system', content: persona });
 
   const promptTokens = estimatePromptTokens(messages);

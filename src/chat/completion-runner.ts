@@ -1,5 +1,6 @@
 import type { ChainableCommander } from 'ioredis';
-import type { AppContext } from '../context.js';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
 import { AppError, retryAdvice } from '../errors.js';
 import { countTokens } from '../providers/tokenizer.js';
 import { ProviderError, type CompletionEvent, type Provider } from '../providers/types.js';
@@ -11,8 +12,14 @@ import { usageOf, type CompletionJob } from './completion-job.js';
 import type { RelayError } from './relay-protocol.js';
 import type { RelayPublisher } from './relay-publisher.js';
 
+/** The process's pieces a completion uses: its configuration and its log. */
+export interface RunnerApp {
+  config: Pick<Config, 'redis' | 'providers' | 'queue'>;
+  log: Logger;
+}
+
 export interface RunnerDeps {
-  app: AppContext;
+  app: RunnerApp;
   provider: Provider;
   publisher: RelayPublisher;
   signal: AbortSignal;

@@ -1,11 +1,13 @@
-import type { AppContext } from '../context.js';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
-import { COMPLETIONS_QUEUE } from '../infra/queues.js';
-import { settle } from '../limits/limiter.service.js';
+import type { Queue } from '../infra/queues.js';
+import type { Limiter } from '../limits/limiter.service.js';
+import type { DispatchMetrics } from '../metrics.js';
 import type { CompletionJob } from './completion-job.js';
 import { relayLogKey, type RelayError, type RelayMessage } from './relay-protocol.js';
 import { readRelayLog } from './relay-log.js';
-import { relayHubOf } from './relay-hub.js';
+import type { RelayHub } from './relay-hub.js';
 import { readFleet } from './liveness.js';
 
 export type DispatchEvent =
@@ -47,23 +49,26 @@ class QueueDepth {
   private fleet = { workers: 0, concurrency: 0, active: 0 };
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly app: AppContext) {}
+  constructor(private readonly deps: DispatcherDeps) {}
 
   start(): void {
     if (this.timer) return;
     const refresh = () => {
-      Promise.all([this.app.queue(COMPLETIONS_QUEUE).getWaitingCount(), readFleet(this.app.redis, this.app.config.redis.prefix, Date.now())])
+      Promise.all([this.deps.queue.getWaitingCount(), readFleet(this.deps.redis, this.deps.config.redis.prefix, Date.now())])
         .then(([n, fleet]) => {
           this.waiting = n;
           this.fleet = fleet;
-          this.app.metrics.dispatch.depth.set(n);
+          this.deps.metrics.depth.set(n);
         })
         .catch(() => undefined);
     };
     refresh();
     this.timer = setInterval(refresh, DEPTH_REFRESH_MS);
     this.timer.unref();
-    this.app.once('queue-depth-timer', () => this.timer, async (t) => clearInterval(t));
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
   }
 
   get current(): number {
@@ -87,10 +92,14 @@ class QueueDepth {
   }
 }
 
-function depthOf(app: AppContext): QueueDepth {
-  const d = app.once('queue-depth', () => new QueueDepth(app));
-  d.start();
-  return d;
+/** What dispatching works with: the queue, the relay hub, the limiter (to release a reservation), Redis. */
+export interface DispatcherDeps {
+  redis: Redis;
+  queue: Queue<CompletionJob>;
+  hub: RelayHub;
+  limiter: Limiter;
+  metrics: DispatchMetrics;
+  config: Pick<Config, 'redis' | 'queue' | 'providers'>;
 }
 
 /**
@@ -98,17 +107,16 @@ function depthOf(app: AppContext): QueueDepth {
  * worker is busy and jobs wait already: a client told at once can go elsewhere or come back,
  * rather than wait toward the pickup timeout.
  */
-export function assertQueueHasRoom(app: AppContext): void {
-  const depth = depthOf(app);
+function assertQueueHasRoom(app: DispatcherDeps, depth: QueueDepth): void {
   if (depth.current >= app.config.queue.maxDepth) {
-    app.metrics.dispatch.rejected.inc({ reason: 'queue_full' });
+    app.metrics.rejected.inc({ reason: 'queue_full' });
     throw new AppError('unavailable', 'The service is at capacity right now; please retry shortly.', {
       code: 'queue_full',
       headers: { 'Retry-After': String(QUEUE_FULL_RETRY_AFTER_S) },
     });
   }
   if (depth.saturated) {
-    app.metrics.dispatch.rejected.inc({ reason: 'overloaded' });
+    app.metrics.rejected.inc({ reason: 'overloaded' });
     throw new AppError('unavailable', 'Every completion worker is busy right now; please retry shortly.', {
       code: 'server_overloaded',
       headers: { 'Retry-After': String(OVERLOADED_RETRY_AFTER_S) },
@@ -120,9 +128,8 @@ export function assertQueueHasRoom(app: AppContext): void {
  * Queues the job and relays what its worker publishes to `onEvent`, in order. Throws 503 when the
  * queue cannot be reached; `pickedUp` rejects with 503 when no worker takes the job in time.
  */
-export async function dispatch(app: AppContext, job: CompletionJob, onEvent: (e: DispatchEvent) => void): Promise<Dispatch> {
-  const hub = relayHubOf(app);
-  const queue = app.queue<CompletionJob>(COMPLETIONS_QUEUE);
+async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJob, onEvent: (e: DispatchEvent) => void): Promise<Dispatch> {
+  const { hub, queue } = app;
   let expected = 0;
   let picked = false;
   let ended = false;
@@ -227,20 +234,20 @@ export async function dispatch(app: AppContext, job: CompletionJob, onEvent: (e:
     await queue.add('completion', job, { jobId: job.id });
   } catch (err) {
     unregister();
-    app.metrics.dispatch.rejected.inc({ reason: 'queue_unavailable' });
-    await settle(app, { accountId: job.accountId, requestId: job.id, actualTokens: 0 }).catch(() => undefined);
+    app.metrics.rejected.inc({ reason: 'queue_unavailable' });
+    await app.limiter.settle({ accountId: job.accountId, requestId: job.id, actualTokens: 0 }).catch(() => undefined);
     throw new AppError('unavailable', 'The completion queue is unreachable right now; please retry shortly.', {
       code: 'queue_unavailable',
       headers: { 'Retry-After': '5' },
       cause: err,
     });
   }
-  depthOf(app).added();
+  depth.added();
 
   const withdraw = async (): Promise<boolean> => {
     // remove() refuses a job a worker holds, so this never races with one that just started it.
     const removed = await queue.remove(job.id).catch(() => 0);
-    if (removed === 1) await settle(app, { accountId: job.accountId, requestId: job.id, actualTokens: 0 }).catch(() => undefined);
+    if (removed === 1) await app.limiter.settle({ accountId: job.accountId, requestId: job.id, actualTokens: 0 }).catch(() => undefined);
     return removed === 1;
   };
 
@@ -255,7 +262,7 @@ export async function dispatch(app: AppContext, job: CompletionJob, onEvent: (e:
       if (await withdraw()) {
         ended = true;
         unregister();
-        app.metrics.dispatch.rejected.inc({ reason: 'no_worker' });
+        app.metrics.rejected.inc({ reason: 'no_worker' });
         throw new AppError('unavailable', 'No completion worker is available right now; please retry shortly.', {
           code: 'no_worker_available',
           headers: { 'Retry-After': String(NO_WORKER_RETRY_AFTER_S) },
@@ -283,3 +290,31 @@ export async function dispatch(app: AppContext, job: CompletionJob, onEvent: (e:
     },
   };
 }
+
+/**
+ * The web process's way to the workers: checks the queue has room (no round trip), queues a job
+ * and relays what its worker publishes. Built once per web process.
+ */
+export class Dispatcher {
+  private readonly depth: QueueDepth;
+
+  constructor(private readonly deps: DispatcherDeps) {
+    this.depth = new QueueDepth(deps);
+    this.depth.start();
+  }
+
+  /** Refuses up front (503, no quota used) when the queue is full or every worker is busy. */
+  assertRoom(): void {
+    assertQueueHasRoom(this.deps, this.depth);
+  }
+
+  /** Queues the job and relays what its worker publishes to `onEvent`, in order. */
+  dispatch(job: CompletionJob, onEvent: (e: DispatchEvent) => void): Promise<Dispatch> {
+    return dispatch(this.deps, this.depth, job, onEvent);
+  }
+
+  stop(): void {
+    this.depth.stop();
+  }
+}
+

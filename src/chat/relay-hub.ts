@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { AppContext } from '../context.js';
+import type { Config } from '../config.js';
 import { Heartbeat, webAliveKey } from './liveness.js';
-import { cancelChannel, decodeRelay, type RelayMessage } from './relay-protocol.js';
+import { cancelChannel, decodeRelay, relayChannel, type RelayMessage } from './relay-protocol.js';
 
 export interface RelayHandler {
   /** A message for this request (undefined: one that could not be read). */
@@ -34,10 +34,10 @@ export class RelayHub {
   private ready: Promise<void> | undefined;
   private connectedBefore = false;
 
-  constructor(private readonly app: AppContext) {
-    this.prefix = `${app.config.redis.prefix}:relay:${this.instance}:`;
-    this.sub = app.redisConnection('subscriber', 'relay-subscriber');
-    this.heartbeat = new Heartbeat(app.redis, webAliveKey(app.config.redis.prefix, this.instance), app.config.queue.livenessTtlMs);
+  constructor(private readonly deps: { redis: Redis; subscriber: Redis; config: Pick<Config, 'redis' | 'queue'> }) {
+    this.prefix = relayChannel(deps.config.redis.prefix, this.instance, '');
+    this.sub = deps.subscriber;
+    this.heartbeat = new Heartbeat(deps.redis, webAliveKey(deps.config.redis.prefix, this.instance), deps.config.queue.livenessTtlMs);
     this.sub.on('pmessage', (_pattern: string, channel: string, message: string) => {
       const requestId = channel.slice(this.prefix.length);
       const handler = this.handlers.get(requestId);
@@ -72,7 +72,7 @@ export class RelayHub {
 
   /** Tells whichever worker runs `requestId` to stop (the client went away). */
   async cancel(requestId: string): Promise<void> {
-    await this.app.redis.publish(cancelChannel(this.app.config.redis.prefix, requestId), '1').catch(() => undefined);
+    await this.deps.redis.publish(cancelChannel(this.deps.config.redis.prefix, requestId), '1').catch(() => undefined);
   }
 
   get openRequests(): number {
@@ -93,8 +93,4 @@ export class RelayHub {
     if (this.cancelled.size > CANCELLED_MEMORY) this.cancelled.delete(this.cancelled.values().next().value!);
     void this.cancel(requestId);
   }
-}
-
-export function relayHubOf(app: AppContext): RelayHub {
-  return app.once('relay-hub', () => new RelayHub(app), (hub) => hub.stop());
 }

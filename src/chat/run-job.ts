@@ -1,7 +1,10 @@
 import type { ChainableCommander } from 'ioredis';
-import type { AppContext } from '../context.js';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { OutageLog } from '../infra/outage.js';
+import type { ProviderRegistry } from '../providers/registry.js';
 import { AppError } from '../errors.js';
-import { providerFor } from '../providers/registry.js';
 import type { Provider } from '../providers/types.js';
 import type { CompletionMetrics } from '../metrics.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
@@ -19,9 +22,18 @@ export interface RunningJob {
   relayTo: string;
 }
 
+/** The process's pieces a job uses. */
+export interface JobApp {
+  redis: Redis;
+  log: Logger;
+  providers: ProviderRegistry;
+  outages: { redis: OutageLog };
+  config: Pick<Config, 'redis' | 'providers' | 'queue'>;
+}
+
 /** What a worker process gives every job it runs. */
 export interface JobRuntime {
-  app: AppContext;
+  app: JobApp;
   workerId: string;
   batch: RelayBatch;
   running: Map<string, RunningJob>;
@@ -64,7 +76,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     let provider: Provider | undefined;
     let refused: unknown;
     try {
-      provider = providerFor(app, { ...job.model, provider: job.model.provider as never, tiers: [job.tier] });
+      provider = app.providers.for({ ...job.model, provider: job.model.provider as never, tiers: [job.tier] });
       provider.check(job.params);
     } catch (err) {
       refused = err;

@@ -1,6 +1,8 @@
-import { sql } from 'kysely';
-import type { AppContext } from '../context.js';
-import { COMPLETIONS_QUEUE } from '../infra/queues.js';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import type { Db } from '../infra/db.js';
+import type { Queue } from '../infra/queues.js';
+import { pingDatabase } from './health.repository.js';
 import { readFleet } from '../chat/liveness.js';
 
 export type CheckStatus = 'ok' | 'down';
@@ -36,12 +38,20 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }>
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err)) || 'unreachable';
 
 /** Each dependency is checked with a short timeout, in parallel, so /health itself never hangs. */
-export async function checkHealth(app: AppContext, info: Record<string, unknown> = {}): Promise<HealthReport> {
+/** What /health checks: Postgres, Redis and the completion queue with its workers. */
+export interface HealthDeps {
+  db: Db;
+  redis: Redis;
+  completionQueue: Queue;
+  config: Pick<Config, 'redis'>;
+}
+
+export async function checkHealth(app: HealthDeps, info: Record<string, unknown> = {}): Promise<HealthReport> {
   const [pg, redis, queue] = await Promise.allSettled([
-    timed(() => sql`select 1`.execute(app.db)),
+    timed(() => pingDatabase(app.db)),
     timed(() => app.redis.ping()),
     timed(async () => {
-      const q = app.queue(COMPLETIONS_QUEUE);
+      const q = app.completionQueue;
       const [counts, fleet] = await Promise.all([q.getJobCounts('waiting', 'active'), readFleet(app.redis, app.config.redis.prefix, Date.now())]);
       return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, workers: fleet.workers, capacity: fleet.concurrency };
     }),

@@ -1,10 +1,8 @@
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { AppContext } from '../context.js';
-import { catalogOf } from '../catalog/catalog.js';
 import { isMain, runProcess } from '../lifecycle.js';
 import { createHttpApp } from './app.js';
-import { relayHubOf } from '../chat/relay-hub.js';
 import type { RouteSpec } from './route.js';
 
 export interface RunningServer {
@@ -17,11 +15,11 @@ export interface RunningServer {
 /** Starts the web tier on the configured host and port (PORT=0 picks a free one). */
 export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Promise<RunningServer> {
   // A bad model catalog stops start-up here, naming the file and field, not on the first request.
-  catalogOf(app);
+  app.checkCatalog();
   const koa = createHttpApp(app, routes);
   await app.warmUp([app.redis, app.redisConnection('queue-producer')]);
   // The relay's pattern subscription is in place before the first request can be queued.
-  await relayHubOf(app).start();
+  await app.relayHub.start();
   const { headersTimeoutMs, requestTimeoutMs } = app.config.http;
   // Node's request timeouts bound only receiving a request (its headers, then its body): a client
   // that declares 1000 bytes and sends 8 is answered 408 and closed, while responses and streams,

@@ -33,6 +33,6 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
 }
 
 /** Every key and channel the service uses goes through here, so one prefix isolates a deployment or a test run. */
-export function redisKey(config: Config, ...parts: (string | number)[]): string {
+export function redisKey(config: Pick<Config, 'redis'>, ...parts: (string | number)[]): string {
   return [config.redis.prefix, ...parts].join(':');
 }

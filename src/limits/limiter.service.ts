@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { AppContext } from '../context.js';
 import type { Config, TierLimits } from '../config.js';
+import type { Clock } from '../clock.js';
+import type { LimiterMetrics } from '../metrics.js';
+import type { OutageLog } from '../infra/outage.js';
 import type { Tier } from '../../db/schema/index.js';
 import { systemClock } from '../clock.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
@@ -79,27 +81,37 @@ interface LimiterRedis extends Redis {
   limitsCooldown(...keysThenArgs: (string | number)[]): Promise<number[]>;
 }
 
+/** What the limiter works with: Redis, the clock its windows use, its configuration, its metrics. */
+export interface LimiterDeps {
+  redis: Redis;
+  clock: Clock;
+  config: Pick<Config, 'redis' | 'limits' | 'auth'>;
+  metrics: { limiter: LimiterMetrics };
+  outages: { redis: OutageLog };
+}
+
 // ioredis sends EVAL the first time on each connection and EVALSHA after, so every call is one round trip.
-function scripts(app: AppContext): LimiterRedis {
-  return app.once('limits:scripts', () => {
-    app.redis.defineCommand('limitsAdmit', { numberOfKeys: 4, lua: ADMIT_LUA });
-    app.redis.defineCommand('limitsSettle', { numberOfKeys: 4, lua: SETTLE_LUA });
-    app.redis.defineCommand('limitsCooldown', { numberOfKeys: 1, lua: COOLDOWN_LUA });
-    return app.redis as LimiterRedis;
-  });
+function scripts(app: LimiterDeps): LimiterRedis {
+  const redis = app.redis as LimiterRedis;
+  if (typeof redis.limitsAdmit !== 'function') {
+    redis.defineCommand('limitsAdmit', { numberOfKeys: 4, lua: ADMIT_LUA });
+    redis.defineCommand('limitsSettle', { numberOfKeys: 4, lua: SETTLE_LUA });
+    redis.defineCommand('limitsCooldown', { numberOfKeys: 1, lua: COOLDOWN_LUA });
+  }
+  return redis;
 }
 
 /** '' tells the scripts to read Redis's TIME: production processes then share one clock. */
-const scriptNow = (app: AppContext): string => (app.clock === systemClock ? '' : String(app.clock.now().getTime()));
+const scriptNow = (app: LimiterDeps): string => (app.clock === systemClock ? '' : String(app.clock.now().getTime()));
 
 // The hash tag keeps every key of one account in one cluster slot, as a multi-key script needs.
-const accountKey = (config: Config, accountId: string, ...parts: string[]): string => redisKey(config, 'limits', `{${accountId}}`, ...parts);
+const accountKey = (config: Pick<Config, 'redis'>, accountId: string, ...parts: string[]): string => redisKey(config, 'limits', `{${accountId}}`, ...parts);
 
-function usageKeys(config: Config, accountId: string): [counters: string, reservations: string, reserved: string] {
+function usageKeys(config: Pick<Config, 'redis'>, accountId: string): [counters: string, reservations: string, reserved: string] {
   return [accountKey(config, accountId, 'counters'), accountKey(config, accountId, 'reservations'), accountKey(config, accountId, 'reserved')];
 }
 
-function unavailable(app: AppContext, err: unknown): AppError {
+function unavailable(app: LimiterDeps, err: unknown): AppError {
   app.metrics.limiter.unavailable.inc();
   app.outages.redis.failure('rate limiter', err);
   // Never admit unchecked traffic: a 503 with a short Retry-After lets clients back off and return.
@@ -124,7 +136,7 @@ function requireTokenCount(name: string, value: number): void {
  * (one round trip). Throws AppError 'unavailable' (503) when Redis cannot be reached, and
  * GuardChanged when the input's guard no longer holds.
  */
-export async function admit(app: AppContext, input: AdmitInput): Promise<Admission> {
+async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
   requireId('accountId', input.accountId);
   requireId('requestId', input.requestId);
   requireTokenCount('reserveTokens', input.reserveTokens);
@@ -218,7 +230,7 @@ export function admissionError(admission: Admission): AppError {
 const SETTLE_SHA = createHash('sha1').update(SETTLE_LUA).digest('hex');
 
 /** Loads the settle script so settleCommands' EVALSHA finds it; call at start-up and after each reconnect. */
-export async function loadSettleScript(redis: Redis): Promise<void> {
+async function loadSettleScript(redis: Redis): Promise<void> {
   await redis.script('LOAD', SETTLE_LUA);
 }
 
@@ -232,14 +244,14 @@ export const isMissingScript = (err: unknown): boolean => String(err).includes('
  * loads the script once (loadSettleScript) and, should Redis have lost it (a restart), sees a
  * NOSCRIPT error for that command alone (isMissingScript) and calls settle(), which falls back.
  */
-export function settleCommands(app: AppContext, input: SettleInput): RedisCommand[] {
+function settleCommands(app: LimiterDeps, input: SettleInput): RedisCommand[] {
   requireId('accountId', input.accountId);
   requireId('requestId', input.requestId);
   requireTokenCount('actualTokens', input.actualTokens);
   return [['evalsha', SETTLE_SHA, 4, ...settleKeysAndArgs(app, input)]];
 }
 
-function settleKeysAndArgs(app: AppContext, input: SettleInput): (string | number)[] {
+function settleKeysAndArgs(app: LimiterDeps, input: SettleInput): (string | number)[] {
   return [
     ...usageKeys(app.config, input.accountId),
     accountKey(app.config, input.accountId, 'settled', input.requestId),
@@ -254,7 +266,7 @@ function settleKeysAndArgs(app: AppContext, input: SettleInput): (string | numbe
  * Replaces a request's reservation with the tokens it actually used (completed, cancelled or
  * failed). Idempotent per requestId. One round trip. Throws AppError 'unavailable' without Redis.
  */
-export async function settle(app: AppContext, input: SettleInput): Promise<void> {
+async function settle(app: LimiterDeps, input: SettleInput): Promise<void> {
   requireId('accountId', input.accountId);
   requireId('requestId', input.requestId);
   requireTokenCount('actualTokens', input.actualTokens);
@@ -270,7 +282,7 @@ export async function settle(app: AppContext, input: SettleInput): Promise<void>
  * sliding cooldown: the next regeneration is allowed exactly that long after the last allowed one.
  * An allowed call counts at once, so call it just before regenerating.
  */
-export async function admitKeyRegeneration(app: AppContext, accountId: string): Promise<{ allowed: boolean; retryAfterSeconds: number }> {
+async function admitKeyRegeneration(app: LimiterDeps, accountId: string): Promise<{ allowed: boolean; retryAfterSeconds: number }> {
   requireId('accountId', accountId);
   let reply: number[];
   try {
@@ -281,3 +293,37 @@ export async function admitKeyRegeneration(app: AppContext, accountId: string): 
   const [allowed, retryAfterMs] = reply.map(Number) as [number, number];
   return allowed === 1 ? { allowed: true, retryAfterSeconds: 0 } : { allowed: false, retryAfterSeconds: ceilSeconds(retryAfterMs) };
 }
+
+/**
+ * The rate limits and token quota of every account, built once per process over its command
+ * connection: admission, settlement (on its own or inside a caller's MULTI) and the key
+ * regeneration cooldown, each one Redis round trip.
+ */
+export class Limiter {
+  constructor(private readonly deps: LimiterDeps) {}
+
+  /** See admit() above: counts the request and reserves its tokens, or refuses it. */
+  admit(input: AdmitInput): Promise<Admission> {
+    return admit(this.deps, input);
+  }
+
+  /** Replaces a request's reservation with the tokens it used; idempotent per request. */
+  settle(input: SettleInput): Promise<void> {
+    return settle(this.deps, input);
+  }
+
+  /** The settlement as commands for a caller's own MULTI (see settleCommands() above). */
+  settleCommands(input: SettleInput): RedisCommand[] {
+    return settleCommands(this.deps, input);
+  }
+
+  admitKeyRegeneration(accountId: string): Promise<{ allowed: boolean; retryAfterSeconds: number }> {
+    return admitKeyRegeneration(this.deps, accountId);
+  }
+
+  /** Loads the settle script (at start-up and after every reconnect: a restarted Redis forgot it). */
+  loadSettleScript(): Promise<void> {
+    return loadSettleScript(this.deps.redis);
+  }
+}
+

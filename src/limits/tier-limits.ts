@@ -10,6 +10,6 @@ export const FREE_TIER_LIMITS: TierLimits = Object.freeze({
 });
 
 /** The limits an account on `tier` gets; paid limits come from configuration (PAID_* variables). */
-export function limitsForTier(config: Config, tier: Tier): TierLimits {
+export function limitsForTier(config: Pick<Config, 'limits'>, tier: Tier): TierLimits {
   return tier === 'paid' ? config.limits.paid : FREE_TIER_LIMITS;
 }

@@ -1,4 +1,3 @@
-import { catalogOf } from '../catalog/catalog.js';
 import type { AppContext } from '../context.js';
 import { AppError } from '../errors.js';
 import { limitsForTier } from '../limits/tier-limits.js';
@@ -386,7 +385,7 @@ export async function subscriptionInfo(app: AppContext, accountId: string): Prom
     subscription_status: account.subscription_status,
     payment_method: paymentMethodOf(account),
     checkout_pending: account.tier === 'free' && account.checkout_session_id !== null,
-    models: catalogOf(app)
+    models: app.catalog
       .forTier(account.tier)
       .map((m) => ({ id: m.id, provider: m.provider, input_price_per_million: m.input_price_per_million, output_price_per_million: m.output_price_per_million })),
     limits: {

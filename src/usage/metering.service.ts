@@ -1,6 +1,9 @@
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
-import type { AppContext } from '../context.js';
+import type { Config } from '../config.js';
+import type { Db } from '../infra/db.js';
+import type { Logger } from '../logger.js';
+import type { MeteringMetrics } from '../metrics.js';
 import { insertUsageEvents } from './usage.repository.js';
 import { METERING_GROUP, parseUsageEntry, usageStreamKey } from './usage-stream.js';
 import type { UsageEvent } from './usage-event.js';
@@ -24,7 +27,15 @@ type Entries = [id: string, fields: string[]][];
  * entries, then entries a dead consumer left behind, then new ones (waiting up to `blockMs`). Inserted with ON CONFLICT DO NOTHING, then
  * acknowledged and deleted, so a crash at any point re-delivers and never double counts.
  */
-export async function drainUsageOnce(app: AppContext, redis: Redis, opts: { consumer?: string; count?: number; blockMs?: number } = {}): Promise<number> {
+/** What metering works with: the ledger, its configuration, its metrics and log. */
+export interface MeteringDeps {
+  db: Db;
+  log: Logger;
+  metrics: { metering: MeteringMetrics };
+  config: Pick<Config, 'redis'>;
+}
+
+export async function drainUsageOnce(app: MeteringDeps, redis: Redis, opts: { consumer?: string; count?: number; blockMs?: number } = {}): Promise<number> {
   const key = usageStreamKey(app.config);
   const consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
   const count = opts.count ?? 500;
@@ -65,7 +76,7 @@ export async function drainUsageOnce(app: AppContext, redis: Redis, opts: { cons
 }
 
 /** Drains until the stream has nothing new (for on-demand invoices and tests). */
-export async function flushUsage(app: AppContext, redis: Redis = app.redis): Promise<number> {
+export async function flushUsage(app: MeteringDeps & { redis: Redis }, redis: Redis = app.redis): Promise<number> {
   await ensureMeteringGroup(redis, usageStreamKey(app.config));
   let total = 0;
   for (;;) {

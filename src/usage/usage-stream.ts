@@ -10,9 +10,9 @@ import type { UsageEvent } from './usage-event.js';
 
 export const METERING_GROUP = 'metering';
 
-export const usageStreamKey = (config: Config): string => redisKey(config, 'usage');
+export const usageStreamKey = (config: Pick<Config, 'redis'>): string => redisKey(config, 'usage');
 
-export function appendUsage(tx: ChainableCommander, config: Config, event: UsageEvent): ChainableCommander {
+export function appendUsage(tx: ChainableCommander, config: Pick<Config, 'redis'>, event: UsageEvent): ChainableCommander {
   return tx.xadd(usageStreamKey(config), '*', 'e', JSON.stringify(event));
 }
 

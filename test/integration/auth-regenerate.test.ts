@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { ManualClock } from '../../src/clock.js';
 import { accountsRoutes } from '../../src/http/routes/accounts.routes.js';
-import { admit } from '../../src/limits/limiter.service.js';
 import { mintJwt } from '../../src/accounts/jwt.js';
 import { createTestAccount, credentialProbeRoutes } from '../support/accounts.js';
 import { randomId } from '../support/env.js';
@@ -91,7 +90,7 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     await web.app.db.updateTable('accounts').set({ stripe_subscription_id: 'sub_123', subscription_status: 'active', payment_method_last4: '4242' }).where('id', '=', account.id).execute();
     const before = await web.app.db.selectFrom('accounts').selectAll().where('id', '=', account.id).executeTakeFirstOrThrow();
     const admitOne = async (n: number) =>
-      (await admit(web.app, { accountId: account.id, tier: 'paid', requestId: `regen-test-${account.id}-${n}`, reserveTokens: 10 })).headers['x-ratelimit-remaining-requests'];
+      (await web.app.limiter.admit({ accountId: account.id, tier: 'paid', requestId: `regen-test-${account.id}-${n}`, reserveTokens: 10 })).headers['x-ratelimit-remaining-requests'];
     const remainingBefore = Number(await admitOne(1));
     expect((await regenerate(jwt)).status).to.equal(200);
     const after = await web.app.db.selectFrom('accounts').selectAll().where('id', '=', account.id).executeTakeFirstOrThrow();

@@ -2,7 +2,6 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { allRoutes } from '../../src/http/routes/index.js';
 import type { RouteSpec } from '../../src/http/route.js';
-import { catalogOf } from '../../src/catalog/catalog.js';
 import { closeOutboxFor, createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix } from '../support/env.js';
 import { request, type HttpResult } from '../support/http.js';
@@ -52,7 +51,7 @@ describe('every endpoint, with generated input (fast-check)', function () {
     accepted: (r: HttpResult) => boolean;
   }
 
-  const personas = () => Object.keys(catalogOf(web.app).personas);
+  const personas = () => Object.keys(web.app.catalog.personas);
   const cases = (): Case[] => {
     const byPath = new Map(allRoutes(() => ({})).map((r) => [`${r.method} ${r.path}`, r]));
     const route = (key: string) => byPath.get(key) ?? expect.fail(`no route ${key}`);

@@ -3,7 +3,6 @@ import { randomUUID } from 'node:crypto';
 import { createContext, type AppContext } from '../../src/context.js';
 import { ManualClock } from '../../src/clock.js';
 import { AppError } from '../../src/errors.js';
-import { admit, admitKeyRegeneration, settle } from '../../src/limits/limiter.service.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually } from '../support/http.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -23,7 +22,7 @@ describe('rate limiter when Redis is unreachable', () => {
     await app.close();
   });
 
-  const chat = (accountId: string) => admit(app, { accountId, tier: 'free', requestId: randomUUID(), reserveTokens: 100 });
+  const chat = (accountId: string) => app.limiter.admit({ accountId, tier: 'free', requestId: randomUUID(), reserveTokens: 100 });
 
   async function failure(call: () => Promise<unknown>): Promise<{ err: AppError; ms: number }> {
     const started = performance.now();
@@ -60,8 +59,8 @@ describe('rate limiter when Redis is unreachable', () => {
   it('refuses settle and key regeneration with 503 too', async () => {
     await proxy.cut();
     await eventually(async () => (app.redis.status !== 'ready' ? true : undefined), 'the client to notice the outage');
-    expect((await failure(() => settle(app, { accountId: randomUUID(), requestId: randomUUID(), actualTokens: 1 }))).err.status).to.equal(503);
-    expect((await failure(() => admitKeyRegeneration(app, randomUUID()))).err.status).to.equal(503);
+    expect((await failure(() => app.limiter.settle({ accountId: randomUUID(), requestId: randomUUID(), actualTokens: 1 }))).err.status).to.equal(503);
+    expect((await failure(() => app.limiter.admitKeyRegeneration(randomUUID()))).err.status).to.equal(503);
   });
 
   it('admits again once Redis is back', async () => {

@@ -5,7 +5,7 @@ import { createContext, type AppContext } from '../../src/context.js';
 import { ManualClock } from '../../src/clock.js';
 import type { Config } from '../../src/config.js';
 import type { Tier } from '../../db/schema/index.js';
-import { admit, admissionError, admitKeyRegeneration, isMissingScript, loadSettleScript, settle, settleCommands, type Admission } from '../../src/limits/limiter.service.js';
+import { admissionError, isMissingScript, type Admission } from '../../src/limits/limiter.service.js';
 import { authenticateApiKey } from '../../src/accounts/auth.service.js';
 import { generateApiKey } from '../../src/accounts/api-keys.js';
 import { createTestAccount } from '../support/accounts.js';
@@ -42,7 +42,7 @@ describe('rate limiter and token quota', () => {
   });
 
   const request = (accountId: string, opts: { tier?: Tier; reserve?: number; requestId?: string; on?: AppContext } = {}): Promise<Admission> =>
-    admit(opts.on ?? app, { accountId, tier: opts.tier ?? 'free', requestId: opts.requestId ?? randomUUID(), reserveTokens: opts.reserve ?? 10 });
+    (opts.on ?? app).limiter.admit({ accountId, tier: opts.tier ?? 'free', requestId: opts.requestId ?? randomUUID(), reserveTokens: opts.reserve ?? 10 });
 
   async function admitMany(accountId: string, count: number, opts: { tier?: Tier } = {}): Promise<Admission[]> {
     const out: Admission[] = [];
@@ -225,7 +225,7 @@ describe('rate limiter and token quota', () => {
       const id = randomUUID();
       await request(account, { reserve: 60_000, requestId: id });
       expect((await request(account, { reserve: 50_000 })).allowed).to.equal(false);
-      await settle(app, { accountId: account, requestId: id, actualTokens: 10_000 });
+      await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 10_000 });
       const after = await request(account, { reserve: 50_000 });
       expect(after.allowed).to.equal(true);
       expect(after.headers['x-ratelimit-remaining-tokens']).to.equal('40000');
@@ -235,7 +235,7 @@ describe('rate limiter and token quota', () => {
       const account = randomUUID();
       const id = randomUUID();
       await request(account, { reserve: 1_000, requestId: id });
-      await settle(app, { accountId: account, requestId: id, actualTokens: 95_000 });
+      await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 95_000 });
       const next = await request(account, { reserve: 5_000 });
       expect(next.allowed).to.equal(true);
       expect(next.headers['x-ratelimit-remaining-tokens']).to.equal('0');
@@ -247,8 +247,8 @@ describe('rate limiter and token quota', () => {
       const account = randomUUID();
       const id = randomUUID();
       await request(account, { reserve: 30_000, requestId: id });
-      await settle(app, { accountId: account, requestId: id, actualTokens: 30_000 });
-      await settle(app, { accountId: account, requestId: id, actualTokens: 30_000 });
+      await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 30_000 });
+      await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 30_000 });
       const next = await request(account, { reserve: 0 });
       expect(next.headers['x-ratelimit-remaining-tokens']).to.equal('70000');
     });
@@ -258,7 +258,7 @@ describe('rate limiter and token quota', () => {
       const id = randomUUID();
       clock.set(MIDNIGHT + 20 * HOUR);
       await request(account, { reserve: 100_000, requestId: id });
-      await settle(app, { accountId: account, requestId: id, actualTokens: 100_000 });
+      await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 100_000 });
       const refused = await request(account, { reserve: 1 });
       expect(refused).to.deep.include({ allowed: false, reason: 'tokens', retryAfterSeconds: 4 * 3600 });
       expect(refused.headers).to.include({ 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '4h0m0s', 'x-should-retry': 'false' });
@@ -286,7 +286,7 @@ describe('rate limiter and token quota', () => {
       await request(account, { reserve: 50_000, requestId: id });
       clock.advance(config.limits.reservationTtlMs + 1);
       expect((await request(account, { reserve: 0 })).headers['x-ratelimit-remaining-tokens']).to.equal('100000');
-      await settle(app, { accountId: account, requestId: id, actualTokens: 70_000 });
+      await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 70_000 });
       expect((await request(account, { reserve: 0 })).headers['x-ratelimit-remaining-tokens']).to.equal('30000');
     });
 
@@ -310,13 +310,13 @@ describe('rate limiter and token quota', () => {
       await app.redis.script('FLUSH');
       const marker = `${config.redis.prefix}:test-noscript:${id}`;
       const multi = app.redis.multi().set(marker, '1', 'PX', 60_000);
-      for (const cmd of settleCommands(app, { accountId: account, requestId: id, actualTokens: 12_000 })) multi.call(...cmd);
+      for (const cmd of app.limiter.settleCommands({ accountId: account, requestId: id, actualTokens: 12_000 })) multi.call(...cmd);
       const results = await multi.exec();
       expect(results![0]![0]).to.equal(null);
       expect(isMissingScript(results![1]![0])).to.equal(true);
       expect(await app.redis.get(marker)).to.equal('1');
       // The fallback path settles it.
-      await settle(app, { accountId: account, requestId: id, actualTokens: 12_000 });
+      await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 12_000 });
       expect((await request(account, { reserve: 0 })).headers['x-ratelimit-remaining-tokens']).to.equal('88000');
     });
 
@@ -325,16 +325,16 @@ describe('rate limiter and token quota', () => {
       const id = randomUUID();
       await request(account, { reserve: 60_000, requestId: id });
       const usageKey = `${config.redis.prefix}:test-usage:${id}`;
-      await loadSettleScript(app.redis);
+      await app.limiter.loadSettleScript();
       const multi = app.redis.multi().set(usageKey, '12000', 'PX', 60_000);
-      for (const cmd of settleCommands(app, { accountId: account, requestId: id, actualTokens: 12_000 })) multi.call(...cmd);
+      for (const cmd of app.limiter.settleCommands({ accountId: account, requestId: id, actualTokens: 12_000 })) multi.call(...cmd);
       const results = await multi.exec();
       expect(results!.map(([err]) => err)).to.deep.equal([null, null]);
       expect(results![1]![1]).to.equal(1);
       expect(await app.redis.get(usageKey)).to.equal('12000');
       expect((await request(account, { reserve: 0 })).headers['x-ratelimit-remaining-tokens']).to.equal('88000');
       // A later settle through the other form is recognised as the same request.
-      await settle(app, { accountId: account, requestId: id, actualTokens: 12_000 });
+      await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 12_000 });
       expect((await request(account, { reserve: 0 })).headers['x-ratelimit-remaining-tokens']).to.equal('88000');
     });
 
@@ -407,20 +407,20 @@ describe('rate limiter and token quota', () => {
     it('allows one regeneration per account every 2 hours, measured from the last one', async () => {
       const account = randomUUID();
       clock.set(MIDNIGHT + 10 * MINUTE + 30_000);
-      expect(await admitKeyRegeneration(app, account)).to.deep.equal({ allowed: true, retryAfterSeconds: 0 });
+      expect(await app.limiter.admitKeyRegeneration(account)).to.deep.equal({ allowed: true, retryAfterSeconds: 0 });
       clock.advance(25 * MINUTE);
-      expect(await admitKeyRegeneration(app, account)).to.deep.equal({ allowed: false, retryAfterSeconds: 7200 - 25 * 60 });
-      expect((await admitKeyRegeneration(app, randomUUID())).allowed).to.equal(true);
+      expect(await app.limiter.admitKeyRegeneration(account)).to.deep.equal({ allowed: false, retryAfterSeconds: 7200 - 25 * 60 });
+      expect((await app.limiter.admitKeyRegeneration(randomUUID())).allowed).to.equal(true);
       clock.advance(95 * MINUTE - 1);
-      expect(await admitKeyRegeneration(app, account)).to.deep.equal({ allowed: false, retryAfterSeconds: 1 });
+      expect(await app.limiter.admitKeyRegeneration(account)).to.deep.equal({ allowed: false, retryAfterSeconds: 1 });
       clock.advance(1);
-      expect(await admitKeyRegeneration(app, account)).to.deep.equal({ allowed: true, retryAfterSeconds: 0 });
-      expect((await admitKeyRegeneration(app, account)).allowed).to.equal(false);
+      expect(await app.limiter.admitKeyRegeneration(account)).to.deep.equal({ allowed: true, retryAfterSeconds: 0 });
+      expect((await app.limiter.admitKeyRegeneration(account)).allowed).to.equal(false);
     });
 
     it('does not touch the chat request counters', async () => {
       const account = randomUUID();
-      await admitKeyRegeneration(app, account);
+      await app.limiter.admitKeyRegeneration(account);
       expect((await request(account)).headers['X-RateLimit-Remaining']).to.equal('19');
     });
   });
@@ -429,8 +429,8 @@ describe('rate limiter and token quota', () => {
     const account = randomUUID();
     const id = randomUUID();
     await request(account, { reserve: 500, requestId: id });
-    await settle(app, { accountId: account, requestId: id, actualTokens: 400 });
-    await admitKeyRegeneration(app, account);
+    await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 400 });
+    await app.limiter.admitKeyRegeneration(account);
     await request(account, { reserve: 500 });
     const keys = await app.redis.keys(`${config.redis.prefix}:limits:{${account}}:*`);
     expect(keys.length).to.be.at.least(5);

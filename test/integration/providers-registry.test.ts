@@ -1,12 +1,10 @@
 import { expect } from 'chai';
-import { catalogOf } from '../../src/catalog/catalog.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { AppError } from '../../src/errors.js';
 import { AnthropicProvider } from '../../src/providers/anthropic.provider.js';
 import { GeminiProvider } from '../../src/providers/gemini.provider.js';
 import { LocalProvider } from '../../src/providers/local.provider.js';
 import { OpenAIProvider } from '../../src/providers/openai.provider.js';
-import { providerFor } from '../../src/providers/registry.js';
 import type { Env } from '../../src/config.js';
 import { testConfig } from '../support/env.js';
 
@@ -23,31 +21,31 @@ describe('provider registry', () => {
 
   it('serves every catalog model from the local model when the backend is local', () => {
     const app = context({ MODEL_BACKEND: 'local' });
-    for (const model of catalogOf(app).models) expect(providerFor(app, model)).to.be.instanceOf(LocalProvider);
+    for (const model of app.catalog.models) expect(app.providers.for(model)).to.be.instanceOf(LocalProvider);
   });
 
   it("serves each model from its catalog provider when that provider's key is set", () => {
     const app = context({ MODEL_BACKEND: 'catalog', OPENAI_API_KEY: 'k1', ANTHROPIC_API_KEY: 'k2', GEMINI_API_KEY: 'k3' });
-    const catalog = catalogOf(app);
-    expect(providerFor(app, catalog.find('gpt-4.1')!)).to.be.instanceOf(OpenAIProvider);
-    expect(providerFor(app, catalog.find('claude-haiku-4-5')!)).to.be.instanceOf(AnthropicProvider);
-    expect(providerFor(app, catalog.find('gemini-2.5-flash')!)).to.be.instanceOf(GeminiProvider);
+    const catalog = app.catalog;
+    expect(app.providers.for(catalog.find('gpt-4.1')!)).to.be.instanceOf(OpenAIProvider);
+    expect(app.providers.for(catalog.find('claude-haiku-4-5')!)).to.be.instanceOf(AnthropicProvider);
+    expect(app.providers.for(catalog.find('gemini-2.5-flash')!)).to.be.instanceOf(GeminiProvider);
   });
 
   it('builds one adapter per provider per process', () => {
     const app = context({ MODEL_BACKEND: 'catalog', GEMINI_API_KEY: 'k3' });
-    const catalog = catalogOf(app);
-    expect(providerFor(app, catalog.find('gemini-2.5-flash')!)).to.equal(providerFor(app, catalog.find('gemini-2.5-pro')!));
+    const catalog = app.catalog;
+    expect(app.providers.for(catalog.find('gemini-2.5-flash')!)).to.equal(app.providers.for(catalog.find('gemini-2.5-pro')!));
   });
 
   it('answers 503 model_unavailable, naming the model and provider, when the provider has no key', () => {
     const app = context({ MODEL_BACKEND: 'catalog', GEMINI_API_KEY: 'k3' });
-    const model = catalogOf(app).find('claude-sonnet-4-5')!;
-    expect(() => providerFor(app, model))
+    const model = app.catalog.find('claude-sonnet-4-5')!;
+    expect(() => app.providers.for(model))
       .to.throw(AppError, 'Model claude-sonnet-4-5 is unavailable: its provider (anthropic) is not configured on this server')
       .with.property('status', 503);
     try {
-      providerFor(app, model);
+      app.providers.for(model);
     } catch (err) {
       expect((err as AppError).code).to.equal('model_unavailable');
     }
@@ -55,7 +53,7 @@ describe('provider registry', () => {
 
   it('serves a catalog model whose provider is local from the local model in production configuration', () => {
     const app = context({ MODEL_BACKEND: 'catalog', OPENAI_API_KEY: 'k1' });
-    const local = { ...catalogOf(app).models[0]!, id: 'house', provider: 'local' as const };
-    expect(providerFor(app, local)).to.be.instanceOf(LocalProvider);
+    const local = { ...app.catalog.models[0]!, id: 'house', provider: 'local' as const };
+    expect(app.providers.for(local)).to.be.instanceOf(LocalProvider);
   });
 });

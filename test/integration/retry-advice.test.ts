@@ -3,7 +3,6 @@ import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
 import { ManualClock } from '../../src/clock.js';
 import { boundedRetryHeaders, retryAdvice } from '../../src/errors.js';
-import { admit } from '../../src/limits/limiter.service.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix } from '../support/env.js';
 import { post } from '../support/http.js';
@@ -48,7 +47,7 @@ describe('Retry-After never asks a client to wait more than a minute', () => {
     const spendHour = async (accountId: string) => {
       for (let minute = 0; minute < 5; minute++) {
         for (let i = 0; i < 20; i++) {
-          const a = await admit(web.app, { accountId, tier: 'free', requestId: randomUUID(), reserveTokens: 0 });
+          const a = await web.app.limiter.admit({ accountId, tier: 'free', requestId: randomUUID(), reserveTokens: 0 });
           expect(a.allowed).to.equal(true);
         }
         clock.advance(60_000);
@@ -114,7 +113,7 @@ describe('Retry-After never asks a client to wait more than a minute', () => {
 
     it('makes the SDK raise RateLimitError at once when the day’s tokens are spent, naming when they reset', async () => {
       const id = randomUUID();
-      const spent = await admit(web.app, { accountId: free.account.id, tier: 'free', requestId: id, reserveTokens: 100_000 });
+      const spent = await web.app.limiter.admit({ accountId: free.account.id, tier: 'free', requestId: id, reserveTokens: 100_000 });
       expect(spent.allowed).to.equal(true);
       const { error, calls } = await sdkCall(free.apiKey, ask);
       expect(error).to.be.instanceOf(OpenAI.RateLimitError);
@@ -127,7 +126,7 @@ describe('Retry-After never asks a client to wait more than a minute', () => {
     });
 
     it('keeps Retry-After for an exhausted minute window, which the SDK may wait out', async () => {
-      for (let i = 0; i < 20; i++) await admit(web.app, { accountId: free.account.id, tier: 'free', requestId: randomUUID(), reserveTokens: 0 });
+      for (let i = 0; i < 20; i++) await web.app.limiter.admit({ accountId: free.account.id, tier: 'free', requestId: randomUUID(), reserveTokens: 0 });
       const r = await post(`${web.url}/v1/chat/completions`, ask, { bearer: free.apiKey });
       expect(r.status).to.equal(429);
       expect(r.headers.get('retry-after')).to.equal('60');

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { AppContext } from '../../src/context.js';
-import { catalogOf } from '../../src/catalog/catalog.js';
 import { insertUsageEvents } from '../../src/usage/usage.repository.js';
 import type { Tier } from '../../db/schema/index.js';
 import type { FakeStripe } from '../fakes/stripe.js';
@@ -26,7 +25,7 @@ export interface UsageSpec {
 
 /** Ledger rows as the metering worker writes them (prices from the catalog, cost computed by Postgres). */
 export async function recordUsage(app: AppContext, rows: UsageSpec[]): Promise<string[]> {
-  const catalog = catalogOf(app);
+  const catalog = app.catalog;
   const events = rows.map((r) => {
     const m = catalog.find(r.model);
     if (!m) throw new Error(`no model ${r.model} in the catalog`);

@@ -3,10 +3,9 @@ import { AppError, kindForStatus } from '../../errors.js';
 import { CHAT_BODY_LIMIT_BYTES, ChatCompletionRequestSchema, ChatCompletionSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
 import { prepareCompletion } from '../../chat/chat.service.js';
 import type { CompletionJob } from '../../chat/completion-job.js';
-import { assertQueueHasRoom, dispatch, type Dispatch, type DispatchEvent } from '../../chat/dispatch.service.js';
-import { relayHubOf } from '../../chat/relay-hub.js';
+import type { Dispatch, DispatchEvent } from '../../chat/dispatch.service.js';
 import type { RelayError } from '../../chat/relay-protocol.js';
-import { admissionError, admit, GuardChanged, type Admission } from '../../limits/limiter.service.js';
+import { admissionError, GuardChanged, type Admission } from '../../limits/limiter.service.js';
 import type { Account } from '../../accounts/accounts.repository.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 
@@ -32,7 +31,7 @@ const DONE = 'data: [DONE]\n\n';
 async function plainCompletion(ctx: HttpContext, app: AppContext, job: CompletionJob): Promise<void> {
   let settle!: (e: DispatchEvent) => void;
   const outcome = new Promise<DispatchEvent>((r) => (settle = r));
-  const d = await dispatch(app, job, (e) => {
+  const d = await app.dispatcher.dispatch(job, (e) => {
     if (e.kind !== 'picked' && e.kind !== 'sse') settle(e);
   });
   watchDisconnect(ctx, d);
@@ -103,7 +102,7 @@ async function streamCompletion(ctx: HttpContext, app: AppContext, job: Completi
   };
 
   let waitTimer: NodeJS.Timeout | undefined;
-  const d = await dispatch(app, job, (e) => {
+  const d = await app.dispatcher.dispatch(job, (e) => {
     clearTimeout(waitTimer);
     switch (e.kind) {
       case 'picked':
@@ -162,9 +161,9 @@ function watchDisconnect(ctx: HttpContext, d: Dispatch): void {
  */
 async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job: CompletionJob; admission: Admission }> {
   const req = ctx.state.body as ChatCompletionRequest;
-  const prepare = (account: Account) => prepareCompletion(app, account, req, relayHubOf(app).instance);
+  const prepare = (account: Account) => prepareCompletion(app, account, req, app.relayHub.instance);
   const admitFor = (account: Account, job: CompletionJob, guard?: { key: string; value: string | null }) =>
-    admit(app, { accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard });
+    app.limiter.admit({ accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard });
   let check = ctx.state.keyCheck;
   const confirmed = async () => {
     check = undefined;
@@ -180,7 +179,7 @@ async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job
     account = await confirmed();
     job = prepare(account);
   }
-  assertQueueHasRoom(app);
+  app.dispatcher.assertRoom();
   try {
     return { job, admission: await admitFor(account, job, check && { key: check.versionKey, value: check.version }) };
   } catch (err) {

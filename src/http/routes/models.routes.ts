@@ -1,4 +1,4 @@
-import { catalogOf, type CatalogModel } from '../../catalog/catalog.js';
+import type { CatalogModel } from '../../catalog/catalog.js';
 import { AppError } from '../../errors.js';
 import type { JsonSchema } from '../../validation.js';
 import { accountOf, defineRoutes, type RouteSpec } from '../route.js';
@@ -46,7 +46,7 @@ export function modelsRoutes(): RouteSpec[] {
       responses: { 200: { description: 'The models of the caller\'s tier', schema: ModelList } },
       handler: (ctx, app) => {
         const { tier } = accountOf(ctx);
-        ctx.body = { object: 'list', data: catalogOf(app).forTier(tier).map(toModelObject) };
+        ctx.body = { object: 'list', data: app.catalog.forTier(tier).map(toModelObject) };
       },
     },
     {
@@ -64,7 +64,7 @@ export function modelsRoutes(): RouteSpec[] {
       },
       handler: (ctx, app) => {
         const { model: id } = ctx.state.params as { model: string };
-        const model = catalogOf(app).find(id);
+        const model = app.catalog.find(id);
         if (!model) {
           throw new AppError('not_found', `The model \`${id}\` does not exist or you do not have access to it. GET /v1/models lists the models your tier may use.`, {
             code: 'model_not_found',
