@@ -11,6 +11,7 @@ import type { UsageStatus } from '../../db/schema/index.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
 import type { RelayError } from './relay-protocol.js';
 import type { RelayPublisher } from './relay-publisher.js';
+import { chunkFramer } from './sse.js';
 
 /** The process's pieces a completion uses: its configuration and its log. */
 export interface RunnerApp {
@@ -169,14 +170,9 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const { app, provider, publisher, signal } = deps;
   const n = job.params.n ?? 1;
   const choices: ChoiceState[] = Array.from({ length: n }, () => ({ text: '', started: false, finish: null }));
-  // OpenAI's schema has system_fingerprint as an optional string, never null: left out when the
-  // provider names none.
   const fingerprint = provider.fingerprint === undefined ? {} : { system_fingerprint: provider.fingerprint };
-  const fingerprintField = provider.fingerprint === undefined ? '' : `"system_fingerprint":${JSON.stringify(provider.fingerprint)},`;
-  // The constant head of every chunk, serialised once per request.
-  const head = `{"id":${JSON.stringify(job.id)},"object":"chat.completion.chunk","created":${job.created},"model":${JSON.stringify(job.model.id)},${fingerprintField}"choices":[`;
-  const tail = job.includeUsage ? '],"usage":null}\n\n' : ']}\n\n';
-  const chunk = (choice: object) => `data: ${head}${JSON.stringify(choice)}${tail}`;
+  const framer = chunkFramer(job, provider.fingerprint);
+  const chunk = framer.chunk;
 
   let upstreamUsage: { prompt_tokens: number; completion_tokens: number } | undefined;
   let produced = false;
@@ -245,7 +241,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   // stream and bills it from the relay log, and with the upstream's usage logged beside the text
   // it bills exactly that. A non-streaming client has seen nothing, so a re-run answers it again.
   const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
-  const usageChunk = job.includeUsage ? `data: ${head}],"usage":${JSON.stringify(usage)}}\n\n` : '';
+  const usageChunk = job.includeUsage ? framer.usage(usage) : '';
   if (job.stream && status === 'completed') {
     publisher.note('usage', JSON.stringify({ usage, done: usageChunk } satisfies LoggedUsage));
     await publisher.flushNow();

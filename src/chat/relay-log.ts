@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { kindOf, logEntryId, seqOfLogEntry, type LogKind } from './relay-protocol.js';
+import { eventData } from './sse.js';
 
 export interface LogEntry {
   seq: number;
@@ -31,10 +32,8 @@ export function deliveredText(entries: readonly LogEntry[], choices: number): st
   const text = Array.from({ length: choices }, () => '');
   for (const e of entries) {
     if (e.kind !== 'sse') continue;
-    for (const event of e.payload.split('\n\n')) {
-      const data = event.split('\n').find((line) => line.startsWith('data: '));
-      if (!data) continue;
-      const chunk = JSON.parse(data.slice(6)) as { choices?: { index: number; delta?: { content?: string } }[] };
+    for (const data of eventData(e.payload)) {
+      const chunk = JSON.parse(data) as { choices?: { index: number; delta?: { content?: string } }[] };
       for (const c of chunk.choices ?? []) if (c.delta?.content && c.index < choices) text[c.index] += c.delta.content;
     }
   }

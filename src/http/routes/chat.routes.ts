@@ -5,6 +5,7 @@ import { prepareCompletion } from '../../chat/chat.service.js';
 import type { CompletionJob } from '../../chat/completion-job.js';
 import type { Dispatch, DispatchEvent } from '../../chat/dispatch.service.js';
 import type { RelayError } from '../../chat/relay-protocol.js';
+import { DONE, errorEvent, HEARTBEAT } from '../../chat/sse.js';
 import { admissionError, GuardChanged, type Admission } from '../../limits/limiter.service.js';
 import type { Account } from '../../accounts/accounts.repository.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
@@ -24,9 +25,6 @@ const lostRelay = () =>
   new AppError('upstream', 'Part of the response was lost between the worker and this server; please retry.', { code: 'relay_interrupted' });
 const stalled = () => new AppError('upstream', 'The worker stopped answering; please retry.', { code: 'worker_timeout' });
 
-/** The SSE form of an error after the stream has started: an event clients (and the OpenAI SDK) read as an error. */
-const errorEvent = (err: AppError) => `data: ${JSON.stringify({ error: { message: err.message, type: err.type, code: err.code, param: err.param } })}\n\n`;
-const DONE = 'data: [DONE]\n\n';
 
 async function plainCompletion(ctx: HttpContext, app: AppContext, job: CompletionJob): Promise<void> {
   let settle!: (e: DispatchEvent) => void;
@@ -86,7 +84,7 @@ async function streamCompletion(ctx: HttpContext, app: AppContext, job: Completi
       'X-Accel-Buffering': 'no',
     });
     beat = setInterval(() => {
-      if (performance.now() - lastWrite >= heartbeatMs - 5) write(': keep-alive\n\n');
+      if (performance.now() - lastWrite >= heartbeatMs - 5) write(HEARTBEAT);
     }, heartbeatMs);
     settleFirst({ committed: true });
   };
@@ -109,7 +107,7 @@ async function streamCompletion(ctx: HttpContext, app: AppContext, job: Completi
         // A slow first token: commit after one heartbeat interval and keep the connection alive.
         waitTimer = setTimeout(() => {
           commit();
-          write(': keep-alive\n\n');
+          write(HEARTBEAT);
         }, heartbeatMs);
         return;
       case 'sse':
