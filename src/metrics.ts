@@ -102,6 +102,12 @@ function meteringMetrics(registers: client.Registry[]) {
 
 function schedulerMetrics(registers: client.Registry[]) {
   return {
+    enqueued: new client.Counter({
+      name: 'scheduler_jobs_enqueued_total',
+      help: 'Due job periods the scheduler handed to the workers, by job (a period already queued is not queued twice)',
+      labelNames: ['job'] as const,
+      registers,
+    }),
     runs: new client.Counter({
       name: 'scheduler_job_runs_total',
       help: 'Scheduled job attempts by job and outcome (succeeded, failed, busy: another replica holds it, already_done)',

@@ -3,6 +3,7 @@ import { startMetricsServer } from '../src/metrics-server.js';
 import { startCompletionWorker } from './completion.js';
 import { startEmailSender } from './email-sender.js';
 import { startMetering } from './metering.js';
+import { startScheduledWork } from './scheduled.js';
 
 // The `worker` role: everything that drains a queue. Each replica runs the same set; BullMQ and
 // row locks share the work between replicas.
@@ -13,6 +14,7 @@ if (isMain(import.meta.url)) {
     services.push(await startCompletionWorker(app));
     services.push(await startMetering(app));
     services.push(startEmailSender(app));
+    services.push(await startScheduledWork(app));
     return { stop: stopAll(services), ready: `worker: running ${services.map((s) => s.name).join(', ') || 'no services'}` };
   });
 }

@@ -3,6 +3,8 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 
 export const COMPLETIONS_QUEUE = 'completions';
+/** Scheduled work (invoicing a month, reconciling with Stripe, auditing totals), enqueued by the scheduler, run by workers. */
+export const SCHEDULED_QUEUE = 'scheduled';
 
 /** BullMQ keys live under the deployment's prefix like every other key. */
 export function bullPrefix(config: Config): string {

@@ -1,64 +1,84 @@
 import { schedule, type ScheduledTask } from 'node-cron';
-import type { AppContext } from '../context.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { Queue } from '../infra/queues.js';
 import { stripeConfigured } from '../infra/stripe.js';
 import type { BackgroundService } from '../lifecycle.js';
+import type { Logger } from '../logger.js';
+import type { SchedulerMetrics } from '../metrics.js';
 import { latestDuePeriod } from './cron.js';
-import { runJob, type RunOutcome } from './job-runner.js';
-import { JOBS, type JobDefinition } from './jobs.js';
+import { JOBS, type JobName } from './jobs.js';
+
+/** One period of one job, as the scheduler hands it to the workers. */
+export interface ScheduledWork {
+  job: JobName;
+  period: string;
+}
 
 export interface Scheduler extends BackgroundService {
-  /** The jobs this scheduler runs. */
+  /** The jobs this scheduler decides about. */
   jobs: string[];
-  /** Runs every job whose latest due period has not succeeded yet (what start-up and each cron tick do). */
+  /** Hands every job's latest due period to the workers (what start-up and each cron tick do). */
   wake(reason: string): Promise<void>;
 }
 
-/** Runs one job's latest due period unless it already succeeded or another replica holds it. */
-export async function runDueJob(app: AppContext, job: JobDefinition, opts: { shouldStop?: () => boolean } = {}): Promise<{ period: string } & RunOutcome> {
-  const period = latestDuePeriod(job.granularity, job.cron(app.config), app.clock.now());
-  return { period, ...(await runJob(app, job, period, opts)) };
+/** What the scheduler works with: the queue it hands work to, the clock its crons read, its config. */
+export interface SchedulerDeps {
+  queue: Queue<ScheduledWork>;
+  clock: Clock;
+  log: Logger;
+  config: Config;
+  metrics: { scheduler: SchedulerMetrics };
 }
 
+/** The queue job id of a period: the same period handed over twice (two schedulers) is one job. */
+export const scheduledJobId = (w: ScheduledWork): string => `${w.job}.${w.period}`;
+
 /**
- * The scheduler role: node-cron tasks in UTC that only decide what is due and run it. Whenever
- * the scheduler wakes (at start-up, and at any job's cron tick) it runs every job whose latest
- * due period has no successful run yet, so a run missed while no scheduler was up is caught up at
- * start, and a failed run is retried at the next tick. Wakes in one process run one after another.
+ * The scheduler role: node-cron tasks in UTC that only decide what is due and hand it to the
+ * workers, which run it (cron fires, workers work). Whenever it wakes (at start-up and at any
+ * job's cron tick) it queues every job's latest due period; a period already queued or running is
+ * not queued twice, and the worker skips a period that already succeeded, so a run missed while
+ * no scheduler was up is caught up at start and a failed run is retried at the next tick. Any
+ * number of schedulers can run.
  */
-export function startScheduler(app: AppContext): Scheduler {
+export function startScheduler(deps: SchedulerDeps): Scheduler {
+  const { config, log } = deps;
   let stopping = false;
   let chain: Promise<void> = Promise.resolve();
   // Without Stripe there is nobody to invoice or reconcile with (no account can be paid).
-  const jobs = Object.values(JOBS).filter((job) => !job.needsStripe || stripeConfigured(app.config));
+  const jobs = Object.values(JOBS).filter((job) => !job.needsStripe || stripeConfigured(config));
   const left = Object.values(JOBS).filter((job) => !jobs.includes(job));
-  if (left.length) app.log.warn({ jobs: left.map((j) => j.name) }, 'STRIPE_SECRET_KEY is not set: these jobs are not scheduled');
+  if (left.length) log.warn({ jobs: left.map((j) => j.name) }, 'STRIPE_SECRET_KEY is not set: these jobs are not scheduled');
 
-  const runAllDue = async (reason: string) => {
+  const handOver = async (reason: string) => {
     for (const job of jobs) {
       if (stopping) return;
+      const work: ScheduledWork = { job: job.name, period: latestDuePeriod(job.granularity, job.cron(config), deps.clock.now()) };
       try {
-        const r = await runDueJob(app, job, { shouldStop: () => stopping });
-        if (r.outcome !== 'already_done') app.log.info({ job: job.name, period: r.period, outcome: r.outcome, reason }, 'scheduler: job due');
+        // A period another process holds is tried again with backoff; a failed one is removed, so
+        // the next wake can hand it over again.
+        await deps.queue.add(job.name, work, { jobId: scheduledJobId(work), attempts: 6, backoff: { type: 'exponential', delay: 10_000 }, removeOnFail: true });
+        deps.metrics.scheduler.enqueued.inc({ job: job.name });
+        log.debug({ ...work, reason }, 'scheduler: handed a due period to the workers');
       } catch (err) {
-        app.log.error({ err, job: job.name, reason }, 'scheduler: could not run a due job; the next wake retries');
+        log.warn({ ...work, reason, err: err instanceof Error ? err.message : String(err) }, 'scheduler: could not queue a due period; the next wake retries');
       }
     }
   };
 
   const wake = (reason: string): Promise<void> => {
-    chain = chain.then(() => runAllDue(reason));
+    chain = chain.then(() => handOver(reason));
     return chain;
   };
 
   const logger = {
-    info: (msg: string) => app.log.debug({ component: 'node-cron' }, msg),
-    warn: (msg: string) => app.log.warn({ component: 'node-cron' }, msg),
-    error: (msg: string | Error, err?: Error) => app.log.error({ component: 'node-cron', err: err ?? msg }, String(msg)),
-    debug: (msg: string | Error) => app.log.debug({ component: 'node-cron' }, String(msg)),
+    info: (msg: string) => log.debug({ component: 'node-cron' }, msg),
+    warn: (msg: string) => log.warn({ component: 'node-cron' }, msg),
+    error: (msg: string | Error, err?: Error) => log.error({ component: 'node-cron', err: err ?? msg }, String(msg)),
+    debug: (msg: string | Error) => log.debug({ component: 'node-cron' }, String(msg)),
   };
-  const tasks: ScheduledTask[] = jobs.map((job) =>
-    schedule(job.cron(app.config), () => wake(`cron:${job.name}`), { timezone: 'UTC', name: `scheduler:${job.name}`, logger }),
-  );
+  const tasks: ScheduledTask[] = jobs.map((job) => schedule(job.cron(config), () => wake(`cron:${job.name}`), { timezone: 'UTC', name: `scheduler:${job.name}`, logger }));
   void wake('start');
 
   return {

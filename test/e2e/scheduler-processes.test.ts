@@ -97,8 +97,9 @@ describe('scheduler and run-job as processes', () => {
     // This run owns the previous month's record: no scheduler has run it in this database.
     await app.db.deleteFrom('scheduler_runs').where('job', '=', 'invoices').where('period_key', '=', previous.key).execute();
 
-    const env = fake.env({ SCHEDULER_METRICS_PORT: '0' });
-    roles.push(...(await Promise.all([startRole('scheduler', env), startRole('scheduler', env)])));
+    const env = fake.env({ SCHEDULER_METRICS_PORT: '0', WORKER_METRICS_PORT: '0' });
+    // The schedulers hand the period over; the worker runs it.
+    roles.push(...(await Promise.all([startRole('scheduler', env), startRole('scheduler', env), startRole('worker', env)])));
     const run = await eventually(async () => {
       const r = await runOf('invoices', previous.key);
       return r && r.status !== 'running' ? r : undefined;
@@ -109,7 +110,7 @@ describe('scheduler and run-job as processes', () => {
     expect(invoices.map((i) => [i.kind, i.status, i.amount_cents])).to.deep.equal([['monthly', 'open', '200']]);
     expect(invoiceCreatesFor(fake, who.customerId)).to.have.length(1);
 
-    // Each scheduler serves its registry; between them they issued the invoice once.
+    // Each process serves its registry; between them they issued the invoice once.
     let issued = 0;
     for (const role of roles) {
       const url = /"url":"(http:\/\/[^"]+\/metrics)"/.exec(role.output())?.[1];

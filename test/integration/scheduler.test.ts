@@ -3,10 +3,13 @@ import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { runJob } from '../../src/scheduler/job-runner.js';
 import { JOBS } from '../../src/scheduler/jobs.js';
-import { startScheduler } from '../../src/scheduler/scheduler.service.js';
+import { startScheduler, type ScheduledWork } from '../../src/scheduler/scheduler.service.js';
+import { SCHEDULED_QUEUE } from '../../src/infra/queues.js';
+import { startScheduledWork } from '../../workers/scheduled.js';
+import { eventually } from '../support/http.js';
 import { FakeStripe } from '../fakes/stripe.js';
 import { createBillingAccount, invoiceCreatesFor, invoicesOf, recordUsage } from '../support/billing.js';
-import { testConfig } from '../support/env.js';
+import { isolatedPrefix, testConfig } from '../support/env.js';
 
 // The scheduler in this process, with a hand-set clock and real Postgres: catch-up at start, the
 // claim that keeps replicas from running a period twice, retries of failed runs. It runs the jobs
@@ -17,7 +20,8 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
   const clock = new ManualClock('2015-08-03T10:00:00Z');
   const apps: AppContext[] = [];
   const newApp = () => {
-    const app = createContext(testConfig(fake.env({ STRIPE_MAX_NETWORK_RETRIES: '0' })), { role: 'scheduler', clock });
+    // A Redis prefix of its own: what a scheduler hands over here is never left for another test's workers.
+    const app = createContext(testConfig(fake.env({ STRIPE_MAX_NETWORK_RETRIES: '0', REDIS_PREFIX: isolatedPrefix() })), { role: 'scheduler', clock });
     apps.push(app);
     return app;
   };
@@ -30,6 +34,8 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
     await fake.close();
   });
 
+  const schedulerDeps = (app: AppContext) => ({ queue: app.queue<ScheduledWork>(SCHEDULED_QUEUE), clock: app.clock, log: app.log, config: app.config, metrics: app.metrics });
+
   const runOf = (app: AppContext, job: string, period: string) =>
     app.db.selectFrom('scheduler_runs').selectAll().where('job', '=', job).where('period_key', '=', period).executeTakeFirst();
 
@@ -40,10 +46,14 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
     expect(await runOf(app, 'invoices', '2015-07')).to.equal(undefined);
 
     clock.set('2015-08-03T10:00:00Z');
-    const scheduler = startScheduler(app);
+    const scheduler = startScheduler(schedulerDeps(app));
+    const work = await startScheduledWork(app);
     try {
-      // wake() queues behind the start-up wake, so when it resolves both have run.
+      // wake() queues behind the start-up wake; a worker runs what they handed over.
       await scheduler.wake('test');
+      for (const [job, period] of [['invoices', '2015-07'], ['rollup', '2015-07'], ['reconcile', '2015-08-03']] as const) {
+        await eventually(async () => ((await runOf(app, job, period))?.finished_at ? true : undefined), `the ${job} run for ${period}`);
+      }
       const [inv, ...more] = await invoicesOf(app, who.account.id);
       expect(more).to.have.length(0);
       expect(inv!).to.include({ kind: 'monthly', status: 'open', amount_cents: '112' });
@@ -53,13 +63,14 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
       expect(invoiceCreatesFor(fake, who.customerId)).to.have.length(1);
     } finally {
       await scheduler.stop();
+      await work.stop();
     }
   });
 
   it('schedules only the rollup audit where Stripe is not configured', async () => {
-    const app = createContext(testConfig({ STRIPE_SECRET_KEY: '' }), { role: 'scheduler', clock });
+    const app = createContext(testConfig({ STRIPE_SECRET_KEY: '', REDIS_PREFIX: isolatedPrefix() }), { role: 'scheduler', clock });
     apps.push(app);
-    const scheduler = startScheduler(app);
+    const scheduler = startScheduler(schedulerDeps(app));
     try {
       expect(scheduler.jobs).to.deep.equal(['rollup']);
       await scheduler.wake('test');
