@@ -1,6 +1,6 @@
-import { sql } from 'kysely';
 import { loadConfigOrExit, type Config } from '../src/config.js';
 import { createDb, type Db } from '../src/infra/db.js';
+import { pingDatabase } from '../src/health/health.repository.js';
 import { findAccountByEmail } from '../src/accounts/accounts.repository.js';
 import { mintJwt } from '../src/accounts/jwt.js';
 import { systemClock } from '../src/clock.js';
@@ -25,7 +25,7 @@ async function openDb(config: Config): Promise<Db> {
   for (const url of candidates) {
     const db = createDb({ ...config, db: { ...config.db, url } });
     try {
-      await sql`select 1`.execute(db);
+      await pingDatabase(db);
       return db;
     } catch {
       await db.destroy();

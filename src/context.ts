@@ -1,12 +1,11 @@
 import type { Redis } from 'ioredis';
-import type { Queue } from 'bullmq';
 import type { Config } from './config.js';
 import { type Clock, systemClock } from './clock.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createDb, type Db } from './infra/db.js';
 import { createRedis, type RedisRole } from './infra/redis.js';
-import { COMPLETIONS_QUEUE, createQueue } from './infra/queues.js';
+import { COMPLETIONS_QUEUE, createQueue, type Queue } from './infra/queues.js';
 import { createStripe, type Stripe } from './infra/stripe.js';
 import { OutageLog } from './infra/outage.js';
 import { AppError } from './errors.js';

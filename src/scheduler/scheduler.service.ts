@@ -3,7 +3,6 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Queue } from '../infra/queues.js';
 import { stripeConfigured } from '../infra/stripe.js';
-import type { BackgroundService } from '../lifecycle.js';
 import type { Logger } from '../logger.js';
 import type { SchedulerMetrics } from '../metrics.js';
 import { latestDuePeriod } from './cron.js';
@@ -15,7 +14,9 @@ export interface ScheduledWork {
   period: string;
 }
 
-export interface Scheduler extends BackgroundService {
+export interface Scheduler {
+  name: string;
+  stop(): Promise<void>;
   /** The jobs this scheduler decides about. */
   jobs: string[];
   /** Hands every job's latest due period to the workers (what start-up and each cron tick do). */
