@@ -1,7 +1,8 @@
 import type { AppContext } from '../context.js';
 import { validationError } from '../errors.js';
 import type { Tier } from '../../db/schema/index.js';
-import { listInvoices, monthUsageByModel, usageByMonth } from './billing.repository.js';
+import { monthUsageByModel, usageByMonth } from '../usage/usage.repository.js';
+import { listInvoices } from './invoices.repository.js';
 import { invoiceView, type InvoiceView } from './invoicing.service.js';
 import { centsToAmount, normalizeDecimal, toSafeInteger } from './money.js';
 import { addDays, addMonths, dayKey, monthOf, parseDay } from './periods.js';

@@ -3,11 +3,11 @@ import { AppError } from '../errors.js';
 import { transaction, type Db } from '../infra/db.js';
 import { callStripe, isStripeError, stripeFailure, type Stripe } from '../infra/stripe.js';
 import { flushUsage } from '../usage/metering.service.js';
+import { type Account, findAccountById } from '../accounts/accounts.repository.js';
+import { aggregateReservedUsage, releaseUsage, reserveUsage } from '../usage/usage.repository.js';
 import {
   accountsToInvoice,
-  aggregateReservedUsage,
   countInvoices,
-  findBillingAccount,
   findDraftInvoices,
   findInvoice,
   findInvoiceByKey,
@@ -15,16 +15,12 @@ import {
   insertInvoiceLines,
   invoiceLines,
   markInvoiceIssued,
-  releaseUsage,
-  reserveUsage,
   setInvoiceAmountFromLines,
   setLineItemId,
   setStripeInvoiceId,
-  tryLockAccountForInvoicing,
-  unlockAccountForInvoicing,
-  type BillingAccountRow,
   type InvoiceRow,
-} from './billing.repository.js';
+} from './invoices.repository.js';
+import { BUSY, withInvoicingLock } from './invoicing-lock.repository.js';
 import type { JobOptions, JobResult } from './job.js';
 import { centsToAmount, normalizeDecimal, toSafeInteger } from './money.js';
 import { monthOf, unixSeconds, type Month } from './periods.js';
@@ -115,37 +111,13 @@ const monthlyKey = (accountId: string, month: Month) => `monthly:${accountId}:${
 const onDemandKey = (accountId: string, month: Month, n: number) => `on_demand:${accountId}:${month.key}:${n}`;
 
 // ---------------------------------------------------------------------------------------------
-// The per-account lock
-
-const BUSY = Symbol('busy');
-
-/**
- * Runs `fn` on one pinned connection holding the account's invoicing lock, waiting up to
- * `waitMs` for another holder to finish. BUSY when it never got the lock.
- */
-async function withInvoicingLock<T>(app: AppContext, accountId: string, waitMs: number, fn: (conn: Db) => Promise<T>): Promise<T | typeof BUSY> {
-  return app.db.connection().execute(async (conn) => {
-    const deadline = Date.now() + waitMs;
-    while (!(await tryLockAccountForInvoicing(conn, accountId))) {
-      if (Date.now() >= deadline) return BUSY;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    try {
-      return await fn(conn);
-    } finally {
-      await unlockAccountForInvoicing(conn, accountId).catch(() => undefined);
-    }
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
 // Reserve
 
 /** Step 1. Undefined when nothing is billable (no rows, or every line rounds to zero cents). */
 async function reserve(
   app: AppContext,
   conn: Db,
-  account: BillingAccountRow,
+  account: Account,
   v: { kind: 'monthly' | 'on_demand'; key: string; from: Date | null; to: Date; periodStart: Date; periodEnd: Date },
 ): Promise<InvoiceRow | undefined> {
   const NOTHING = new Error('nothing to reserve');
@@ -214,7 +186,7 @@ async function findStripeItems(stripe: Stripe, stripeInvoiceId: string): Promise
 }
 
 /** Steps 2 and 3, for a fresh draft or one a crashed run left behind (`resuming`). */
-async function issue(app: AppContext, conn: Db, account: BillingAccountRow, draft: InvoiceRow, resuming: boolean): Promise<InvoiceView> {
+async function issue(app: AppContext, conn: Db, account: Account, draft: InvoiceRow, resuming: boolean): Promise<InvoiceView> {
   const stripe = app.stripe;
   const customer = account.stripe_customer_id;
   if (customer === null) throw new AppError('conflict', 'The account has no payment processor customer to invoice.', { code: 'no_billing_customer' });
@@ -314,7 +286,7 @@ async function issue(app: AppContext, conn: Db, account: BillingAccountRow, draf
 // One account
 
 /** Invoices one account; the caller holds its lock on `conn`. */
-async function invoiceAccount(app: AppContext, conn: Db, account: BillingAccountRow, request: InvoiceRequest): Promise<InvoiceOutcome> {
+async function invoiceAccount(app: AppContext, conn: Db, account: Account, request: InvoiceRequest): Promise<InvoiceOutcome> {
   const resumed: InvoiceView[] = [];
   for (const draft of await findDraftInvoices(conn, account.id)) resumed.push(await issue(app, conn, account, draft, true));
 
@@ -369,8 +341,8 @@ export async function generateInvoice(app: AppContext, accountId: string): Promi
       cause: err,
     });
   }
-  const outcome = await withInvoicingLock(app, accountId, ON_DEMAND_LOCK_WAIT_MS, async (conn) => {
-    const account = await findBillingAccount(conn, accountId);
+  const outcome = await withInvoicingLock(app.db, accountId, ON_DEMAND_LOCK_WAIT_MS, async (conn) => {
+    const account = await findAccountById(conn, accountId);
     if (!account) throw new AppError('not_found', 'Account not found', { code: 'account_not_found' });
     return invoiceAccount(app, conn, account, { kind: 'on_demand' });
   });
@@ -423,8 +395,8 @@ export async function invoiceMonth(app: AppContext, month: Month, opts: JobOptio
   for (const id of ids) {
     await opts.checkpoint?.();
     try {
-      const outcome = await withInvoicingLock(app, id, JOB_LOCK_WAIT_MS, async (conn) => {
-        const account = await findBillingAccount(conn, id);
+      const outcome = await withInvoicingLock(app.db, id, JOB_LOCK_WAIT_MS, async (conn) => {
+        const account = await findAccountById(conn, id);
         if (!account) throw new Error(`no account ${id}`);
         return invoiceAccount(app, conn, account, { kind: 'monthly', month });
       });

@@ -4,15 +4,8 @@ import { ACTIVE_STATUSES } from '../subscriptions/subscriptions.service.js';
 import { transaction } from '../infra/db.js';
 import { changeTier } from '../subscriptions/tier.service.js';
 import type { Tier } from '../../db/schema/index.js';
-import {
-  accountsWithCustomer,
-  lockBillingAccount,
-  openInvoicesOf,
-  setInvoiceStatus,
-  updateAccountBilling,
-  type AccountBillingPatch,
-  type BillingAccountRow,
-} from './billing.repository.js';
+import { type Account, type AccountBillingPatch, accountsWithCustomer, lockAccount, updateAccountBilling } from '../accounts/accounts.repository.js';
+import { openInvoicesOf, setInvoiceStatus } from './invoices.repository.js';
 import type { JobOptions, JobResult } from './job.js';
 
 /*
@@ -38,7 +31,7 @@ interface StripeState {
 }
 
 /** What Stripe says the account should be: paid exactly when one of its subscriptions to our price is active. */
-async function readStripeState(app: AppContext, stripe: Stripe, account: BillingAccountRow): Promise<StripeState> {
+async function readStripeState(app: AppContext, stripe: Stripe, account: Account): Promise<StripeState> {
   const customerId = account.stripe_customer_id!;
   const subscriptions: Stripe.Subscription[] = [];
   await callStripe('listing the subscriptions', async () => {
@@ -55,10 +48,10 @@ async function readStripeState(app: AppContext, stripe: Stripe, account: Billing
 }
 
 /** Compares one account with Stripe and repairs any drift. */
-export async function reconcileAccount(app: AppContext, stripe: Stripe, account: BillingAccountRow): Promise<AccountReconciliation> {
+export async function reconcileAccount(app: AppContext, stripe: Stripe, account: Account): Promise<AccountReconciliation> {
   const state = await readStripeState(app, stripe, account);
   const result = await transaction(app.db, async (trx): Promise<AccountReconciliation> => {
-    const locked = await lockBillingAccount(trx, account.id);
+    const locked = await lockAccount(trx, account.id);
     if (!locked) return { account_id: account.id, fixes: [], skipped: 'the account no longer exists' };
     // A tier change that committed since we read the account came from a fresher source (an
     // upgrade or a webhook racing us); judging it by our older reading of Stripe could undo it.

@@ -1,6 +1,6 @@
 import type { AppContext } from '../context.js';
 import { transaction } from '../infra/db.js';
-import { rebuildMonthTotals } from './billing.repository.js';
+import { rebuildMonthTotals } from '../usage/usage.repository.js';
 import type { JobOptions, JobResult } from './job.js';
 import type { Month } from './periods.js';
 

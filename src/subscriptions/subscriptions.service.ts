@@ -5,13 +5,13 @@ import { transaction, type Trx } from '../infra/db.js';
 import { callStripe, isResourceMissing, stripeFailure, type Stripe } from '../infra/stripe.js';
 import type { Tier } from '../../db/schema/accounts.js';
 import {
-  type BillingAccount,
-  findAccount,
+  type Account,
+  findAccountById,
   lockAccount,
   setCustomerIdIfUnset,
   setOpenCheckoutSession,
-  updateBilling,
-} from './subscriptions.repository.js';
+  updateAccountBilling,
+} from '../accounts/accounts.repository.js';
 import { changeTier } from './tier.service.js';
 
 /*
@@ -66,8 +66,8 @@ export interface SetupIntentResult {
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-async function loadAccount(app: AppContext, accountId: string): Promise<BillingAccount> {
-  const account = await findAccount(app.db, accountId);
+async function loadAccount(app: AppContext, accountId: string): Promise<Account> {
+  const account = await findAccountById(app.db, accountId);
   if (!account) throw new AppError('not_found', 'Account not found', { code: 'account_not_found' });
   return account;
 }
@@ -84,7 +84,7 @@ function priceIdOf(app: AppContext): string {
 
 const idOf = (v: string | { id: string } | null | undefined): string | null => (v == null ? null : typeof v === 'string' ? v : v.id);
 
-function paymentMethodOf(account: BillingAccount): PaymentMethodOnFile | null {
+function paymentMethodOf(account: Account): PaymentMethodOnFile | null {
   if (account.default_payment_method_id === null) return null;
   return { brand: account.payment_method_brand, last4: account.payment_method_last4 };
 }
@@ -93,7 +93,7 @@ function cardOf(pm: Stripe.PaymentMethod): PaymentMethodOnFile {
   return { brand: pm.card?.brand ?? pm.type ?? null, last4: pm.card?.last4 ?? null };
 }
 
-function result(account: BillingAccount, status: SubscriptionOutcome, message: string, extra: Partial<SubscriptionResult> = {}): SubscriptionResult {
+function result(account: Account, status: SubscriptionOutcome, message: string, extra: Partial<SubscriptionResult> = {}): SubscriptionResult {
   return {
     status,
     tier: account.tier,
@@ -108,7 +108,7 @@ function result(account: BillingAccount, status: SubscriptionOutcome, message: s
 const ALREADY_PAID = 'The account is already on the paid tier; no second subscription was created.';
 
 /** The customer of this account, created on first need. The idempotency key makes concurrent first calls share one customer. */
-async function ensureCustomer(app: AppContext, stripe: Stripe, account: BillingAccount): Promise<string> {
+async function ensureCustomer(app: AppContext, stripe: Stripe, account: Account): Promise<string> {
   if (account.stripe_customer_id !== null) return account.stripe_customer_id;
   const customer = await callStripe('creating the customer', () =>
     stripe.customers.create(
@@ -136,7 +136,7 @@ async function defaultPaymentMethod(stripe: Stripe, customerId: string): Promise
  * intent that collected it: each card change is its own operation, so returning to an earlier
  * card later is a new write rather than a replay.
  */
-async function setDefaultPaymentMethod(stripe: Stripe, account: BillingAccount, customerId: string, paymentMethodId: string, setupIntentId: string): Promise<void> {
+async function setDefaultPaymentMethod(stripe: Stripe, account: Account, customerId: string, paymentMethodId: string, setupIntentId: string): Promise<void> {
   await callStripe('setting the default payment method', () =>
     stripe.customers.update(
       customerId,
@@ -152,7 +152,7 @@ async function setDefaultPaymentMethod(stripe: Stripe, account: BillingAccount, 
  * free spell (retries, a second click, the webhook racing the browser) yields the same
  * subscription, while an upgrade after a later downgrade gets a new one.
  */
-async function createSubscription(app: AppContext, stripe: Stripe, account: BillingAccount, customerId: string): Promise<Stripe.Subscription> {
+async function createSubscription(app: AppContext, stripe: Stripe, account: Account, customerId: string): Promise<Stripe.Subscription> {
   const price = priceIdOf(app);
   return callStripe('creating the subscription', () =>
     stripe.subscriptions.create(
@@ -162,7 +162,7 @@ async function createSubscription(app: AppContext, stripe: Stripe, account: Bill
   );
 }
 
-type Activation = { outcome: 'upgraded' | 'already_paid' | 'stale'; account: BillingAccount };
+type Activation = { outcome: 'upgraded' | 'already_paid' | 'stale'; account: Account };
 
 /**
  * The local half of an upgrade, inside the caller's transaction. `expected` is the account as
@@ -173,7 +173,7 @@ async function activateIn(
   app: AppContext,
   trx: Trx,
   at: Date,
-  expected: BillingAccount,
+  expected: Account,
   sub: Stripe.Subscription,
   card: { id: string; summary: PaymentMethodOnFile } | null,
   reason: string,
@@ -182,7 +182,7 @@ async function activateIn(
   if (!account) throw new AppError('not_found', 'Account not found', { code: 'account_not_found' });
   if (account.tier === 'paid') return { outcome: 'already_paid', account };
   if (account.tier_changed_at.getTime() !== expected.tier_changed_at.getTime()) return { outcome: 'stale', account };
-  await updateBilling(
+  await updateAccountBilling(
     trx,
     account.id,
     {
@@ -202,7 +202,7 @@ async function activateIn(
 async function subscribeAndUpgrade(
   app: AppContext,
   stripe: Stripe,
-  account: BillingAccount,
+  account: Account,
   customerId: string,
   card: { id: string; summary: PaymentMethodOnFile } | null,
   reason: string,
@@ -225,7 +225,7 @@ async function subscribeAndUpgrade(
 // ---------------------------------------------------------------------------------------------
 // Checkout sessions and setup intents
 
-function checkoutResult(account: BillingAccount, session: Stripe.Checkout.Session): SubscriptionResult {
+function checkoutResult(account: Account, session: Stripe.Checkout.Session): SubscriptionResult {
   return result(
     account,
     'checkout_required',
@@ -284,7 +284,7 @@ function usablePaymentMethod(si: Stripe.SetupIntent, customerId: string | null):
 }
 
 interface ReadyCheckout {
-  account: BillingAccount;
+  account: Account;
   customerId: string;
   setupIntent: Stripe.SetupIntent;
   paymentMethod: Stripe.PaymentMethod;
@@ -301,7 +301,7 @@ async function checkCompletedSession(app: AppContext, session: Stripe.Checkout.S
     throw new AppError('invalid_request', 'This checkout session was not created by the upgrade endpoint.', { code: 'checkout_session_unknown', param: 'session_id' });
   }
   const accountId = session.metadata?.account_id ?? session.client_reference_id;
-  const account = accountId && UUID.test(accountId) ? await findAccount(app.db, accountId) : undefined;
+  const account = accountId && UUID.test(accountId) ? await findAccountById(app.db, accountId) : undefined;
   if (!account) {
     throw new AppError('not_found', 'This checkout session does not belong to any account of this service.', { code: 'checkout_session_unknown', param: 'session_id' });
   }
@@ -338,7 +338,7 @@ async function finishCheckout(app: AppContext, stripe: Stripe, session: Stripe.C
   return subscribeAndUpgrade(app, stripe, account, customerId, { id: paymentMethod.id, summary: cardOf(paymentMethod) }, reason);
 }
 
-async function openCheckoutSession(app: AppContext, stripe: Stripe, account: BillingAccount, customerId: string): Promise<Stripe.Checkout.Session> {
+async function openCheckoutSession(app: AppContext, stripe: Stripe, account: Account, customerId: string): Promise<Stripe.Checkout.Session> {
   const base = app.config.http.publicBaseUrl;
   // A new key per free spell and per replaced session: an expired session is followed by a fresh one.
   const key = `checkout:${account.id}:${account.tier_changed_at.getTime()}:${account.checkout_session_id ?? 'first'}`;
@@ -484,7 +484,7 @@ export async function confirmPaymentUpdate(app: AppContext, accountId: string, s
   const pm = usablePaymentMethod(si, account.stripe_customer_id);
   await setDefaultPaymentMethod(stripe, account, account.stripe_customer_id!, pm.id, si.id);
   const card = cardOf(pm);
-  await updateBilling(app.db, account.id, { default_payment_method_id: pm.id, payment_method_brand: card.brand, payment_method_last4: card.last4 }, app.clock.now());
+  await updateAccountBilling(app.db, account.id, { default_payment_method_id: pm.id, payment_method_brand: card.brand, payment_method_last4: card.last4 }, app.clock.now());
   const after = await loadAccount(app, accountId);
   return result(after, 'payment_method_updated', 'The new payment method is the default for future invoices.');
 }
@@ -503,7 +503,7 @@ export async function downgrade(app: AppContext, accountId: string): Promise<Sub
   const after = await transaction(app.db, async (trx) => {
     const locked = await lockAccount(trx, accountId);
     if (!locked || locked.tier === 'free') return locked;
-    if (sub) await updateBilling(trx, accountId, { subscription_status: sub.status }, at);
+    if (sub) await updateAccountBilling(trx, accountId, { subscription_status: sub.status }, at);
     await changeTier(app, trx, accountId, 'free', 'api_downgrade', at);
     return lockAccount(trx, accountId);
   });

@@ -2,7 +2,7 @@ import type { AppContext } from '../context.js';
 import { onCommit, type Trx } from '../infra/db.js';
 import { invalidateAccountKeys } from '../accounts/auth.service.js';
 import type { Tier } from '../../db/schema/accounts.js';
-import { insertTierChange, lockAccount, setTier } from './subscriptions.repository.js';
+import { insertTierChange, lockAccount, setTier } from '../accounts/accounts.repository.js';
 
 export interface TierChange {
   changed: boolean;

@@ -2,7 +2,8 @@ import type { AppContext } from '../context.js';
 import { AppError, isAppError } from '../errors.js';
 import { transaction, type Trx } from '../infra/db.js';
 import { isResourceMissing, stripeConfigured, stripeFailure, verifyWebhookEvent, type Stripe } from '../infra/stripe.js';
-import { claimWebhookEvent, findAccountByCustomer, isWebhookEventProcessed, lockAccount, updateBilling } from './subscriptions.repository.js';
+import { findAccountByCustomer, lockAccount, updateAccountBilling } from '../accounts/accounts.repository.js';
+import { claimWebhookEvent, isWebhookEventProcessed } from './webhook-events.repository.js';
 import { ACTIVE_STATUSES, cancelSubscription, ENDED_STATUSES, internals } from './subscriptions.service.js';
 import { changeTier } from './tier.service.js';
 
@@ -142,7 +143,7 @@ async function planSubscriptionCreated(app: AppContext, stripe: Stripe, subscrip
     effect: async (trx, at) => {
       const locked = await lockAccount(trx, account.id);
       if (!locked || locked.tier === 'paid') return 'no_change';
-      await updateBilling(
+      await updateAccountBilling(
         trx,
         locked.id,
         {
@@ -172,7 +173,7 @@ async function planSubscriptionEnded(app: AppContext, stripe: Stripe, subscripti
       const locked = await lockAccount(trx, account.id);
       // An old subscription ending says nothing about the account's current one.
       if (!locked || locked.stripe_subscription_id !== sub.id) return 'no_change';
-      await updateBilling(trx, locked.id, { subscription_status: sub.status }, at);
+      await updateAccountBilling(trx, locked.id, { subscription_status: sub.status }, at);
       const change = await changeTier(app, trx, locked.id, 'free', 'webhook:customer.subscription.deleted', at);
       return change.changed ? 'downgraded' : 'no_change';
     },
@@ -198,7 +199,7 @@ async function planPaymentFailed(app: AppContext, stripe: Stripe, invoiceId: str
     effect: async (trx, at) => {
       const locked = await lockAccount(trx, account.id);
       if (!locked || locked.tier === 'free') return 'no_change';
-      if (sub && locked.stripe_subscription_id === sub.id) await updateBilling(trx, locked.id, { subscription_status: sub.status }, at);
+      if (sub && locked.stripe_subscription_id === sub.id) await updateAccountBilling(trx, locked.id, { subscription_status: sub.status }, at);
       await changeTier(app, trx, locked.id, 'free', 'webhook:invoice.payment_failed', at);
       return 'downgraded';
     },
