@@ -1,6 +1,6 @@
 import type { AppContext } from '../context.js';
 import { callStripe, type Stripe } from '../infra/stripe.js';
-import { ACTIVE_STATUSES } from '../subscriptions/subscriptions.service.js';
+import { ACTIVE_STATUSES } from '../subscriptions/stripe-subscription.service.js';
 import { transaction } from '../infra/db.js';
 import { changeTier } from '../subscriptions/tier.service.js';
 import type { Tier } from '../../db/schema/index.js';
