@@ -3,7 +3,7 @@ import { validationError } from '../errors.js';
 import type { Tier } from '../../db/schema/index.js';
 import { monthUsageByModel, usageByMonth } from '../usage/usage.repository.js';
 import { listInvoices } from './invoices.repository.js';
-import { invoiceView, type InvoiceView } from './invoicing.service.js';
+import { invoiceView, type InvoiceView } from './invoices.presenter.js';
 import { centsToAmount, normalizeDecimal, toSafeInteger } from './money.js';
 import { addDays, addMonths, dayKey, monthOf, parseDay } from './periods.js';
 

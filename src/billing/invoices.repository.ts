@@ -6,6 +6,7 @@ import type { InvoiceLinesTable, InvoicesTable } from '../../db/schema/invoices.
 // The invoices aggregate: invoices and their lines, one per model.
 
 export type InvoiceRow = Selectable<InvoicesTable>;
+export type InvoiceLineRow = Selectable<InvoiceLinesTable>;
 
 export async function findInvoiceByKey(db: Db | Trx, idempotencyKey: string): Promise<InvoiceRow | undefined> {
   return db.selectFrom('invoices').selectAll().where('idempotency_key', '=', idempotencyKey).executeTakeFirst();
@@ -77,7 +78,7 @@ export async function setInvoiceAmountFromLines(trx: Trx, invoiceId: string): Pr
   await sql`update invoices set amount_cents = (select coalesce(sum(amount_cents), 0) from invoice_lines where invoice_id = ${invoiceId}) where id = ${invoiceId}`.execute(trx);
 }
 
-export async function invoiceLines(db: Db | Trx, invoiceId: string) {
+export async function invoiceLines(db: Db | Trx, invoiceId: string): Promise<InvoiceLineRow[]> {
   return db.selectFrom('invoice_lines').selectAll().where('invoice_id', '=', invoiceId).orderBy('model').execute();
 }
 
