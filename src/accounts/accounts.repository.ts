@@ -63,18 +63,6 @@ export async function lockAccount(trx: Trx, id: string): Promise<Account | undef
   return trx.selectFrom('accounts').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
 }
 
-export async function findAccountByCustomer(db: Db | Trx, customerId: string): Promise<Account | undefined> {
-  return db.selectFrom('accounts').selectAll().where('stripe_customer_id', '=', customerId).executeTakeFirst();
-}
-
-/** A page of accounts with a Stripe customer, in id order (optionally only the given ones). */
-export async function accountsWithCustomer(db: Db, afterId: string | null, limit: number, only?: string[]): Promise<Account[]> {
-  let q = db.selectFrom('accounts').selectAll().where('stripe_customer_id', 'is not', null).orderBy('id').limit(limit);
-  if (afterId !== null) q = q.where('id', '>', afterId);
-  if (only && only.length) q = q.where('id', 'in', only);
-  return q.execute();
-}
-
 export async function markAccountVerified(trx: Trx, id: string, now: Date): Promise<Account | undefined> {
   return trx
     .updateTable('accounts')
@@ -129,7 +117,20 @@ export async function insertApiKey(trx: Trx, values: { accountId: string; keyHas
 }
 
 // ---------------------------------------------------------------------------------------------
-// Billing: the Stripe-facing columns, and the tier with its audit trail (tier_changes)
+// Billing: lookups by Stripe customer, the Stripe-mirrored columns, and the tier with its audit
+// trail (tier_changes)
+
+export async function findAccountByCustomer(db: Db | Trx, customerId: string): Promise<Account | undefined> {
+  return db.selectFrom('accounts').selectAll().where('stripe_customer_id', '=', customerId).executeTakeFirst();
+}
+
+/** A page of accounts with a Stripe customer, in id order (optionally only the given ones). */
+export async function accountsWithCustomer(db: Db, afterId: string | null, limit: number, only?: string[]): Promise<Account[]> {
+  let q = db.selectFrom('accounts').selectAll().where('stripe_customer_id', 'is not', null).orderBy('id').limit(limit);
+  if (afterId !== null) q = q.where('id', '>', afterId);
+  if (only && only.length) q = q.where('id', 'in', only);
+  return q.execute();
+}
 
 /** The Stripe-mirrored columns of an account; tier and tier_changed_at change only through changeTier. */
 export type AccountBillingPatch = Pick<

@@ -95,7 +95,7 @@ export async function subscribeAndUpgrade(
  * The cancellation creates no final invoice: usage already incurred stays in our records and is
  * invoiced by the billing feature, so nothing is lost.
  */
-export async function downgrade(app: PaidTierDeps, accountId: string): Promise<SubscriptionResult> {
+export async function downgrade(app: TierDeps & Pick<PaidTierDeps, 'db' | 'clock' | 'stripe'>, accountId: string): Promise<SubscriptionResult> {
   const account = await getAccount(app, accountId);
   if (account.tier === 'free') return subscriptionResult(account, 'already_free', 'The account is already on the free tier.');
   const stripe = app.stripe;
