@@ -1,6 +1,6 @@
-import { sql, type CompiledQuery, type Selectable } from 'kysely';
+import { sql, type CompiledQuery, type Selectable, type Updateable } from 'kysely';
 import type { Db, Trx } from '../infra/db.js';
-import type { AccountsTable } from '../../db/schema/accounts.js';
+import type { AccountsTable, Tier } from '../../db/schema/accounts.js';
 import type { EmailVerificationTokensTable } from '../../db/schema/email-verification-tokens.js';
 
 export type Account = Selectable<AccountsTable>;
@@ -55,7 +55,10 @@ export async function insertAccountIfAbsent(trx: Trx, values: { name: string; em
     .executeTakeFirst();
 }
 
-/** Row lock on the account, so verification and key changes for one account run one at a time. */
+/**
+ * Reads the account and holds its row until the transaction ends, so verification, key changes
+ * and tier transitions of one account run one at a time.
+ */
 export async function lockAccount(trx: Trx, id: string): Promise<Account | undefined> {
   return trx.selectFrom('accounts').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
 }
@@ -110,5 +113,71 @@ export async function insertApiKey(trx: Trx, values: { accountId: string; keyHas
   await trx
     .insertInto('api_keys')
     .values({ account_id: values.accountId, key_hash: values.keyHash, display_prefix: values.displayPrefix, created_at: values.now })
+    .execute();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Billing: lookups by Stripe customer, the Stripe-mirrored columns, and the tier with its audit
+// trail (tier_changes)
+
+export async function findAccountByCustomer(db: Db | Trx, customerId: string): Promise<Account | undefined> {
+  return db.selectFrom('accounts').selectAll().where('stripe_customer_id', '=', customerId).executeTakeFirst();
+}
+
+/** A page of accounts with a Stripe customer, in id order (optionally only the given ones). */
+export async function accountsWithCustomer(db: Db, afterId: string | null, limit: number, only?: string[]): Promise<Account[]> {
+  let q = db.selectFrom('accounts').selectAll().where('stripe_customer_id', 'is not', null).orderBy('id').limit(limit);
+  if (afterId !== null) q = q.where('id', '>', afterId);
+  if (only && only.length) q = q.where('id', 'in', only);
+  return q.execute();
+}
+
+/** The Stripe-mirrored columns of an account; tier and tier_changed_at change only through changeTier. */
+export type AccountBillingPatch = Pick<
+  Updateable<AccountsTable>,
+  | 'stripe_subscription_id'
+  | 'subscription_status'
+  | 'default_payment_method_id'
+  | 'payment_method_brand'
+  | 'payment_method_last4'
+  | 'checkout_session_id'
+>;
+
+export async function updateAccountBilling(db: Db | Trx, accountId: string, patch: AccountBillingPatch, at: Date): Promise<void> {
+  await db
+    .updateTable('accounts')
+    .set({ ...patch, updated_at: at })
+    .where('id', '=', accountId)
+    .execute();
+}
+
+/** First writer wins: a customer id, once stored, is never replaced. */
+export async function setCustomerIdIfUnset(db: Db, accountId: string, customerId: string, at: Date): Promise<void> {
+  await db
+    .updateTable('accounts')
+    .set({ stripe_customer_id: customerId, updated_at: at })
+    .where('id', '=', accountId)
+    .where('stripe_customer_id', 'is', null)
+    .execute();
+}
+
+/** Remembers the open checkout session, only while the account is still free. */
+export async function setOpenCheckoutSession(db: Db, accountId: string, sessionId: string, at: Date): Promise<void> {
+  await db
+    .updateTable('accounts')
+    .set({ checkout_session_id: sessionId, updated_at: at })
+    .where('id', '=', accountId)
+    .where('tier', '=', 'free')
+    .execute();
+}
+
+export async function setTier(trx: Trx, accountId: string, tier: Tier, at: Date): Promise<void> {
+  await trx.updateTable('accounts').set({ tier, tier_changed_at: at, updated_at: at }).where('id', '=', accountId).execute();
+}
+
+export async function insertTierChange(trx: Trx, row: { accountId: string; from: Tier; to: Tier; reason: string; at: Date }): Promise<void> {
+  await trx
+    .insertInto('tier_changes')
+    .values({ account_id: row.accountId, from_tier: row.from, to_tier: row.to, reason: row.reason, at: row.at })
     .execute();
 }

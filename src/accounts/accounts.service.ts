@@ -12,6 +12,7 @@ import {
   type Account,
   closeVerificationTokens,
   findAccountByEmail,
+  findAccountById,
   findVerificationToken,
   insertAccountIfAbsent,
   insertApiKey,
@@ -35,6 +36,13 @@ export interface AccountsDeps {
   clock: Clock;
   log: Logger;
   config: Pick<Config, 'http' | 'auth' | 'redis'>;
+}
+
+/** The account, or 404 account_not_found (for endpoints acting on the caller's own account). */
+export async function getAccount(app: Pick<AccountsDeps, 'db'>, accountId: string): Promise<Account> {
+  const account = await findAccountById(app.db, accountId);
+  if (!account) throw new AppError('not_found', 'Account not found', { code: 'account_not_found' });
+  return account;
 }
 
 export const verificationLink = (app: Pick<AccountsDeps, 'config'>, token: string): string =>

@@ -1,10 +1,20 @@
-import type { AppContext } from '../context.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
 import { validationError } from '../errors.js';
+import type { Db } from '../infra/db.js';
 import type { Tier } from '../../db/schema/index.js';
-import { listInvoices, monthUsageByModel, usageByMonth } from './billing.repository.js';
-import { invoiceView, type InvoiceView } from './invoicing.service.js';
+import { monthUsageByModel, usageByMonth } from '../usage/usage.repository.js';
+import { listInvoices } from './invoices.repository.js';
+import { invoiceView, type InvoiceView } from './invoices.presenter.js';
 import { centsToAmount, normalizeDecimal, toSafeInteger } from './money.js';
 import { addDays, addMonths, dayKey, monthOf, parseDay } from './periods.js';
+
+/** What the usage and history endpoints read: the ledger's totals, the invoices, today's date and the currency. */
+export interface BillingDeps {
+  db: Db;
+  clock: Clock;
+  config: Pick<Config, 'stripe'>;
+}
 
 export interface UsageFigures {
   requests: number;
@@ -64,7 +74,7 @@ function sumDecimals(values: string[]): string {
 }
 
 /** GET /v1/billing/usage: this month to date, per model and in total. */
-export async function currentUsage(app: AppContext, account: { id: string; tier: Tier }): Promise<CurrentUsage> {
+export async function currentUsage(app: BillingDeps, account: { id: string; tier: Tier }): Promise<CurrentUsage> {
   const now = app.clock.now();
   const month = monthOf(now);
   const rows = await monthUsageByModel(app.db, account.id, month.start);
@@ -114,7 +124,7 @@ export interface HistoryQuery {
  * GET /v1/billing/history. Dates are UTC days, both inclusive. Defaults: end_date today; start_date
  * the 1st of the month eleven months before end_date's month (twelve calendar months in all).
  */
-export async function billingHistory(app: AppContext, accountId: string, q: HistoryQuery): Promise<BillingHistory> {
+export async function billingHistory(app: BillingDeps, accountId: string, q: HistoryQuery): Promise<BillingHistory> {
   const endDate = q.end_date ?? dayKey(app.clock.now());
   const startDate = q.start_date ?? dayKey(addMonths(monthOf(parseDay(endDate)), -11).start);
   if (endDate < startDate) {

@@ -1,6 +1,6 @@
 // Money in the billing feature is never a JS number with a fraction. Exact decimal sums come from
 // Postgres numeric as strings; amounts billed are whole cents, carried as bigint (or as a decimal
-// string of cents from Postgres). The one rounding rule lives in SQL (billing.repository.ts:
+// string of cents from Postgres). The one rounding rule lives in SQL (usage/usage.repository.ts:
 // round(sum(cost_usd) * 100) per invoice line, half up for the non-negative sums we have) and is
 // described in docs/billing.md.
 

@@ -1,18 +1,14 @@
-import type { AppContext } from '../context.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
 import { callStripe, type Stripe } from '../infra/stripe.js';
-import { ACTIVE_STATUSES } from '../subscriptions/subscriptions.service.js';
-import { transaction } from '../infra/db.js';
-import { changeTier } from '../subscriptions/tier.service.js';
+import type { Logger } from '../logger.js';
+import type { BillingMetrics } from '../metrics.js';
+import { ACTIVE_STATUSES } from '../subscriptions/stripe-subscription.service.js';
+import { transaction, type Db } from '../infra/db.js';
+import { changeTier, type TierDeps } from '../subscriptions/tier.service.js';
 import type { Tier } from '../../db/schema/index.js';
-import {
-  accountsWithCustomer,
-  lockBillingAccount,
-  openInvoicesOf,
-  setInvoiceStatus,
-  updateAccountBilling,
-  type AccountBillingPatch,
-  type BillingAccountRow,
-} from './billing.repository.js';
+import { type Account, type AccountBillingPatch, accountsWithCustomer, lockAccount, updateAccountBilling } from '../accounts/accounts.repository.js';
+import { openInvoicesOf, setInvoiceStatus } from './invoices.repository.js';
 import type { JobOptions, JobResult } from './job.js';
 
 /*
@@ -21,6 +17,17 @@ import type { JobOptions, JobResult } from './job.js';
  * puts it right. Tier changes go through changeTier with reason 'reconcile' (audited in
  * tier_changes). Nothing is ever written to Stripe here.
  */
+
+/** What reconciliation works with: Stripe (read only), the accounts and invoices it repairs, and the tier change. */
+export interface ReconcileDeps extends TierDeps {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  config: Pick<Config, 'stripe' | 'redis'>;
+  metrics: { billing: BillingMetrics };
+  /** Throws 503 billing_not_configured when STRIPE_SECRET_KEY is not set. */
+  stripe: Stripe;
+}
 
 export type ReconcileFix = 'tier_upgraded' | 'tier_downgraded' | 'subscription' | 'payment_method';
 
@@ -38,7 +45,7 @@ interface StripeState {
 }
 
 /** What Stripe says the account should be: paid exactly when one of its subscriptions to our price is active. */
-async function readStripeState(app: AppContext, stripe: Stripe, account: BillingAccountRow): Promise<StripeState> {
+async function readStripeState(app: { config: Pick<Config, 'stripe'> }, stripe: Stripe, account: Account): Promise<StripeState> {
   const customerId = account.stripe_customer_id!;
   const subscriptions: Stripe.Subscription[] = [];
   await callStripe('listing the subscriptions', async () => {
@@ -55,10 +62,10 @@ async function readStripeState(app: AppContext, stripe: Stripe, account: Billing
 }
 
 /** Compares one account with Stripe and repairs any drift. */
-export async function reconcileAccount(app: AppContext, stripe: Stripe, account: BillingAccountRow): Promise<AccountReconciliation> {
+export async function reconcileAccount(app: Omit<ReconcileDeps, 'stripe'>, stripe: Stripe, account: Account): Promise<AccountReconciliation> {
   const state = await readStripeState(app, stripe, account);
   const result = await transaction(app.db, async (trx): Promise<AccountReconciliation> => {
-    const locked = await lockBillingAccount(trx, account.id);
+    const locked = await lockAccount(trx, account.id);
     if (!locked) return { account_id: account.id, fixes: [], skipped: 'the account no longer exists' };
     // A tier change that committed since we read the account came from a fresher source (an
     // upgrade or a webhook racing us); judging it by our older reading of Stripe could undo it.
@@ -110,7 +117,7 @@ export async function reconcileAccount(app: AppContext, stripe: Stripe, account:
 }
 
 /** Stripe moves issued invoices on (paid, void, uncollectible) without a webhook we handle; history shows its status. */
-async function refreshInvoiceStatuses(app: AppContext, stripe: Stripe, accountId: string): Promise<void> {
+async function refreshInvoiceStatuses(app: { db: Db }, stripe: Stripe, accountId: string): Promise<void> {
   for (const inv of await openInvoicesOf(app.db, accountId)) {
     const current = await callStripe('reading an invoice', () => stripe.invoices.retrieve(inv.stripe_invoice_id!));
     if (current.status && current.status !== inv.status) await setInvoiceStatus(app.db, inv.id, current.status);
@@ -118,7 +125,7 @@ async function refreshInvoiceStatuses(app: AppContext, stripe: Stripe, accountId
 }
 
 /** The daily job: every account with a Stripe customer (or the given ones). */
-export async function reconcileAccounts(app: AppContext, opts: JobOptions = {}): Promise<JobResult> {
+export async function reconcileAccounts(app: ReconcileDeps, opts: JobOptions = {}): Promise<JobResult> {
   const stripe = app.stripe;
   const progress = opts.progress ?? (() => undefined);
   const summary = { accounts: 0, fixed: 0, fixes: {} as Record<string, number>, skipped: 0, failed: 0, failures: [] as { account_id: string; error: string }[] };

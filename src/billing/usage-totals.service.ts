@@ -1,8 +1,16 @@
-import type { AppContext } from '../context.js';
-import { transaction } from '../infra/db.js';
-import { rebuildMonthTotals } from './billing.repository.js';
+import { transaction, type Db } from '../infra/db.js';
+import type { Logger } from '../logger.js';
+import type { BillingMetrics } from '../metrics.js';
+import { rebuildMonthTotals } from '../usage/usage.repository.js';
 import type { JobOptions, JobResult } from './job.js';
 import type { Month } from './periods.js';
+
+/** What the totals audit works with: the ledger, and the metric and log of each repair. */
+export interface UsageTotalsDeps {
+  db: Db;
+  log: Logger;
+  metrics: { billing: BillingMetrics };
+}
 
 /*
  * The "roll-up". Usage reads come from usage_monthly_totals, which a statement trigger on the
@@ -11,7 +19,7 @@ import type { Month } from './periods.js';
  * rebuilds them if anything differs (which would mean a bug or a manual edit of the ledger),
  * counting and logging each repair.
  */
-export async function auditUsageTotals(app: AppContext, month: Month, opts: JobOptions = {}): Promise<JobResult> {
+export async function auditUsageTotals(app: UsageTotalsDeps, month: Month, opts: JobOptions = {}): Promise<JobResult> {
   const progress = opts.progress ?? (() => undefined);
   await opts.checkpoint?.();
   const drift = await transaction(app.db, (trx) => rebuildMonthTotals(trx, month.start, month.end));

@@ -23,7 +23,7 @@ export function createStripe(config: Config): Stripe | undefined {
   });
 }
 
-export const stripeConfigured = (config: Config): boolean => config.stripe.secretKey !== undefined;
+export const stripeConfigured = (config: Pick<Config, 'stripe'>): boolean => config.stripe.secretKey !== undefined;
 
 /**
  * Verifies a webhook's Stripe-Signature against the exact request bytes. Needs only the webhook

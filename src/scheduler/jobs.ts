@@ -1,6 +1,6 @@
 import type { Config } from '../config.js';
 import type { AppContext } from '../context.js';
-import { invoiceMonth } from '../billing/invoicing.service.js';
+import { invoiceMonth } from '../billing/monthly-invoicing.service.js';
 import type { JobOptions, JobResult } from '../billing/job.js';
 import { parseMonthKey } from '../billing/periods.js';
 import { reconcileAccounts } from '../billing/reconcile.service.js';

@@ -1,8 +1,17 @@
-import type { AppContext } from '../context.js';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
 import { onCommit, type Trx } from '../infra/db.js';
 import { invalidateAccountKeys } from '../accounts/auth.service.js';
 import type { Tier } from '../../db/schema/accounts.js';
-import { insertTierChange, lockAccount, setTier } from './subscriptions.repository.js';
+import { insertTierChange, lockAccount, setTier } from '../accounts/accounts.repository.js';
+
+/** What a tier change uses besides the caller's transaction: what tells every web process once it has committed. */
+export interface TierDeps {
+  redis: Redis;
+  config: Pick<Config, 'redis'>;
+  log: Logger;
+}
 
 export interface TierChange {
   changed: boolean;
@@ -18,7 +27,7 @@ export interface TierChange {
  * Model access and rate limits read the tier through the API key cache, which the change
  * invalidates once committed, so it applies to the account's next request.
  */
-export async function changeTier(app: AppContext, trx: Trx, accountId: string, to: Tier, reason: string, at: Date): Promise<TierChange> {
+export async function changeTier(app: TierDeps, trx: Trx, accountId: string, to: Tier, reason: string, at: Date): Promise<TierChange> {
   const account = await lockAccount(trx, accountId);
   if (!account) throw new Error(`changeTier: no account ${accountId}`);
   if (account.tier === to) return { changed: false, from: account.tier, to };

@@ -1,10 +1,28 @@
-import type { AppContext } from '../context.js';
+import type { Redis } from 'ioredis';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
 import { AppError, isAppError } from '../errors.js';
-import { transaction, type Trx } from '../infra/db.js';
+import { transaction, type Db, type Trx } from '../infra/db.js';
 import { isResourceMissing, stripeConfigured, stripeFailure, verifyWebhookEvent, type Stripe } from '../infra/stripe.js';
-import { claimWebhookEvent, findAccountByCustomer, isWebhookEventProcessed, lockAccount, updateBilling } from './subscriptions.repository.js';
-import { ACTIVE_STATUSES, cancelSubscription, ENDED_STATUSES, internals } from './subscriptions.service.js';
+import { findAccountByCustomer, lockAccount, updateAccountBilling } from '../accounts/accounts.repository.js';
+import { checkCompletedSession } from './checkout-sessions.service.js';
+import { activatePaidTier } from './paid-tier.service.js';
+import { cardOf, defaultPaymentMethod, idOf, setDefaultPaymentMethod } from './stripe-customer.service.js';
+import { ACTIVE_STATUSES, cancelSubscription, createSubscription, ENDED_STATUSES } from './stripe-subscription.service.js';
 import { changeTier } from './tier.service.js';
+import { claimWebhookEvent, isWebhookEventProcessed } from './webhook-events.repository.js';
+
+/** What handling Stripe's events works with. */
+export interface WebhookDeps {
+  db: Db;
+  redis: Redis;
+  clock: Clock;
+  log: Logger;
+  config: Pick<Config, 'stripe' | 'redis'>;
+  /** Throws 503 billing_not_configured when STRIPE_SECRET_KEY is not set. */
+  stripe: Stripe;
+}
 
 /** The four Stripe events that move an account between tiers (the interface's webhook table). */
 export const HANDLED_EVENTS = ['checkout.session.completed', 'customer.subscription.created', 'customer.subscription.deleted', 'invoice.payment_failed'] as const;
@@ -34,7 +52,7 @@ const ignore = (why: string): Plan => ({ ignored: why });
  * id commit in one transaction: a redelivery finds the id and does nothing; a crash before the
  * commit leaves neither, and Stripe's redelivery repeats the (idempotent) Stripe writes.
  */
-export async function handleWebhook(app: AppContext, rawBody: string | undefined, signature: string | undefined): Promise<WebhookResult> {
+export async function handleWebhook(app: WebhookDeps, rawBody: string | undefined, signature: string | undefined): Promise<WebhookResult> {
   const secret = app.config.stripe.webhookSecret;
   if (secret === undefined) {
     throw new AppError('unavailable', 'Webhooks are not configured on this server (STRIPE_WEBHOOK_SECRET is not set); the event cannot be verified.', {
@@ -72,7 +90,7 @@ export async function handleWebhook(app: AppContext, rawBody: string | undefined
 }
 
 /** Records the event id and applies the effect in one transaction; null when someone else recorded it first. */
-async function record(app: AppContext, event: Stripe.Event, effect: Effect | null): Promise<string | null> {
+async function record(app: WebhookDeps, event: Stripe.Event, effect: Effect | null): Promise<string | null> {
   const at = app.clock.now();
   return transaction(app.db, async (trx) => {
     if (!(await claimWebhookEvent(trx, event.id, event.type, at))) return null;
@@ -80,7 +98,7 @@ async function record(app: AppContext, event: Stripe.Event, effect: Effect | nul
   });
 }
 
-async function planEffect(app: AppContext, stripe: Stripe, type: HandledEvent, object: { id: string }): Promise<Plan> {
+async function planEffect(app: WebhookDeps, stripe: Stripe, type: HandledEvent, object: { id: string }): Promise<Plan> {
   switch (type) {
     case 'checkout.session.completed':
       return planCheckoutCompleted(app, stripe, object.id);
@@ -103,12 +121,12 @@ async function retrieve<T>(doing: string, call: () => Promise<T>): Promise<T | n
   }
 }
 
-async function planCheckoutCompleted(app: AppContext, stripe: Stripe, sessionId: string): Promise<Plan> {
+async function planCheckoutCompleted(app: WebhookDeps, stripe: Stripe, sessionId: string): Promise<Plan> {
   const session = await retrieve('reading the checkout session', () => stripe.checkout.sessions.retrieve(sessionId, { expand: ['setup_intent.payment_method'] }));
   if (!session) return ignore('the checkout session no longer exists');
   let ready;
   try {
-    ready = await internals.checkCompletedSession(app, session);
+    ready = await checkCompletedSession(app, session);
   } catch (err) {
     // A session that is not ours, not complete or already used is not an error for Stripe to retry.
     if (isAppError(err) && err.status < 500) return ignore(err.message);
@@ -116,40 +134,40 @@ async function planCheckoutCompleted(app: AppContext, stripe: Stripe, sessionId:
   }
   if (!('paymentMethod' in ready)) return ignore('the account is already on the paid tier');
   const { account, customerId, setupIntent, paymentMethod } = ready;
-  await internals.setDefaultPaymentMethod(stripe, account, customerId, paymentMethod.id, setupIntent.id);
-  const sub = await internals.createSubscription(app, stripe, account, customerId);
+  await setDefaultPaymentMethod(stripe, account, customerId, paymentMethod.id, setupIntent.id);
+  const sub = await createSubscription(app, stripe, account, customerId);
   if (!ACTIVE_STATUSES.has(sub.status)) return ignore(`the subscription is ${sub.status}`);
-  const card = { id: paymentMethod.id, summary: internals.cardOf(paymentMethod) };
+  const card = { id: paymentMethod.id, summary: cardOf(paymentMethod) };
   return {
     effect: async (trx, at) => {
-      const done = await internals.activateIn(app, trx, at, account, sub, card, 'webhook:checkout.session.completed');
+      const done = await activatePaidTier(app, trx, at, account, sub, card, 'webhook:checkout.session.completed');
       return done.outcome === 'upgraded' ? 'upgraded' : 'no_change';
     },
   };
 }
 
-async function planSubscriptionCreated(app: AppContext, stripe: Stripe, subscriptionId: string): Promise<Plan> {
+async function planSubscriptionCreated(app: WebhookDeps, stripe: Stripe, subscriptionId: string): Promise<Plan> {
   const sub = await retrieve('reading the subscription', () => stripe.subscriptions.retrieve(subscriptionId));
   if (!sub) return ignore('the subscription no longer exists');
   if (!ACTIVE_STATUSES.has(sub.status)) return ignore(`the subscription is now ${sub.status}`);
   const price = app.config.stripe.priceId;
   if (price !== undefined && !sub.items.data.some((item) => item.price.id === price)) return ignore('the subscription is not for the pay-as-you-go price');
-  const customerId = internals.idOf(sub.customer);
+  const customerId = idOf(sub.customer);
   const account = customerId ? await findAccountByCustomer(app.db, customerId) : undefined;
   if (!account) return ignore('the subscription belongs to no account of this service');
-  const pm = await internals.defaultPaymentMethod(stripe, customerId!);
+  const pm = await defaultPaymentMethod(stripe, customerId!);
   return {
     effect: async (trx, at) => {
       const locked = await lockAccount(trx, account.id);
       if (!locked || locked.tier === 'paid') return 'no_change';
-      await updateBilling(
+      await updateAccountBilling(
         trx,
         locked.id,
         {
           stripe_subscription_id: sub.id,
           subscription_status: sub.status,
           checkout_session_id: null,
-          ...(pm ? { default_payment_method_id: pm.id, payment_method_brand: internals.cardOf(pm).brand, payment_method_last4: internals.cardOf(pm).last4 } : {}),
+          ...(pm ? { default_payment_method_id: pm.id, payment_method_brand: cardOf(pm).brand, payment_method_last4: cardOf(pm).last4 } : {}),
         },
         at,
       );
@@ -159,12 +177,12 @@ async function planSubscriptionCreated(app: AppContext, stripe: Stripe, subscrip
   };
 }
 
-async function planSubscriptionEnded(app: AppContext, stripe: Stripe, subscriptionId: string): Promise<Plan> {
+async function planSubscriptionEnded(app: WebhookDeps, stripe: Stripe, subscriptionId: string): Promise<Plan> {
   const sub = await retrieve('reading the subscription', () => stripe.subscriptions.retrieve(subscriptionId));
   // Stripe keeps cancelled subscriptions retrievable; one it does not know cannot be ours.
   if (!sub) return ignore('the subscription does not exist');
   if (!ENDED_STATUSES.has(sub.status)) return ignore(`the subscription is still ${sub.status}`);
-  const customerId = internals.idOf(sub.customer);
+  const customerId = idOf(sub.customer);
   const account = customerId ? await findAccountByCustomer(app.db, customerId) : undefined;
   if (!account) return ignore('the subscription belongs to no account of this service');
   return {
@@ -172,7 +190,7 @@ async function planSubscriptionEnded(app: AppContext, stripe: Stripe, subscripti
       const locked = await lockAccount(trx, account.id);
       // An old subscription ending says nothing about the account's current one.
       if (!locked || locked.stripe_subscription_id !== sub.id) return 'no_change';
-      await updateBilling(trx, locked.id, { subscription_status: sub.status }, at);
+      await updateAccountBilling(trx, locked.id, { subscription_status: sub.status }, at);
       const change = await changeTier(app, trx, locked.id, 'free', 'webhook:customer.subscription.deleted', at);
       return change.changed ? 'downgraded' : 'no_change';
     },
@@ -185,11 +203,11 @@ async function planSubscriptionEnded(app: AppContext, stripe: Stripe, subscripti
  * is cancelled too, so Stripe and the account agree; the card on file stays, so the user can
  * replace it (update-payment-method, confirm-payment-update) and upgrade again.
  */
-async function planPaymentFailed(app: AppContext, stripe: Stripe, invoiceId: string): Promise<Plan> {
+async function planPaymentFailed(app: WebhookDeps, stripe: Stripe, invoiceId: string): Promise<Plan> {
   const invoice = await retrieve('reading the invoice', () => stripe.invoices.retrieve(invoiceId));
   if (!invoice) return ignore('the invoice no longer exists');
   if (invoice.status === 'paid' || invoice.status === 'void' || invoice.status === 'draft') return ignore(`the invoice is now ${invoice.status}`);
-  const customerId = internals.idOf(invoice.customer);
+  const customerId = idOf(invoice.customer);
   const account = customerId ? await findAccountByCustomer(app.db, customerId) : undefined;
   if (!account) return ignore('the invoice belongs to no account of this service');
   if (account.tier === 'free') return ignore('the account is already on the free tier');
@@ -198,7 +216,7 @@ async function planPaymentFailed(app: AppContext, stripe: Stripe, invoiceId: str
     effect: async (trx, at) => {
       const locked = await lockAccount(trx, account.id);
       if (!locked || locked.tier === 'free') return 'no_change';
-      if (sub && locked.stripe_subscription_id === sub.id) await updateBilling(trx, locked.id, { subscription_status: sub.status }, at);
+      if (sub && locked.stripe_subscription_id === sub.id) await updateAccountBilling(trx, locked.id, { subscription_status: sub.status }, at);
       await changeTier(app, trx, locked.id, 'free', 'webhook:invoice.payment_failed', at);
       return 'downgraded';
     },

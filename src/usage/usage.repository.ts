@@ -1,6 +1,10 @@
 import { sql } from 'kysely';
-import type { Db } from '../infra/db.js';
+import type { Db, Trx } from '../infra/db.js';
 import type { UsageEvent } from './usage-event.js';
+
+// The one repository of the usage ledger (usage_events) and of the monthly totals its statement
+// trigger keeps current (usage_monthly_totals): metering writes here, and billing reads, reserves
+// rows for invoices and audits the totals here, so every query on the ledger sits in one place.
 
 /**
  * Inserts ledger rows, ignoring request ids already recorded (a redelivered stream entry or a
@@ -30,3 +34,165 @@ export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<n
     .executeTakeFirst();
   return Number(result.numInsertedOrUpdatedRows ?? 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Usage reads (from the trigger-maintained monthly totals)
+
+export interface ModelUsageRow {
+  model: string;
+  requests: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  /** Exact sum of paid-tier cost (free-tier usage costs nothing). */
+  cost_usd: string;
+  /** cost_usd rounded half up to the cent: what an invoice line for it would bill. */
+  cost_cents: string;
+  paid_requests: string;
+}
+
+/** One month of an account's usage per model (month = first day, UTC). */
+export async function monthUsageByModel(db: Db, accountId: string, month: Date): Promise<ModelUsageRow[]> {
+  const r = await sql<ModelUsageRow>`
+    select model,
+           sum(requests)::text as requests,
+           sum(prompt_tokens)::text as prompt_tokens,
+           sum(completion_tokens)::text as completion_tokens,
+           coalesce(sum(cost_usd) filter (where tier = 'paid'), 0)::text as cost_usd,
+           round(coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) * 100)::bigint::text as cost_cents,
+           coalesce(sum(requests) filter (where tier = 'paid'), 0)::text as paid_requests
+      from usage_monthly_totals
+     where account_id = ${accountId} and month = ${month.toISOString().slice(0, 10)}::date
+     group by model
+     order by model`.execute(db);
+  return r.rows;
+}
+
+export interface MonthUsageRow {
+  month: string;
+  requests: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  cost_usd: string;
+  /** Sum over models of each model's paid cost rounded to the cent (the invoice-line rule). */
+  cost_cents: string;
+}
+
+/** Monthly totals of an account for the months from `from` to `to` inclusive (first days, UTC). */
+export async function usageByMonth(db: Db, accountId: string, from: Date, to: Date): Promise<MonthUsageRow[]> {
+  const r = await sql<MonthUsageRow>`
+    with per_model as (
+      select month, model,
+             sum(requests) as requests,
+             sum(prompt_tokens) as prompt_tokens,
+             sum(completion_tokens) as completion_tokens,
+             coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) as cost_usd
+        from usage_monthly_totals
+       where account_id = ${accountId}
+         and month between ${from.toISOString().slice(0, 10)}::date and ${to.toISOString().slice(0, 10)}::date
+       group by month, model
+    )
+    select to_char(month, 'YYYY-MM') as month,
+           sum(requests)::text as requests,
+           sum(prompt_tokens)::text as prompt_tokens,
+           sum(completion_tokens)::text as completion_tokens,
+           sum(cost_usd)::text as cost_usd,
+           sum(round(cost_usd * 100))::bigint::text as cost_cents
+      from per_model
+     group by month
+     order by month`.execute(db);
+  return r.rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows reserved for an invoice (usage_events.invoice_id)
+
+/**
+ * Marks the account's unbilled paid-tier rows created in [from, to) (from = null: everything
+ * before `to`) as belonging to the invoice. Rows of free-tier requests are never billable.
+ */
+export async function reserveUsage(trx: Trx, invoiceId: string, accountId: string, from: Date | null, to: Date): Promise<number> {
+  let q = trx
+    .updateTable('usage_events')
+    .set({ invoice_id: invoiceId })
+    .where('account_id', '=', accountId)
+    .where('tier', '=', 'paid')
+    .where('invoice_id', 'is', null)
+    .where('created_at', '<', to);
+  if (from !== null) q = q.where('created_at', '>=', from);
+  const r = await q.executeTakeFirst();
+  return Number(r.numUpdatedRows);
+}
+
+export interface LineAggregate {
+  model: string;
+  requests: number;
+  prompt_tokens: string;
+  completion_tokens: string;
+  cost_usd: string;
+  amount_cents: string;
+}
+
+/**
+ * The invoice's lines, one per model, from the rows it reserved. THE rounding rule: each line is
+ * its exact numeric sum rounded to the cent, half up (Postgres round() on a non-negative numeric
+ * rounds halves away from zero, i.e. up); the invoice total is the sum of the rounded lines.
+ */
+export async function aggregateReservedUsage(trx: Trx, invoiceId: string): Promise<LineAggregate[]> {
+  const r = await sql<LineAggregate>`
+    select model,
+           count(*)::int as requests,
+           sum(prompt_tokens)::text as prompt_tokens,
+           sum(completion_tokens)::text as completion_tokens,
+           sum(cost_usd)::text as cost_usd,
+           round(sum(cost_usd) * 100)::bigint::text as amount_cents
+      from usage_events
+     where invoice_id = ${invoiceId}
+     group by model
+     order by model`.execute(trx);
+  return r.rows;
+}
+
+/** Gives rows of these models back to the unbilled pool (lines that would bill zero cents). */
+export async function releaseUsage(trx: Trx, invoiceId: string, models: string[]): Promise<void> {
+  if (models.length === 0) return;
+  await trx.updateTable('usage_events').set({ invoice_id: null }).where('invoice_id', '=', invoiceId).where('model', 'in', models).execute();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Usage totals audit
+
+/**
+ * Re-derives one month's totals from the ledger and replaces them where they differ. The table
+ * lock makes concurrent inserts (whose trigger writes totals) wait, so no row is counted twice or
+ * missed while the month is rebuilt. Returns the number of (account, model, tier) totals that differed.
+ */
+export async function rebuildMonthTotals(trx: Trx, monthStart: Date, monthEnd: Date): Promise<number> {
+  await sql`lock table usage_monthly_totals in share row exclusive mode`.execute(trx);
+  const month = monthStart.toISOString().slice(0, 10);
+  const drift = await sql<{ n: string }>`
+    with truth as (
+      select account_id, model, tier, count(*)::bigint as requests, sum(prompt_tokens)::bigint as prompt_tokens,
+             sum(completion_tokens)::bigint as completion_tokens, sum(cost_usd) as cost_usd
+        from usage_events
+       where created_at >= ${monthStart} and created_at < ${monthEnd}
+       group by account_id, model, tier
+    ), kept as (
+      select account_id, model, tier, requests, prompt_tokens, completion_tokens, cost_usd
+        from usage_monthly_totals where month = ${month}::date
+    )
+    select count(*)::text as n
+      from truth t full join kept k using (account_id, model, tier)
+     where (t.requests, t.prompt_tokens, t.completion_tokens, t.cost_usd) is distinct from (k.requests, k.prompt_tokens, k.completion_tokens, k.cost_usd)`.execute(trx);
+  const n = Number(drift.rows[0]?.n ?? 0);
+  if (n > 0) {
+    await sql`delete from usage_monthly_totals where month = ${month}::date`.execute(trx);
+    await sql`
+      insert into usage_monthly_totals (account_id, month, model, tier, requests, prompt_tokens, completion_tokens, cost_usd)
+      select account_id, ${month}::date, model, tier, count(*), sum(prompt_tokens), sum(completion_tokens), sum(cost_usd)
+        from usage_events
+       where created_at >= ${monthStart} and created_at < ${monthEnd}
+       group by account_id, model, tier`.execute(trx);
+  }
+  return n;
+}
+

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
-import { generateInvoice, invoiceMonth } from '../../src/billing/invoicing.service.js';
+import { generateInvoice } from '../../src/billing/invoicing.service.js';
+import { invoiceMonth } from '../../src/billing/monthly-invoicing.service.js';
 import { parseMonthKey } from '../../src/billing/periods.js';
 import { FakeStripe } from '../fakes/stripe.js';
 import {

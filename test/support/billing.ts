@@ -1,16 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
 import type { AppContext } from '../../src/context.js';
+import { setCustomerIdIfUnset } from '../../src/accounts/accounts.repository.js';
 import { insertUsageEvents } from '../../src/usage/usage.repository.js';
 import type { Tier } from '../../db/schema/index.js';
 import type { FakeStripe } from '../fakes/stripe.js';
 import { createTestAccount, type TestAccount } from './accounts.js';
+import * as ledger from './ledger.repository.js';
 
 /** An account with a Stripe customer in the fake (created through the real client, as the upgrade path does). */
 export async function createBillingAccount(app: AppContext, opts: { tier?: Tier } = {}): Promise<TestAccount & { customerId: string }> {
   const who = await createTestAccount(app, { tier: opts.tier ?? 'paid' });
   const customer = await app.stripe.customers.create({ email: who.account.email, name: who.account.name, metadata: { account_id: who.account.id } });
-  await app.db.updateTable('accounts').set({ stripe_customer_id: customer.id }).where('id', '=', who.account.id).execute();
+  await setCustomerIdIfUnset(app.db, who.account.id, customer.id, app.clock.now());
   return { ...who, account: { ...who.account, stripe_customer_id: customer.id }, customerId: customer.id };
 }
 
@@ -46,30 +47,14 @@ export async function recordUsage(app: AppContext, rows: UsageSpec[]): Promise<s
   return events.map((e) => e.request_id);
 }
 
-/**
- * The rounding rule computed independently from the ledger: per model, the exact sum of the
- * paid-tier rows' cost, rounded half up to the cent (numeric arithmetic, no floats).
- */
-export async function ledgerCentsByModel(app: AppContext, where: { accountId: string; invoiceId?: string; from?: string; to?: string }): Promise<Record<string, string>> {
-  const r = await sql<{ model: string; cents: string }>`
-    select model, floor(sum(cost_usd) * 100 + 0.5)::bigint::text as cents
-      from usage_events
-     where account_id = ${where.accountId} and tier = 'paid'
-       ${where.invoiceId ? sql`and invoice_id = ${where.invoiceId}` : sql``}
-       ${where.from ? sql`and created_at >= ${where.from}` : sql``}
-       ${where.to ? sql`and created_at < ${where.to}` : sql``}
-     group by model order by model`.execute(app.db);
-  return Object.fromEntries(r.rows.map((x) => [x.model, x.cents]));
-}
+/** The expected cents per model, computed independently of the service (see ledger.repository.ts). */
+export const ledgerCentsByModel = (app: AppContext, where: { accountId: string; invoiceId?: string; from?: string; to?: string }) => ledger.ledgerCentsByModel(app.db, where);
 
-export const invoicesOf = (app: AppContext, accountId: string) =>
-  app.db.selectFrom('invoices').selectAll().where('account_id', '=', accountId).orderBy('created_at').execute();
+export const invoicesOf = (app: AppContext, accountId: string) => ledger.invoicesOf(app.db, accountId);
 
-export const linesOf = (app: AppContext, invoiceId: string) =>
-  app.db.selectFrom('invoice_lines').selectAll().where('invoice_id', '=', invoiceId).orderBy('model').execute();
+export const linesOf = (app: AppContext, invoiceId: string) => ledger.invoiceLinesOf(app.db, invoiceId);
 
-export const usageRowsOf = (app: AppContext, accountId: string) =>
-  app.db.selectFrom('usage_events').selectAll().where('account_id', '=', accountId).orderBy('created_at').execute();
+export const usageRowsOf = (app: AppContext, accountId: string) => ledger.usageRowsOf(app.db, accountId);
 
 /** The fake Stripe's invoices of a customer, with the amounts of their lines. */
 export function stripeInvoicesOf(fake: FakeStripe, customerId: string) {

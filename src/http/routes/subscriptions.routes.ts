@@ -8,17 +8,11 @@ import {
   SubscriptionInfoSchema,
   SubscriptionResultSchema,
 } from '../../subscriptions/subscriptions.schema.js';
-import {
-  checkoutCancelled,
-  completeCheckout,
-  confirmPaymentUpdate,
-  confirmUpgrade,
-  downgrade,
-  startPaymentMethodUpdate,
-  subscriptionInfo,
-  upgrade,
-  type SubscriptionResult,
-} from '../../subscriptions/subscriptions.service.js';
+import { checkoutCancelled, completeCheckout, upgrade } from '../../subscriptions/checkout-sessions.service.js';
+import { downgrade } from '../../subscriptions/paid-tier.service.js';
+import { confirmPaymentUpdate, confirmUpgrade, startPaymentMethodUpdate } from '../../subscriptions/setup-intents.service.js';
+import { subscriptionInfo } from '../../subscriptions/subscription-info.service.js';
+import type { SubscriptionResult } from '../../subscriptions/subscription-result.presenter.js';
 import { escapeHtml, prefersHtml, renderPage, sendPage } from '../html.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 

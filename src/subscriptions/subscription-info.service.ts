@@ -1,0 +1,47 @@
+import type { Config } from '../config.js';
+import type { Db } from '../infra/db.js';
+import type { Catalog } from '../catalog/catalog.js';
+import { limitsForTier } from '../limits/tier-limits.js';
+import { getAccount } from '../accounts/accounts.service.js';
+import type { Tier } from '../../db/schema/accounts.js';
+import type { PaymentMethodOnFile } from './stripe-customer.service.js';
+import { paymentMethodOf } from './subscription-result.presenter.js';
+
+/** What the info endpoint reads: our own records, the catalog and the tiers' limits (never Stripe). */
+export interface SubscriptionInfoDeps {
+  db: Db;
+  config: Pick<Config, 'limits'>;
+  catalog: Catalog;
+}
+
+export interface SubscriptionInfo {
+  tier: Tier;
+  subscription_id: string | null;
+  subscription_status: string | null;
+  payment_method: PaymentMethodOnFile | null;
+  checkout_pending: boolean;
+  models: { id: string; provider: string; input_price_per_million: string; output_price_per_million: string }[];
+  limits: { requests_per_minute: number; requests_per_hour: number; requests_per_day: number; tokens_per_day: number };
+}
+
+/** GET /v1/subscription/info: from our own records only, so it works without Stripe configured. */
+export async function subscriptionInfo(app: SubscriptionInfoDeps, accountId: string): Promise<SubscriptionInfo> {
+  const account = await getAccount(app, accountId);
+  const limits = limitsForTier(app.config, account.tier);
+  return {
+    tier: account.tier,
+    subscription_id: account.stripe_subscription_id,
+    subscription_status: account.subscription_status,
+    payment_method: paymentMethodOf(account),
+    checkout_pending: account.tier === 'free' && account.checkout_session_id !== null,
+    models: app.catalog
+      .forTier(account.tier)
+      .map((m) => ({ id: m.id, provider: m.provider, input_price_per_million: m.input_price_per_million, output_price_per_million: m.output_price_per_million })),
+    limits: {
+      requests_per_minute: limits.requestsPerMinute,
+      requests_per_hour: limits.requestsPerHour,
+      requests_per_day: limits.requestsPerDay,
+      tokens_per_day: limits.tokensPerDay,
+    },
+  };
+}
