@@ -1,5 +1,8 @@
-import type { AppContext } from '../context.js';
-import type { JobDefinition } from './jobs.js';
+import type { Clock } from '../clock.js';
+import type { Db } from '../infra/db.js';
+import type { Logger } from '../logger.js';
+import type { SchedulerMetrics } from '../metrics.js';
+import type { JobDefinition, JobDeps } from './jobs.js';
 import { findRun, holdsRun, markRunFinished, markRunStarted, releaseRun, tryClaimRun } from './scheduler-runs.repository.js';
 
 export type RunOutcome =
@@ -31,7 +34,10 @@ export class RunInterrupted extends Error {
  * succeeded is skipped unless forced. Every account-level step is idempotent as well, so even a
  * run that lost its claim mid-account could not bill twice.
  */
-export async function runJob(app: AppContext, job: JobDefinition, period: string, opts: RunOptions = {}): Promise<RunOutcome> {
+/** What running a job's period works with: its claim and record in Postgres, the clock, the job's own deps. */
+export type JobRunnerDeps = JobDeps & { db: Db; clock: Clock; log: Logger; metrics: { scheduler: SchedulerMetrics } };
+
+export async function runJob(app: JobRunnerDeps, job: JobDefinition, period: string, opts: RunOptions = {}): Promise<RunOutcome> {
   const m = app.metrics.scheduler;
   const stopCheck = async () => {
     if (opts.shouldStop?.()) throw new RunInterrupted('the scheduler is stopping');

@@ -1,13 +1,15 @@
 import type { Config } from '../config.js';
-import type { AppContext } from '../context.js';
-import { invoiceMonth } from '../billing/monthly-invoicing.service.js';
+import { invoiceMonth, type MonthlyInvoicingDeps } from '../billing/monthly-invoicing.service.js';
 import type { JobOptions, JobResult } from '../billing/job.js';
 import { parseMonthKey } from '../billing/periods.js';
-import { reconcileAccounts } from '../billing/reconcile.service.js';
-import { auditUsageTotals } from '../billing/usage-totals.service.js';
+import { reconcileAccounts, type ReconcileDeps } from '../billing/reconcile.service.js';
+import { auditUsageTotals, type UsageTotalsDeps } from '../billing/usage-totals.service.js';
 import type { Granularity } from './cron.js';
 
 export type JobName = 'invoices' | 'reconcile' | 'rollup';
+
+/** What the scheduled jobs work with, all together (a worker hands its parts over). */
+export type JobDeps = MonthlyInvoicingDeps & ReconcileDeps & UsageTotalsDeps;
 
 /** A scheduled job: when it is due (cron, UTC) and what it does for a period (the work lives in src/billing). */
 export interface JobDefinition {
@@ -16,7 +18,7 @@ export interface JobDefinition {
   /** Talks to Stripe, so it is not scheduled where STRIPE_SECRET_KEY is unset. */
   needsStripe: boolean;
   cron(config: Config): string;
-  run(app: AppContext, period: string, opts: JobOptions): Promise<JobResult>;
+  run(app: JobDeps, period: string, opts: JobOptions): Promise<JobResult>;
 }
 
 function month(period: string) {
