@@ -1,9 +1,13 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { randomBytes } from 'node:crypto';
-import Stripe from 'stripe';
 import type { Env } from '../../src/config.js';
-import { request, type HttpResult } from '../support/http.js';
+import { invalid, missing, required, StripeApiError } from './stripe/errors.js';
+import { stripeEvent } from './stripe/events.js';
+import { Faults } from './stripe/faults.js';
+import { asBool, asInt, mergeMetadata } from './stripe/form.js';
+import { listPage } from './stripe/list.js';
+import { clone, randomId, type Obj } from './stripe/objects.js';
+import { Routes } from './stripe/routes.js';
+import { StripeHttpServer, type ReceivedRequest } from './stripe/server.js';
+import { createStore, type StripeStore } from './stripe/store.js';
 
 /*
  * A local stand-in for the Stripe API, written from Stripe's API reference, that the real
@@ -21,16 +25,10 @@ import { request, type HttpResult } from '../support/http.js';
  * would have sent to `events`; deliverEvent() signs one with the stripe package's own helper.
  */
 
-export type Obj = Record<string, any>;
-
-export interface ReceivedRequest {
-  method: string;
-  path: string;
-  query: Obj;
-  body: Obj;
-  idempotencyKey: string | undefined;
-  stripeVersion: string | undefined;
-}
+export type { Obj } from './stripe/objects.js';
+export type { ReceivedRequest } from './stripe/server.js';
+export { parseStripeForm } from './stripe/form.js';
+export { deliverEvent } from './stripe/events.js';
 
 export interface FakeCard {
   brand?: string;
@@ -39,60 +37,6 @@ export interface FakeCard {
   exp_year?: number;
   /** Every charge on this card is declined (card_declined). */
   declines?: boolean;
-}
-
-interface Rule {
-  remaining: number;
-  method?: string;
-  path?: RegExp;
-  status?: number;
-  error?: Obj;
-}
-
-class StripeApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly type: string,
-    message: string,
-    readonly code?: string,
-    readonly param?: string,
-    readonly extra: Obj = {},
-  ) {
-    super(message);
-  }
-  toBody(): Obj {
-    return { error: { type: this.type, message: this.message, ...(this.code ? { code: this.code } : {}), ...(this.param ? { param: this.param } : {}), ...this.extra } };
-  }
-}
-
-const missing = (what: string, id: string, param = 'id') =>
-  new StripeApiError(404, 'invalid_request_error', `No such ${what}: '${id}'`, 'resource_missing', param);
-const invalid = (message: string, param?: string, code?: string) => new StripeApiError(400, 'invalid_request_error', message, code, param);
-const required = (param: string) => new StripeApiError(400, 'invalid_request_error', `Missing required param: ${param}.`, 'parameter_missing', param);
-
-const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-function randomId(prefix: string, length = 24): string {
-  const bytes = randomBytes(length);
-  let s = '';
-  for (const b of bytes) s += BASE62[b % 62];
-  return `${prefix}${s}`;
-}
-
-/** Stripe's form encoding: `a[b][0][c]=x` becomes {a:{b:[{c:'x'}]}}; `a[]=x` appends. */
-export function parseStripeForm(text: string): Obj {
-  const root: Obj = {};
-  for (const [rawKey, value] of new URLSearchParams(text)) {
-    const keys = rawKey.split(/\[|\]\[|\]/).filter((k, i, all) => !(k === '' && i === all.length - 1));
-    let node: any = root;
-    keys.forEach((key, i) => {
-      const last = i === keys.length - 1;
-      const nextIsIndex = !last && /^\d*$/.test(keys[i + 1]!);
-      const slot = Array.isArray(node) && key === '' ? node.length : key;
-      if (last) node[slot] = value;
-      else node = node[slot] ??= nextIsIndex ? [] : {};
-    });
-  }
-  return root;
 }
 
 /** Decimal string to a bigint scaled by 10^12 (Stripe allows 12 places on *_decimal fields). */
@@ -109,28 +53,6 @@ function roundScaled(scaled: bigint): number {
   return Number(r * 2n >= SCALE ? q + 1n : q);
 }
 
-const asInt = (v: unknown, param: string): number => {
-  if (v === undefined) return NaN;
-  if (!/^-?\d+$/.test(String(v))) throw invalid(`Invalid integer: ${String(v)}`, param);
-  return Number(v);
-};
-const asBool = (v: unknown): boolean | undefined => (v === undefined ? undefined : v === 'true' || v === true);
-
-function mergeMetadata(current: Obj, update: unknown): Obj {
-  if (update === undefined) return current;
-  if (update === '') return {};
-  const next = { ...current };
-  for (const [k, v] of Object.entries(update as Obj)) {
-    if (v === '') delete next[k];
-    else next[k] = String(v);
-  }
-  return next;
-}
-
-const clone = <T>(o: T): T => JSON.parse(JSON.stringify(o)) as T;
-
-type Handler = (req: { params: string[]; query: Obj; body: Obj }) => Obj;
-
 export class FakeStripe {
   readonly secretKey = randomId('sk_test_', 32);
   readonly webhookSecret = randomId('whsec_', 32);
@@ -138,35 +60,45 @@ export class FakeStripe {
   readonly productId = randomId('prod_', 14);
   url = '';
 
-  readonly customers = new Map<string, Obj>();
-  readonly paymentMethods = new Map<string, Obj>();
-  readonly setupIntents = new Map<string, Obj>();
-  readonly checkoutSessions = new Map<string, Obj>();
-  readonly subscriptions = new Map<string, Obj>();
-  readonly prices = new Map<string, Obj>();
-  readonly invoices = new Map<string, Obj>();
-  readonly invoiceItems = new Map<string, Obj>();
+  readonly customers: Map<string, Obj>;
+  readonly paymentMethods: Map<string, Obj>;
+  readonly setupIntents: Map<string, Obj>;
+  readonly checkoutSessions: Map<string, Obj>;
+  readonly subscriptions: Map<string, Obj>;
+  readonly prices: Map<string, Obj>;
+  readonly invoices: Map<string, Obj>;
+  readonly invoiceItems: Map<string, Obj>;
   /** Every request that reached the fake, in order (including failed and hung ones). */
-  readonly requests: ReceivedRequest[] = [];
+  readonly requests: ReceivedRequest[];
   /** The events Stripe would have sent, in order. */
-  readonly events: Obj[] = [];
+  readonly events: Obj[];
   /** Invoices sent with POST /v1/invoices/:id/send. */
-  readonly sentInvoices: string[] = [];
-  /** Declining cards, by payment method id. */
-  private readonly declining = new Set<string>();
+  readonly sentInvoices: string[];
 
-  private server: http.Server | undefined;
-  private readonly failures: Rule[] = [];
-  private readonly hangs: Rule[] = [];
-  private readonly hanging = new Set<http.ServerResponse>();
-  private readonly idempotency = new Map<string, { fingerprint: string; status: number; body: string }>();
-  private readonly routes: [string, RegExp, Handler][] = [];
-  private invoiceSequence = 0;
+  private readonly store: StripeStore;
+  private readonly faults = new Faults();
+  private readonly server: StripeHttpServer;
 
   constructor(opts: { priceId?: string } = {}) {
     this.priceId = opts.priceId ?? randomId('price_', 24);
+    this.store = createStore({ productId: this.productId, baseUrl: () => this.url });
+    ({
+      customers: this.customers,
+      paymentMethods: this.paymentMethods,
+      setupIntents: this.setupIntents,
+      checkoutSessions: this.checkoutSessions,
+      subscriptions: this.subscriptions,
+      prices: this.prices,
+      invoices: this.invoices,
+      invoiceItems: this.invoiceItems,
+      events: this.events,
+      sentInvoices: this.sentInvoices,
+    } = this.store);
     this.prices.set(this.priceId, this.meteredPrice(this.priceId));
-    this.defineRoutes();
+    const routes = new Routes();
+    this.defineRoutes(routes);
+    this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults });
+    this.requests = this.server.requests;
   }
 
   /** The environment that points the service at this fake. */
@@ -181,20 +113,12 @@ export class FakeStripe {
   }
 
   async start(): Promise<this> {
-    this.server = http.createServer((req, res) => void this.serve(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await this.server.start();
     return this;
   }
 
   async close(): Promise<void> {
-    for (const res of this.hanging) res.destroy();
-    this.hanging.clear();
-    const server = this.server;
-    this.server = undefined;
-    if (!server) return;
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await this.server.close();
   }
 
   // -------------------------------------------------------------------------------------------
@@ -202,12 +126,12 @@ export class FakeStripe {
 
   /** The next `count` matching requests answer `status` (500 by default) with `error` (an api_error by default). */
   failNext(count: number, opts: { status?: number; method?: string; path?: RegExp; error?: Obj } = {}): void {
-    this.failures.push({ remaining: count, ...opts });
+    this.faults.failNext(count, opts);
   }
 
   /** The next `count` matching requests never get an answer (the client's timeout fires). */
   hangNext(count: number, opts: { method?: string; path?: RegExp } = {}): void {
-    this.hangs.push({ remaining: count, ...opts });
+    this.faults.hangNext(count, opts);
   }
 
   /** Requests received, optionally filtered by method and path. */
@@ -257,7 +181,7 @@ export class FakeStripe {
       type: 'card',
     };
     this.paymentMethods.set(pm.id, pm);
-    if (card.declines) this.declining.add(pm.id);
+    if (card.declines) this.store.declining.add(pm.id);
     if (customer) this.emit('payment_method.attached', pm);
     return pm;
   }
@@ -361,158 +285,16 @@ export class FakeStripe {
 
   /** An event of the given type for an object, as Stripe would send it (not recorded in `events`). */
   event(type: string, object: Obj, previousAttributes?: Obj): Obj {
-    return {
-      id: randomId('evt_'),
-      object: 'event',
-      api_version: Stripe.API_VERSION,
-      created: this.now(),
-      data: { object: clone(object), ...(previousAttributes ? { previous_attributes: previousAttributes } : {}) },
-      livemode: false,
-      pending_webhooks: 1,
-      request: { id: null, idempotency_key: null },
-      type,
-    };
+    return stripeEvent(type, object, this.store.now(), previousAttributes);
   }
 
-  // -------------------------------------------------------------------------------------------
-  // HTTP
 
   private now(): number {
-    return Math.floor(Date.now() / 1000);
+    return this.store.now();
   }
 
   private emit(type: string, object: Obj, previousAttributes?: Obj): void {
-    this.events.push(this.event(type, object, previousAttributes));
-  }
-
-  private takeRule(rules: Rule[], method: string, path: string): Rule | undefined {
-    const rule = rules.find((r) => r.remaining > 0 && (!r.method || r.method === method) && (!r.path || r.path.test(path)));
-    if (rule) rule.remaining -= 1;
-    return rule;
-  }
-
-  private async serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const url = new URL(req.url ?? '/', 'http://fake');
-    const method = req.method ?? 'GET';
-    const text = Buffer.concat(chunks).toString('utf8');
-    const query = parseStripeForm(url.search.slice(1));
-    const body = parseStripeForm(text);
-    const idempotencyKey = req.headers['idempotency-key'] as string | undefined;
-    this.requests.push({ method, path: url.pathname, query, body, idempotencyKey, stripeVersion: req.headers['stripe-version'] as string | undefined });
-
-    const requestId = randomId('req_', 14);
-    const send = (status: number, payload: string, headers: Record<string, string> = {}) => {
-      res.writeHead(status, {
-        'content-type': 'application/json',
-        'request-id': requestId,
-        'stripe-version': Stripe.API_VERSION,
-        ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
-        ...headers,
-      });
-      res.end(payload);
-    };
-
-    if (this.takeRule(this.hangs, method, url.pathname)) {
-      this.hanging.add(res);
-      res.once('close', () => this.hanging.delete(res));
-      return;
-    }
-    const failure = this.takeRule(this.failures, method, url.pathname);
-    if (failure) {
-      send(failure.status ?? 500, JSON.stringify({ error: failure.error ?? { type: 'api_error', message: 'An unknown error occurred (injected by the fake).' } }));
-      return;
-    }
-    if (req.headers.authorization !== `Bearer ${this.secretKey}`) {
-      send(401, JSON.stringify({ error: { type: 'invalid_request_error', message: `Invalid API Key provided: ${String(req.headers.authorization ?? '').slice(7, 15)}****` } }));
-      return;
-    }
-
-    // Stripe saves the first response per key (POST only) and replays it for the same parameters.
-    const fingerprint = `${method} ${url.pathname} ${JSON.stringify(body)}`;
-    if (method === 'POST' && idempotencyKey) {
-      const saved = this.idempotency.get(idempotencyKey);
-      if (saved) {
-        if (saved.fingerprint !== fingerprint) {
-          const err = new StripeApiError(
-            400,
-            'idempotency_error',
-            `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idempotencyKey}' if you meant to execute a different request.`,
-          );
-          send(err.status, JSON.stringify(err.toBody()));
-        } else {
-          send(saved.status, saved.body, { 'idempotent-replayed': 'true' });
-        }
-        return;
-      }
-    }
-
-    let status = 200;
-    let payload: string;
-    try {
-      const route = this.routes.find(([m, re]) => m === method && re.test(url.pathname));
-      if (!route) throw new StripeApiError(404, 'invalid_request_error', `Unrecognized request URL (${method}: ${url.pathname}).`);
-      const params = route[1].exec(url.pathname)!.slice(1).map(decodeURIComponent);
-      const input = method === 'POST' ? body : query;
-      const result = route[2]({ params, query, body: input });
-      const expand = (input.expand as string[] | undefined) ?? [];
-      payload = JSON.stringify(this.expand(clone(result), expand));
-    } catch (err) {
-      if (!(err instanceof StripeApiError)) throw err;
-      status = err.status;
-      payload = JSON.stringify(err.toBody());
-    }
-    if (method === 'POST' && idempotencyKey) this.idempotency.set(idempotencyKey, { fingerprint, status, body: payload });
-    send(status, payload);
-  }
-
-  /** Replaces ids by objects along each `expand` path (a.b.c), the way Stripe's expand[] works. */
-  private expand(obj: Obj, paths: string[]): Obj {
-    for (const path of paths) {
-      const walk = (node: any, segments: string[]): any => {
-        if (segments.length === 0 || node == null) return node;
-        const [head, ...rest] = segments as [string, ...string[]];
-        if (Array.isArray(node)) return node.map((n) => walk(n, segments));
-        let value = node[head];
-        if (typeof value === 'string') value = this.lookup(value) ?? value;
-        node[head] = typeof value === 'object' && value !== null ? walk(clone(value), rest) : value;
-        return node;
-      };
-      walk(obj, path.split('.'));
-    }
-    return obj;
-  }
-
-  private lookup(id: string): Obj | undefined {
-    const stores: [string, Map<string, Obj>][] = [
-      ['cus_', this.customers],
-      ['pm_', this.paymentMethods],
-      ['seti_', this.setupIntents],
-      ['cs_', this.checkoutSessions],
-      ['sub_', this.subscriptions],
-      ['price_', this.prices],
-      ['in_', this.invoices],
-      ['ii_', this.invoiceItems],
-    ];
-    for (const [prefix, store] of stores) if (id.startsWith(prefix)) return store.get(id);
-    return this.prices.get(id);
-  }
-
-  private list(items: Obj[], path: string, query: Obj): Obj {
-    const limit = query.limit === undefined ? 10 : Math.min(100, Math.max(1, asInt(query.limit, 'limit')));
-    let start = 0;
-    if (query.starting_after) {
-      start = items.findIndex((i) => i.id === query.starting_after) + 1;
-      if (start === 0) throw missing('object', String(query.starting_after), 'starting_after');
-    }
-    const page = items.slice(start, start + limit);
-    return { object: 'list', data: page, has_more: start + limit < items.length, url: path };
-  }
-
-  private route(method: string, path: string, handler: Handler): void {
-    const re = new RegExp(`^${path.replace(/:[a-z_]+/g, '([^/]+)')}$`);
-    this.routes.push([method, re, handler]);
+    this.store.emit(type, object, previousAttributes);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -645,7 +427,7 @@ export class FakeStripe {
       subscription: null,
       success_url: body.success_url,
       ui_mode: 'hosted_page',
-      url: `${this.url}/c/pay/${id}`,
+      url: `${this.store.baseUrl()}/c/pay/${id}`,
     };
     this.checkoutSessions.set(id, session);
     return session;
@@ -780,7 +562,7 @@ export class FakeStripe {
       this.emit('invoice.payment_failed', inv);
       throw invalid('This customer has no attached payment source or default payment method.', undefined, 'invoice_no_customer_line_items');
     }
-    if (this.declining.has(pmId)) {
+    if (this.store.declining.has(pmId)) {
       inv.next_payment_attempt = this.now() + 3 * 86400;
       this.emit('invoice.payment_failed', inv);
       throw new StripeApiError(402, 'card_error', 'Your card was declined.', 'card_declined', undefined, { decline_code: 'generic_decline' });
@@ -794,9 +576,19 @@ export class FakeStripe {
     this.emit('invoice.payment_succeeded', inv);
   }
 
-  private defineRoutes(): void {
+  private defineRoutes(routes: Routes): void {
+    routes.expandable('cus_', this.customers);
+    routes.expandable('pm_', this.paymentMethods);
+    routes.expandable('seti_', this.setupIntents);
+    routes.expandable('cs_', this.checkoutSessions);
+    routes.expandable('sub_', this.subscriptions);
+    // A test may name the price anything (FakeStripe({ priceId })), so ids no other prefix claims are looked up as prices.
+    routes.expandable('', this.prices);
+    routes.expandable('in_', this.invoices);
+    routes.expandable('ii_', this.invoiceItems);
+
     // Customers
-    this.route('POST', '/v1/customers', ({ body }) => {
+    routes.add('POST', '/v1/customers', ({ body }) => {
       const id = randomId('cus_', 14);
       const c = {
         id,
@@ -826,9 +618,9 @@ export class FakeStripe {
       this.emit('customer.created', c);
       return c;
     });
-    this.route('GET', '/v1/customers/:id', ({ params }) => this.customer(params[0]!));
-    this.route('POST', '/v1/customers/:id', ({ params, body }) => {
-      const c = this.customer(params[0]!);
+    routes.add('GET', '/v1/customers/:id', ({ params }) => this.customer(params.id));
+    routes.add('POST', '/v1/customers/:id', ({ params, body }) => {
+      const c = this.customer(params.id);
       const pm = body.invoice_settings?.default_payment_method;
       if (pm !== undefined) {
         const method = this.paymentMethods.get(pm);
@@ -849,33 +641,33 @@ export class FakeStripe {
     });
 
     // Payment methods
-    this.route('GET', '/v1/payment_methods/:id', ({ params }) => {
-      const pm = this.paymentMethods.get(params[0]!);
-      if (!pm) throw missing('payment_method', params[0]!);
+    routes.add('GET', '/v1/payment_methods/:id', ({ params }) => {
+      const pm = this.paymentMethods.get(params.id);
+      if (!pm) throw missing('payment_method', params.id);
       return pm;
     });
 
     // Setup intents
-    this.route('POST', '/v1/setup_intents', ({ body }) => {
+    routes.add('POST', '/v1/setup_intents', ({ body }) => {
       if (body.customer) this.customer(String(body.customer), 'customer');
       return this.newSetupIntent({ customer: body.customer ?? null, metadata: mergeMetadata({}, body.metadata), usage: body.usage, allowed: body.allowed_payment_method_types });
     });
-    this.route('GET', '/v1/setup_intents/:id', ({ params }) => {
-      const si = this.setupIntents.get(params[0]!);
-      if (!si) throw missing('setup_intent', params[0]!);
+    routes.add('GET', '/v1/setup_intents/:id', ({ params }) => {
+      const si = this.setupIntents.get(params.id);
+      if (!si) throw missing('setup_intent', params.id);
       return si;
     });
 
     // Checkout sessions
-    this.route('POST', '/v1/checkout/sessions', ({ body }) => this.newCheckoutSession(body));
-    this.route('GET', '/v1/checkout/sessions/:id', ({ params }) => {
-      const s = this.checkoutSessions.get(params[0]!);
-      if (!s) throw missing('checkout.session', params[0]!);
+    routes.add('POST', '/v1/checkout/sessions', ({ body }) => this.newCheckoutSession(body));
+    routes.add('GET', '/v1/checkout/sessions/:id', ({ params }) => {
+      const s = this.checkoutSessions.get(params.id);
+      if (!s) throw missing('checkout.session', params.id);
       return s;
     });
-    this.route('POST', '/v1/checkout/sessions/:id/expire', ({ params }) => {
-      const s = this.checkoutSessions.get(params[0]!);
-      if (!s) throw missing('checkout.session', params[0]!);
+    routes.add('POST', '/v1/checkout/sessions/:id/expire', ({ params }) => {
+      const s = this.checkoutSessions.get(params.id);
+      if (!s) throw missing('checkout.session', params.id);
       if (s.status !== 'open') throw invalid(`Only Checkout Sessions with a status of open can be expired (this one is ${s.status}).`);
       s.status = 'expired';
       this.emit('checkout.session.expired', s);
@@ -883,33 +675,33 @@ export class FakeStripe {
     });
 
     // Subscriptions
-    this.route('POST', '/v1/subscriptions', ({ body }) => {
+    routes.add('POST', '/v1/subscriptions', ({ body }) => {
       if (!body.customer) throw required('customer');
       const price = body.items?.[0]?.price;
       if (!price) throw required('items');
       return this.newSubscription(String(body.customer), String(price), mergeMetadata({}, body.metadata));
     });
-    this.route('GET', '/v1/subscriptions', ({ query }) => {
+    routes.add('GET', '/v1/subscriptions', ({ query }) => {
       const subs = [...this.subscriptions.values()].filter(
         (s) => (!query.customer || s.customer === query.customer) && (query.status === 'all' || (query.status ? s.status === query.status : s.status !== 'canceled')),
       );
-      return this.list(subs, '/v1/subscriptions', query);
+      return listPage(subs, '/v1/subscriptions', query);
     });
-    this.route('GET', '/v1/subscriptions/:id', ({ params }) => {
-      const s = this.subscriptions.get(params[0]!);
-      if (!s) throw missing('subscription', params[0]!);
+    routes.add('GET', '/v1/subscriptions/:id', ({ params }) => {
+      const s = this.subscriptions.get(params.id);
+      if (!s) throw missing('subscription', params.id);
       return s;
     });
-    this.route('DELETE', '/v1/subscriptions/:id', ({ params }) => {
-      const s = this.subscriptions.get(params[0]!);
-      if (!s) throw missing('subscription', params[0]!);
+    routes.add('DELETE', '/v1/subscriptions/:id', ({ params }) => {
+      const s = this.subscriptions.get(params.id);
+      if (!s) throw missing('subscription', params.id);
       if (s.status === 'canceled') throw invalid('A canceled subscription can only update its cancellation_details and metadata.', undefined, 'subscription_canceled');
       this.setSubscriptionStatus(s.id, 'canceled');
       return s;
     });
 
     // Invoice items
-    this.route('POST', '/v1/invoiceitems', ({ body }) => {
+    routes.add('POST', '/v1/invoiceitems', ({ body }) => {
       if (!body.customer) throw required('customer');
       const customer = this.customer(String(body.customer), 'customer');
       const quantity = body.quantity === undefined ? 1 : asInt(body.quantity, 'quantity');
@@ -973,23 +765,23 @@ export class FakeStripe {
       this.emit('invoiceitem.created', item);
       return item;
     });
-    this.route('GET', '/v1/invoiceitems', ({ query }) => {
+    routes.add('GET', '/v1/invoiceitems', ({ query }) => {
       const items = [...this.invoiceItems.values()].filter(
         (i) =>
           (!query.customer || i.customer === query.customer) &&
           (!query.invoice || i.invoice === query.invoice) &&
           (query.pending === undefined || (asBool(query.pending) ? i.invoice === null : i.invoice !== null)),
       );
-      return this.list(items.reverse(), '/v1/invoiceitems', query);
+      return listPage(items.reverse(), '/v1/invoiceitems', query);
     });
-    this.route('GET', '/v1/invoiceitems/:id', ({ params }) => {
-      const i = this.invoiceItems.get(params[0]!);
-      if (!i) throw missing('invoiceitem', params[0]!);
+    routes.add('GET', '/v1/invoiceitems/:id', ({ params }) => {
+      const i = this.invoiceItems.get(params.id);
+      if (!i) throw missing('invoiceitem', params.id);
       return i;
     });
 
     // Invoices
-    this.route('POST', '/v1/invoices', ({ body }) => {
+    routes.add('POST', '/v1/invoices', ({ body }) => {
       if (!body.customer) throw required('customer');
       const customer = this.customer(String(body.customer), 'customer');
       const collection = body.collection_method ?? 'charge_automatically';
@@ -1089,31 +881,31 @@ export class FakeStripe {
       this.emit('invoice.created', inv);
       return inv;
     });
-    this.route('GET', '/v1/invoices', ({ query }) => {
+    routes.add('GET', '/v1/invoices', ({ query }) => {
       const list = [...this.invoices.values()]
         .filter((i) => (!query.customer || i.customer === query.customer) && (!query.status || i.status === query.status))
         .reverse();
-      return this.list(list, '/v1/invoices', query);
+      return listPage(list, '/v1/invoices', query);
     });
-    this.route('GET', '/v1/invoices/:id', ({ params }) => {
-      const inv = this.invoices.get(params[0]!);
-      if (!inv) throw missing('invoice', params[0]!);
+    routes.add('GET', '/v1/invoices/:id', ({ params }) => {
+      const inv = this.invoices.get(params.id);
+      if (!inv) throw missing('invoice', params.id);
       return inv;
     });
-    this.route('POST', '/v1/invoices/:id/finalize', ({ params, body }) => {
-      const inv = this.invoices.get(params[0]!);
-      if (!inv) throw missing('invoice', params[0]!);
+    routes.add('POST', '/v1/invoices/:id/finalize', ({ params, body }) => {
+      const inv = this.invoices.get(params.id);
+      if (!inv) throw missing('invoice', params.id);
       if (inv.status !== 'draft') throw invalid(`This invoice is already finalized, you can't re-finalize a non-draft invoice.`, undefined, 'invoice_not_editable');
       const customer = this.customer(inv.customer);
       const now = this.now();
       inv.status = 'open';
-      inv.number = `${customer.invoice_prefix}-${String(++this.invoiceSequence).padStart(4, '0')}`;
+      inv.number = `${customer.invoice_prefix}-${String(++this.store.invoiceSequence).padStart(4, '0')}`;
       customer.next_invoice_sequence += 1;
       inv.status_transitions.finalized_at = now;
       inv.effective_at = now;
       inv.ending_balance = 0;
-      inv.hosted_invoice_url = `${this.url}/i/${inv.id}`;
-      inv.invoice_pdf = `${this.url}/i/${inv.id}/pdf`;
+      inv.hosted_invoice_url = `${this.store.baseUrl()}/i/${inv.id}`;
+      inv.invoice_pdf = `${this.store.baseUrl()}/i/${inv.id}/pdf`;
       if (inv.collection_method === 'send_invoice' && inv.due_date === null) inv.due_date = now + inv.days_until_due_requested * 86400;
       if (body.auto_advance !== undefined) inv.auto_advance = asBool(body.auto_advance);
       this.emit('invoice.finalized', inv);
@@ -1124,23 +916,23 @@ export class FakeStripe {
       }
       return inv;
     });
-    this.route('POST', '/v1/invoices/:id/pay', ({ params }) => {
-      const inv = this.invoices.get(params[0]!);
-      if (!inv) throw missing('invoice', params[0]!);
+    routes.add('POST', '/v1/invoices/:id/pay', ({ params }) => {
+      const inv = this.invoices.get(params.id);
+      if (!inv) throw missing('invoice', params.id);
       this.payInvoice(inv);
       return inv;
     });
-    this.route('POST', '/v1/invoices/:id/send', ({ params }) => {
-      const inv = this.invoices.get(params[0]!);
-      if (!inv) throw missing('invoice', params[0]!);
+    routes.add('POST', '/v1/invoices/:id/send', ({ params }) => {
+      const inv = this.invoices.get(params.id);
+      if (!inv) throw missing('invoice', params.id);
       if (inv.status !== 'open' && inv.status !== 'paid') throw invalid('You can only send an invoice that has been finalized.', undefined, 'invoice_not_editable');
       this.sentInvoices.push(inv.id);
       this.emit('invoice.sent', inv);
       return inv;
     });
-    this.route('POST', '/v1/invoices/:id/void', ({ params }) => {
-      const inv = this.invoices.get(params[0]!);
-      if (!inv) throw missing('invoice', params[0]!);
+    routes.add('POST', '/v1/invoices/:id/void', ({ params }) => {
+      const inv = this.invoices.get(params.id);
+      if (!inv) throw missing('invoice', params.id);
       if (inv.status !== 'open' && inv.status !== 'uncollectible') throw invalid('You can only void open or uncollectible invoices.');
       inv.status = 'void';
       inv.status_transitions.voided_at = this.now();
@@ -1148,21 +940,4 @@ export class FakeStripe {
       return inv;
     });
   }
-}
-
-/**
- * Posts an event to a webhook endpoint the way Stripe does: the JSON body signed with the
- * stripe package's own test helper (`t=<timestamp>,v1=<hmac>`).
- */
-export async function deliverEvent(
-  url: string,
-  event: Obj,
-  secret: string,
-  opts: { timestamp?: number; signature?: string; payload?: string } = {},
-): Promise<HttpResult> {
-  const payload = opts.payload ?? JSON.stringify(event, null, 2);
-  const header =
-    opts.signature ??
-    Stripe.webhooks.generateTestHeaderString({ payload, secret, ...(opts.timestamp !== undefined ? { timestamp: opts.timestamp } : {}) });
-  return request('POST', url, { raw: payload, headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': header } });
 }
