@@ -5,6 +5,7 @@ import { Faults } from './stripe/faults.js';
 import { asBool, asInt, mergeMetadata } from './stripe/form.js';
 import { listPage } from './stripe/list.js';
 import { clone, randomId, type Obj } from './stripe/objects.js';
+import { addMeteredPrice, registerPrices } from './stripe/prices.js';
 import { Routes } from './stripe/routes.js';
 import { StripeHttpServer, type ReceivedRequest } from './stripe/server.js';
 import { createStore, type StripeStore } from './stripe/store.js';
@@ -94,8 +95,9 @@ export class FakeStripe {
       events: this.events,
       sentInvoices: this.sentInvoices,
     } = this.store);
-    this.prices.set(this.priceId, this.meteredPrice(this.priceId));
+    addMeteredPrice(this.store, this.priceId);
     const routes = new Routes();
+    registerPrices(routes, this.store);
     this.defineRoutes(routes);
     this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults });
     this.requests = this.server.requests;
@@ -299,30 +301,6 @@ export class FakeStripe {
 
   // -------------------------------------------------------------------------------------------
   // Objects
-
-  private meteredPrice(id: string): Obj {
-    return {
-      id,
-      object: 'price',
-      active: true,
-      billing_scheme: 'per_unit',
-      created: this.now(),
-      currency: 'usd',
-      custom_unit_amount: null,
-      livemode: false,
-      lookup_key: null,
-      metadata: {},
-      nickname: 'Pay-as-you-go tokens',
-      product: this.productId,
-      recurring: { interval: 'month', interval_count: 1, meter: randomId('mtr_', 24), trial_period_days: null, usage_type: 'metered' },
-      tax_behavior: 'unspecified',
-      tiers_mode: null,
-      transform_quantity: null,
-      type: 'recurring',
-      unit_amount: null,
-      unit_amount_decimal: '0.00003',
-    };
-  }
 
   private customer(id: string, param = 'id'): Obj {
     const c = this.customers.get(id);
@@ -582,8 +560,6 @@ export class FakeStripe {
     routes.expandable('seti_', this.setupIntents);
     routes.expandable('cs_', this.checkoutSessions);
     routes.expandable('sub_', this.subscriptions);
-    // A test may name the price anything (FakeStripe({ priceId })), so ids no other prefix claims are looked up as prices.
-    routes.expandable('', this.prices);
     routes.expandable('in_', this.invoices);
     routes.expandable('ii_', this.invoiceItems);
 
