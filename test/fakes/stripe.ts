@@ -1,4 +1,5 @@
 import type { Env } from '../../src/config.js';
+import { registerCustomers, requireCustomer } from './stripe/customers.js';
 import { invalid, missing, required, StripeApiError } from './stripe/errors.js';
 import { stripeEvent } from './stripe/events.js';
 import { Faults } from './stripe/faults.js';
@@ -97,6 +98,7 @@ export class FakeStripe {
     } = this.store);
     addMeteredPrice(this.store, this.priceId);
     const routes = new Routes();
+    registerCustomers(routes, this.store);
     registerPrices(routes, this.store);
     this.defineRoutes(routes);
     this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults });
@@ -302,12 +304,6 @@ export class FakeStripe {
   // -------------------------------------------------------------------------------------------
   // Objects
 
-  private customer(id: string, param = 'id'): Obj {
-    const c = this.customers.get(id);
-    if (!c) throw missing('customer', id, param);
-    return c;
-  }
-
   private newSetupIntent(opts: { customer: string | null; metadata: Obj; usage?: string; allowed?: string[] }): Obj {
     const id = randomId('seti_');
     const si = {
@@ -350,7 +346,7 @@ export class FakeStripe {
     if (!body.currency && !body.allowed_payment_method_types) {
       throw invalid('currency is required in setup mode when allowed_payment_method_types is not set.', 'currency', 'parameter_missing');
     }
-    if (body.customer) this.customer(String(body.customer), 'customer');
+    if (body.customer) requireCustomer(this.store, String(body.customer), 'customer');
     const id = randomId('cs_test_', 58);
     const si = this.newSetupIntent({
       customer: body.customer ?? null,
@@ -414,7 +410,7 @@ export class FakeStripe {
   private newSubscription(customer: string, price: string, metadata: Obj): Obj {
     const p = this.prices.get(price);
     if (!p) throw invalid(`No such price: '${price}'`, 'items[0][price]', 'resource_missing');
-    const c = this.customer(customer, 'customer');
+    const c = requireCustomer(this.store, customer, 'customer');
     const now = this.now();
     const periodEnd = now + 30 * 86400;
     const id = randomId('sub_');
@@ -532,7 +528,7 @@ export class FakeStripe {
   private payInvoice(inv: Obj): void {
     if (inv.status === 'paid') throw invalid('Invoice is already paid', undefined, 'invoice_already_paid');
     if (inv.status !== 'open') throw invalid(`You can only pay an invoice in the open state (it is ${inv.status}).`, undefined, 'invoice_not_open');
-    const customer = this.customer(inv.customer);
+    const customer = requireCustomer(this.store, inv.customer);
     const pmId = inv.default_payment_method ?? customer.invoice_settings.default_payment_method;
     inv.attempted = true;
     inv.attempt_count += 1;
@@ -555,66 +551,12 @@ export class FakeStripe {
   }
 
   private defineRoutes(routes: Routes): void {
-    routes.expandable('cus_', this.customers);
     routes.expandable('pm_', this.paymentMethods);
     routes.expandable('seti_', this.setupIntents);
     routes.expandable('cs_', this.checkoutSessions);
     routes.expandable('sub_', this.subscriptions);
     routes.expandable('in_', this.invoices);
     routes.expandable('ii_', this.invoiceItems);
-
-    // Customers
-    routes.add('POST', '/v1/customers', ({ body }) => {
-      const id = randomId('cus_', 14);
-      const c = {
-        id,
-        object: 'customer',
-        address: null,
-        balance: 0,
-        created: this.now(),
-        currency: null,
-        default_source: null,
-        delinquent: false,
-        description: body.description ?? null,
-        discount: null,
-        email: body.email ?? null,
-        invoice_prefix: randomId('', 8).toUpperCase(),
-        invoice_settings: { custom_fields: null, default_payment_method: null, footer: null, rendering_options: null },
-        livemode: false,
-        metadata: mergeMetadata({}, body.metadata),
-        name: body.name ?? null,
-        next_invoice_sequence: 1,
-        phone: null,
-        preferred_locales: [],
-        shipping: null,
-        tax_exempt: 'none',
-        test_clock: null,
-      };
-      this.customers.set(id, c);
-      this.emit('customer.created', c);
-      return c;
-    });
-    routes.add('GET', '/v1/customers/:id', ({ params }) => this.customer(params.id));
-    routes.add('POST', '/v1/customers/:id', ({ params, body }) => {
-      const c = this.customer(params.id);
-      const pm = body.invoice_settings?.default_payment_method;
-      if (pm !== undefined) {
-        const method = this.paymentMethods.get(pm);
-        if (pm !== '' && (!method || method.customer !== c.id)) {
-          throw invalid(
-            `No such PaymentMethod: '${pm}'; the payment method must be attached to the customer before it can be the default.`,
-            'invoice_settings[default_payment_method]',
-            'resource_missing',
-          );
-        }
-        c.invoice_settings.default_payment_method = pm === '' ? null : pm;
-      }
-      if (body.email !== undefined) c.email = body.email;
-      if (body.name !== undefined) c.name = body.name;
-      c.metadata = mergeMetadata(c.metadata, body.metadata);
-      this.emit('customer.updated', c);
-      return c;
-    });
 
     // Payment methods
     routes.add('GET', '/v1/payment_methods/:id', ({ params }) => {
@@ -625,7 +567,7 @@ export class FakeStripe {
 
     // Setup intents
     routes.add('POST', '/v1/setup_intents', ({ body }) => {
-      if (body.customer) this.customer(String(body.customer), 'customer');
+      if (body.customer) requireCustomer(this.store, String(body.customer), 'customer');
       return this.newSetupIntent({ customer: body.customer ?? null, metadata: mergeMetadata({}, body.metadata), usage: body.usage, allowed: body.allowed_payment_method_types });
     });
     routes.add('GET', '/v1/setup_intents/:id', ({ params }) => {
@@ -679,7 +621,7 @@ export class FakeStripe {
     // Invoice items
     routes.add('POST', '/v1/invoiceitems', ({ body }) => {
       if (!body.customer) throw required('customer');
-      const customer = this.customer(String(body.customer), 'customer');
+      const customer = requireCustomer(this.store, String(body.customer), 'customer');
       const quantity = body.quantity === undefined ? 1 : asInt(body.quantity, 'quantity');
       let amount: number;
       let unitDecimal: string | null = null;
@@ -759,7 +701,7 @@ export class FakeStripe {
     // Invoices
     routes.add('POST', '/v1/invoices', ({ body }) => {
       if (!body.customer) throw required('customer');
-      const customer = this.customer(String(body.customer), 'customer');
+      const customer = requireCustomer(this.store, String(body.customer), 'customer');
       const collection = body.collection_method ?? 'charge_automatically';
       if (collection === 'send_invoice' && body.days_until_due === undefined && body.due_date === undefined) {
         throw invalid('Invoices with collection_method=send_invoice need days_until_due or due_date.', 'days_until_due');
@@ -872,7 +814,7 @@ export class FakeStripe {
       const inv = this.invoices.get(params.id);
       if (!inv) throw missing('invoice', params.id);
       if (inv.status !== 'draft') throw invalid(`This invoice is already finalized, you can't re-finalize a non-draft invoice.`, undefined, 'invoice_not_editable');
-      const customer = this.customer(inv.customer);
+      const customer = requireCustomer(this.store, inv.customer);
       const now = this.now();
       inv.status = 'open';
       inv.number = `${customer.invoice_prefix}-${String(++this.store.invoiceSequence).padStart(4, '0')}`;

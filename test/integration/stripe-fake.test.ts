@@ -135,4 +135,10 @@ describe('fake Stripe API with the real stripe client', () => {
       expect((err as Stripe.errors.StripeInvalidRequestError).param).to.equal('invoice_settings[default_payment_method]');
     }
   });
+
+  it('merges metadata on a customer update, an empty value removing its key', async () => {
+    const customer = await stripe.customers.create({ metadata: { keep: '1', drop: '2' } });
+    const updated = await stripe.customers.update(customer.id, { metadata: { drop: '', add: '3' } });
+    expect(updated.metadata).to.deep.equal({ keep: '1', add: '3' });
+  });
 });
