@@ -5,6 +5,7 @@ import { stripeEvent } from './stripe/events.js';
 import { Faults } from './stripe/faults.js';
 import { asBool, asInt, mergeMetadata } from './stripe/form.js';
 import { listPage } from './stripe/list.js';
+import { createCardPaymentMethod, registerPaymentMethods, type FakeCard } from './stripe/payment-methods.js';
 import { clone, randomId, type Obj } from './stripe/objects.js';
 import { addMeteredPrice, registerPrices } from './stripe/prices.js';
 import { Routes } from './stripe/routes.js';
@@ -29,17 +30,9 @@ import { createStore, type StripeStore } from './stripe/store.js';
 
 export type { Obj } from './stripe/objects.js';
 export type { ReceivedRequest } from './stripe/server.js';
+export type { FakeCard } from './stripe/payment-methods.js';
 export { parseStripeForm } from './stripe/form.js';
 export { deliverEvent } from './stripe/events.js';
-
-export interface FakeCard {
-  brand?: string;
-  last4?: string;
-  exp_month?: number;
-  exp_year?: number;
-  /** Every charge on this card is declined (card_declined). */
-  declines?: boolean;
-}
 
 /** Decimal string to a bigint scaled by 10^12 (Stripe allows 12 places on *_decimal fields). */
 const SCALE = 10n ** 12n;
@@ -99,6 +92,7 @@ export class FakeStripe {
     addMeteredPrice(this.store, this.priceId);
     const routes = new Routes();
     registerCustomers(routes, this.store);
+    registerPaymentMethods(routes, this.store);
     registerPrices(routes, this.store);
     this.defineRoutes(routes);
     this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults });
@@ -156,38 +150,7 @@ export class FakeStripe {
 
   /** A card payment method, attached to `customer` when given. */
   createPaymentMethod(card: FakeCard = {}, customer: string | null = null): Obj {
-    const brand = card.brand ?? 'visa';
-    const pm = {
-      id: randomId('pm_'),
-      object: 'payment_method',
-      allow_redisplay: 'unspecified',
-      billing_details: { address: { city: null, country: null, line1: null, line2: null, postal_code: null, state: null }, email: null, name: null, phone: null, tax_id: null },
-      card: {
-        brand,
-        checks: { address_line1_check: null, address_postal_code_check: null, cvc_check: 'pass' },
-        country: 'US',
-        display_brand: brand,
-        exp_month: card.exp_month ?? 12,
-        exp_year: card.exp_year ?? 2034,
-        fingerprint: randomId('', 16),
-        funding: 'credit',
-        generated_from: null,
-        last4: card.last4 ?? '4242',
-        networks: { available: [brand], preferred: null },
-        regulated_status: 'unregulated',
-        three_d_secure_usage: { supported: true },
-        wallet: null,
-      },
-      created: this.now(),
-      customer,
-      livemode: false,
-      metadata: {},
-      type: 'card',
-    };
-    this.paymentMethods.set(pm.id, pm);
-    if (card.declines) this.store.declining.add(pm.id);
-    if (customer) this.emit('payment_method.attached', pm);
-    return pm;
+    return createCardPaymentMethod(this.store, card, customer);
   }
 
   /**
@@ -551,19 +514,11 @@ export class FakeStripe {
   }
 
   private defineRoutes(routes: Routes): void {
-    routes.expandable('pm_', this.paymentMethods);
     routes.expandable('seti_', this.setupIntents);
     routes.expandable('cs_', this.checkoutSessions);
     routes.expandable('sub_', this.subscriptions);
     routes.expandable('in_', this.invoices);
     routes.expandable('ii_', this.invoiceItems);
-
-    // Payment methods
-    routes.add('GET', '/v1/payment_methods/:id', ({ params }) => {
-      const pm = this.paymentMethods.get(params.id);
-      if (!pm) throw missing('payment_method', params.id);
-      return pm;
-    });
 
     // Setup intents
     routes.add('POST', '/v1/setup_intents', ({ body }) => {

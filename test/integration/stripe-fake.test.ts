@@ -141,4 +141,12 @@ describe('fake Stripe API with the real stripe client', () => {
     const updated = await stripe.customers.update(customer.id, { metadata: { drop: '', add: '3' } });
     expect(updated.metadata).to.deep.equal({ keep: '1', add: '3' });
   });
+
+  it('retrieves a card payment method with its brand, last four digits and customer', async () => {
+    const customer = await stripe.customers.create({});
+    const pm = fake.createPaymentMethod({ brand: 'mastercard', last4: '4444' }, customer.id);
+    const got = await stripe.paymentMethods.retrieve(pm.id);
+    expect(got.card).to.include({ brand: 'mastercard', last4: '4444' });
+    expect(got.customer).to.equal(customer.id);
+  });
 });
