@@ -9,6 +9,7 @@ import { createCardPaymentMethod, registerPaymentMethods, type FakeCard } from '
 import { clone, randomId, type Obj } from './stripe/objects.js';
 import { addMeteredPrice, registerPrices } from './stripe/prices.js';
 import { Routes } from './stripe/routes.js';
+import { confirmSetupIntent, createSetupIntent, newSetupIntent, registerSetupIntents } from './stripe/setup-intents.js';
 import { StripeHttpServer, type ReceivedRequest } from './stripe/server.js';
 import { createStore, type StripeStore } from './stripe/store.js';
 
@@ -93,6 +94,7 @@ export class FakeStripe {
     const routes = new Routes();
     registerCustomers(routes, this.store);
     registerPaymentMethods(routes, this.store);
+    registerSetupIntents(routes, this.store);
     registerPrices(routes, this.store);
     this.defineRoutes(routes);
     this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults });
@@ -183,29 +185,12 @@ export class FakeStripe {
    * the intent succeeded. With `fail`, the card is refused and the intent waits for another.
    */
   confirmSetupIntent(setupIntentId: string, card: FakeCard = {}, fail = false): Obj {
-    const si = this.setupIntents.get(setupIntentId);
-    if (!si) throw new Error(`no setup intent ${setupIntentId}`);
-    if (fail) {
-      si.status = 'requires_payment_method';
-      si.last_setup_error = { code: 'card_declined', decline_code: 'generic_decline', message: 'Your card was declined.', type: 'card_error' };
-      this.emit('setup_intent.setup_failed', si);
-      return si;
-    }
-    const pm = this.createPaymentMethod(card, si.customer);
-    si.payment_method = pm.id;
-    si.status = 'succeeded';
-    si.last_setup_error = null;
-    this.emit('setup_intent.succeeded', si);
-    return pm;
+    return confirmSetupIntent(this.store, setupIntentId, card, fail);
   }
 
   /** A setup intent for `customer` in the given state, as if created and confirmed elsewhere (Stripe.js, another server). */
   createSetupIntent(opts: { customer: string | null; status?: 'succeeded' | 'requires_payment_method' | 'processing' | 'canceled'; card?: FakeCard; metadata?: Obj }): Obj {
-    const si = this.newSetupIntent({ customer: opts.customer, metadata: opts.metadata ?? {} });
-    const status = opts.status ?? 'succeeded';
-    if (status === 'succeeded') this.confirmSetupIntent(si.id, opts.card ?? {});
-    else si.status = status;
-    return clone(si);
+    return createSetupIntent(this.store, opts);
   }
 
   /** Changes a subscription's status as Stripe (or someone in the dashboard) would, with the matching events. */
@@ -267,41 +252,6 @@ export class FakeStripe {
   // -------------------------------------------------------------------------------------------
   // Objects
 
-  private newSetupIntent(opts: { customer: string | null; metadata: Obj; usage?: string; allowed?: string[] }): Obj {
-    const id = randomId('seti_');
-    const si = {
-      id,
-      object: 'setup_intent',
-      allowed_payment_method_types: opts.allowed ?? null,
-      application: null,
-      automatic_payment_methods: opts.allowed ? null : { allow_redirects: 'always', enabled: true },
-      cancellation_reason: null,
-      client_secret: `${id}_secret_${randomId('', 24)}`,
-      created: this.now(),
-      customer: opts.customer,
-      description: null,
-      excluded_payment_method_types: null,
-      flow_directions: null,
-      last_setup_error: null,
-      latest_attempt: null,
-      livemode: false,
-      mandate: null,
-      metadata: opts.metadata,
-      next_action: null,
-      on_behalf_of: null,
-      payment_method: null,
-      payment_method_configuration_details: null,
-      payment_method_options: { card: { mandate_options: null, network: null, request_three_d_secure: 'automatic' } },
-      payment_method_types: opts.allowed ?? ['card'],
-      single_use_mandate: null,
-      status: 'requires_payment_method',
-      usage: opts.usage ?? 'off_session',
-    };
-    this.setupIntents.set(id, si);
-    this.emit('setup_intent.created', si);
-    return si;
-  }
-
   private newCheckoutSession(body: Obj): Obj {
     if (!body.mode) throw required('mode');
     if (body.mode !== 'setup') throw invalid('This fake supports Checkout Sessions in setup mode only.', 'mode');
@@ -311,7 +261,7 @@ export class FakeStripe {
     }
     if (body.customer) requireCustomer(this.store, String(body.customer), 'customer');
     const id = randomId('cs_test_', 58);
-    const si = this.newSetupIntent({
+    const si = newSetupIntent(this.store, {
       customer: body.customer ?? null,
       metadata: mergeMetadata({}, body.setup_intent_data?.metadata),
       usage: 'off_session',
@@ -514,22 +464,10 @@ export class FakeStripe {
   }
 
   private defineRoutes(routes: Routes): void {
-    routes.expandable('seti_', this.setupIntents);
     routes.expandable('cs_', this.checkoutSessions);
     routes.expandable('sub_', this.subscriptions);
     routes.expandable('in_', this.invoices);
     routes.expandable('ii_', this.invoiceItems);
-
-    // Setup intents
-    routes.add('POST', '/v1/setup_intents', ({ body }) => {
-      if (body.customer) requireCustomer(this.store, String(body.customer), 'customer');
-      return this.newSetupIntent({ customer: body.customer ?? null, metadata: mergeMetadata({}, body.metadata), usage: body.usage, allowed: body.allowed_payment_method_types });
-    });
-    routes.add('GET', '/v1/setup_intents/:id', ({ params }) => {
-      const si = this.setupIntents.get(params.id);
-      if (!si) throw missing('setup_intent', params.id);
-      return si;
-    });
 
     // Checkout sessions
     routes.add('POST', '/v1/checkout/sessions', ({ body }) => this.newCheckoutSession(body));

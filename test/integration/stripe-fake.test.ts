@@ -149,4 +149,20 @@ describe('fake Stripe API with the real stripe client', () => {
     expect(got.card).to.include({ brand: 'mastercard', last4: '4444' });
     expect(got.customer).to.equal(customer.id);
   });
+
+  it('creates an off-session setup intent for a customer that waits for a card', async () => {
+    const customer = await stripe.customers.create({});
+    const si = await stripe.setupIntents.create({ customer: customer.id, usage: 'off_session', metadata: { account_id: 'a1' } });
+    expect(si).to.include({ status: 'requires_payment_method', usage: 'off_session', customer: customer.id, payment_method: null });
+    expect(si.client_secret).to.match(new RegExp(`^${si.id}_secret_`));
+    expect(si.metadata).to.deep.equal({ account_id: 'a1' });
+  });
+
+  it('retrieves a setup intent confirmed elsewhere with its card expanded', async () => {
+    const customer = await stripe.customers.create({});
+    const made = fake.createSetupIntent({ customer: customer.id, card: { last4: '0077' } });
+    const got = await stripe.setupIntents.retrieve(made.id, { expand: ['payment_method'] });
+    expect(got.status).to.equal('succeeded');
+    expect((got.payment_method as Stripe.PaymentMethod).card?.last4).to.equal('0077');
+  });
 });
