@@ -1,4 +1,5 @@
 import type { Env } from '../../src/config.js';
+import { completeCheckoutSession, expireCheckoutSession, newCheckoutSession, registerCheckoutSessions } from './stripe/checkout-sessions.js';
 import { registerCustomers, requireCustomer } from './stripe/customers.js';
 import { invalid, missing, required, StripeApiError } from './stripe/errors.js';
 import { stripeEvent } from './stripe/events.js';
@@ -95,6 +96,7 @@ export class FakeStripe {
     registerCustomers(routes, this.store);
     registerPaymentMethods(routes, this.store);
     registerSetupIntents(routes, this.store);
+    registerCheckoutSessions(routes, this.store);
     registerPrices(routes, this.store);
     this.defineRoutes(routes);
     this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults });
@@ -161,23 +163,12 @@ export class FakeStripe {
    * URL Stripe would redirect the browser to (success_url with the session id filled in).
    */
   completeCheckoutSession(sessionId: string, card: FakeCard = {}): { session: Obj; paymentMethod: Obj; returnUrl: string } {
-    const session = this.checkoutSessions.get(sessionId);
-    if (!session) throw new Error(`no checkout session ${sessionId}`);
-    if (session.status !== 'open') throw new Error(`checkout session ${sessionId} is ${session.status}`);
-    const si = this.setupIntents.get(session.setup_intent)!;
-    const pm = this.confirmSetupIntent(si.id, card);
-    session.status = 'complete';
-    session.customer_details = { address: null, email: this.customers.get(session.customer)?.email ?? null, name: null, phone: null, tax_exempt: 'none', tax_ids: [] };
-    this.emit('checkout.session.completed', session);
-    return { session: clone(session), paymentMethod: clone(pm), returnUrl: String(session.success_url).replace('{CHECKOUT_SESSION_ID}', session.id) };
+    return completeCheckoutSession(this.store, sessionId, card);
   }
 
   /** The session times out unused (Stripe expires sessions after 24 hours). */
   expireCheckoutSession(sessionId: string): void {
-    const session = this.checkoutSessions.get(sessionId);
-    if (!session) throw new Error(`no checkout session ${sessionId}`);
-    session.status = 'expired';
-    this.emit('checkout.session.expired', session);
+    expireCheckoutSession(this.store, sessionId);
   }
 
   /**
@@ -219,7 +210,7 @@ export class FakeStripe {
 
   /** A checkout session created outside this service's upgrade endpoint (another integration, a forged reference). */
   createCheckoutSessionDirectly(params: Obj): Obj {
-    return clone(this.newCheckoutSession(params));
+    return clone(newCheckoutSession(this.store, params));
   }
 
   /** Stripe's automatic collection attempt on an open invoice; a declining card fails it (invoice.payment_failed). */
@@ -251,74 +242,6 @@ export class FakeStripe {
 
   // -------------------------------------------------------------------------------------------
   // Objects
-
-  private newCheckoutSession(body: Obj): Obj {
-    if (!body.mode) throw required('mode');
-    if (body.mode !== 'setup') throw invalid('This fake supports Checkout Sessions in setup mode only.', 'mode');
-    if (!body.success_url) throw required('success_url');
-    if (!body.currency && !body.allowed_payment_method_types) {
-      throw invalid('currency is required in setup mode when allowed_payment_method_types is not set.', 'currency', 'parameter_missing');
-    }
-    if (body.customer) requireCustomer(this.store, String(body.customer), 'customer');
-    const id = randomId('cs_test_', 58);
-    const si = newSetupIntent(this.store, {
-      customer: body.customer ?? null,
-      metadata: mergeMetadata({}, body.setup_intent_data?.metadata),
-      usage: 'off_session',
-      allowed: body.allowed_payment_method_types,
-    });
-    const created = this.now();
-    const session = {
-      id,
-      object: 'checkout.session',
-      adaptive_pricing: null,
-      after_expiration: null,
-      allow_promotion_codes: null,
-      allowed_payment_method_types: body.allowed_payment_method_types ?? null,
-      amount_subtotal: null,
-      amount_total: null,
-      automatic_tax: { enabled: false, liability: null, provider: null, status: null },
-      billing_address_collection: null,
-      cancel_url: body.cancel_url ?? null,
-      client_reference_id: body.client_reference_id ?? null,
-      client_secret: null,
-      consent: null,
-      consent_collection: null,
-      created,
-      currency: body.currency ?? null,
-      custom_fields: [],
-      custom_text: { after_submit: null, shipping_address: null, submit: null, terms_of_service_acceptance: null },
-      customer: body.customer ?? null,
-      customer_creation: null,
-      customer_details: null,
-      customer_email: null,
-      expires_at: created + 24 * 3600,
-      invoice: null,
-      invoice_creation: null,
-      livemode: false,
-      locale: null,
-      metadata: mergeMetadata({}, body.metadata),
-      mode: 'setup',
-      payment_intent: null,
-      payment_link: null,
-      payment_method_collection: 'always',
-      payment_method_options: {},
-      payment_method_types: body.allowed_payment_method_types ?? ['card'],
-      payment_status: 'no_payment_required',
-      recovered_from: null,
-      setup_intent: si.id,
-      shipping_address_collection: null,
-      shipping_options: [],
-      status: 'open',
-      submit_type: null,
-      subscription: null,
-      success_url: body.success_url,
-      ui_mode: 'hosted_page',
-      url: `${this.store.baseUrl()}/c/pay/${id}`,
-    };
-    this.checkoutSessions.set(id, session);
-    return session;
-  }
 
   private newSubscription(customer: string, price: string, metadata: Obj): Obj {
     const p = this.prices.get(price);
@@ -464,26 +387,9 @@ export class FakeStripe {
   }
 
   private defineRoutes(routes: Routes): void {
-    routes.expandable('cs_', this.checkoutSessions);
     routes.expandable('sub_', this.subscriptions);
     routes.expandable('in_', this.invoices);
     routes.expandable('ii_', this.invoiceItems);
-
-    // Checkout sessions
-    routes.add('POST', '/v1/checkout/sessions', ({ body }) => this.newCheckoutSession(body));
-    routes.add('GET', '/v1/checkout/sessions/:id', ({ params }) => {
-      const s = this.checkoutSessions.get(params.id);
-      if (!s) throw missing('checkout.session', params.id);
-      return s;
-    });
-    routes.add('POST', '/v1/checkout/sessions/:id/expire', ({ params }) => {
-      const s = this.checkoutSessions.get(params.id);
-      if (!s) throw missing('checkout.session', params.id);
-      if (s.status !== 'open') throw invalid(`Only Checkout Sessions with a status of open can be expired (this one is ${s.status}).`);
-      s.status = 'expired';
-      this.emit('checkout.session.expired', s);
-      return s;
-    });
 
     // Subscriptions
     routes.add('POST', '/v1/subscriptions', ({ body }) => {

@@ -165,4 +165,15 @@ describe('fake Stripe API with the real stripe client', () => {
     expect(got.status).to.equal('succeeded');
     expect((got.payment_method as Stripe.PaymentMethod).card?.last4).to.equal('0077');
   });
+
+  it('expires an open checkout session once and refuses to expire it again', async () => {
+    const session = await stripe.checkout.sessions.create({ mode: 'setup', currency: 'usd', success_url: 'https://example.com/ok' });
+    expect((await stripe.checkout.sessions.expire(session.id)).status).to.equal('expired');
+    try {
+      await stripe.checkout.sessions.expire(session.id);
+      expect.fail('expected an error');
+    } catch (err) {
+      expect(err).to.be.instanceOf(Stripe.errors.StripeInvalidRequestError);
+    }
+  });
 });
