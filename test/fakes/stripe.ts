@@ -13,6 +13,7 @@ import { Routes } from './stripe/routes.js';
 import { confirmSetupIntent, createSetupIntent, newSetupIntent, registerSetupIntents } from './stripe/setup-intents.js';
 import { StripeHttpServer, type ReceivedRequest } from './stripe/server.js';
 import { createStore, type StripeStore } from './stripe/store.js';
+import { createSubscriptionDirectly, registerSubscriptions, setSubscriptionStatus } from './stripe/subscriptions.js';
 
 /*
  * A local stand-in for the Stripe API, written from Stripe's API reference, that the real
@@ -97,6 +98,7 @@ export class FakeStripe {
     registerPaymentMethods(routes, this.store);
     registerSetupIntents(routes, this.store);
     registerCheckoutSessions(routes, this.store);
+    registerSubscriptions(routes, this.store);
     registerPrices(routes, this.store);
     this.defineRoutes(routes);
     this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults });
@@ -186,26 +188,12 @@ export class FakeStripe {
 
   /** Changes a subscription's status as Stripe (or someone in the dashboard) would, with the matching events. */
   setSubscriptionStatus(subscriptionId: string, status: string): Obj {
-    const sub = this.subscriptions.get(subscriptionId);
-    if (!sub) throw new Error(`no subscription ${subscriptionId}`);
-    const previous = sub.status;
-    sub.status = status;
-    if (status === 'canceled') {
-      sub.canceled_at = this.now();
-      sub.ended_at = this.now();
-      sub.cancellation_details = { comment: null, feedback: null, reason: 'cancellation_requested' };
-      this.emit('customer.subscription.deleted', sub);
-    } else {
-      this.emit('customer.subscription.updated', sub, { status: previous });
-    }
-    return clone(sub);
+    return setSubscriptionStatus(this.store, subscriptionId, status);
   }
 
   /** A subscription created outside this service (the dashboard, another integration). */
   createSubscriptionDirectly(customer: string, opts: { status?: string; price?: string } = {}): Obj {
-    const sub = this.newSubscription(customer, opts.price ?? this.priceId, {});
-    if (opts.status) sub.status = opts.status;
-    return clone(sub);
+    return createSubscriptionDirectly(this.store, customer, opts.price ?? this.priceId, opts.status);
   }
 
   /** A checkout session created outside this service's upgrade endpoint (another integration, a forged reference). */
@@ -242,85 +230,6 @@ export class FakeStripe {
 
   // -------------------------------------------------------------------------------------------
   // Objects
-
-  private newSubscription(customer: string, price: string, metadata: Obj): Obj {
-    const p = this.prices.get(price);
-    if (!p) throw invalid(`No such price: '${price}'`, 'items[0][price]', 'resource_missing');
-    const c = requireCustomer(this.store, customer, 'customer');
-    const now = this.now();
-    const periodEnd = now + 30 * 86400;
-    const id = randomId('sub_');
-    const sub = {
-      id,
-      object: 'subscription',
-      application: null,
-      application_fee_percent: null,
-      automatic_tax: { disabled_reason: null, enabled: false, liability: null },
-      billing_cycle_anchor: now,
-      billing_cycle_anchor_config: null,
-      billing_mode: { type: 'flexible' },
-      billing_thresholds: null,
-      cancel_at: null,
-      cancel_at_period_end: false,
-      canceled_at: null,
-      cancellation_details: { comment: null, feedback: null, reason: null },
-      collection_method: 'charge_automatically',
-      created: now,
-      currency: p.currency,
-      customer: c.id,
-      customer_account: null,
-      days_until_due: null,
-      default_payment_method: null,
-      default_source: null,
-      description: null,
-      discounts: [],
-      ended_at: null,
-      invoice_settings: { account_tax_ids: null, issuer: { type: 'self' } },
-      items: {
-        object: 'list',
-        data: [
-          {
-            id: randomId('si_', 14),
-            object: 'subscription_item',
-            billing_thresholds: null,
-            created: now,
-            current_period_end: periodEnd,
-            current_period_start: now,
-            discounts: [],
-            metadata: {},
-            price: clone(p),
-            subscription: id,
-            tax_rates: [],
-          },
-        ],
-        has_more: false,
-        total_count: 1,
-        url: `/v1/subscription_items?subscription=${id}`,
-      },
-      latest_invoice: null,
-      livemode: false,
-      metadata,
-      next_pending_invoice_item_invoice: null,
-      on_behalf_of: null,
-      pause_collection: null,
-      payment_settings: { payment_method_options: null, payment_method_types: null, save_default_payment_method: 'off' },
-      pending_invoice_item_interval: null,
-      pending_setup_intent: null,
-      pending_update: null,
-      schedule: null,
-      start_date: now,
-      // A metered price has no fixed amount, so the first invoice is zero and the subscription is active at once.
-      status: 'active',
-      test_clock: null,
-      transfer_data: null,
-      trial_end: null,
-      trial_settings: { end_behavior: { missing_payment_method: 'create_invoice' } },
-      trial_start: null,
-    };
-    this.subscriptions.set(id, sub);
-    this.emit('customer.subscription.created', sub);
-    return sub;
-  }
 
   private invoiceTotals(inv: Obj): void {
     const total = (inv.lines.data as Obj[]).reduce((n, l) => n + (l.amount as number), 0);
@@ -387,35 +296,8 @@ export class FakeStripe {
   }
 
   private defineRoutes(routes: Routes): void {
-    routes.expandable('sub_', this.subscriptions);
     routes.expandable('in_', this.invoices);
     routes.expandable('ii_', this.invoiceItems);
-
-    // Subscriptions
-    routes.add('POST', '/v1/subscriptions', ({ body }) => {
-      if (!body.customer) throw required('customer');
-      const price = body.items?.[0]?.price;
-      if (!price) throw required('items');
-      return this.newSubscription(String(body.customer), String(price), mergeMetadata({}, body.metadata));
-    });
-    routes.add('GET', '/v1/subscriptions', ({ query }) => {
-      const subs = [...this.subscriptions.values()].filter(
-        (s) => (!query.customer || s.customer === query.customer) && (query.status === 'all' || (query.status ? s.status === query.status : s.status !== 'canceled')),
-      );
-      return listPage(subs, '/v1/subscriptions', query);
-    });
-    routes.add('GET', '/v1/subscriptions/:id', ({ params }) => {
-      const s = this.subscriptions.get(params.id);
-      if (!s) throw missing('subscription', params.id);
-      return s;
-    });
-    routes.add('DELETE', '/v1/subscriptions/:id', ({ params }) => {
-      const s = this.subscriptions.get(params.id);
-      if (!s) throw missing('subscription', params.id);
-      if (s.status === 'canceled') throw invalid('A canceled subscription can only update its cancellation_details and metadata.', undefined, 'subscription_canceled');
-      this.setSubscriptionStatus(s.id, 'canceled');
-      return s;
-    });
 
     // Invoice items
     routes.add('POST', '/v1/invoiceitems', ({ body }) => {

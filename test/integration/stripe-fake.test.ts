@@ -176,4 +176,13 @@ describe('fake Stripe API with the real stripe client', () => {
       expect(err).to.be.instanceOf(Stripe.errors.StripeInvalidRequestError);
     }
   });
+
+  it('lists a customer\'s subscriptions without the canceled ones unless asked for status all', async () => {
+    const customer = await stripe.customers.create({});
+    const kept = await stripe.subscriptions.create({ customer: customer.id, items: [{ price: fake.priceId }] });
+    const ended = await stripe.subscriptions.create({ customer: customer.id, items: [{ price: fake.priceId }] });
+    await stripe.subscriptions.cancel(ended.id);
+    expect((await stripe.subscriptions.list({ customer: customer.id })).data.map((s) => s.id)).to.deep.equal([kept.id]);
+    expect((await stripe.subscriptions.list({ customer: customer.id, status: 'all' })).data.map((s) => s.id)).to.have.members([kept.id, ended.id]);
+  });
 });
