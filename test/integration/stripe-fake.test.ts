@@ -185,4 +185,21 @@ describe('fake Stripe API with the real stripe client', () => {
     expect((await stripe.subscriptions.list({ customer: customer.id })).data.map((s) => s.id)).to.deep.equal([kept.id]);
     expect((await stripe.subscriptions.list({ customer: customer.id, status: 'all' })).data.map((s) => s.id)).to.have.members([kept.id, ended.id]);
   });
+
+  it('pays an invoice with nothing due as soon as it is finalized', async () => {
+    const customer = await stripe.customers.create({});
+    const draft = await stripe.invoices.create({ customer: customer.id });
+    const finalized = await stripe.invoices.finalizeInvoice(draft.id);
+    expect(finalized).to.include({ status: 'paid', amount_due: 0 });
+  });
+
+  it('voids an open invoice', async () => {
+    const customer = await stripe.customers.create({});
+    await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', amount: 300 });
+    const draft = await stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include' });
+    const open = await stripe.invoices.finalizeInvoice(draft.id);
+    const voided = await stripe.invoices.voidInvoice(open.id);
+    expect(voided.status).to.equal('void');
+    expect(fake.lastEvent('invoice.voided').data.object.id).to.equal(open.id);
+  });
 });
