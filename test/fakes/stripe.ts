@@ -1,22 +1,38 @@
 import type { Env } from '../../src/config.js';
 import { completeCheckoutSession, expireCheckoutSession, newCheckoutSession, registerCheckoutSessions } from './stripe/checkout-sessions.js';
-import { registerCustomers, requireCustomer } from './stripe/customers.js';
-import { invalid, missing, required, StripeApiError } from './stripe/errors.js';
+import { registerCustomers } from './stripe/customers.js';
 import { stripeEvent } from './stripe/events.js';
-import { Faults } from './stripe/faults.js';
-import { asBool, asInt, mergeMetadata } from './stripe/form.js';
-import { addInvoiceItem, attemptInvoicePayment, registerInvoices } from './stripe/invoices.js';
-import { listPage } from './stripe/list.js';
-import { createCardPaymentMethod, registerPaymentMethods, type FakeCard } from './stripe/payment-methods.js';
+import { Faults, type FailureOptions } from './stripe/faults.js';
+import { registerInvoiceItems } from './stripe/invoice-items.js';
+import { attemptInvoicePayment, registerInvoices } from './stripe/invoices.js';
 import { clone, randomId, type Obj } from './stripe/objects.js';
+import { createCardPaymentMethod, registerPaymentMethods, type FakeCard } from './stripe/payment-methods.js';
 import { addMeteredPrice, registerPrices } from './stripe/prices.js';
 import { Routes } from './stripe/routes.js';
-import { confirmSetupIntent, createSetupIntent, newSetupIntent, registerSetupIntents } from './stripe/setup-intents.js';
 import { StripeHttpServer, type ReceivedRequest } from './stripe/server.js';
+import { confirmSetupIntent, createSetupIntent, registerSetupIntents } from './stripe/setup-intents.js';
 import { createStore, type StripeStore } from './stripe/store.js';
 import { createSubscriptionDirectly, registerSubscriptions, setSubscriptionStatus } from './stripe/subscriptions.js';
 
-/*
+export type { Obj } from './stripe/objects.js';
+export type { ReceivedRequest } from './stripe/server.js';
+export type { FakeCard } from './stripe/payment-methods.js';
+export { parseStripeForm } from './stripe/form.js';
+export { deliverEvent } from './stripe/events.js';
+
+/** Each resource's endpoints and expandable ids; a new resource is a module in stripe/ and a line here. */
+const RESOURCES = [
+  registerCustomers,
+  registerPaymentMethods,
+  registerSetupIntents,
+  registerCheckoutSessions,
+  registerSubscriptions,
+  registerPrices,
+  registerInvoiceItems,
+  registerInvoices,
+];
+
+/**
  * A local stand-in for the Stripe API, written from Stripe's API reference, that the real
  * `stripe` client talks to over HTTP (STRIPE_API_BASE). It speaks the wire format: form-encoded
  * request bodies with bracket notation (a[b][0]=c), JSON responses with the real object shapes
@@ -30,28 +46,9 @@ import { createSubscriptionDirectly, registerSubscriptions, setSubscriptionStatu
  * confirm a setup intent with a card, change a subscription behind our back, attempt an invoice
  * payment, fail or hang the next requests. Every state change also appends the event Stripe
  * would have sent to `events`; deliverEvent() signs one with the stripe package's own helper.
+ *
+ * This class is the face tests use; the HTTP machinery and one module per resource live in stripe/.
  */
-
-export type { Obj } from './stripe/objects.js';
-export type { ReceivedRequest } from './stripe/server.js';
-export type { FakeCard } from './stripe/payment-methods.js';
-export { parseStripeForm } from './stripe/form.js';
-export { deliverEvent } from './stripe/events.js';
-
-/** Decimal string to a bigint scaled by 10^12 (Stripe allows 12 places on *_decimal fields). */
-const SCALE = 10n ** 12n;
-function toScaled(v: string | number): bigint {
-  const [whole, frac = ''] = String(v).split('.');
-  const sign = whole!.startsWith('-') ? -1n : 1n;
-  return sign * (BigInt(whole!.replace('-', '') || '0') * SCALE + BigInt(frac.padEnd(12, '0').slice(0, 12)));
-}
-/** Rounds half up to whole minor units, as Stripe does for invoice item amounts. */
-function roundScaled(scaled: bigint): number {
-  const q = scaled / SCALE;
-  const r = scaled % SCALE;
-  return Number(r * 2n >= SCALE ? q + 1n : q);
-}
-
 export class FakeStripe {
   readonly secretKey = randomId('sk_test_', 32);
   readonly webhookSecret = randomId('whsec_', 32);
@@ -95,14 +92,7 @@ export class FakeStripe {
     } = this.store);
     addMeteredPrice(this.store, this.priceId);
     const routes = new Routes();
-    registerCustomers(routes, this.store);
-    registerPaymentMethods(routes, this.store);
-    registerSetupIntents(routes, this.store);
-    registerCheckoutSessions(routes, this.store);
-    registerSubscriptions(routes, this.store);
-    registerInvoices(routes, this.store);
-    registerPrices(routes, this.store);
-    this.defineRoutes(routes);
+    for (const register of RESOURCES) register(routes, this.store);
     this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults });
     this.requests = this.server.requests;
   }
@@ -131,7 +121,7 @@ export class FakeStripe {
   // Test controls
 
   /** The next `count` matching requests answer `status` (500 by default) with `error` (an api_error by default). */
-  failNext(count: number, opts: { status?: number; method?: string; path?: RegExp; error?: Obj } = {}): void {
+  failNext(count: number, opts: FailureOptions = {}): void {
     this.faults.failNext(count, opts);
   }
 
@@ -211,101 +201,5 @@ export class FakeStripe {
   /** An event of the given type for an object, as Stripe would send it (not recorded in `events`). */
   event(type: string, object: Obj, previousAttributes?: Obj): Obj {
     return stripeEvent(type, object, this.store.now(), previousAttributes);
-  }
-
-
-  private now(): number {
-    return this.store.now();
-  }
-
-  private emit(type: string, object: Obj, previousAttributes?: Obj): void {
-    this.store.emit(type, object, previousAttributes);
-  }
-
-  // -------------------------------------------------------------------------------------------
-  // Objects
-
-  private defineRoutes(routes: Routes): void {
-    routes.expandable('ii_', this.invoiceItems);
-
-    // Invoice items
-    routes.add('POST', '/v1/invoiceitems', ({ body }) => {
-      if (!body.customer) throw required('customer');
-      const customer = requireCustomer(this.store, String(body.customer), 'customer');
-      const quantity = body.quantity === undefined ? 1 : asInt(body.quantity, 'quantity');
-      let amount: number;
-      let unitDecimal: string | null = null;
-      let price: string | null = null;
-      if (body.amount !== undefined) {
-        amount = asInt(body.amount, 'amount');
-      } else if (body.unit_amount_decimal !== undefined || body.price_data?.unit_amount_decimal !== undefined || body.price_data?.unit_amount !== undefined) {
-        unitDecimal = String(body.unit_amount_decimal ?? body.price_data?.unit_amount_decimal ?? body.price_data?.unit_amount);
-        amount = roundScaled(toScaled(unitDecimal) * BigInt(quantity));
-      } else if (body.pricing?.price) {
-        price = String(body.pricing.price);
-        const p = this.prices.get(price);
-        if (!p) throw invalid(`No such price: '${price}'`, 'pricing[price]', 'resource_missing');
-        unitDecimal = String(p.unit_amount_decimal ?? p.unit_amount);
-        amount = roundScaled(toScaled(unitDecimal) * BigInt(quantity));
-      } else {
-        throw required('amount');
-      }
-      const currency = String(body.currency ?? body.price_data?.currency ?? customer.currency ?? 'usd');
-      if (customer.currency && customer.currency !== currency) throw invalid(`The customer's currency is ${customer.currency}; invoice items must use it.`, 'currency');
-      let invoice: Obj | undefined;
-      if (body.invoice) {
-        invoice = this.invoices.get(String(body.invoice));
-        if (!invoice) throw missing('invoice', String(body.invoice), 'invoice');
-        if (invoice.status !== 'draft') throw invalid('You can only add invoice items to draft invoices.', 'invoice');
-        if (invoice.customer !== customer.id) throw invalid('The invoice belongs to another customer.', 'invoice');
-      }
-      const now = this.now();
-      const item = {
-        id: randomId('ii_'),
-        object: 'invoiceitem',
-        amount,
-        currency,
-        customer: customer.id,
-        customer_account: null,
-        date: now,
-        description: body.description ?? null,
-        discountable: true,
-        discounts: [],
-        invoice: invoice?.id ?? null,
-        livemode: false,
-        metadata: mergeMetadata({}, body.metadata),
-        net_amount: amount,
-        parent: body.subscription ? { type: 'subscription_details', subscription_details: { subscription: body.subscription } } : null,
-        period: body.period ? { start: asInt(body.period.start, 'period[start]'), end: asInt(body.period.end, 'period[end]') } : { start: now, end: now },
-        pricing: { type: 'price_details', price_details: price ? { price, product: this.productId } : undefined, unit_amount_decimal: unitDecimal ?? String(amount) },
-        proration: false,
-        quantity,
-        quantity_decimal: String(quantity),
-        tax_rates: [],
-        test_clock: null,
-      };
-      customer.currency ??= currency;
-      this.invoiceItems.set(item.id, item);
-      if (invoice) {
-        addInvoiceItem(invoice, item);
-      }
-      this.emit('invoiceitem.created', item);
-      return item;
-    });
-    routes.add('GET', '/v1/invoiceitems', ({ query }) => {
-      const items = [...this.invoiceItems.values()].filter(
-        (i) =>
-          (!query.customer || i.customer === query.customer) &&
-          (!query.invoice || i.invoice === query.invoice) &&
-          (query.pending === undefined || (asBool(query.pending) ? i.invoice === null : i.invoice !== null)),
-      );
-      return listPage(items.reverse(), '/v1/invoiceitems', query);
-    });
-    routes.add('GET', '/v1/invoiceitems/:id', ({ params }) => {
-      const i = this.invoiceItems.get(params.id);
-      if (!i) throw missing('invoiceitem', params.id);
-      return i;
-    });
-
   }
 }

@@ -202,4 +202,21 @@ describe('fake Stripe API with the real stripe client', () => {
     expect(voided.status).to.equal('void');
     expect(fake.lastEvent('invoice.voided').data.object.id).to.equal(open.id);
   });
+
+  it('adds an invoice item to the draft invoice it names and updates the amount due', async () => {
+    const customer = await stripe.customers.create({});
+    const draft = await stripe.invoices.create({ customer: customer.id });
+    const item = await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', amount: 420, invoice: draft.id });
+    expect(item.invoice).to.equal(draft.id);
+    expect((await stripe.invoices.retrieve(draft.id)).amount_due).to.equal(420);
+  });
+
+  it('lists only the invoice items not yet on an invoice when asked for pending ones', async () => {
+    const customer = await stripe.customers.create({});
+    await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', amount: 100 });
+    await stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include' });
+    const pending = await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', amount: 200 });
+    const listed = await stripe.invoiceItems.list({ customer: customer.id, pending: true });
+    expect(listed.data.map((i) => i.id)).to.deep.equal([pending.id]);
+  });
 });
