@@ -11,7 +11,7 @@ export interface StripeStore {
   readonly customers: Map<string, Obj>;
   /** payment-methods.ts */
   readonly paymentMethods: Map<string, Obj>;
-  /** payment-methods.ts: cards every charge on which is declined, by payment method id. */
+  /** payment-methods.ts: ids of the cards that decline every charge (FakeCard.declines). */
   readonly declining: Set<string>;
   /** setup-intents.ts */
   readonly setupIntents: Map<string, Obj>;
