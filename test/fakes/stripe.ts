@@ -1,11 +1,38 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { randomBytes } from 'node:crypto';
-import Stripe from 'stripe';
 import type { Env } from '../../src/config.js';
-import { request, type HttpResult } from '../support/http.js';
+import { completeCheckoutSession, expireCheckoutSession, newCheckoutSession, registerCheckoutSessions } from './stripe/checkout-sessions.js';
+import { registerCustomers } from './stripe/customers.js';
+import { stripeEvent } from './stripe/events.js';
+import { Faults, type FailureOptions } from './stripe/faults.js';
+import { registerInvoiceItems } from './stripe/invoice-items.js';
+import { attemptInvoicePayment, registerInvoices } from './stripe/invoices.js';
+import { clone, randomId, type Obj } from './stripe/objects.js';
+import { createCardPaymentMethod, registerPaymentMethods, type FakeCard } from './stripe/payment-methods.js';
+import { addMeteredPrice, registerPrices } from './stripe/prices.js';
+import { Routes } from './stripe/routes.js';
+import { StripeHttpServer, type ReceivedRequest } from './stripe/server.js';
+import { confirmSetupIntent, createSetupIntent, registerSetupIntents } from './stripe/setup-intents.js';
+import { createStore, type StripeStore } from './stripe/store.js';
+import { createSubscriptionDirectly, registerSubscriptions, setSubscriptionStatus } from './stripe/subscriptions.js';
 
-/*
+export type { Obj } from './stripe/objects.js';
+export type { ReceivedRequest } from './stripe/server.js';
+export type { FakeCard } from './stripe/payment-methods.js';
+export { parseStripeForm } from './stripe/form.js';
+export { deliverEvent } from './stripe/events.js';
+
+/** Each resource's endpoints and expandable ids; a new resource is a module in stripe/ and a line here. */
+const RESOURCES = [
+  registerCustomers,
+  registerPaymentMethods,
+  registerSetupIntents,
+  registerCheckoutSessions,
+  registerSubscriptions,
+  registerPrices,
+  registerInvoiceItems,
+  registerInvoices,
+];
+
+/**
  * A local stand-in for the Stripe API, written from Stripe's API reference, that the real
  * `stripe` client talks to over HTTP (STRIPE_API_BASE). It speaks the wire format: form-encoded
  * request bodies with bracket notation (a[b][0]=c), JSON responses with the real object shapes
@@ -19,118 +46,9 @@ import { request, type HttpResult } from '../support/http.js';
  * confirm a setup intent with a card, change a subscription behind our back, attempt an invoice
  * payment, fail or hang the next requests. Every state change also appends the event Stripe
  * would have sent to `events`; deliverEvent() signs one with the stripe package's own helper.
+ *
+ * This class is the face tests use; the HTTP machinery and one module per resource live in stripe/.
  */
-
-export type Obj = Record<string, any>;
-
-export interface ReceivedRequest {
-  method: string;
-  path: string;
-  query: Obj;
-  body: Obj;
-  idempotencyKey: string | undefined;
-  stripeVersion: string | undefined;
-}
-
-export interface FakeCard {
-  brand?: string;
-  last4?: string;
-  exp_month?: number;
-  exp_year?: number;
-  /** Every charge on this card is declined (card_declined). */
-  declines?: boolean;
-}
-
-interface Rule {
-  remaining: number;
-  method?: string;
-  path?: RegExp;
-  status?: number;
-  error?: Obj;
-}
-
-class StripeApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly type: string,
-    message: string,
-    readonly code?: string,
-    readonly param?: string,
-    readonly extra: Obj = {},
-  ) {
-    super(message);
-  }
-  toBody(): Obj {
-    return { error: { type: this.type, message: this.message, ...(this.code ? { code: this.code } : {}), ...(this.param ? { param: this.param } : {}), ...this.extra } };
-  }
-}
-
-const missing = (what: string, id: string, param = 'id') =>
-  new StripeApiError(404, 'invalid_request_error', `No such ${what}: '${id}'`, 'resource_missing', param);
-const invalid = (message: string, param?: string, code?: string) => new StripeApiError(400, 'invalid_request_error', message, code, param);
-const required = (param: string) => new StripeApiError(400, 'invalid_request_error', `Missing required param: ${param}.`, 'parameter_missing', param);
-
-const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-function randomId(prefix: string, length = 24): string {
-  const bytes = randomBytes(length);
-  let s = '';
-  for (const b of bytes) s += BASE62[b % 62];
-  return `${prefix}${s}`;
-}
-
-/** Stripe's form encoding: `a[b][0][c]=x` becomes {a:{b:[{c:'x'}]}}; `a[]=x` appends. */
-export function parseStripeForm(text: string): Obj {
-  const root: Obj = {};
-  for (const [rawKey, value] of new URLSearchParams(text)) {
-    const keys = rawKey.split(/\[|\]\[|\]/).filter((k, i, all) => !(k === '' && i === all.length - 1));
-    let node: any = root;
-    keys.forEach((key, i) => {
-      const last = i === keys.length - 1;
-      const nextIsIndex = !last && /^\d*$/.test(keys[i + 1]!);
-      const slot = Array.isArray(node) && key === '' ? node.length : key;
-      if (last) node[slot] = value;
-      else node = node[slot] ??= nextIsIndex ? [] : {};
-    });
-  }
-  return root;
-}
-
-/** Decimal string to a bigint scaled by 10^12 (Stripe allows 12 places on *_decimal fields). */
-const SCALE = 10n ** 12n;
-function toScaled(v: string | number): bigint {
-  const [whole, frac = ''] = String(v).split('.');
-  const sign = whole!.startsWith('-') ? -1n : 1n;
-  return sign * (BigInt(whole!.replace('-', '') || '0') * SCALE + BigInt(frac.padEnd(12, '0').slice(0, 12)));
-}
-/** Rounds half up to whole minor units, as Stripe does for invoice item amounts. */
-function roundScaled(scaled: bigint): number {
-  const q = scaled / SCALE;
-  const r = scaled % SCALE;
-  return Number(r * 2n >= SCALE ? q + 1n : q);
-}
-
-const asInt = (v: unknown, param: string): number => {
-  if (v === undefined) return NaN;
-  if (!/^-?\d+$/.test(String(v))) throw invalid(`Invalid integer: ${String(v)}`, param);
-  return Number(v);
-};
-const asBool = (v: unknown): boolean | undefined => (v === undefined ? undefined : v === 'true' || v === true);
-
-function mergeMetadata(current: Obj, update: unknown): Obj {
-  if (update === undefined) return current;
-  if (update === '') return {};
-  const next = { ...current };
-  for (const [k, v] of Object.entries(update as Obj)) {
-    if (v === '') delete next[k];
-    else next[k] = String(v);
-  }
-  return next;
-}
-
-const clone = <T>(o: T): T => JSON.parse(JSON.stringify(o)) as T;
-
-type Handler = (req: { params: string[]; query: Obj; body: Obj }) => Obj;
-
 export class FakeStripe {
   readonly secretKey = randomId('sk_test_', 32);
   readonly webhookSecret = randomId('whsec_', 32);
@@ -138,35 +56,45 @@ export class FakeStripe {
   readonly productId = randomId('prod_', 14);
   url = '';
 
-  readonly customers = new Map<string, Obj>();
-  readonly paymentMethods = new Map<string, Obj>();
-  readonly setupIntents = new Map<string, Obj>();
-  readonly checkoutSessions = new Map<string, Obj>();
-  readonly subscriptions = new Map<string, Obj>();
-  readonly prices = new Map<string, Obj>();
-  readonly invoices = new Map<string, Obj>();
-  readonly invoiceItems = new Map<string, Obj>();
+  readonly customers: Map<string, Obj>;
+  readonly paymentMethods: Map<string, Obj>;
+  readonly setupIntents: Map<string, Obj>;
+  readonly checkoutSessions: Map<string, Obj>;
+  readonly subscriptions: Map<string, Obj>;
+  readonly prices: Map<string, Obj>;
+  readonly invoices: Map<string, Obj>;
+  readonly invoiceItems: Map<string, Obj>;
   /** Every request that reached the fake, in order (including failed and hung ones). */
-  readonly requests: ReceivedRequest[] = [];
+  readonly requests: ReceivedRequest[];
   /** The events Stripe would have sent, in order. */
-  readonly events: Obj[] = [];
+  readonly events: Obj[];
   /** Invoices sent with POST /v1/invoices/:id/send. */
-  readonly sentInvoices: string[] = [];
-  /** Declining cards, by payment method id. */
-  private readonly declining = new Set<string>();
+  readonly sentInvoices: string[];
 
-  private server: http.Server | undefined;
-  private readonly failures: Rule[] = [];
-  private readonly hangs: Rule[] = [];
-  private readonly hanging = new Set<http.ServerResponse>();
-  private readonly idempotency = new Map<string, { fingerprint: string; status: number; body: string }>();
-  private readonly routes: [string, RegExp, Handler][] = [];
-  private invoiceSequence = 0;
+  private readonly store: StripeStore;
+  private readonly faults = new Faults();
+  private readonly server: StripeHttpServer;
 
   constructor(opts: { priceId?: string } = {}) {
     this.priceId = opts.priceId ?? randomId('price_', 24);
-    this.prices.set(this.priceId, this.meteredPrice(this.priceId));
-    this.defineRoutes();
+    this.store = createStore({ productId: this.productId, baseUrl: () => this.url });
+    ({
+      customers: this.customers,
+      paymentMethods: this.paymentMethods,
+      setupIntents: this.setupIntents,
+      checkoutSessions: this.checkoutSessions,
+      subscriptions: this.subscriptions,
+      prices: this.prices,
+      invoices: this.invoices,
+      invoiceItems: this.invoiceItems,
+      events: this.events,
+      sentInvoices: this.sentInvoices,
+    } = this.store);
+    addMeteredPrice(this.store, this.priceId);
+    const routes = new Routes();
+    for (const register of RESOURCES) register(routes, this.store);
+    this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults });
+    this.requests = this.server.requests;
   }
 
   /** The environment that points the service at this fake. */
@@ -181,33 +109,25 @@ export class FakeStripe {
   }
 
   async start(): Promise<this> {
-    this.server = http.createServer((req, res) => void this.serve(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await this.server.start();
     return this;
   }
 
   async close(): Promise<void> {
-    for (const res of this.hanging) res.destroy();
-    this.hanging.clear();
-    const server = this.server;
-    this.server = undefined;
-    if (!server) return;
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await this.server.close();
   }
 
   // -------------------------------------------------------------------------------------------
   // Test controls
 
   /** The next `count` matching requests answer `status` (500 by default) with `error` (an api_error by default). */
-  failNext(count: number, opts: { status?: number; method?: string; path?: RegExp; error?: Obj } = {}): void {
-    this.failures.push({ remaining: count, ...opts });
+  failNext(count: number, opts: FailureOptions = {}): void {
+    this.faults.failNext(count, opts);
   }
 
   /** The next `count` matching requests never get an answer (the client's timeout fires). */
   hangNext(count: number, opts: { method?: string; path?: RegExp } = {}): void {
-    this.hangs.push({ remaining: count, ...opts });
+    this.faults.hangNext(count, opts);
   }
 
   /** Requests received, optionally filtered by method and path. */
@@ -228,38 +148,7 @@ export class FakeStripe {
 
   /** A card payment method, attached to `customer` when given. */
   createPaymentMethod(card: FakeCard = {}, customer: string | null = null): Obj {
-    const brand = card.brand ?? 'visa';
-    const pm = {
-      id: randomId('pm_'),
-      object: 'payment_method',
-      allow_redisplay: 'unspecified',
-      billing_details: { address: { city: null, country: null, line1: null, line2: null, postal_code: null, state: null }, email: null, name: null, phone: null, tax_id: null },
-      card: {
-        brand,
-        checks: { address_line1_check: null, address_postal_code_check: null, cvc_check: 'pass' },
-        country: 'US',
-        display_brand: brand,
-        exp_month: card.exp_month ?? 12,
-        exp_year: card.exp_year ?? 2034,
-        fingerprint: randomId('', 16),
-        funding: 'credit',
-        generated_from: null,
-        last4: card.last4 ?? '4242',
-        networks: { available: [brand], preferred: null },
-        regulated_status: 'unregulated',
-        three_d_secure_usage: { supported: true },
-        wallet: null,
-      },
-      created: this.now(),
-      customer,
-      livemode: false,
-      metadata: {},
-      type: 'card',
-    };
-    this.paymentMethods.set(pm.id, pm);
-    if (card.declines) this.declining.add(pm.id);
-    if (customer) this.emit('payment_method.attached', pm);
-    return pm;
+    return createCardPaymentMethod(this.store, card, customer);
   }
 
   /**
@@ -268,23 +157,12 @@ export class FakeStripe {
    * URL Stripe would redirect the browser to (success_url with the session id filled in).
    */
   completeCheckoutSession(sessionId: string, card: FakeCard = {}): { session: Obj; paymentMethod: Obj; returnUrl: string } {
-    const session = this.checkoutSessions.get(sessionId);
-    if (!session) throw new Error(`no checkout session ${sessionId}`);
-    if (session.status !== 'open') throw new Error(`checkout session ${sessionId} is ${session.status}`);
-    const si = this.setupIntents.get(session.setup_intent)!;
-    const pm = this.confirmSetupIntent(si.id, card);
-    session.status = 'complete';
-    session.customer_details = { address: null, email: this.customers.get(session.customer)?.email ?? null, name: null, phone: null, tax_exempt: 'none', tax_ids: [] };
-    this.emit('checkout.session.completed', session);
-    return { session: clone(session), paymentMethod: clone(pm), returnUrl: String(session.success_url).replace('{CHECKOUT_SESSION_ID}', session.id) };
+    return completeCheckoutSession(this.store, sessionId, card);
   }
 
   /** The session times out unused (Stripe expires sessions after 24 hours). */
   expireCheckoutSession(sessionId: string): void {
-    const session = this.checkoutSessions.get(sessionId);
-    if (!session) throw new Error(`no checkout session ${sessionId}`);
-    session.status = 'expired';
-    this.emit('checkout.session.expired', session);
+    expireCheckoutSession(this.store, sessionId);
   }
 
   /**
@@ -292,877 +170,36 @@ export class FakeStripe {
    * the intent succeeded. With `fail`, the card is refused and the intent waits for another.
    */
   confirmSetupIntent(setupIntentId: string, card: FakeCard = {}, fail = false): Obj {
-    const si = this.setupIntents.get(setupIntentId);
-    if (!si) throw new Error(`no setup intent ${setupIntentId}`);
-    if (fail) {
-      si.status = 'requires_payment_method';
-      si.last_setup_error = { code: 'card_declined', decline_code: 'generic_decline', message: 'Your card was declined.', type: 'card_error' };
-      this.emit('setup_intent.setup_failed', si);
-      return si;
-    }
-    const pm = this.createPaymentMethod(card, si.customer);
-    si.payment_method = pm.id;
-    si.status = 'succeeded';
-    si.last_setup_error = null;
-    this.emit('setup_intent.succeeded', si);
-    return pm;
+    return confirmSetupIntent(this.store, setupIntentId, card, fail);
   }
 
   /** A setup intent for `customer` in the given state, as if created and confirmed elsewhere (Stripe.js, another server). */
   createSetupIntent(opts: { customer: string | null; status?: 'succeeded' | 'requires_payment_method' | 'processing' | 'canceled'; card?: FakeCard; metadata?: Obj }): Obj {
-    const si = this.newSetupIntent({ customer: opts.customer, metadata: opts.metadata ?? {} });
-    const status = opts.status ?? 'succeeded';
-    if (status === 'succeeded') this.confirmSetupIntent(si.id, opts.card ?? {});
-    else si.status = status;
-    return clone(si);
+    return createSetupIntent(this.store, opts);
   }
 
   /** Changes a subscription's status as Stripe (or someone in the dashboard) would, with the matching events. */
   setSubscriptionStatus(subscriptionId: string, status: string): Obj {
-    const sub = this.subscriptions.get(subscriptionId);
-    if (!sub) throw new Error(`no subscription ${subscriptionId}`);
-    const previous = sub.status;
-    sub.status = status;
-    if (status === 'canceled') {
-      sub.canceled_at = this.now();
-      sub.ended_at = this.now();
-      sub.cancellation_details = { comment: null, feedback: null, reason: 'cancellation_requested' };
-      this.emit('customer.subscription.deleted', sub);
-    } else {
-      this.emit('customer.subscription.updated', sub, { status: previous });
-    }
-    return clone(sub);
+    return setSubscriptionStatus(this.store, subscriptionId, status);
   }
 
   /** A subscription created outside this service (the dashboard, another integration). */
   createSubscriptionDirectly(customer: string, opts: { status?: string; price?: string } = {}): Obj {
-    const sub = this.newSubscription(customer, opts.price ?? this.priceId, {});
-    if (opts.status) sub.status = opts.status;
-    return clone(sub);
+    return createSubscriptionDirectly(this.store, customer, opts.price ?? this.priceId, opts.status);
   }
 
   /** A checkout session created outside this service's upgrade endpoint (another integration, a forged reference). */
   createCheckoutSessionDirectly(params: Obj): Obj {
-    return clone(this.newCheckoutSession(params));
+    return clone(newCheckoutSession(this.store, params));
   }
 
   /** Stripe's automatic collection attempt on an open invoice; a declining card fails it (invoice.payment_failed). */
   attemptInvoicePayment(invoiceId: string): { paid: boolean; invoice: Obj } {
-    const inv = this.invoices.get(invoiceId);
-    if (!inv) throw new Error(`no invoice ${invoiceId}`);
-    try {
-      this.payInvoice(inv);
-      return { paid: true, invoice: clone(inv) };
-    } catch (err) {
-      if (err instanceof StripeApiError) return { paid: false, invoice: clone(inv) };
-      throw err;
-    }
+    return attemptInvoicePayment(this.store, invoiceId);
   }
 
   /** An event of the given type for an object, as Stripe would send it (not recorded in `events`). */
   event(type: string, object: Obj, previousAttributes?: Obj): Obj {
-    return {
-      id: randomId('evt_'),
-      object: 'event',
-      api_version: Stripe.API_VERSION,
-      created: this.now(),
-      data: { object: clone(object), ...(previousAttributes ? { previous_attributes: previousAttributes } : {}) },
-      livemode: false,
-      pending_webhooks: 1,
-      request: { id: null, idempotency_key: null },
-      type,
-    };
+    return stripeEvent(type, object, this.store.now(), previousAttributes);
   }
-
-  // -------------------------------------------------------------------------------------------
-  // HTTP
-
-  private now(): number {
-    return Math.floor(Date.now() / 1000);
-  }
-
-  private emit(type: string, object: Obj, previousAttributes?: Obj): void {
-    this.events.push(this.event(type, object, previousAttributes));
-  }
-
-  private takeRule(rules: Rule[], method: string, path: string): Rule | undefined {
-    const rule = rules.find((r) => r.remaining > 0 && (!r.method || r.method === method) && (!r.path || r.path.test(path)));
-    if (rule) rule.remaining -= 1;
-    return rule;
-  }
-
-  private async serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const url = new URL(req.url ?? '/', 'http://fake');
-    const method = req.method ?? 'GET';
-    const text = Buffer.concat(chunks).toString('utf8');
-    const query = parseStripeForm(url.search.slice(1));
-    const body = parseStripeForm(text);
-    const idempotencyKey = req.headers['idempotency-key'] as string | undefined;
-    this.requests.push({ method, path: url.pathname, query, body, idempotencyKey, stripeVersion: req.headers['stripe-version'] as string | undefined });
-
-    const requestId = randomId('req_', 14);
-    const send = (status: number, payload: string, headers: Record<string, string> = {}) => {
-      res.writeHead(status, {
-        'content-type': 'application/json',
-        'request-id': requestId,
-        'stripe-version': Stripe.API_VERSION,
-        ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
-        ...headers,
-      });
-      res.end(payload);
-    };
-
-    if (this.takeRule(this.hangs, method, url.pathname)) {
-      this.hanging.add(res);
-      res.once('close', () => this.hanging.delete(res));
-      return;
-    }
-    const failure = this.takeRule(this.failures, method, url.pathname);
-    if (failure) {
-      send(failure.status ?? 500, JSON.stringify({ error: failure.error ?? { type: 'api_error', message: 'An unknown error occurred (injected by the fake).' } }));
-      return;
-    }
-    if (req.headers.authorization !== `Bearer ${this.secretKey}`) {
-      send(401, JSON.stringify({ error: { type: 'invalid_request_error', message: `Invalid API Key provided: ${String(req.headers.authorization ?? '').slice(7, 15)}****` } }));
-      return;
-    }
-
-    // Stripe saves the first response per key (POST only) and replays it for the same parameters.
-    const fingerprint = `${method} ${url.pathname} ${JSON.stringify(body)}`;
-    if (method === 'POST' && idempotencyKey) {
-      const saved = this.idempotency.get(idempotencyKey);
-      if (saved) {
-        if (saved.fingerprint !== fingerprint) {
-          const err = new StripeApiError(
-            400,
-            'idempotency_error',
-            `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idempotencyKey}' if you meant to execute a different request.`,
-          );
-          send(err.status, JSON.stringify(err.toBody()));
-        } else {
-          send(saved.status, saved.body, { 'idempotent-replayed': 'true' });
-        }
-        return;
-      }
-    }
-
-    let status = 200;
-    let payload: string;
-    try {
-      const route = this.routes.find(([m, re]) => m === method && re.test(url.pathname));
-      if (!route) throw new StripeApiError(404, 'invalid_request_error', `Unrecognized request URL (${method}: ${url.pathname}).`);
-      const params = route[1].exec(url.pathname)!.slice(1).map(decodeURIComponent);
-      const input = method === 'POST' ? body : query;
-      const result = route[2]({ params, query, body: input });
-      const expand = (input.expand as string[] | undefined) ?? [];
-      payload = JSON.stringify(this.expand(clone(result), expand));
-    } catch (err) {
-      if (!(err instanceof StripeApiError)) throw err;
-      status = err.status;
-      payload = JSON.stringify(err.toBody());
-    }
-    if (method === 'POST' && idempotencyKey) this.idempotency.set(idempotencyKey, { fingerprint, status, body: payload });
-    send(status, payload);
-  }
-
-  /** Replaces ids by objects along each `expand` path (a.b.c), the way Stripe's expand[] works. */
-  private expand(obj: Obj, paths: string[]): Obj {
-    for (const path of paths) {
-      const walk = (node: any, segments: string[]): any => {
-        if (segments.length === 0 || node == null) return node;
-        const [head, ...rest] = segments as [string, ...string[]];
-        if (Array.isArray(node)) return node.map((n) => walk(n, segments));
-        let value = node[head];
-        if (typeof value === 'string') value = this.lookup(value) ?? value;
-        node[head] = typeof value === 'object' && value !== null ? walk(clone(value), rest) : value;
-        return node;
-      };
-      walk(obj, path.split('.'));
-    }
-    return obj;
-  }
-
-  private lookup(id: string): Obj | undefined {
-    const stores: [string, Map<string, Obj>][] = [
-      ['cus_', this.customers],
-      ['pm_', this.paymentMethods],
-      ['seti_', this.setupIntents],
-      ['cs_', this.checkoutSessions],
-      ['sub_', this.subscriptions],
-      ['price_', this.prices],
-      ['in_', this.invoices],
-      ['ii_', this.invoiceItems],
-    ];
-    for (const [prefix, store] of stores) if (id.startsWith(prefix)) return store.get(id);
-    return this.prices.get(id);
-  }
-
-  private list(items: Obj[], path: string, query: Obj): Obj {
-    const limit = query.limit === undefined ? 10 : Math.min(100, Math.max(1, asInt(query.limit, 'limit')));
-    let start = 0;
-    if (query.starting_after) {
-      start = items.findIndex((i) => i.id === query.starting_after) + 1;
-      if (start === 0) throw missing('object', String(query.starting_after), 'starting_after');
-    }
-    const page = items.slice(start, start + limit);
-    return { object: 'list', data: page, has_more: start + limit < items.length, url: path };
-  }
-
-  private route(method: string, path: string, handler: Handler): void {
-    const re = new RegExp(`^${path.replace(/:[a-z_]+/g, '([^/]+)')}$`);
-    this.routes.push([method, re, handler]);
-  }
-
-  // -------------------------------------------------------------------------------------------
-  // Objects
-
-  private meteredPrice(id: string): Obj {
-    return {
-      id,
-      object: 'price',
-      active: true,
-      billing_scheme: 'per_unit',
-      created: this.now(),
-      currency: 'usd',
-      custom_unit_amount: null,
-      livemode: false,
-      lookup_key: null,
-      metadata: {},
-      nickname: 'Pay-as-you-go tokens',
-      product: this.productId,
-      recurring: { interval: 'month', interval_count: 1, meter: randomId('mtr_', 24), trial_period_days: null, usage_type: 'metered' },
-      tax_behavior: 'unspecified',
-      tiers_mode: null,
-      transform_quantity: null,
-      type: 'recurring',
-      unit_amount: null,
-      unit_amount_decimal: '0.00003',
-    };
-  }
-
-  private customer(id: string, param = 'id'): Obj {
-    const c = this.customers.get(id);
-    if (!c) throw missing('customer', id, param);
-    return c;
-  }
-
-  private newSetupIntent(opts: { customer: string | null; metadata: Obj; usage?: string; allowed?: string[] }): Obj {
-    const id = randomId('seti_');
-    const si = {
-      id,
-      object: 'setup_intent',
-      allowed_payment_method_types: opts.allowed ?? null,
-      application: null,
-      automatic_payment_methods: opts.allowed ? null : { allow_redirects: 'always', enabled: true },
-      cancellation_reason: null,
-      client_secret: `${id}_secret_${randomId('', 24)}`,
-      created: this.now(),
-      customer: opts.customer,
-      description: null,
-      excluded_payment_method_types: null,
-      flow_directions: null,
-      last_setup_error: null,
-      latest_attempt: null,
-      livemode: false,
-      mandate: null,
-      metadata: opts.metadata,
-      next_action: null,
-      on_behalf_of: null,
-      payment_method: null,
-      payment_method_configuration_details: null,
-      payment_method_options: { card: { mandate_options: null, network: null, request_three_d_secure: 'automatic' } },
-      payment_method_types: opts.allowed ?? ['card'],
-      single_use_mandate: null,
-      status: 'requires_payment_method',
-      usage: opts.usage ?? 'off_session',
-    };
-    this.setupIntents.set(id, si);
-    this.emit('setup_intent.created', si);
-    return si;
-  }
-
-  private newCheckoutSession(body: Obj): Obj {
-    if (!body.mode) throw required('mode');
-    if (body.mode !== 'setup') throw invalid('This fake supports Checkout Sessions in setup mode only.', 'mode');
-    if (!body.success_url) throw required('success_url');
-    if (!body.currency && !body.allowed_payment_method_types) {
-      throw invalid('currency is required in setup mode when allowed_payment_method_types is not set.', 'currency', 'parameter_missing');
-    }
-    if (body.customer) this.customer(String(body.customer), 'customer');
-    const id = randomId('cs_test_', 58);
-    const si = this.newSetupIntent({
-      customer: body.customer ?? null,
-      metadata: mergeMetadata({}, body.setup_intent_data?.metadata),
-      usage: 'off_session',
-      allowed: body.allowed_payment_method_types,
-    });
-    const created = this.now();
-    const session = {
-      id,
-      object: 'checkout.session',
-      adaptive_pricing: null,
-      after_expiration: null,
-      allow_promotion_codes: null,
-      allowed_payment_method_types: body.allowed_payment_method_types ?? null,
-      amount_subtotal: null,
-      amount_total: null,
-      automatic_tax: { enabled: false, liability: null, provider: null, status: null },
-      billing_address_collection: null,
-      cancel_url: body.cancel_url ?? null,
-      client_reference_id: body.client_reference_id ?? null,
-      client_secret: null,
-      consent: null,
-      consent_collection: null,
-      created,
-      currency: body.currency ?? null,
-      custom_fields: [],
-      custom_text: { after_submit: null, shipping_address: null, submit: null, terms_of_service_acceptance: null },
-      customer: body.customer ?? null,
-      customer_creation: null,
-      customer_details: null,
-      customer_email: null,
-      expires_at: created + 24 * 3600,
-      invoice: null,
-      invoice_creation: null,
-      livemode: false,
-      locale: null,
-      metadata: mergeMetadata({}, body.metadata),
-      mode: 'setup',
-      payment_intent: null,
-      payment_link: null,
-      payment_method_collection: 'always',
-      payment_method_options: {},
-      payment_method_types: body.allowed_payment_method_types ?? ['card'],
-      payment_status: 'no_payment_required',
-      recovered_from: null,
-      setup_intent: si.id,
-      shipping_address_collection: null,
-      shipping_options: [],
-      status: 'open',
-      submit_type: null,
-      subscription: null,
-      success_url: body.success_url,
-      ui_mode: 'hosted_page',
-      url: `${this.url}/c/pay/${id}`,
-    };
-    this.checkoutSessions.set(id, session);
-    return session;
-  }
-
-  private newSubscription(customer: string, price: string, metadata: Obj): Obj {
-    const p = this.prices.get(price);
-    if (!p) throw invalid(`No such price: '${price}'`, 'items[0][price]', 'resource_missing');
-    const c = this.customer(customer, 'customer');
-    const now = this.now();
-    const periodEnd = now + 30 * 86400;
-    const id = randomId('sub_');
-    const sub = {
-      id,
-      object: 'subscription',
-      application: null,
-      application_fee_percent: null,
-      automatic_tax: { disabled_reason: null, enabled: false, liability: null },
-      billing_cycle_anchor: now,
-      billing_cycle_anchor_config: null,
-      billing_mode: { type: 'flexible' },
-      billing_thresholds: null,
-      cancel_at: null,
-      cancel_at_period_end: false,
-      canceled_at: null,
-      cancellation_details: { comment: null, feedback: null, reason: null },
-      collection_method: 'charge_automatically',
-      created: now,
-      currency: p.currency,
-      customer: c.id,
-      customer_account: null,
-      days_until_due: null,
-      default_payment_method: null,
-      default_source: null,
-      description: null,
-      discounts: [],
-      ended_at: null,
-      invoice_settings: { account_tax_ids: null, issuer: { type: 'self' } },
-      items: {
-        object: 'list',
-        data: [
-          {
-            id: randomId('si_', 14),
-            object: 'subscription_item',
-            billing_thresholds: null,
-            created: now,
-            current_period_end: periodEnd,
-            current_period_start: now,
-            discounts: [],
-            metadata: {},
-            price: clone(p),
-            subscription: id,
-            tax_rates: [],
-          },
-        ],
-        has_more: false,
-        total_count: 1,
-        url: `/v1/subscription_items?subscription=${id}`,
-      },
-      latest_invoice: null,
-      livemode: false,
-      metadata,
-      next_pending_invoice_item_invoice: null,
-      on_behalf_of: null,
-      pause_collection: null,
-      payment_settings: { payment_method_options: null, payment_method_types: null, save_default_payment_method: 'off' },
-      pending_invoice_item_interval: null,
-      pending_setup_intent: null,
-      pending_update: null,
-      schedule: null,
-      start_date: now,
-      // A metered price has no fixed amount, so the first invoice is zero and the subscription is active at once.
-      status: 'active',
-      test_clock: null,
-      transfer_data: null,
-      trial_end: null,
-      trial_settings: { end_behavior: { missing_payment_method: 'create_invoice' } },
-      trial_start: null,
-    };
-    this.subscriptions.set(id, sub);
-    this.emit('customer.subscription.created', sub);
-    return sub;
-  }
-
-  private invoiceTotals(inv: Obj): void {
-    const total = (inv.lines.data as Obj[]).reduce((n, l) => n + (l.amount as number), 0);
-    inv.subtotal = total;
-    inv.subtotal_excluding_tax = total;
-    inv.total = total;
-    inv.total_excluding_tax = total;
-    inv.amount_due = total;
-    inv.amount_remaining = inv.status === 'paid' ? 0 : total - inv.amount_paid;
-    inv.lines.total_count = inv.lines.data.length;
-  }
-
-  private lineFor(item: Obj, invoiceId: string): Obj {
-    return {
-      id: randomId('il_'),
-      object: 'line_item',
-      amount: item.amount,
-      currency: item.currency,
-      description: item.description,
-      discount_amounts: [],
-      discountable: true,
-      discounts: [],
-      invoice: invoiceId,
-      livemode: false,
-      metadata: item.metadata,
-      parent: {
-        type: 'invoice_item_details',
-        invoice_item_details: { invoice_item: item.id, proration: false, proration_details: { credited_items: null }, subscription: null },
-        subscription_item_details: null,
-      },
-      period: item.period,
-      pretax_credit_amounts: [],
-      pricing: item.pricing,
-      quantity: item.quantity,
-      quantity_decimal: String(item.quantity),
-      subtotal: item.amount,
-      taxes: [],
-    };
-  }
-
-  private payInvoice(inv: Obj): void {
-    if (inv.status === 'paid') throw invalid('Invoice is already paid', undefined, 'invoice_already_paid');
-    if (inv.status !== 'open') throw invalid(`You can only pay an invoice in the open state (it is ${inv.status}).`, undefined, 'invoice_not_open');
-    const customer = this.customer(inv.customer);
-    const pmId = inv.default_payment_method ?? customer.invoice_settings.default_payment_method;
-    inv.attempted = true;
-    inv.attempt_count += 1;
-    if (!pmId) {
-      this.emit('invoice.payment_failed', inv);
-      throw invalid('This customer has no attached payment source or default payment method.', undefined, 'invoice_no_customer_line_items');
-    }
-    if (this.declining.has(pmId)) {
-      inv.next_payment_attempt = this.now() + 3 * 86400;
-      this.emit('invoice.payment_failed', inv);
-      throw new StripeApiError(402, 'card_error', 'Your card was declined.', 'card_declined', undefined, { decline_code: 'generic_decline' });
-    }
-    inv.status = 'paid';
-    inv.amount_paid = inv.amount_due;
-    inv.amount_remaining = 0;
-    inv.next_payment_attempt = null;
-    inv.status_transitions.paid_at = this.now();
-    this.emit('invoice.paid', inv);
-    this.emit('invoice.payment_succeeded', inv);
-  }
-
-  private defineRoutes(): void {
-    // Customers
-    this.route('POST', '/v1/customers', ({ body }) => {
-      const id = randomId('cus_', 14);
-      const c = {
-        id,
-        object: 'customer',
-        address: null,
-        balance: 0,
-        created: this.now(),
-        currency: null,
-        default_source: null,
-        delinquent: false,
-        description: body.description ?? null,
-        discount: null,
-        email: body.email ?? null,
-        invoice_prefix: randomId('', 8).toUpperCase(),
-        invoice_settings: { custom_fields: null, default_payment_method: null, footer: null, rendering_options: null },
-        livemode: false,
-        metadata: mergeMetadata({}, body.metadata),
-        name: body.name ?? null,
-        next_invoice_sequence: 1,
-        phone: null,
-        preferred_locales: [],
-        shipping: null,
-        tax_exempt: 'none',
-        test_clock: null,
-      };
-      this.customers.set(id, c);
-      this.emit('customer.created', c);
-      return c;
-    });
-    this.route('GET', '/v1/customers/:id', ({ params }) => this.customer(params[0]!));
-    this.route('POST', '/v1/customers/:id', ({ params, body }) => {
-      const c = this.customer(params[0]!);
-      const pm = body.invoice_settings?.default_payment_method;
-      if (pm !== undefined) {
-        const method = this.paymentMethods.get(pm);
-        if (pm !== '' && (!method || method.customer !== c.id)) {
-          throw invalid(
-            `No such PaymentMethod: '${pm}'; the payment method must be attached to the customer before it can be the default.`,
-            'invoice_settings[default_payment_method]',
-            'resource_missing',
-          );
-        }
-        c.invoice_settings.default_payment_method = pm === '' ? null : pm;
-      }
-      if (body.email !== undefined) c.email = body.email;
-      if (body.name !== undefined) c.name = body.name;
-      c.metadata = mergeMetadata(c.metadata, body.metadata);
-      this.emit('customer.updated', c);
-      return c;
-    });
-
-    // Payment methods
-    this.route('GET', '/v1/payment_methods/:id', ({ params }) => {
-      const pm = this.paymentMethods.get(params[0]!);
-      if (!pm) throw missing('payment_method', params[0]!);
-      return pm;
-    });
-
-    // Setup intents
-    this.route('POST', '/v1/setup_intents', ({ body }) => {
-      if (body.customer) this.customer(String(body.customer), 'customer');
-      return this.newSetupIntent({ customer: body.customer ?? null, metadata: mergeMetadata({}, body.metadata), usage: body.usage, allowed: body.allowed_payment_method_types });
-    });
-    this.route('GET', '/v1/setup_intents/:id', ({ params }) => {
-      const si = this.setupIntents.get(params[0]!);
-      if (!si) throw missing('setup_intent', params[0]!);
-      return si;
-    });
-
-    // Checkout sessions
-    this.route('POST', '/v1/checkout/sessions', ({ body }) => this.newCheckoutSession(body));
-    this.route('GET', '/v1/checkout/sessions/:id', ({ params }) => {
-      const s = this.checkoutSessions.get(params[0]!);
-      if (!s) throw missing('checkout.session', params[0]!);
-      return s;
-    });
-    this.route('POST', '/v1/checkout/sessions/:id/expire', ({ params }) => {
-      const s = this.checkoutSessions.get(params[0]!);
-      if (!s) throw missing('checkout.session', params[0]!);
-      if (s.status !== 'open') throw invalid(`Only Checkout Sessions with a status of open can be expired (this one is ${s.status}).`);
-      s.status = 'expired';
-      this.emit('checkout.session.expired', s);
-      return s;
-    });
-
-    // Subscriptions
-    this.route('POST', '/v1/subscriptions', ({ body }) => {
-      if (!body.customer) throw required('customer');
-      const price = body.items?.[0]?.price;
-      if (!price) throw required('items');
-      return this.newSubscription(String(body.customer), String(price), mergeMetadata({}, body.metadata));
-    });
-    this.route('GET', '/v1/subscriptions', ({ query }) => {
-      const subs = [...this.subscriptions.values()].filter(
-        (s) => (!query.customer || s.customer === query.customer) && (query.status === 'all' || (query.status ? s.status === query.status : s.status !== 'canceled')),
-      );
-      return this.list(subs, '/v1/subscriptions', query);
-    });
-    this.route('GET', '/v1/subscriptions/:id', ({ params }) => {
-      const s = this.subscriptions.get(params[0]!);
-      if (!s) throw missing('subscription', params[0]!);
-      return s;
-    });
-    this.route('DELETE', '/v1/subscriptions/:id', ({ params }) => {
-      const s = this.subscriptions.get(params[0]!);
-      if (!s) throw missing('subscription', params[0]!);
-      if (s.status === 'canceled') throw invalid('A canceled subscription can only update its cancellation_details and metadata.', undefined, 'subscription_canceled');
-      this.setSubscriptionStatus(s.id, 'canceled');
-      return s;
-    });
-
-    // Invoice items
-    this.route('POST', '/v1/invoiceitems', ({ body }) => {
-      if (!body.customer) throw required('customer');
-      const customer = this.customer(String(body.customer), 'customer');
-      const quantity = body.quantity === undefined ? 1 : asInt(body.quantity, 'quantity');
-      let amount: number;
-      let unitDecimal: string | null = null;
-      let price: string | null = null;
-      if (body.amount !== undefined) {
-        amount = asInt(body.amount, 'amount');
-      } else if (body.unit_amount_decimal !== undefined || body.price_data?.unit_amount_decimal !== undefined || body.price_data?.unit_amount !== undefined) {
-        unitDecimal = String(body.unit_amount_decimal ?? body.price_data?.unit_amount_decimal ?? body.price_data?.unit_amount);
-        amount = roundScaled(toScaled(unitDecimal) * BigInt(quantity));
-      } else if (body.pricing?.price) {
-        price = String(body.pricing.price);
-        const p = this.prices.get(price);
-        if (!p) throw invalid(`No such price: '${price}'`, 'pricing[price]', 'resource_missing');
-        unitDecimal = String(p.unit_amount_decimal ?? p.unit_amount);
-        amount = roundScaled(toScaled(unitDecimal) * BigInt(quantity));
-      } else {
-        throw required('amount');
-      }
-      const currency = String(body.currency ?? body.price_data?.currency ?? customer.currency ?? 'usd');
-      if (customer.currency && customer.currency !== currency) throw invalid(`The customer's currency is ${customer.currency}; invoice items must use it.`, 'currency');
-      let invoice: Obj | undefined;
-      if (body.invoice) {
-        invoice = this.invoices.get(String(body.invoice));
-        if (!invoice) throw missing('invoice', String(body.invoice), 'invoice');
-        if (invoice.status !== 'draft') throw invalid('You can only add invoice items to draft invoices.', 'invoice');
-        if (invoice.customer !== customer.id) throw invalid('The invoice belongs to another customer.', 'invoice');
-      }
-      const now = this.now();
-      const item = {
-        id: randomId('ii_'),
-        object: 'invoiceitem',
-        amount,
-        currency,
-        customer: customer.id,
-        customer_account: null,
-        date: now,
-        description: body.description ?? null,
-        discountable: true,
-        discounts: [],
-        invoice: invoice?.id ?? null,
-        livemode: false,
-        metadata: mergeMetadata({}, body.metadata),
-        net_amount: amount,
-        parent: body.subscription ? { type: 'subscription_details', subscription_details: { subscription: body.subscription } } : null,
-        period: body.period ? { start: asInt(body.period.start, 'period[start]'), end: asInt(body.period.end, 'period[end]') } : { start: now, end: now },
-        pricing: { type: 'price_details', price_details: price ? { price, product: this.productId } : undefined, unit_amount_decimal: unitDecimal ?? String(amount) },
-        proration: false,
-        quantity,
-        quantity_decimal: String(quantity),
-        tax_rates: [],
-        test_clock: null,
-      };
-      customer.currency ??= currency;
-      this.invoiceItems.set(item.id, item);
-      if (invoice) {
-        invoice.lines.data.push(this.lineFor(item, invoice.id));
-        this.invoiceTotals(invoice);
-      }
-      this.emit('invoiceitem.created', item);
-      return item;
-    });
-    this.route('GET', '/v1/invoiceitems', ({ query }) => {
-      const items = [...this.invoiceItems.values()].filter(
-        (i) =>
-          (!query.customer || i.customer === query.customer) &&
-          (!query.invoice || i.invoice === query.invoice) &&
-          (query.pending === undefined || (asBool(query.pending) ? i.invoice === null : i.invoice !== null)),
-      );
-      return this.list(items.reverse(), '/v1/invoiceitems', query);
-    });
-    this.route('GET', '/v1/invoiceitems/:id', ({ params }) => {
-      const i = this.invoiceItems.get(params[0]!);
-      if (!i) throw missing('invoiceitem', params[0]!);
-      return i;
-    });
-
-    // Invoices
-    this.route('POST', '/v1/invoices', ({ body }) => {
-      if (!body.customer) throw required('customer');
-      const customer = this.customer(String(body.customer), 'customer');
-      const collection = body.collection_method ?? 'charge_automatically';
-      if (collection === 'send_invoice' && body.days_until_due === undefined && body.due_date === undefined) {
-        throw invalid('Invoices with collection_method=send_invoice need days_until_due or due_date.', 'days_until_due');
-      }
-      const now = this.now();
-      const id = randomId('in_');
-      const inv: Obj = {
-        id,
-        object: 'invoice',
-        account_country: 'US',
-        account_name: 'Fake Stripe Account',
-        account_tax_ids: null,
-        amount_due: 0,
-        amount_overpaid: 0,
-        amount_paid: 0,
-        amount_remaining: 0,
-        amount_shipping: 0,
-        application: null,
-        attempt_count: 0,
-        attempted: false,
-        auto_advance: asBool(body.auto_advance) ?? false,
-        automatic_tax: { disabled_reason: null, enabled: false, liability: null, provider: null, status: null },
-        automatically_finalizes_at: null,
-        billing_reason: body.subscription ? 'subscription' : 'manual',
-        collection_method: collection,
-        created: now,
-        currency: String(body.currency ?? customer.currency ?? 'usd'),
-        custom_fields: null,
-        customer: customer.id,
-        customer_account: null,
-        customer_address: null,
-        customer_email: customer.email,
-        customer_name: customer.name,
-        customer_phone: null,
-        customer_shipping: null,
-        customer_tax_exempt: 'none',
-        customer_tax_ids: [],
-        default_payment_method: body.default_payment_method ?? null,
-        default_source: null,
-        default_tax_rates: [],
-        description: body.description ?? null,
-        discounts: [],
-        due_date: body.due_date !== undefined ? asInt(body.due_date, 'due_date') : null,
-        days_until_due_requested: body.days_until_due !== undefined ? asInt(body.days_until_due, 'days_until_due') : null,
-        effective_at: null,
-        ending_balance: null,
-        footer: null,
-        from_invoice: null,
-        hosted_invoice_url: null,
-        invoice_pdf: null,
-        issuer: { type: 'self' },
-        last_finalization_error: null,
-        latest_revision: null,
-        lines: { object: 'list', data: [], has_more: false, total_count: 0, url: `/v1/invoices/${id}/lines` },
-        livemode: false,
-        metadata: mergeMetadata({}, body.metadata),
-        next_payment_attempt: null,
-        number: null,
-        on_behalf_of: null,
-        parent: body.subscription ? { type: 'subscription_details', quote_details: null, subscription_details: { metadata: {}, subscription: body.subscription } } : null,
-        payment_settings: { default_mandate: null, payment_method_options: null, payment_method_types: null },
-        period_end: now,
-        period_start: now,
-        post_payment_credit_notes_amount: 0,
-        pre_payment_credit_notes_amount: 0,
-        receipt_number: null,
-        rendering: null,
-        shipping_cost: null,
-        shipping_details: null,
-        starting_balance: 0,
-        statement_descriptor: null,
-        status: 'draft',
-        status_transitions: { finalized_at: null, marked_uncollectible_at: null, paid_at: null, voided_at: null },
-        subtotal: 0,
-        subtotal_excluding_tax: 0,
-        test_clock: null,
-        total: 0,
-        total_discount_amounts: [],
-        total_excluding_tax: 0,
-        total_pretax_credit_amounts: [],
-        total_taxes: [],
-        webhooks_delivered_at: null,
-      };
-      // Since 2022-08-01 pending items stay pending unless the request asks to include them.
-      if ((body.pending_invoice_items_behavior ?? 'exclude') === 'include') {
-        for (const item of this.invoiceItems.values()) {
-          if (item.customer === customer.id && item.invoice === null) {
-            item.invoice = id;
-            inv.lines.data.push(this.lineFor(item, id));
-          }
-        }
-      }
-      this.invoices.set(id, inv);
-      this.invoiceTotals(inv);
-      this.emit('invoice.created', inv);
-      return inv;
-    });
-    this.route('GET', '/v1/invoices', ({ query }) => {
-      const list = [...this.invoices.values()]
-        .filter((i) => (!query.customer || i.customer === query.customer) && (!query.status || i.status === query.status))
-        .reverse();
-      return this.list(list, '/v1/invoices', query);
-    });
-    this.route('GET', '/v1/invoices/:id', ({ params }) => {
-      const inv = this.invoices.get(params[0]!);
-      if (!inv) throw missing('invoice', params[0]!);
-      return inv;
-    });
-    this.route('POST', '/v1/invoices/:id/finalize', ({ params, body }) => {
-      const inv = this.invoices.get(params[0]!);
-      if (!inv) throw missing('invoice', params[0]!);
-      if (inv.status !== 'draft') throw invalid(`This invoice is already finalized, you can't re-finalize a non-draft invoice.`, undefined, 'invoice_not_editable');
-      const customer = this.customer(inv.customer);
-      const now = this.now();
-      inv.status = 'open';
-      inv.number = `${customer.invoice_prefix}-${String(++this.invoiceSequence).padStart(4, '0')}`;
-      customer.next_invoice_sequence += 1;
-      inv.status_transitions.finalized_at = now;
-      inv.effective_at = now;
-      inv.ending_balance = 0;
-      inv.hosted_invoice_url = `${this.url}/i/${inv.id}`;
-      inv.invoice_pdf = `${this.url}/i/${inv.id}/pdf`;
-      if (inv.collection_method === 'send_invoice' && inv.due_date === null) inv.due_date = now + inv.days_until_due_requested * 86400;
-      if (body.auto_advance !== undefined) inv.auto_advance = asBool(body.auto_advance);
-      this.emit('invoice.finalized', inv);
-      if (inv.amount_due === 0) {
-        inv.status = 'paid';
-        inv.status_transitions.paid_at = now;
-        this.emit('invoice.paid', inv);
-      }
-      return inv;
-    });
-    this.route('POST', '/v1/invoices/:id/pay', ({ params }) => {
-      const inv = this.invoices.get(params[0]!);
-      if (!inv) throw missing('invoice', params[0]!);
-      this.payInvoice(inv);
-      return inv;
-    });
-    this.route('POST', '/v1/invoices/:id/send', ({ params }) => {
-      const inv = this.invoices.get(params[0]!);
-      if (!inv) throw missing('invoice', params[0]!);
-      if (inv.status !== 'open' && inv.status !== 'paid') throw invalid('You can only send an invoice that has been finalized.', undefined, 'invoice_not_editable');
-      this.sentInvoices.push(inv.id);
-      this.emit('invoice.sent', inv);
-      return inv;
-    });
-    this.route('POST', '/v1/invoices/:id/void', ({ params }) => {
-      const inv = this.invoices.get(params[0]!);
-      if (!inv) throw missing('invoice', params[0]!);
-      if (inv.status !== 'open' && inv.status !== 'uncollectible') throw invalid('You can only void open or uncollectible invoices.');
-      inv.status = 'void';
-      inv.status_transitions.voided_at = this.now();
-      this.emit('invoice.voided', inv);
-      return inv;
-    });
-  }
-}
-
-/**
- * Posts an event to a webhook endpoint the way Stripe does: the JSON body signed with the
- * stripe package's own test helper (`t=<timestamp>,v1=<hmac>`).
- */
-export async function deliverEvent(
-  url: string,
-  event: Obj,
-  secret: string,
-  opts: { timestamp?: number; signature?: string; payload?: string } = {},
-): Promise<HttpResult> {
-  const payload = opts.payload ?? JSON.stringify(event, null, 2);
-  const header =
-    opts.signature ??
-    Stripe.webhooks.generateTestHeaderString({ payload, secret, ...(opts.timestamp !== undefined ? { timestamp: opts.timestamp } : {}) });
-  return request('POST', url, { raw: payload, headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': header } });
 }

@@ -135,4 +135,88 @@ describe('fake Stripe API with the real stripe client', () => {
       expect((err as Stripe.errors.StripeInvalidRequestError).param).to.equal('invoice_settings[default_payment_method]');
     }
   });
+
+  it('merges metadata on a customer update, an empty value removing its key', async () => {
+    const customer = await stripe.customers.create({ metadata: { keep: '1', drop: '2' } });
+    const updated = await stripe.customers.update(customer.id, { metadata: { drop: '', add: '3' } });
+    expect(updated.metadata).to.deep.equal({ keep: '1', add: '3' });
+  });
+
+  it('retrieves a card payment method with its brand, last four digits and customer', async () => {
+    const customer = await stripe.customers.create({});
+    const pm = fake.createPaymentMethod({ brand: 'mastercard', last4: '4444' }, customer.id);
+    const got = await stripe.paymentMethods.retrieve(pm.id);
+    expect(got.card).to.include({ brand: 'mastercard', last4: '4444' });
+    expect(got.customer).to.equal(customer.id);
+  });
+
+  it('creates an off-session setup intent for a customer that waits for a card', async () => {
+    const customer = await stripe.customers.create({});
+    const si = await stripe.setupIntents.create({ customer: customer.id, usage: 'off_session', metadata: { account_id: 'a1' } });
+    expect(si).to.include({ status: 'requires_payment_method', usage: 'off_session', customer: customer.id, payment_method: null });
+    expect(si.client_secret).to.match(new RegExp(`^${si.id}_secret_`));
+    expect(si.metadata).to.deep.equal({ account_id: 'a1' });
+  });
+
+  it('retrieves a setup intent confirmed elsewhere with its card expanded', async () => {
+    const customer = await stripe.customers.create({});
+    const made = fake.createSetupIntent({ customer: customer.id, card: { last4: '0077' } });
+    const got = await stripe.setupIntents.retrieve(made.id, { expand: ['payment_method'] });
+    expect(got.status).to.equal('succeeded');
+    expect((got.payment_method as Stripe.PaymentMethod).card?.last4).to.equal('0077');
+  });
+
+  it('expires an open checkout session once and refuses to expire it again', async () => {
+    const session = await stripe.checkout.sessions.create({ mode: 'setup', currency: 'usd', success_url: 'https://example.com/ok' });
+    expect((await stripe.checkout.sessions.expire(session.id)).status).to.equal('expired');
+    try {
+      await stripe.checkout.sessions.expire(session.id);
+      expect.fail('expected an error');
+    } catch (err) {
+      expect(err).to.be.instanceOf(Stripe.errors.StripeInvalidRequestError);
+    }
+  });
+
+  it('lists a customer\'s subscriptions without the canceled ones unless asked for status all', async () => {
+    const customer = await stripe.customers.create({});
+    const kept = await stripe.subscriptions.create({ customer: customer.id, items: [{ price: fake.priceId }] });
+    const ended = await stripe.subscriptions.create({ customer: customer.id, items: [{ price: fake.priceId }] });
+    await stripe.subscriptions.cancel(ended.id);
+    expect((await stripe.subscriptions.list({ customer: customer.id })).data.map((s) => s.id)).to.deep.equal([kept.id]);
+    expect((await stripe.subscriptions.list({ customer: customer.id, status: 'all' })).data.map((s) => s.id)).to.have.members([kept.id, ended.id]);
+  });
+
+  it('pays an invoice with nothing due as soon as it is finalized', async () => {
+    const customer = await stripe.customers.create({});
+    const draft = await stripe.invoices.create({ customer: customer.id });
+    const finalized = await stripe.invoices.finalizeInvoice(draft.id);
+    expect(finalized).to.include({ status: 'paid', amount_due: 0 });
+  });
+
+  it('voids an open invoice', async () => {
+    const customer = await stripe.customers.create({});
+    await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', amount: 300 });
+    const draft = await stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include' });
+    const open = await stripe.invoices.finalizeInvoice(draft.id);
+    const voided = await stripe.invoices.voidInvoice(open.id);
+    expect(voided.status).to.equal('void');
+    expect(fake.lastEvent('invoice.voided').data.object.id).to.equal(open.id);
+  });
+
+  it('adds an invoice item to the draft invoice it names and updates the amount due', async () => {
+    const customer = await stripe.customers.create({});
+    const draft = await stripe.invoices.create({ customer: customer.id });
+    const item = await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', amount: 420, invoice: draft.id });
+    expect(item.invoice).to.equal(draft.id);
+    expect((await stripe.invoices.retrieve(draft.id)).amount_due).to.equal(420);
+  });
+
+  it('lists only the invoice items not yet on an invoice when asked for pending ones', async () => {
+    const customer = await stripe.customers.create({});
+    await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', amount: 100 });
+    await stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include' });
+    const pending = await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', amount: 200 });
+    const listed = await stripe.invoiceItems.list({ customer: customer.id, pending: true });
+    expect(listed.data.map((i) => i.id)).to.deep.equal([pending.id]);
+  });
 });
