@@ -107,9 +107,11 @@ export class StripeHttpServer {
       const expand = (input.expand as string[] | undefined) ?? [];
       payload = JSON.stringify(expandIds(clone(result), expand, (id) => routes.lookup(id)));
     } catch (err) {
-      if (!(err instanceof StripeApiError)) throw err;
-      status = err.status;
-      payload = JSON.stringify(err.toBody());
+      // A bug in the fake answers 500, as Stripe's own api_error would, rather than leaving the
+      // client waiting for an answer that never comes.
+      const apiError = err instanceof StripeApiError ? err : new StripeApiError(500, 'api_error', `The fake failed: ${err instanceof Error ? err.message : String(err)}`);
+      status = apiError.status;
+      payload = JSON.stringify(apiError.toBody());
     }
     if (method === 'POST' && idempotencyKey) this.idempotency.save(idempotencyKey, requestFingerprint, status, payload);
     send(status, payload);
