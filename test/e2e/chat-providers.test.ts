@@ -4,7 +4,7 @@ import { createContext, type AppContext } from '../../src/context.js';
 import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic.js';
 import { startFakeGemini, type FakeGemini } from '../fakes/gemini.js';
 import { startFakeOpenAI, type FakeOpenAI, DEFAULT_TOKENS } from '../fakes/openai.js';
-import type { FakeUpstream } from '../fakes/upstream-fake.js';
+import type { FakeUpstream } from '../../src/providers/testing/upstream-fake.js';
 import { FakePostmark } from '../fakes/postmark.js';
 import { closeOutboxFor, verificationLinkIn } from '../support/accounts.js';
 import { isolatedPrefix, testConfig, uniqueEmail } from '../support/env.js';

@@ -3,8 +3,8 @@ import { AppError } from '../../src/errors.js';
 import { AnthropicProvider } from '../../src/providers/anthropic.provider.js';
 import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
 import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic.js';
-import { collectEvents } from '../fakes/upstream-fake.js';
-import { expectAbortClosesTheUpstream } from '../support/providers.js';
+import { collectEvents } from '../../src/providers/testing/upstream-fake.js';
+import { expectAbortClosesTheUpstream } from '../../src/providers/testing/adapter-contract.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'claude-haiku-4-5',

@@ -3,8 +3,8 @@ import { AppError } from '../../src/errors.js';
 import { GeminiProvider, geminiRoot } from '../../src/providers/gemini.provider.js';
 import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
 import { startFakeGemini, type FakeGemini } from '../fakes/gemini.js';
-import { collectEvents } from '../fakes/upstream-fake.js';
-import { expectAbortClosesTheUpstream } from '../support/providers.js';
+import { collectEvents } from '../../src/providers/testing/upstream-fake.js';
+import { expectAbortClosesTheUpstream } from '../../src/providers/testing/adapter-contract.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'gemini-2.5-flash',
