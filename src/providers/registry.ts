@@ -1,10 +1,13 @@
 import type { Config } from '../config.js';
 import type { CatalogModel, ProviderName } from '../catalog/catalog.js';
 import { AppError } from '../errors.js';
-import { AnthropicProvider, checkAnthropicRequest } from './anthropic.provider.js';
-import { checkGeminiRequest, GeminiProvider } from './gemini.provider.js';
-import { LocalProvider } from './local.provider.js';
-import { checkOpenAIRequest, OpenAIProvider } from './openai.provider.js';
+import { AnthropicProvider } from './anthropic/anthropic.provider.js';
+import { checkAnthropicRequest } from './anthropic/anthropic.rules.js';
+import { GeminiProvider } from './gemini/gemini.provider.js';
+import { checkGeminiRequest } from './gemini/gemini.rules.js';
+import { LocalProvider } from './local/local.provider.js';
+import { OpenAIProvider } from './openai/openai.provider.js';
+import { checkOpenAIRequest } from './openai/openai.rules.js';
 import type { CompletionParams, Provider } from './types.js';
 
 type Upstream = Exclude<ProviderName, 'local'>;
