@@ -1,9 +1,8 @@
 import type { Config } from '../config.js';
-import type { CatalogModel } from '../catalog/catalog.js';
 import { AppError } from '../errors.js';
 import { LocalProvider } from './local/local.provider.js';
 import { isConfigured, type ProviderAdapter, type ProviderPlugin } from './plugin.js';
-import { PROVIDERS } from './providers.js';
+import { PROVIDERS, type ProviderName } from './providers.js';
 import type { Provider } from './types.js';
 
 // Every plug-in's adapter module (and its SDK) loads here, once, with the registry: the list in
@@ -12,7 +11,13 @@ const PLUGINS = new Map<string, { plugin: ProviderPlugin; adapter: ProviderAdapt
   await Promise.all(PROVIDERS.map(async (plugin: ProviderPlugin) => [plugin.name, { plugin, adapter: await plugin.adapter() }] as const)),
 );
 
-function unavailable(model: CatalogModel): AppError {
+/** What the registry reads of a catalog model: providers know nothing of the catalog beyond this. */
+export interface ServedModel {
+  id: string;
+  provider: ProviderName;
+}
+
+function unavailable(model: ServedModel): AppError {
   return new AppError('unavailable', `Model ${model.id} is unavailable: its provider (${model.provider}) is not configured on this server`, {
     code: 'model_unavailable',
   });
@@ -29,7 +34,7 @@ export class ProviderRegistry {
 
   constructor(private readonly config: Pick<Config, 'providers' | 'limits'>) {}
 
-  for(model: CatalogModel): Provider {
+  for(model: ServedModel): Provider {
     const name = model.provider;
     const { providers, limits } = this.config;
     const found = PLUGINS.get(name);
