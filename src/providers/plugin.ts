@@ -42,7 +42,7 @@ export interface ProviderAdapter<S extends SettingsSchema = SettingsSchema> {
    * What the provider's API accepts: throws AppError (422 naming the field) for a request it would
    * refuse. The local model applies them too when it stands in for the provider (MODEL_BACKEND=local).
    */
-  rules(params: CompletionParams): void;
+  readonly rules: (params: CompletionParams) => void;
   /** The provider's one adapter per process. */
   create(settings: ConfiguredSettings<S>, shared: SharedSettings): Provider;
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { loadConfig, type Env } from '../../src/config.js';
+import { loadConfig } from '../../src/config.js';
 import { variablesOf } from '../../src/providers/plugin.js';
 import { PROVIDERS } from '../../src/providers/providers.js';
 import { PROJECT_ROOT } from '../support/project.js';
@@ -12,7 +12,7 @@ import { PROJECT_ROOT } from '../support/project.js';
 /** The variables loadConfig asks for, recorded by an environment in which none is set. */
 function variablesConfigReads(): Set<string> {
   const read = new Set<string>();
-  const env = new Proxy({} as Env, {
+  const env = new Proxy({}, {
     get(_target, name) {
       if (typeof name === 'string') read.add(name);
       return undefined;
