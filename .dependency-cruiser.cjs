@@ -4,6 +4,8 @@
 const FEATURES = '^src/(accounts|billing|catalog|chat|health|limits|scheduler|subscriptions|usage)/';
 const CONTEXT = '^src/(context|lifecycle|metrics-server)[.]ts$';
 const CORE = '^src/(config|clock|errors|logger|metrics|validation)[.]ts$';
+// The provider list and each provider's plug-in (name and settings schema): config.ts reads them.
+const PLUGINS = '^src/providers/(providers|plugin)[.]ts$|^src/providers/[^/]+/[^/]+[.]plugin[.]ts$';
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -45,15 +47,22 @@ module.exports = {
       name: 'providers-know-no-features',
       comment: 'A provider takes an OpenAI-shaped request and yields chunks; it knows nothing of accounts, billing or the rest.',
       severity: 'error',
-      from: { path: '^src/providers/' },
+      from: { path: '^src/providers/', pathNot: '[.]test[.]ts$' },
       to: { path: `${FEATURES}|^src/(http|infra)/|^workers/` },
     },
     {
       name: 'infra-and-core-stay-low',
-      comment: 'One file per outside system and the shared core: they import neither features nor providers.',
+      comment: 'One file per outside system and the shared core: they import neither features nor providers (config.ts only the plug-ins\' settings).',
       severity: 'error',
       from: { path: `^src/infra/|${CORE}` },
-      to: { path: `${FEATURES}|^src/providers/` },
+      to: { path: `${FEATURES}|^src/providers/`, pathNot: PLUGINS },
+    },
+    {
+      name: 'provider-plug-ins-stay-light',
+      comment: 'config.ts reads every provider\'s settings through the plug-in list, so the list and the plug-ins load nothing else: adapters and their SDKs come by dynamic import, with the registry.',
+      severity: 'error',
+      from: { path: PLUGINS },
+      to: { pathNot: PLUGINS, dependencyTypesNot: ['dynamic-import', 'type-only'] },
     },
     {
       name: 'only-repositories-write-sql',

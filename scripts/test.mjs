@@ -28,7 +28,8 @@ await main(async () => {
   // `npm test -- path/to/file.test.js --grep x` runs a part; with no file given, the whole suite.
   const args = process.argv.slice(2);
   const files = args.filter((a) => a.endsWith('.js'));
-  const specs = files.length ? [] : [path.join(OUT_DIR, 'test', '**', '*.test.js')];
+  // A provider's tests live in its folder under src/providers/ (CONVENTIONS: a provider is one folder).
+  const specs = files.length ? [] : [path.join(OUT_DIR, 'test', '**', '*.test.js'), path.join(OUT_DIR, 'src', 'providers', '**', '*.test.js')];
   const mochaArgs = ['--require', path.join(OUT_DIR, 'test', 'support', 'hooks.js'), ...specs, ...args];
   const mocha = spawn(process.execPath, ['--enable-source-maps', path.join(ROOT, 'node_modules', 'mocha', 'bin', 'mocha.js'), ...mochaArgs], {
     cwd: ROOT,

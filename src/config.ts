@@ -1,5 +1,9 @@
 // The only reader of process.env. Everything is validated once, at start-up, into a frozen,
 // grouped object; a bad value stops the process with one line naming the variable.
+// Each provider's variables come from its plug-in's settings schema. The list and its plug-ins
+// import nothing at run time (adapters load with the registry), so config.ts stays at the bottom.
+import type { Setting, SettingsOf, SettingsSchema } from './providers/plugin.js';
+import { PROVIDERS, type ProviderSettings } from './providers/providers.js';
 
 export type Env = Record<string, string | undefined>;
 
@@ -61,15 +65,12 @@ export interface Config {
     sendTimeoutMs: number;
   };
   catalog: { modelsFile: string };
+  /** Besides these, each provider's settings under its name (`providers.openai.apiKey`), from its plug-in. */
   providers: {
     backend: ModelBackend;
-    openai: { apiKey: string | undefined; baseUrl: string | undefined };
-    anthropic: { apiKey: string | undefined; baseUrl: string | undefined };
-    gemini: { apiKey: string | undefined; baseUrl: string | undefined };
-    local: { ttftMs: number; tokensPerSecond: number };
     requestTimeoutMs: number;
     maxRetries: number;
-  };
+  } & ProviderSettings;
   queue: {
     workerConcurrency: number;
     maxDepth: number;
@@ -197,6 +198,22 @@ class Reader {
     });
   }
 
+  /** A provider's setting, as its plug-in's schema declares it (src/providers/plugin.ts). */
+  setting(s: Setting): string | number | undefined {
+    switch (s.kind) {
+      case 'key':
+        return this.optional(s.variable);
+      case 'url':
+        return this.optionalUrl(s.variable, ['http', 'https']);
+      case 'int':
+        return this.int(s.variable, s.fallback, s.min, s.max);
+    }
+  }
+
+  settings<S extends SettingsSchema>(schema: S): SettingsOf<S> {
+    return Object.fromEntries(Object.entries(schema).map(([field, s]) => [field, this.setting(s)])) as SettingsOf<S>;
+  }
+
   cron(name: string, fallback: string): string {
     const v = this.str(name, fallback);
     if (v.split(/\s+/).length < 5 || v.split(/\s+/).length > 6) throw new ConfigError(name, 'a cron expression of 5 or 6 fields', v);
@@ -243,13 +260,10 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('POSTMARK_SERVER_TOKEN', 'set when MAIL_TRANSPORT is postmark', undefined);
   }
 
-  const openaiKey = r.optional('OPENAI_API_KEY');
-  const anthropicKey = r.optional('ANTHROPIC_API_KEY');
-  const geminiKey = r.optional('GEMINI_API_KEY');
   // auto: with no provider key on a non-production machine every model is served by the
   // built-in local model, so the whole product works offline.
   const backendSetting = r.oneOf('MODEL_BACKEND', ['auto', 'local', 'catalog'], 'auto');
-  const anyKey = openaiKey !== undefined || anthropicKey !== undefined || geminiKey !== undefined;
+  const anyKey = PROVIDERS.some((p) => Object.values(p.settings).some((s: Setting) => s.kind === 'key' && r.optional(s.variable) !== undefined));
   const backend: ModelBackend = backendSetting === 'auto' ? (anyKey || production ? 'catalog' : 'local') : backendSetting;
 
   const headersTimeoutMs = r.int('HTTP_HEADERS_TIMEOUT_MS', 20_000, 100, 600_000);
@@ -299,13 +313,7 @@ export function loadConfig(env: Env = process.env): Config {
     catalog: { modelsFile: r.str('MODELS_FILE', 'config/models.json') },
     providers: {
       backend,
-      openai: { apiKey: openaiKey, baseUrl: r.optionalUrl('OPENAI_BASE_URL', ['http', 'https']) },
-      anthropic: { apiKey: anthropicKey, baseUrl: r.optionalUrl('ANTHROPIC_BASE_URL', ['http', 'https']) },
-      gemini: { apiKey: geminiKey, baseUrl: r.optionalUrl('GEMINI_BASE_URL', ['http', 'https']) },
-      local: {
-        ttftMs: r.int('LOCAL_MODEL_TTFT_MS', 200, 0, 60_000),
-        tokensPerSecond: r.int('LOCAL_MODEL_TOKENS_PER_SECOND', 50, 1, 1_000_000),
-      },
+      ...(Object.fromEntries(PROVIDERS.map((p) => [p.name, r.settings(p.settings)])) as ProviderSettings),
       requestTimeoutMs: r.int('UPSTREAM_TIMEOUT_MS', 120_000, 1000, 3_600_000),
       maxRetries: r.int('UPSTREAM_MAX_RETRIES', 2, 0, 10),
     },

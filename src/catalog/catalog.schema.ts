@@ -1,3 +1,4 @@
+import { PROVIDER_NAMES } from '../providers/providers.js';
 import type { JsonSchema } from '../validation.js';
 
 /**
@@ -15,7 +16,7 @@ export const catalogModelSchema: JsonSchema = {
   properties: {
     // The public id is what clients send as `model`, which the interface bounds at 50 characters.
     id: { type: 'string', minLength: 1, maxLength: 50, pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]*$' },
-    provider: { type: 'string', enum: ['openai', 'anthropic', 'gemini', 'local'] },
+    provider: { type: 'string', enum: [...PROVIDER_NAMES] },
     upstream_model: { type: 'string', minLength: 1, maxLength: 200 },
     tiers: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', enum: ['free', 'paid'] } },
     input_price_per_million: price,

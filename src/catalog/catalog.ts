@@ -2,10 +2,9 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Tier } from '../../db/schema/index.js';
 import type { Config } from '../config.js';
+import type { ProviderName } from '../providers/providers.js';
 import { check } from '../validation.js';
 import { catalogFileSchema } from './catalog.schema.js';
-
-export type ProviderName = 'openai' | 'anthropic' | 'gemini' | 'local';
 
 export interface CatalogModel {
   id: string;

@@ -76,7 +76,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     let provider: Provider | undefined;
     let refused: unknown;
     try {
-      provider = app.providers.for({ ...job.model, provider: job.model.provider as never, tiers: [job.tier] });
+      provider = app.providers.for({ ...job.model, provider: job.model.provider as never });
       provider.check(job.params);
     } catch (err) {
       refused = err;

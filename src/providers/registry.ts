@@ -1,21 +1,23 @@
 import type { Config } from '../config.js';
-import type { CatalogModel, ProviderName } from '../catalog/catalog.js';
 import { AppError } from '../errors.js';
-import { AnthropicProvider, checkAnthropicRequest } from './anthropic.provider.js';
-import { checkGeminiRequest, GeminiProvider } from './gemini.provider.js';
-import { LocalProvider } from './local.provider.js';
-import { checkOpenAIRequest, OpenAIProvider } from './openai.provider.js';
-import type { CompletionParams, Provider } from './types.js';
+import { LocalProvider } from './local/local.provider.js';
+import { isConfigured, type ProviderAdapter, type ProviderPlugin } from './plugin.js';
+import { PROVIDERS, type ProviderName } from './providers.js';
+import type { Provider } from './types.js';
 
-type Upstream = Exclude<ProviderName, 'local'>;
+// Every plug-in's adapter module (and its SDK) loads here, once, with the registry: the list in
+// providers.ts only names them, so config.ts reads the providers' settings without loading one.
+const PLUGINS = new Map<string, { plugin: ProviderPlugin; adapter: ProviderAdapter }>(
+  await Promise.all(PROVIDERS.map(async (plugin: ProviderPlugin) => [plugin.name, { plugin, adapter: await plugin.adapter() }] as const)),
+);
 
-const REQUEST_RULES: Record<Upstream, (p: CompletionParams) => void> = {
-  openai: checkOpenAIRequest,
-  anthropic: checkAnthropicRequest,
-  gemini: checkGeminiRequest,
-};
+/** What the registry reads of a catalog model: providers know nothing of the catalog beyond this. */
+export interface ServedModel {
+  id: string;
+  provider: ProviderName;
+}
 
-function unavailable(model: CatalogModel): AppError {
+function unavailable(model: ServedModel): AppError {
   return new AppError('unavailable', `Model ${model.id} is unavailable: its provider (${model.provider}) is not configured on this server`, {
     code: 'model_unavailable',
   });
@@ -32,24 +34,16 @@ export class ProviderRegistry {
 
   constructor(private readonly config: Pick<Config, 'providers' | 'limits'>) {}
 
-  for(model: CatalogModel): Provider {
-    if (model.provider === 'local') return this.once('local', () => new LocalProvider(this.config.providers.local));
+  for(model: ServedModel): Provider {
     const name = model.provider;
-    if (this.config.providers.backend === 'local') return this.once(`local-as-${name}`, () => new LocalProvider(this.config.providers.local, REQUEST_RULES[name]));
     const { providers, limits } = this.config;
+    const found = PLUGINS.get(name);
+    if (!found) throw unavailable(model);
+    const { plugin, adapter } = found;
+    if (providers.backend === 'local' && name !== 'local') return this.once(`local-as-${name}`, () => new LocalProvider(providers.local, adapter.rules));
     const settings = providers[name];
-    if (settings.apiKey === undefined) throw unavailable(model);
-    const upstream = { apiKey: settings.apiKey, baseUrl: settings.baseUrl, timeoutMs: providers.requestTimeoutMs };
-    return this.once(name, (): Provider => {
-      switch (name) {
-        case 'openai':
-          return new OpenAIProvider(upstream);
-        case 'anthropic':
-          return new AnthropicProvider({ ...upstream, defaultMaxTokens: limits.defaultCompletionReservation });
-        case 'gemini':
-          return new GeminiProvider(upstream);
-      }
-    });
+    if (!isConfigured(plugin.settings, settings)) throw unavailable(model);
+    return this.once(name, () => adapter.create(settings, { timeoutMs: providers.requestTimeoutMs, defaultMaxTokens: limits.defaultCompletionReservation }));
   }
 
   private once(key: string, make: () => Provider): Provider {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
 import { bullPrefix, COMPLETIONS_QUEUE } from '../../src/infra/queues.js';
-import { startFakeOpenAI } from '../fakes/openai.js';
+import { startFakeOpenAI } from '../../src/providers/openai/openai.fake.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually, post } from '../support/http.js';

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { createContext, type AppContext } from '../../src/context.js';
-import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic.js';
-import { startFakeGemini, type FakeGemini } from '../fakes/gemini.js';
-import { startFakeOpenAI, type FakeOpenAI, DEFAULT_TOKENS } from '../fakes/openai.js';
-import type { FakeUpstream } from '../fakes/upstream-fake.js';
+import { startFakeAnthropic, type FakeAnthropic } from '../../src/providers/anthropic/anthropic.fake.js';
+import { startFakeGemini, type FakeGemini } from '../../src/providers/gemini/gemini.fake.js';
+import { startFakeOpenAI, type FakeOpenAI, DEFAULT_TOKENS } from '../../src/providers/openai/openai.fake.js';
+import type { FakeUpstream } from '../../src/providers/testing/upstream-fake.js';
 import { FakePostmark } from '../fakes/postmark.js';
 import { closeOutboxFor, verificationLinkIn } from '../support/accounts.js';
 import { isolatedPrefix, testConfig, uniqueEmail } from '../support/env.js';

@@ -7,7 +7,7 @@ import { eventually, post, request } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 import { postStream } from '../support/sse.js';
 import { RawConnection, rawRequest } from '../support/raw-http.js';
-import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/providers/openai/openai.fake.js';
 import { countTokens } from '../../src/providers/tokenizer.js';
 
 // Short receive timeouts, so the tests see them fire; streams must outlive them.

@@ -16,7 +16,7 @@ import { PrivatePostgres } from '../support/private-postgres.js';
 import { PrivateRedis } from '../support/private-redis.js';
 import { startRole, stopAllRoles, type RoleProcess } from '../support/processes.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
+import { startFakeOpenAI, type FakeOpenAI } from '../../src/providers/openai/openai.fake.js';
 import { runLoad, type Outcome } from './load.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
 import { AppError } from '../../src/errors.js';
-import { AnthropicProvider } from '../../src/providers/anthropic.provider.js';
-import { GeminiProvider } from '../../src/providers/gemini.provider.js';
-import { LocalProvider } from '../../src/providers/local.provider.js';
-import { OpenAIProvider } from '../../src/providers/openai.provider.js';
+import { AnthropicProvider } from '../../src/providers/anthropic/anthropic.provider.js';
+import { GeminiProvider } from '../../src/providers/gemini/gemini.provider.js';
+import { LocalProvider } from '../../src/providers/local/local.provider.js';
+import { OpenAIProvider } from '../../src/providers/openai/openai.provider.js';
 import type { Env } from '../../src/config.js';
 import { testConfig } from '../support/env.js';
 

@@ -1,5 +1,6 @@
 import type { CatalogModel } from '../../catalog/catalog.js';
 import { AppError } from '../../errors.js';
+import { PROVIDER_NAMES } from '../../providers/providers.js';
 import type { JsonSchema } from '../../validation.js';
 import { accountOf, defineRoutes, type RouteSpec } from '../route.js';
 
@@ -14,7 +15,7 @@ const ModelObject: JsonSchema = {
     id: { type: 'string', example: 'gemini-2.5-flash' },
     object: { type: 'string', const: 'model' },
     created: { type: 'integer' },
-    owned_by: { type: 'string', enum: ['openai', 'anthropic', 'gemini', 'local'], description: 'The provider behind the model' },
+    owned_by: { type: 'string', enum: [...PROVIDER_NAMES], description: 'The provider behind the model' },
   },
 };
 

@@ -5,12 +5,12 @@ import type {
   ChatCompletionCreateParamsStreaming,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
-import { postForEvents, postForJson, UpstreamHttpError } from './sse-request.js';
-import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, wholeAnswer, type UpstreamSettings } from './upstream.js';
-import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
+import { postForEvents, postForJson, UpstreamHttpError } from '../sse-request.js';
+import { assertComplete, connectionFailure, httpFailure, retryAfterMs, UpstreamCall, wholeAnswer, type UpstreamSettings } from '../upstream.js';
+import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from '../types.js';
+import { checkOpenAIRequest } from './openai.rules.js';
 
 const PROVIDER = 'OpenAI';
-const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
 
 const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
@@ -47,19 +47,6 @@ export function toOpenAIRequest(p: CompletionParams, stream = true): ChatComplet
   if (p.logit_bias !== undefined) body.logit_bias = p.logit_bias;
   if (p.user !== undefined) body.user = p.user;
   return body;
-}
-
-/**
- * What OpenAI models accept. A request the API would refuse is refused here instead (422
- * naming the field), before anything is queued; the local model applies the same rules offline.
- */
-export function checkOpenAIRequest(p: CompletionParams): void {
-  checkRoles(p.messages, ROLES, PROVIDER);
-  // OpenAI's own rule for logit_bias: token ids as keys, biases from -100 to 100.
-  for (const [token, bias] of Object.entries(p.logit_bias ?? {})) {
-    if (!/^\d+$/.test(token)) throw unsupported('logit_bias', `logit_bias keys must be token ids (integers); got "${token}"`, ['logit_bias', token]);
-    if (bias < -100 || bias > 100) throw unsupported('logit_bias', `logit_bias values must be from -100 to 100; got ${bias} for token ${token}`, ['logit_bias', token]);
-  }
 }
 
 /**

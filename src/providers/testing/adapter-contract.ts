@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { isAbortError } from '../../src/providers/abort.js';
-import type { CompletionParams, Provider } from '../../src/providers/types.js';
-import type { FakeUpstream } from '../fakes/upstream-fake.js';
+import { isAbortError } from '../abort.js';
+import type { CompletionParams, Provider } from '../types.js';
+import type { FakeUpstream } from './upstream-fake.js';
 
 /** Every adapter's cancellation contract: aborting mid-stream throws an abort error and closes the upstream connection. */
 export async function expectAbortClosesTheUpstream(provider: Provider, fake: FakeUpstream, params: CompletionParams): Promise<void> {

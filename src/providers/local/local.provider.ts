@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
-import { abortError } from './abort.js';
-import { countPromptTokens, tokenPieces } from './tokenizer.js';
-import { checkRoles } from './upstream.js';
-import type { ChatMessage, CompletionEvent, CompletionParams, Provider } from './types.js';
+import { abortError } from '../abort.js';
+import { countPromptTokens, tokenPieces } from '../tokenizer.js';
+import type { ChatMessage, CompletionEvent, CompletionParams, Provider } from '../types.js';
+import { checkLocalRequest } from './local.rules.js';
 
 export interface LocalModelOptions {
   /** Delay before the first token. 0 means "next turn of the event loop", no timer. */
@@ -34,9 +34,6 @@ function seedOf(model: string, messages: readonly ChatMessage[], index: number):
   for (const m of messages) h.update('\0').update(m.role).update('\0').update(m.content);
   return h.digest().readUInt32BE(0);
 }
-
-/** The roles every adapter understands. */
-const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
 
 const STOPWORDS = new Set(
   'about above after again against also because been before being below between both cannot could does doing down during each from further have having here hers herself himself into itself just more most myself once only other ought ours ourselves over same should some such than that their theirs them themselves then there these they this those through under until very what when where which while whom with would your yours yourself yourselves please tell explain know want need like make give write show help thanks thank could hello dear'.split(
@@ -190,7 +187,7 @@ export class LocalProvider implements Provider {
    */
   constructor(
     private readonly opts: LocalModelOptions,
-    private readonly rules: (params: CompletionParams) => void = (p) => checkRoles(p.messages, ROLES, 'local'),
+    private readonly rules: (params: CompletionParams) => void = checkLocalRequest,
   ) {}
 
   check(params: CompletionParams): void {

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
-import { AppError } from '../../src/errors.js';
-import { AnthropicProvider } from '../../src/providers/anthropic.provider.js';
-import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
-import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic.js';
-import { collectEvents } from '../fakes/upstream-fake.js';
-import { expectAbortClosesTheUpstream } from '../support/providers.js';
+import { AppError } from '../../errors.js';
+import { AnthropicProvider } from './anthropic.provider.js';
+import { ProviderError, type CompletionParams } from '../types.js';
+import { startFakeAnthropic, type FakeAnthropic } from './anthropic.fake.js';
+import { collectEvents } from '../testing/upstream-fake.js';
+import { expectAbortClosesTheUpstream } from '../testing/adapter-contract.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'claude-haiku-4-5',

@@ -1,13 +1,13 @@
 import { EventSourceParserStream } from 'eventsource-parser/stream';
-import { assertComplete, checkRoles, connectionFailure, httpFailure, retryAfterMs, unsupported, UpstreamCall, wholeAnswer, type UpstreamSettings } from './upstream.js';
-import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
+import { assertComplete, connectionFailure, httpFailure, retryAfterMs, UpstreamCall, wholeAnswer, type UpstreamSettings } from '../upstream.js';
+import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from '../types.js';
+import { checkGeminiRequest } from './gemini.rules.js';
 
 // The Gemini API over fetch and eventsource-parser rather than @google/genai: the SDK's ApiError
 // drops the response headers and Google's RetryInfo, which the worker needs to back off well,
 // and the wire protocol (one GenerateContentResponse per SSE event) is small and stable.
 
 const PROVIDER = 'Gemini';
-const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
 const DEFAULT_BASE = 'https://generativelanguage.googleapis.com';
 
 /** Gemini's finish reasons in OpenAI's words; the safety family is a content filter. */
@@ -79,18 +79,6 @@ function retryDelayMs(body: GeminiErrorBody | undefined): number | undefined {
 export function geminiRoot(baseUrl: string | undefined): string {
   const base = (baseUrl ?? DEFAULT_BASE).replace(/\/+$/, '');
   return /\/v1(alpha|beta)?$/.test(base) ? base : `${base}/v1beta`;
-}
-
-/**
- * What Gemini models accept. A request the API would refuse is refused here instead (422
- * naming the field), before anything is queued; the local model applies the same rules offline.
- */
-export function checkGeminiRequest(p: CompletionParams): void {
-  checkRoles(p.messages, ROLES, PROVIDER);
-  if (!p.messages.some((m) => m.role === 'user' || m.role === 'assistant')) {
-    throw unsupported('messages', 'Gemini models need at least one user or assistant message besides system messages', ['messages']);
-  }
-  if (p.logit_bias !== undefined && Object.keys(p.logit_bias).length > 0) throw unsupported('logit_bias', 'logit_bias is not supported by Gemini models');
 }
 
 function classify(e: unknown): ProviderError {

@@ -3,9 +3,9 @@
 // (stop_reason, cumulative usage) and message_stop; `event: error` in-stream; errors as
 // {type:'error', error:{type, message}} with a request-id header.
 import type { IncomingHttpHeaders } from 'node:http';
-import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from './upstream-fake.js';
+import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from '../testing/upstream-fake.js';
 
-export { type FakeReply, type StreamScript, type ErrorReply, type RecordedRequest, DEFAULT_TOKENS } from './upstream-fake.js';
+export { type FakeReply, type StreamScript, type ErrorReply, type RecordedRequest, DEFAULT_TOKENS } from '../testing/upstream-fake.js';
 
 export const FAKE_ANTHROPIC_KEY = 'sk-ant-fake-key';
 

@@ -2,9 +2,9 @@
 // chat.completion.chunk SSE events ending in `data: [DONE]`, usage in a last chunk with empty
 // choices when stream_options.include_usage is set, and {error:{message,type,param,code}} errors.
 import type { IncomingHttpHeaders } from 'node:http';
-import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from './upstream-fake.js';
+import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from '../testing/upstream-fake.js';
 
-export { type FakeReply, type StreamScript, type ErrorReply, type RecordedRequest, DEFAULT_TOKENS } from './upstream-fake.js';
+export { type FakeReply, type StreamScript, type ErrorReply, type RecordedRequest, DEFAULT_TOKENS } from '../testing/upstream-fake.js';
 
 export const FAKE_OPENAI_KEY = 'sk-fake-openai-key';
 

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { isAbortError } from '../../src/providers/abort.js';
-import { LocalProvider, LOCAL_MODEL_FINGERPRINT } from '../../src/providers/local.provider.js';
-import { countPromptTokens, countTokens } from '../../src/providers/tokenizer.js';
-import type { CompletionEvent, CompletionParams } from '../../src/providers/types.js';
+import { isAbortError } from '../abort.js';
+import { LocalProvider, LOCAL_MODEL_FINGERPRINT } from './local.provider.js';
+import { countPromptTokens, countTokens } from '../tokenizer.js';
+import type { CompletionEvent, CompletionParams } from '../types.js';
 
 const fast = new LocalProvider({ ttftMs: 0, tokensPerSecond: 1_000_000 });
 

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
-import { AppError } from '../../src/errors.js';
-import { GeminiProvider, geminiRoot } from '../../src/providers/gemini.provider.js';
-import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
-import { startFakeGemini, type FakeGemini } from '../fakes/gemini.js';
-import { collectEvents } from '../fakes/upstream-fake.js';
-import { expectAbortClosesTheUpstream } from '../support/providers.js';
+import { AppError } from '../../errors.js';
+import { GeminiProvider, geminiRoot } from './gemini.provider.js';
+import { ProviderError, type CompletionParams } from '../types.js';
+import { startFakeGemini, type FakeGemini } from './gemini.fake.js';
+import { collectEvents } from '../testing/upstream-fake.js';
+import { expectAbortClosesTheUpstream } from '../testing/adapter-contract.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'gemini-2.5-flash',

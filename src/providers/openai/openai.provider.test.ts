@@ -1,13 +1,13 @@
 import { expect } from 'chai';
-import { AppError } from '../../src/errors.js';
-import { OpenAIProvider } from '../../src/providers/openai.provider.js';
-import { ProviderError, type CompletionParams } from '../../src/providers/types.js';
-import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
-import { collectEvents } from '../fakes/upstream-fake.js';
-import { expectAbortClosesTheUpstream } from '../support/providers.js';
-import { isAbortError } from '../../src/providers/abort.js';
-import { startNow } from '../../src/chat/completion-runner.js';
-import { eventually } from '../support/http.js';
+import { AppError } from '../../errors.js';
+import { OpenAIProvider } from './openai.provider.js';
+import { ProviderError, type CompletionParams } from '../types.js';
+import { startFakeOpenAI, type FakeOpenAI } from './openai.fake.js';
+import { collectEvents } from '../testing/upstream-fake.js';
+import { expectAbortClosesTheUpstream } from '../testing/adapter-contract.js';
+import { isAbortError } from '../abort.js';
+import { startNow } from '../../chat/completion-runner.js';
+import { eventually } from '../../../test/support/http.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'gpt-4.1-mini',

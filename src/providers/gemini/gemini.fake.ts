@@ -3,9 +3,9 @@
 // finishReason, usageMetadata); :generateContent answers one JSON body; errors are
 // {error:{code, message, status}} with RetryInfo details on 429.
 import type { IncomingHttpHeaders } from 'node:http';
-import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from './upstream-fake.js';
+import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from '../testing/upstream-fake.js';
 
-export { type FakeReply, type StreamScript, type ErrorReply, type RecordedRequest, DEFAULT_TOKENS } from './upstream-fake.js';
+export { type FakeReply, type StreamScript, type ErrorReply, type RecordedRequest, DEFAULT_TOKENS } from '../testing/upstream-fake.js';
 
 export const FAKE_GEMINI_KEY = 'fake-gemini-key';
 

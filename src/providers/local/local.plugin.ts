@@ -1,0 +1,17 @@
+import { defineProvider } from '../plugin.js';
+
+/**
+ * The built-in local model: no key, so always offered. It also stands in for every other
+ * provider's models with MODEL_BACKEND=local, under that provider's rules (registry.ts).
+ */
+export const local = defineProvider({
+  name: 'local',
+  settings: {
+    ttftMs: { kind: 'int', variable: 'LOCAL_MODEL_TTFT_MS', fallback: 200, min: 0, max: 60_000 },
+    tokensPerSecond: { kind: 'int', variable: 'LOCAL_MODEL_TOKENS_PER_SECOND', fallback: 50, min: 1, max: 1_000_000 },
+  },
+  adapter: async () => {
+    const [{ LocalProvider }, { checkLocalRequest }] = await Promise.all([import('./local.provider.js'), import('./local.rules.js')]);
+    return { rules: checkLocalRequest, create: (s) => new LocalProvider(s) };
+  },
+});
