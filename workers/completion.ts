@@ -8,7 +8,7 @@ import { cancelPattern } from '../src/chat/relay-protocol.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
 import { ClientWatch, ConnectionStability, settledAfterMs, WorkerPresence, workerAliveKey } from '../src/chat/liveness.js';
 import { runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
-import { insertUsageEvents } from '../src/usage/usage.repository.js';
+import { recordUsageDirectly } from '../src/usage/metering.service.js';
 import { isDependencyDown } from '../src/infra/outage.js';
 
 const FETCH_LOOPS = 4;
@@ -64,9 +64,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       for (const [cmd, ...args] of app.limiter.settleCommands({ accountId: job.accountId, requestId: job.id, actualTokens })) tx.call(cmd, ...args);
     },
     settleAlone: (job) => (actualTokens: number) => app.limiter.settle({ accountId: job.accountId, requestId: job.id, actualTokens }),
-    recordDirectly: async (usage) => {
-      await insertUsageEvents(app.db, [usage]);
-    },
+    recordDirectly: (usage) => recordUsageDirectly(app, usage),
     workerAlive: async (id) => {
       // Absence means something only on a connection that has been up long enough (see liveness.ts).
       while (!stability.stableFor(settledAfterMs(ttl))) await new Promise((r) => setTimeout(r, 100));

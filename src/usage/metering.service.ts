@@ -22,11 +22,6 @@ export async function ensureMeteringGroup(redis: Redis, key: string): Promise<vo
 
 type Entries = [id: string, fields: string[]][];
 
-/**
- * Drains up to `count` usage events into the ledger: first this consumer's own unacknowledged
- * entries, then entries a dead consumer left behind, then new ones (waiting up to `blockMs`). Inserted with ON CONFLICT DO NOTHING, then
- * acknowledged and deleted, so a crash at any point re-delivers and never double counts.
- */
 /** What metering works with: the ledger, its configuration, its metrics and log. */
 export interface MeteringDeps {
   db: Db;
@@ -35,6 +30,11 @@ export interface MeteringDeps {
   config: Pick<Config, 'redis'>;
 }
 
+/**
+ * Drains up to `count` usage events into the ledger: first this consumer's own unacknowledged
+ * entries, then entries a dead consumer left behind, then new ones (waiting up to `blockMs`). Inserted with ON CONFLICT DO NOTHING, then
+ * acknowledged and deleted, so a crash at any point re-delivers and never double counts.
+ */
 export async function drainUsageOnce(app: MeteringDeps, redis: Redis, opts: { consumer?: string; count?: number; blockMs?: number } = {}): Promise<number> {
   const key = usageStreamKey(app.config);
   const consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
@@ -73,6 +73,14 @@ export async function drainUsageOnce(app: MeteringDeps, redis: Redis, opts: { co
   const oldestMs = Number(ids[0]!.split('-')[0]);
   m.lag.set(Math.max(0, (Date.now() - oldestMs) / 1000));
   return entries.length;
+}
+
+/**
+ * Writes one request's usage straight to the ledger, for a worker that could not reach the usage
+ * stream in time. The ledger is keyed by request id, so a later copy from the stream is dropped.
+ */
+export async function recordUsageDirectly(app: Pick<MeteringDeps, 'db' | 'metrics'>, usage: UsageEvent): Promise<void> {
+  app.metrics.metering.recorded.inc(await insertUsageEvents(app.db, [usage]));
 }
 
 /** Drains until the stream has nothing new (for on-demand invoices and tests). */
