@@ -51,7 +51,7 @@ export function snapshot(roles: Record<string, () => number[]>): CpuSnapshot {
 
 export function diff(before: CpuSnapshot, after: CpuSnapshot): CpuSnapshot {
   const out: CpuSnapshot = {};
-  for (const [role, ms] of Object.entries(after)) if (before[role] !== undefined) out[role] = ms - before[role]!;
+  for (const [role, ms] of Object.entries(after)) if (before[role] !== undefined) out[role] = ms - before[role];
   return out;
 }
 

@@ -68,8 +68,8 @@ function startProcess(entry: string, env: NodeJS.ProcessEnv, ready: RegExp): Pro
       const m = ready.exec(out);
       if (m) resolve({ child, match: m });
     };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
     child.once('exit', (code) => reject(new Error(`${entry} exited with ${code}:\n${out}`)));
   });
 }
@@ -259,7 +259,7 @@ async function main(): Promise<void> {
     for (const row of rows) {
       const per = (snap: CpuSnapshot, results: LoadResult[]) => {
         const n = results.reduce((s, r) => s + r.samples.length, 0);
-        return (role: string) => (snap[role] === undefined ? NaN : snap[role]! / Math.max(1, n));
+        return (role: string) => (snap[role] === undefined ? NaN : snap[role] / Math.max(1, n));
       };
       const s = per(row.cpu.service, row.service);
       const d = per(row.cpu.direct, row.direct);

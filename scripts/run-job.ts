@@ -55,7 +55,7 @@ try {
       say(`${r.job.padEnd(10)} ${r.period_key.padEnd(10)} ${r.status.padEnd(9)} started ${r.started_at.toISOString()}${r.finished_at ? ` finished ${r.finished_at.toISOString()}` : ''}`);
     }
   } else {
-    const job = JOBS[name as keyof typeof JOBS];
+    const job = JOBS[name];
     const period = month ?? latestDuePeriod(job.granularity, job.cron(config), app.clock.now());
     if (job.name === 'invoices' && parseMonthKey(period)!.end.getTime() > app.clock.now().getTime()) {
       usage(`month ${period} has not ended yet; only a finished month can be invoiced (on-demand invoices cover the current month)`);
@@ -68,7 +68,7 @@ try {
     } else if (r.outcome === 'ran') {
       say(`${job.name} ${period}: ${r.ok ? 'succeeded' : 'FAILED'}`);
       if (!r.ok) {
-        if (r.summary.error) say(`  error: ${String(r.summary.error)}`);
+        if (r.summary.error) say(`  error: ${typeof r.summary.error === 'string' ? r.summary.error : JSON.stringify(r.summary.error)}`);
         code = 1;
       }
     }

@@ -116,7 +116,7 @@ export class AppContext {
         metrics: this.metrics.dispatch,
         config: this.config,
       }),
-      async (d) => d.stop(),
+      (d) => Promise.resolve(d.stop()),
     ));
   }
 

@@ -51,7 +51,7 @@ export function runProcess(role: string, start: (app: AppContext, config: Config
     },
     (err) => {
       process.stderr.write(`${role} failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
-      app.close().finally(() => process.exit(1));
+      void app.close().finally(() => process.exit(1));
     },
   );
 }

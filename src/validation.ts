@@ -20,7 +20,10 @@ export type TextRule = 'text' | 'line' | 'name';
 
 // With the u flag a paired surrogate is one code point, so only a lone one is in category Cs.
 const LONE_SURROGATE = /\p{Cs}/u;
+// Matching control characters is the point of these two.
+// eslint-disable-next-line no-control-regex
 const NUL = /\u0000/;
+// eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const NOT_BLANK = /\S/u;
 
@@ -122,6 +125,7 @@ const TYPE_NAMES: Record<string, [string, string]> = {
 /** Ajv's errors in the FastAPI/pydantic words and types clients of this interface expect. */
 function describe(e: ErrorObject): { extra?: string; msg: string; type: string } {
   const p = e.params as Record<string, unknown>;
+  const limit = String(p.limit);
   switch (e.keyword) {
     case 'required':
       return { extra: String(p.missingProperty), msg: 'Field required', type: 'missing' };
@@ -132,29 +136,29 @@ function describe(e: ErrorObject): { extra?: string; msg: string; type: string }
       return { msg, type };
     }
     case 'maxLength':
-      return { msg: `String should have at most ${p.limit} characters`, type: 'string_too_long' };
+      return { msg: `String should have at most ${limit} characters`, type: 'string_too_long' };
     case 'minLength':
-      return { msg: `String should have at least ${p.limit} characters`, type: 'string_too_short' };
+      return { msg: `String should have at least ${limit} characters`, type: 'string_too_short' };
     case 'maxItems':
-      return { msg: `List should have at most ${p.limit} items`, type: 'too_long' };
+      return { msg: `List should have at most ${limit} items`, type: 'too_long' };
     case 'minItems':
-      return { msg: `List should have at least ${p.limit} items`, type: 'too_short' };
+      return { msg: `List should have at least ${limit} items`, type: 'too_short' };
     case 'maxProperties':
-      return { msg: `Object should have at most ${p.limit} entries`, type: 'too_long' };
+      return { msg: `Object should have at most ${limit} entries`, type: 'too_long' };
     case 'maximum':
-      return { msg: `Input should be less than or equal to ${p.limit}`, type: 'less_than_equal' };
+      return { msg: `Input should be less than or equal to ${limit}`, type: 'less_than_equal' };
     case 'minimum':
-      return { msg: `Input should be greater than or equal to ${p.limit}`, type: 'greater_than_equal' };
+      return { msg: `Input should be greater than or equal to ${limit}`, type: 'greater_than_equal' };
     case 'exclusiveMaximum':
-      return { msg: `Input should be less than ${p.limit}`, type: 'less_than' };
+      return { msg: `Input should be less than ${limit}`, type: 'less_than' };
     case 'exclusiveMinimum':
-      return { msg: `Input should be greater than ${p.limit}`, type: 'greater_than' };
+      return { msg: `Input should be greater than ${limit}`, type: 'greater_than' };
     case 'enum':
       return { msg: `Input should be ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(' or ')}`, type: 'enum' };
     case 'const':
       return { msg: `Input should be ${JSON.stringify(p.allowedValue)}`, type: 'literal_error' };
     case 'pattern':
-      return { msg: `String should match pattern '${p.pattern}'`, type: 'string_pattern_mismatch' };
+      return { msg: `String should match pattern '${String(p.pattern)}'`, type: 'string_pattern_mismatch' };
     case 'x-text':
       return { msg: e.message ?? 'Invalid characters', type: p.kind === 'lone_surrogate' ? 'string_unicode' : p.kind === 'blank' ? 'string_too_short' : 'value_error' };
     case 'additionalProperties':
@@ -163,7 +167,7 @@ function describe(e: ErrorObject): { extra?: string; msg: string; type: string }
       if (p.format === 'email') return { msg: 'value is not a valid email address', type: 'value_error' };
       if (p.format === 'date') return { msg: 'Input should be a valid date in the format YYYY-MM-DD', type: 'date_parsing' };
       if (p.format === 'date-time') return { msg: 'Input should be a valid datetime (ISO 8601)', type: 'datetime_parsing' };
-      return { msg: `Input should be a valid ${p.format}`, type: 'value_error' };
+      return { msg: `Input should be a valid ${String(p.format)}`, type: 'value_error' };
     default:
       return { msg: e.message ?? 'Invalid value', type: 'value_error' };
   }

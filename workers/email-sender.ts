@@ -47,9 +47,9 @@ export function startEmailSender(app: AppContext, opts: EmailSenderOptions = {})
       if (dependencyOf(err) === 'Postgres') app.outages.postgres.failure('email outbox', err);
       else app.log.warn({ err }, 'email sender: could not read the outbox; will try again');
     }
-    if (!stopped) timer = setTimeout(tick, pollMs);
+    if (!stopped) timer = setTimeout(() => void tick(), pollMs);
   };
-  if (opts.poll !== false) timer = setTimeout(tick, 0);
+  if (opts.poll !== false) timer = setTimeout(() => void tick(), 0);
 
   return {
     name: `email-sender (${transport.name})`,

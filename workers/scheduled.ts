@@ -21,7 +21,7 @@ export async function startScheduledWork(app: AppContext): Promise<BackgroundSer
     app.redisConnection('queue-worker', 'scheduled-worker'),
     async (job) => {
       const { job: name, period } = job.data;
-      if (!isJobName(name)) throw new Error(`unknown scheduled job ${name}`);
+      if (!isJobName(name)) throw new Error(`unknown scheduled job ${String(name)}`);
       const outcome = await runJob(app, JOBS[name], period, { shouldStop: () => stopping });
       if (outcome.outcome === 'busy') throw new PeriodBusy(`${name} ${period} is held by another process`);
     },

@@ -19,9 +19,7 @@ export function createJwtVerifier(config: Config, clock: Clock): JwtVerifier {
   else if (jwt.jwksUrl !== undefined) key = createRemoteJWKSet(new URL(jwt.jwksUrl), { timeoutDuration: 3000, cooldownDuration: 30_000 });
   else {
     return {
-      verify: async () => {
-        throw new AppError('unavailable', 'JWT authentication is not configured on this server (set JWT_SECRET or JWT_JWKS_URL)', { code: 'jwt_not_configured' });
-      },
+      verify: () => Promise.reject(new AppError('unavailable', 'JWT authentication is not configured on this server (set JWT_SECRET or JWT_JWKS_URL)', { code: 'jwt_not_configured' })),
     };
   }
   return {

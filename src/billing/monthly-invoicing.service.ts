@@ -24,7 +24,8 @@ const JOB_LOCK_WAIT_MS = 60_000;
 export async function invoiceMonth(app: MonthlyInvoicingDeps, month: Month, opts: JobOptions = {}): Promise<JobResult> {
   const now = app.clock.now();
   if (month.end.getTime() > now.getTime()) throw new Error(`month ${month.key} has not ended yet (it ends ${month.end.toISOString()}); it can only be invoiced after that`);
-  app.stripe;
+  // Without Stripe this throws 503 billing_not_configured before anything is read.
+  void app.stripe;
   // A job may start before the process's fail-fast Redis connection is ready.
   await app.warmUp([app.redis]);
   await flushUsage(app);

@@ -39,12 +39,6 @@ function refuseUnsupportedFields(req: ChatCompletionRequest): void {
   if (issues.length > 0) throw validationError(issues);
 }
 
-/**
- * Everything decided before a request is queued: no OpenAI parameter the service cannot honour
- * (422), the model exists (404) and the tier may use it (403), the persona exists (422), the
- * provider can honour every field (422) and is configured (503), and how many tokens to reserve
- * in the daily quota.
- */
 /** What preparing a request works with: the catalog, the providers' rules, the reservation default, the clock. */
 export interface PrepareDeps {
   catalog: Catalog;
@@ -53,6 +47,12 @@ export interface PrepareDeps {
   config: Pick<Config, 'limits'>;
 }
 
+/**
+ * Everything decided before a request is queued: no OpenAI parameter the service cannot honour
+ * (422), the model exists (404) and the tier may use it (403), the persona exists (422), the
+ * provider can honour every field (422) and is configured (503), and how many tokens to reserve
+ * in the daily quota.
+ */
 export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatCompletionRequest, relayTo: string): CompletionJob {
   refuseUnsupportedFields(req);
   const catalog = app.catalog;

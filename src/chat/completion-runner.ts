@@ -172,12 +172,11 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const choices: ChoiceState[] = Array.from({ length: n }, () => ({ text: '', started: false, finish: null }));
   const fingerprint = provider.fingerprint === undefined ? {} : { system_fingerprint: provider.fingerprint };
   const framer = chunkFramer(job, provider.fingerprint);
-  const chunk = framer.chunk;
 
   let upstreamUsage: { prompt_tokens: number; completion_tokens: number } | undefined;
   let produced = false;
 
-  let attemptStarted = performance.now();
+  let attemptStarted: number;
   let firstTokenAt: number | undefined;
   const onEvent = (ev: CompletionEvent) => {
     if (ev.type === 'delta' && firstTokenAt === undefined) firstTokenAt = performance.now();
@@ -194,14 +193,14 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       if (job.stream) {
         const delta = c.started ? { content: ev.content } : { role: 'assistant', content: ev.content };
         c.started = true;
-        publisher.sse(chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }));
+        publisher.sse(framer.chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }));
       }
     } else if (ev.type === 'finish') {
       c.finish = ev.reason;
       if (job.stream) {
         const delta = c.started ? {} : { role: 'assistant', content: '' };
         c.started = true;
-        publisher.sse(chunk({ index: ev.index, delta, logprobs: null, finish_reason: ev.reason }));
+        publisher.sse(framer.chunk({ index: ev.index, delta, logprobs: null, finish_reason: ev.reason }));
       }
     }
   };
@@ -221,7 +220,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       const retryable = err instanceof ProviderError && err.retryable;
       if (!produced && retryable && attempt < app.config.providers.maxRetries) {
         app.log.warn({ requestId: job.id, attempt, err: (err as Error).message }, 'upstream failed before the first token; retrying');
-        await sleep(retryDelayMs(attempt, (err as ProviderError).retryAfterMs), signal);
+        await sleep(retryDelayMs(attempt, (err).retryAfterMs), signal);
         if (signal.aborted) break;
         continue;
       }
@@ -256,7 +255,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const usageEvent = usageOf(job, status, promptTokens, completionTokens);
   const end = (kind: 'done' | 'final' | 'error', payload: string) => finishRecording(deps, job, kind, payload, usageEvent);
 
-  let errors: (Error | null)[] = [];
+  let errors: (Error | null)[];
   if (status === 'completed') {
     if (job.stream) {
       errors = await end('done', usageChunk);

@@ -19,10 +19,10 @@ import { allRoutes } from './routes/index.js';
  * error mapper, then per route: credential, body parsing, path, query and body validation, handler.
  */
 export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState> {
-  let openApiDoc: unknown;
-  // `only` serves a chosen set of routes (middleware tests); by default, every endpoint.
+  // `only` serves a chosen set of routes (middleware tests); by default, every endpoint. The
+  // document route reads the document built from those routes when it is asked, after this line.
   const routes = only ?? allRoutes(() => openApiDoc);
-  openApiDoc = buildOpenApi(routes, app.config.http.publicBaseUrl);
+  const openApiDoc: unknown = buildOpenApi(routes, app.config.http.publicBaseUrl);
 
   const router = new Router<AppState>();
   for (const spec of routes) {
@@ -88,7 +88,7 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
     }),
   );
   // Sets (rather than throws) the 404, so allowedMethods above can still turn it into a 405.
-  koa.use(async (ctx) => {
+  koa.use((ctx) => {
     const notFound = new AppError('not_found', `Unknown request URL: ${ctx.method} ${ctx.path}`, { code: 'unknown_url' });
     ctx.status = notFound.status;
     ctx.body = notFound.toBody();

@@ -98,7 +98,7 @@ export const openApiPath = (path: string): string => path.replace(PATH_PARAM, '{
 export function checkPathParams(spec: Pick<RouteSpec, 'method' | 'path' | 'params'>): void {
   const where = `${spec.method.toUpperCase()} ${spec.path}`;
   const inPath = pathParamNames(spec.path);
-  const declared = Object.keys((spec.params?.properties ?? {}) as Record<string, unknown>);
+  const declared = Object.keys((spec.params?.properties ?? {}));
   const list = (names: string[]) => `[${names.join(', ')}]`;
   if (inPath.length !== declared.length || inPath.some((n) => !declared.includes(n))) {
     throw new Error(`${where}: path parameters ${list(inPath)} but params declares ${list(declared)}`);

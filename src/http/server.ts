@@ -9,7 +9,7 @@ export interface RunningServer {
   server: http.Server;
   url: string;
   /** Stop accepting and let in-flight requests finish up to the deadline; the caller closes the context. */
-  stop(): Promise<void>;
+  readonly stop: () => Promise<void>;
 }
 
 /** Starts the web tier on the configured host and port (PORT=0 picks a free one). */
@@ -24,7 +24,10 @@ export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Pro
   // Node's request timeouts bound only receiving a request (its headers, then its body): a client
   // that declares 1000 bytes and sends 8 is answered 408 and closed, while responses and streams,
   // which can last minutes, are never cut. The checks run a few times per timeout.
-  const server = http.createServer({ headersTimeout: headersTimeoutMs, requestTimeout: requestTimeoutMs, connectionsCheckingInterval: Math.min(30_000, Math.ceil(headersTimeoutMs / 4)) }, koa.callback());
+  const callback = koa.callback();
+  // Koa's handler settles its own errors (onerror); the promise it returns carries nothing.
+  const handle: http.RequestListener = (req, res) => void callback(req, res);
+  const server = http.createServer({ headersTimeout: headersTimeoutMs, requestTimeout: requestTimeoutMs, connectionsCheckingInterval: Math.min(30_000, Math.ceil(headersTimeoutMs / 4)) }, handle);
   // Longer than the 60 s idle timeout of common load balancers, so they close idle connections first.
   server.keepAliveTimeout = 65_000;
 

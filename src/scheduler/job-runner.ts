@@ -27,21 +27,19 @@ export class RunInterrupted extends Error {
   }
 }
 
+/** What running a job's period works with: its claim and record in Postgres, the clock, the job's own deps. */
+export type JobRunnerDeps = JobDeps & { db: Db; clock: Clock; log: Logger; metrics: { scheduler: SchedulerMetrics } };
+
 /**
- * Runs a job for a period at most once at a time across every scheduler replica and run-job
+ * Runs a job for a period at most once at a time across every worker and run-job
  * process: the claim is a Postgres advisory lock held by the connection for the whole run, and
  * before each account the job checks (fencing) that the lock is still held. A period that already
  * succeeded is skipped unless forced. Every account-level step is idempotent as well, so even a
  * run that lost its claim mid-account could not bill twice.
  */
-/** What running a job's period works with: its claim and record in Postgres, the clock, the job's own deps. */
-export type JobRunnerDeps = JobDeps & { db: Db; clock: Clock; log: Logger; metrics: { scheduler: SchedulerMetrics } };
-
 export async function runJob(app: JobRunnerDeps, job: JobDefinition, period: string, opts: RunOptions = {}): Promise<RunOutcome> {
   const m = app.metrics.scheduler;
-  const stopCheck = async () => {
-    if (opts.shouldStop?.()) throw new RunInterrupted('the scheduler is stopping');
-  };
+  const stopCheck = () => (opts.shouldStop?.() ? Promise.reject(new RunInterrupted('the process running it is stopping')) : Promise.resolve());
   if (opts.accounts?.length) {
     const result = await job.run(app, period, { accounts: opts.accounts, progress: opts.progress, checkpoint: stopCheck });
     return { outcome: 'ran', ...result };

@@ -19,14 +19,14 @@ describe('npm start (scripts/start.mjs) itself', function () {
     let stderr = '';
     const spoke = await new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => resolve(false), 45_000);
-      proc.stderr!.on('data', (d) => {
+      proc.stderr.on('data', (d) => {
         stderr += d;
         if (LAST_BANNER_LINE.test(stderr)) {
           clearTimeout(timer);
           resolve(true);
         }
       });
-      proc.stdout!.resume();
+      proc.stdout.resume();
       void exited.then(() => {
         clearTimeout(timer);
         resolve(false);

@@ -102,7 +102,7 @@ describe('every endpoint, with generated input (fast-check)', function () {
       for (const [k, v] of Object.entries((value ?? {}) as Record<string, unknown>)) {
         for (const one of Array.isArray(v) ? v : [v]) qs.append(k, String(one));
       }
-      return request(spec.method.toUpperCase(), `${web.url}${path}?${qs}`, { bearer });
+      return request(spec.method.toUpperCase(), `${web.url}${path}?${qs.toString()}`, { bearer });
     }
     const sent = request(spec.method.toUpperCase(), `${web.url}${path}`, { bearer, raw: JSON.stringify(value), headers: { 'content-type': 'application/json' } });
     // Accepted sign-ups queued an email: closed after the test, so no later worker sends it.
@@ -175,8 +175,8 @@ describe('every endpoint, with generated input (fast-check)', function () {
       await fc.assert(
         fc.asyncProperty(fc.dictionary(fc.constantFrom('token', 'start_date', 'end_date', 'session_id', 'setup_intent_id', 'x'), text, { maxKeys: 3 }), fc.string({ unit: 'grapheme-ascii', maxLength: 80 }), async (query, auth) => {
           const qs = new URLSearchParams(query);
-          const r = await request(c.spec.method.toUpperCase(), `${web.url}${c.spec.path.replace(':model', 'gpt-4.1-mini')}?${qs}`, { headers: { authorization: auth } });
-          expect(r.status, `${c.spec.path}?${qs} with Authorization ${JSON.stringify(auth)} -> ${describeResult(r)}`).to.be.oneOf([200, 400, 401, 403, 404, 422, 503]);
+          const r = await request(c.spec.method.toUpperCase(), `${web.url}${c.spec.path.replace(':model', 'gpt-4.1-mini')}?${qs.toString()}`, { headers: { authorization: auth } });
+          expect(r.status, `${c.spec.path}?${qs.toString()} with Authorization ${JSON.stringify(auth)} -> ${describeResult(r)}`).to.be.oneOf([200, 400, 401, 403, 404, 422, 503]);
           expect(r.headers.get('content-type') ?? '', describeResult(r)).to.match(/json|html/);
         }),
         params,

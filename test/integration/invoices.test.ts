@@ -40,7 +40,7 @@ describe('invoices: the monthly run and on-demand invoices', () => {
 
   /** Checks one local invoice against the ledger rows it covers and against what Stripe holds. */
   async function expectInvoiceMatchesLedgerAndStripe(invoiceId: string, accountId: string, customerId: string) {
-    const inv = (await app.db.selectFrom('invoices').selectAll().where('id', '=', invoiceId).executeTakeFirstOrThrow())!;
+    const inv = (await app.db.selectFrom('invoices').selectAll().where('id', '=', invoiceId).executeTakeFirstOrThrow());
     const lines = await linesOf(app, invoiceId);
     const ledger = await ledgerCentsByModel(app, { accountId, invoiceId });
     expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(ledger);

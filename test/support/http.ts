@@ -52,7 +52,7 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, what: s
     } catch (err) {
       lastError = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastError ? `: ${lastError instanceof Error ? lastError.message : JSON.stringify(lastError)}` : ''}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

@@ -44,8 +44,8 @@ export async function startRole(role: Role, env: Env = {}, readyTimeoutMs = 20_0
         resolve(m[1]!.startsWith('http') ? m[1]! : '');
       }
     };
-    proc.stdout!.on('data', onData);
-    proc.stderr!.on('data', onData);
+    proc.stdout.on('data', onData);
+    proc.stderr.on('data', onData);
     void exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`${role} exited with ${code} before it was ready:\n${out}`));

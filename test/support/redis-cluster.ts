@@ -134,7 +134,7 @@ export class LocalRedisCluster {
   }
 
   async stop(): Promise<void> {
-    await Promise.all(this.nodes.map((n) => (n.proc ? this.kill(n.port) : undefined)));
+    await Promise.all(this.nodes.map((n) => (n.proc ? this.kill(n.port) : Promise.resolve())));
     if (this.root) await rm(this.root, { recursive: true, force: true });
   }
 

@@ -9,7 +9,7 @@ interface Store {
   chosen: string;
 }
 interface BannerModule {
-  storesBanner(stores: { postgres: Store; redis: Store; env: Record<string, string | undefined> }): string[];
+  storesBanner: (stores: { postgres: Store; redis: Store; env: Record<string, string | undefined> }) => string[];
 }
 
 // Plain JavaScript outside the TypeScript build (it runs before anything is built), so it is

@@ -30,7 +30,10 @@ async function challenged<T>(ctx: { set(field: string, value: string): void }, w
  */
 export function authenticate(mode: AuthMode, app: AppContext, opts: { deferKeyCheck: boolean } = { deferKeyCheck: false }): Middleware<AppState> {
   return async (ctx, next) => {
-    if (mode === 'none') return next();
+    if (mode === 'none') {
+      await next();
+      return;
+    }
     // Node keeps the first of several Authorization headers; a proxy in front may keep the last.
     // Two credentials in one request are refused rather than guessed between.
     if (ctx.req.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'authorization').length > 1) {

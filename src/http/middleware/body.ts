@@ -27,7 +27,8 @@ export function jsonBody(limitBytes: number, keepRaw = false): Middleware<AppSta
     if (hasBody && !ctx.is('json', '+json')) {
       throw validationError([{ loc: ['body'], msg: 'Body must be JSON; send Content-Type: application/json', type: 'model_attributes_type' }]);
     }
-    const parsing = parse(ctx, async () => {});
+    // koa-body's middleware type is loose; it resolves once the body is parsed.
+    const parsing = parse(ctx, () => Promise.resolve()) as Promise<void>;
     // The parser reads the same 'data' events (it attached its listener just now, synchronously).
     // A compressed body is checked by the parser alone: its bytes here are not the text.
     const utf8 = (ctx.get('content-encoding') || 'identity') === 'identity' ? new Utf8Check() : undefined;

@@ -23,7 +23,7 @@ const FINISH: Record<string, string> = {
 
 function classify(err: unknown): ProviderError {
   if (err instanceof Anthropic.APIError && typeof err.status === 'number') {
-    return httpFailure(PROVIDER, err.status, err.apiMessage ?? err.message, retryAfterMs(err.headers), err);
+    return httpFailure(PROVIDER, err.status, err.apiMessage ?? err.message, retryAfterMs(err.headers as Headers | undefined), err);
   }
   // An `event: error` inside the stream (overloaded_error, api_error) arrives without a status.
   if (err instanceof Anthropic.APIError && !(err instanceof Anthropic.APIConnectionError)) {

@@ -23,7 +23,9 @@ export function parseStripeForm(text: string): Obj {
 /** NaN when absent, so a caller can tell "not sent" without a second check. */
 export const asInt = (v: unknown, param: string): number => {
   if (v === undefined) return NaN;
-  if (!/^-?\d+$/.test(String(v))) throw invalid(`Invalid integer: ${String(v)}`, param);
+  // A form value is a string, or an object/array for bracketed keys: that is never an integer.
+  const text = typeof v === 'string' || typeof v === 'number' ? String(v) : JSON.stringify(v);
+  if (!/^-?\d+$/.test(text)) throw invalid(`Invalid integer: ${text}`, param);
   return Number(v);
 };
 export const asBool = (v: unknown): boolean | undefined => (v === undefined ? undefined : v === 'true' || v === true);
