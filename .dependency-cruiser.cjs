@@ -65,6 +65,13 @@ module.exports = {
       to: { pathNot: PLUGINS, dependencyTypesNot: ['dynamic-import', 'type-only'] },
     },
     {
+      name: 'edges-call-services-not-repositories',
+      comment: 'Routes and workers call a feature\'s service; the service decides what to read and write (types may be shared).',
+      severity: 'error',
+      from: { path: '^(src/http|workers)/' },
+      to: { path: '[.]repository[.]ts$', dependencyTypesNot: ['type-only'] },
+    },
+    {
       name: 'only-repositories-write-sql',
       comment: 'SQL (kysely\'s sql template) is written in repositories, the database module and migrations only.',
       severity: 'error',

@@ -2,12 +2,12 @@
 // Postgres and Redis. Each run gets its own database and its own Redis key prefix, removed at the end.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { OUT_DIR, ROOT, build, checkNoImportCycles, createDatabase, dropDatabase, ensureChromium, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
+import { OUT_DIR, ROOT, build, checkStructure, createDatabase, dropDatabase, ensureChromium, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
 
 await main(async () => {
   ensureDependencies();
   build();
-  checkNoImportCycles();
+  checkStructure();
   const runId = `${Date.now().toString(36)}${process.pid.toString(36)}`;
   const dbName = `svc_test_${runId}`;
   const postgres = await ensurePostgres(dbName);

@@ -91,12 +91,22 @@ export function ensureChromium() {
   say(`no Chromium at ${CHROMIUM}: install it (apt-get install chromium) or set CHROMIUM_PATH, or the browser tests fail`);
 }
 
-/** No import cycles among the service's modules (CONVENTIONS): madge over the built code. */
-export function checkNoImportCycles() {
-  const madge = path.join(ROOT, 'node_modules', 'madge', 'bin', 'cli.js');
-  const dirs = ['src', 'workers', 'db'].map((d) => path.join(OUT_DIR, d));
-  const r = spawnSync(process.execPath, [madge, '--circular', '--no-spinner', '--extensions', 'js', ...dirs], { cwd: ROOT, encoding: 'utf8' });
-  if (r.status !== 0) throw new SetupError(`import cycles found:\n${r.stdout}${r.stderr}`);
+/**
+ * The layout rules (CONVENTIONS, README "Dependency rules") and the lint: dependency-cruiser for
+ * which layer may import which and for cycles in the sources (type-only imports included),
+ * typescript-eslint for the rest, madge for cycles in the built code (what actually loads).
+ * Each fails the run with its own report.
+ */
+export function checkStructure() {
+  // The service's own code is held to the layer rules; the benchmark and the tests are linted too.
+  const service = ['src', 'workers', 'db', 'scripts'];
+  const run = (what, bin, args) => {
+    const r = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', ...bin), ...args], { cwd: ROOT, encoding: 'utf8' });
+    if (r.status !== 0) throw new SetupError(`${what}:\n${r.stdout}${r.stderr}`);
+  };
+  run('imports break the dependency rules (.dependency-cruiser.cjs)', ['dependency-cruiser', 'bin', 'dependency-cruise.mjs'], ['--config', '.dependency-cruiser.cjs', ...service]);
+  run('lint errors (eslint.config.js)', ['eslint', 'bin', 'eslint.js'], ['--max-warnings', '0', ...service, 'bench', 'test']);
+  run('import cycles in the built code', ['madge', 'bin', 'cli.js'], ['--circular', '--no-spinner', '--extensions', 'js', ...['src', 'workers', 'db'].map((d) => path.join(OUT_DIR, d))]);
 }
 
 // ---------------------------------------------------------------- Redis
