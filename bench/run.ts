@@ -15,7 +15,7 @@ import { createContext } from '../src/context.js';
 import { generateApiKey } from '../src/accounts/api-keys.js';
 import { loadCatalog } from '../src/catalog/catalog.js';
 import { holdStreams, percentile, runLoad, type LoadResult } from './loadgen.js';
-import { usageStreamKey } from '../src/usage/usage-stream.js';
+import { usageStreamKeys } from '../src/usage/usage-stream.js';
 import { add, diff, pidsNamed, snapshot, type CpuSnapshot } from './cpu.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -202,9 +202,10 @@ async function main(): Promise<void> {
     // Metering must keep up: every request above is one ledger row once the usage stream drains.
     const served = (r: LoadResult) => r.samples.length + Object.values(r.errors).reduce((x, y) => x + y, 0);
     const serviceRequests = WARMUP_REQUESTS * 2 + rows.reduce((n, r) => n + r.service.reduce((m, x) => m + served(x), 0), 0);
-    const backlogAtEnd = await ctx.redis.xlen(usageStreamKey(config));
+    const backlog = async () => (await Promise.all(usageStreamKeys(config).map((k) => ctx.redis.xlen(k)))).reduce((a, b) => a + b, 0);
+    const backlogAtEnd = await backlog();
     const drainStart = performance.now();
-    while ((await ctx.redis.xlen(usageStreamKey(config))) > 0 && performance.now() - drainStart < 30_000) await new Promise((r) => setTimeout(r, 50));
+    while ((await backlog()) > 0 && performance.now() - drainStart < 30_000) await new Promise((r) => setTimeout(r, 50));
     const drainMs = performance.now() - drainStart;
     const recorded = await countUsage(ctx, account.id);
 

@@ -17,7 +17,7 @@ await main(async () => {
   const postgres = await ensurePostgres('completions_dev');
   const redis = await ensureRedis();
   for (const line of storesBanner({ postgres, redis, env: process.env })) say(line);
-  const env = { ...process.env, DATABASE_URL: postgres.url, REDIS_URL: redis.url };
+  const env = { ...process.env, DATABASE_URL: postgres.url, ...(redis.clusterNodes ? {} : { REDIS_URL: redis.url }) };
   await migrate(env);
 
   const children = new Map();

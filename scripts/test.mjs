@@ -1,8 +1,24 @@
 // `npm test`: the same "make sure" steps as `npm start`, then the whole mocha suite against real
-// Postgres and Redis. Each run gets its own database and its own Redis key prefix, removed at the end.
+// Postgres and one Redis server, then the Redis Cluster part of the suite against a private
+// three-master cluster on loopback ports. Each run gets its own database and its own Redis key
+// prefix, removed at the end.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { OUT_DIR, ROOT, build, checkStructure, createDatabase, dropDatabase, ensureChromium, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
+
+/**
+ * The part of the suite that runs again on a Redis Cluster: completions end to end, limits,
+ * metering, and the many-process tests. Tests marked ONE_REDIS_SERVER (they watch the server with
+ * MONITOR) are left out.
+ */
+const CLUSTER_SUITE = [
+  'test/e2e/chat-local.test.js',
+  'test/e2e/chat-limits.test.js',
+  'test/e2e/chat-failures.test.js',
+  'test/e2e/fleet.test.js',
+  'test/integration/limiter.test.js',
+  'test/integration/metering-totals.test.js',
+];
 
 await main(async () => {
   ensureDependencies();
@@ -25,21 +41,15 @@ await main(async () => {
   await migrate(env);
   ensureChromium();
 
-  // `npm test -- path/to/file.test.js --grep x` runs a part; with no file given, the whole suite.
-  const args = process.argv.slice(2);
+  // `npm test -- path/to/file.test.js --grep x` runs a part (on one Redis server, or with
+  // --cluster on the cluster); with no file given, the whole suite, then its cluster part.
+  const args = process.argv.slice(2).filter((a) => a !== '--cluster');
+  const clusterOnly = process.argv.includes('--cluster');
   const files = args.filter((a) => a.endsWith('.js'));
   // A provider's tests live in its folder under src/providers/ (CONVENTIONS: a provider is one folder).
   const specs = files.length ? [] : [path.join(OUT_DIR, 'test', '**', '*.test.js'), path.join(OUT_DIR, 'src', 'providers', '**', '*.test.js')];
-  const mochaArgs = ['--require', path.join(OUT_DIR, 'test', 'support', 'hooks.js'), ...specs, ...args];
-  const mocha = spawn(process.execPath, ['--enable-source-maps', path.join(ROOT, 'node_modules', 'mocha', 'bin', 'mocha.js'), ...mochaArgs], {
-    cwd: ROOT,
-    env,
-    stdio: 'inherit',
-  });
-  const forward = (sig) => mocha.kill(sig);
-  process.on('SIGINT', forward);
-  process.on('SIGTERM', forward);
-  const code = await new Promise((resolve) => mocha.once('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));
+  let code = clusterOnly ? 0 : await mocha([...specs, ...args], env);
+  if (code === 0 && (clusterOnly || files.length === 0)) code = await clusterRun(clusterOnly && files.length ? args : [...CLUSTER_SUITE.map((f) => path.join(OUT_DIR, f)), ...args], env, runId);
 
   say('cleaning up the test database and Redis keys');
   await dropDatabase(postgres.serverUrl, dbName).catch((err) => say(`could not drop ${dbName}: ${err.message}`));
@@ -49,6 +59,36 @@ await main(async () => {
   await redis.stop();
   process.exit(code);
 });
+
+/** Runs mocha over `specs` with `env`; resolves with its exit code. */
+async function mocha(specs, env) {
+  const args = ['--require', path.join(OUT_DIR, 'test', 'support', 'hooks.js'), ...specs];
+  const child = spawn(process.execPath, ['--enable-source-maps', path.join(ROOT, 'node_modules', 'mocha', 'bin', 'mocha.js'), ...args], { cwd: ROOT, env, stdio: 'inherit' });
+  const forward = (sig) => child.kill(sig);
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  try {
+    return await new Promise((resolve) => child.once('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));
+  } finally {
+    process.off('SIGINT', forward);
+    process.off('SIGTERM', forward);
+  }
+}
+
+/** The cluster part: a private three-master Redis Cluster, REDIS_SHARDS=3, torn down after. */
+async function clusterRun(specs, env, runId) {
+  const { LocalRedisCluster } = await import(path.join(OUT_DIR, 'test', 'support', 'redis-cluster.js'));
+  say('starting a private Redis Cluster (three masters on loopback ports) for the cluster part of the suite');
+  const cluster = await new LocalRedisCluster({ masters: 3 }).start();
+  try {
+    const { REDIS_URL: _oneServer, ...rest } = env;
+    const clusterEnv = { ...rest, REDIS_CLUSTER_NODES: cluster.seeds, REDIS_SHARDS: '3', REDIS_PREFIX: `test_${runId}_cluster` };
+    say(`Redis Cluster part: ${specs.length} file(s) on ${cluster.seeds}`);
+    return await mocha([...specs, '--grep', '\\[one Redis server\\]', '--invert'], clusterEnv);
+  } finally {
+    await cluster.stop();
+  }
+}
 
 /** Databases the tests cloned from this run's database are named after it. */
 async function dropTestDatabases(serverUrl, prefix) {

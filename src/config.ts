@@ -42,7 +42,15 @@ export interface Config {
   };
   log: { level: string };
   db: { url: string; poolSize: number; statementTimeoutMs: number };
-  redis: { url: string; prefix: string };
+  redis: {
+    /** One server; unused when clusterNodes is set. */
+    url: string;
+    /** Seed nodes of a Redis Cluster (REDIS_CLUSTER_NODES); empty for one server. */
+    clusterNodes: { host: string; port: number }[];
+    prefix: string;
+    /** How many completion queues and usage streams the work is spread over (each its own hash slot). */
+    shards: number;
+  };
   auth: {
     jwt: {
       secret: string | undefined;
@@ -85,12 +93,19 @@ export interface Config {
     /** How far a stream's client may fall behind (bytes written but not yet sent) before the stream is ended. */
     streamMaxBufferedBytes: number;
     stalledIntervalMs: number;
+    /**
+     * How long after its admission a job handed out again with no trace of an earlier run is still
+     * run: beyond it the request ended long ago and its state expired (see chat/run-job.ts).
+     */
+    rerunHorizonMs: number;
   };
   limits: {
     paid: TierLimits;
     /** Completion tokens reserved at admission when the request sets no max_tokens. */
     defaultCompletionReservation: number;
     reservationTtlMs: number;
+    /** How long a settled request is remembered, so a repeated settlement is ignored (see settledMarkerTtlMs below). */
+    settledMarkerTtlMs: number;
     signup: { perAddressPerHour: number; perClientPerHour: number };
   };
   stripe: {
@@ -104,7 +119,12 @@ export interface Config {
     currency: string;
   };
   /** Failpoints for crash-recovery tests (FAULT_INJECT); never set in production. */
-  faults: { crashBeforeRecord: boolean; crashAfterInvoiceItem: boolean };
+  faults: {
+    crashBeforeRecord: boolean;
+    crashAfterInvoiceItem: boolean;
+    /** Tests of several processes only: every process's clock stands still at this instant (TEST_CLOCK_AT). */
+    clockAt: Date | undefined;
+  };
   worker: { metricsPort: number | undefined };
   scheduler: {
     invoiceCron: string;
@@ -238,7 +258,19 @@ export function loadConfig(env: Env = process.env): Config {
     return local;
   };
   const dbUrl = r.url('DATABASE_URL', devDefault('DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/completions_dev'), ['postgres', 'postgresql']);
-  const redisUrl = r.url('REDIS_URL', devDefault('REDIS_URL', 'redis://127.0.0.1:6379'), ['redis', 'rediss']);
+  const clusterNodes = r.list('REDIS_CLUSTER_NODES', []).map((node) => {
+    const m = /^(?<host>[^:\s]+|\[[0-9a-fA-F:]+\]):(?<port>\d{1,5})$/.exec(node);
+    const port = Number(m?.groups?.port);
+    if (!m || port < 1 || port > 65535) throw new ConfigError('REDIS_CLUSTER_NODES', 'a comma-separated list of host:port', node);
+    return { host: m.groups!.host!.replace(/^\[|\]$/g, ''), port };
+  });
+  if (clusterNodes.length > 0 && r.raw('REDIS_URL') !== undefined) {
+    throw new ConfigError('REDIS_URL', 'unset when REDIS_CLUSTER_NODES is set (one or the other)', r.raw('REDIS_URL'));
+  }
+  const redisUrl = clusterNodes.length > 0 ? '' : r.url('REDIS_URL', devDefault('REDIS_URL', 'redis://127.0.0.1:6379'), ['redis', 'rediss']);
+  const redisPrefix = r.str('REDIS_PREFIX', 'svc');
+  // The prefix is part of every hash tag ({prefix:…}); a brace in it would change which part of a key is hashed.
+  if (/[{}]/.test(redisPrefix)) throw new ConfigError('REDIS_PREFIX', 'without { or }', redisPrefix);
 
   const jwtSecret = r.optional('JWT_SECRET');
   const jwksUrl = r.optionalUrl('JWT_JWKS_URL', ['http', 'https']);
@@ -289,7 +321,7 @@ export function loadConfig(env: Env = process.env): Config {
       poolSize: r.int('DB_POOL_SIZE', 10, 1, 200),
       statementTimeoutMs: r.int('DB_STATEMENT_TIMEOUT_MS', 10_000, 100, 600_000),
     },
-    redis: { url: redisUrl, prefix: r.str('REDIS_PREFIX', 'svc') },
+    redis: { url: redisUrl, clusterNodes, prefix: redisPrefix, shards: r.int('REDIS_SHARDS', 1, 1, 256) },
     auth: {
       jwt: {
         secret: jwtSecret ?? (production || jwksUrl !== undefined ? undefined : 'dev-only-jwt-secret-change-me-0123456789abcdef'),
@@ -327,6 +359,7 @@ export function loadConfig(env: Env = process.env): Config {
       livenessTtlMs: r.int('LIVENESS_TTL_MS', 2000, 300, 60_000),
       relayLogTtlSeconds: r.int('RELAY_LOG_TTL_SECONDS', 120, 10, 86_400),
       stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 10_000, 100, 600_000),
+      rerunHorizonMs: 0,
     },
     limits: {
       paid: {
@@ -337,6 +370,7 @@ export function loadConfig(env: Env = process.env): Config {
       },
       defaultCompletionReservation: r.int('DEFAULT_COMPLETION_RESERVATION', 4096, 1, 8192),
       reservationTtlMs: r.int('RESERVATION_TTL_MS', 15 * 60_000, 1000, 86_400_000),
+      settledMarkerTtlMs: 0,
       signup: {
         perAddressPerHour: r.int('SIGNUP_PER_ADDRESS_PER_HOUR', 3, 1, 1000),
         perClientPerHour: r.int('SIGNUP_PER_CLIENT_PER_HOUR', 10, 1, 1_000_000),
@@ -354,6 +388,7 @@ export function loadConfig(env: Env = process.env): Config {
     faults: {
       crashBeforeRecord: r.list('FAULT_INJECT', []).includes('crash-before-record'),
       crashAfterInvoiceItem: r.list('FAULT_INJECT', []).includes('crash-after-invoice-item'),
+      clockAt: testClockAt(r, nodeEnv),
     },
     worker: { metricsPort: r.optionalInt('WORKER_METRICS_PORT', 0, 65535) },
     scheduler: {
@@ -363,6 +398,8 @@ export function loadConfig(env: Env = process.env): Config {
       metricsPort: r.optionalInt('SCHEDULER_METRICS_PORT', 0, 65535),
     },
   };
+  config.queue.rerunHorizonMs = rerunHorizonMs(config.queue);
+  config.limits.settledMarkerTtlMs = settledMarkerTtlMs(config.queue);
   return deepFreeze(config);
 }
 
@@ -385,4 +422,38 @@ export function loadConfigOrExit(env: Env = process.env): Config {
     }
     throw err;
   }
+}
+
+/**
+ * A job handed out again before any worker claimed it (its first worker died at once) comes back
+ * within the pickup wait plus a few stalled-job checks; a request's state, once it has ended, is
+ * kept RELAY_LOG_TTL_SECONDS. A re-run with no state that is older than both is one whose state
+ * expired, and is not run again.
+ */
+function rerunHorizonMs(q: Config['queue']): number {
+  return Math.max(q.relayLogTtlSeconds * 1000, q.pickupTimeoutMs + 3 * q.stalledIntervalMs + 5000);
+}
+
+/**
+ * A request is settled again only by its worker repeating its record (for up to
+ * REDIS_OUTAGE_MAX_MS) or by a re-run, which sees the request recorded while its state lives and
+ * runs nothing beyond the re-run horizon. Its settled marker outlives both, by a minute: at a
+ * thousand requests a second that is a few hundred thousand small keys, not a day's worth.
+ */
+function settledMarkerTtlMs(q: Config['queue']): number {
+  return Math.max(q.redisOutageMaxMs, rerunHorizonMs(q)) + 60_000;
+}
+
+/**
+ * A clock that stands still, for tests that run several processes which must agree on the time
+ * (rate-limit windows). Only under NODE_ENV=test: a stopped clock in production would break
+ * every window and expiry.
+ */
+function testClockAt(r: Reader, nodeEnv: string): Date | undefined {
+  const raw = r.raw('TEST_CLOCK_AT');
+  if (raw === undefined) return undefined;
+  if (nodeEnv !== 'test') throw new ConfigError('TEST_CLOCK_AT', 'unset outside NODE_ENV=test', raw);
+  const at = new Date(raw);
+  if (Number.isNaN(at.getTime())) throw new ConfigError('TEST_CLOCK_AT', 'an ISO 8601 instant', raw);
+  return at;
 }

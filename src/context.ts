@@ -1,11 +1,10 @@
-import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
-import { type Clock, systemClock } from './clock.js';
+import { type Clock, ManualClock, systemClock } from './clock.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createDb, type Db } from './infra/db.js';
-import { createRedis, type RedisRole } from './infra/redis.js';
-import { COMPLETIONS_QUEUE, createQueue, type Queue } from './infra/queues.js';
+import { createRedis, type RedisRole, type RedisClient } from './infra/redis.js';
+import { completionShards, createQueue, type Queue, type QueueRef } from './infra/queues.js';
 import { createStripe, type Stripe } from './infra/stripe.js';
 import { OutageLog } from './infra/outage.js';
 import { AppError } from './errors.js';
@@ -39,12 +38,12 @@ export class AppContext {
   readonly clock: Clock;
   readonly db: Db;
   /** Fail-fast command connection for request paths (limits, health, publishing). */
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   /** One warning when a dependency goes and one when it returns, instead of one per failed call. */
   readonly outages: { redis: OutageLog; postgres: OutageLog };
   readonly apiKeyCache = new ApiKeyCache();
   readonly limiter: Limiter;
-  private readonly connections = new Map<string, Redis>();
+  private readonly connections = new Map<string, RedisClient>();
   private readonly queues = new Map<string, Queue>();
   private readonly closers: (() => Promise<unknown>)[] = [];
   private closed = false;
@@ -61,7 +60,7 @@ export class AppContext {
   constructor(readonly config: Config, readonly opts: ContextOptions) {
     this.log = opts.logger ?? createLogger(config, opts.role);
     this.metrics = createMetrics(opts.role);
-    this.clock = opts.clock ?? systemClock;
+    this.clock = opts.clock ?? (config.faults.clockAt ? new ManualClock(config.faults.clockAt) : systemClock);
     this.db = createDb(config);
     this.redis = createRedis(config, 'command');
     this.outages = { redis: new OutageLog(this.log, 'Redis'), postgres: new OutageLog(this.log, 'Postgres') };
@@ -110,7 +109,7 @@ export class AppContext {
     return (this.built.dispatcher ??= this.closing(
       new Dispatcher({
         redis: this.redis,
-        queue: this.completionQueue,
+        queues: this.completionQueues,
         hub: this.relayHub,
         limiter: this.limiter,
         metrics: this.metrics.dispatch,
@@ -135,7 +134,7 @@ export class AppContext {
   }
 
   /** A further Redis connection of the given role, one per name (for example one shared subscriber per process). */
-  redisConnection(role: RedisRole, name: string = role): Redis {
+  redisConnection(role: RedisRole, name: string = role): RedisClient {
     let r = this.connections.get(name);
     if (!r) {
       this.assertOpen(name);
@@ -145,17 +144,19 @@ export class AppContext {
     return r;
   }
 
-  get completionQueue(): Queue<CompletionJob> {
-    return this.queue<CompletionJob>(COMPLETIONS_QUEUE);
+  /** The completion queue's shards (REDIS_SHARDS), in shard order. */
+  get completionQueues(): Queue<CompletionJob>[] {
+    return completionShards(this.config).map((shard) => this.queue<CompletionJob>(shard));
   }
 
-  /** The one queue factory's queue of that name, on the process's producer connection. */
-  queue<T = unknown>(name: string): Queue<T> {
-    let q = this.queues.get(name);
+  /** The one queue factory's queue (or queue shard), on the process's producer connection. */
+  queue<T = unknown>(ref: QueueRef): Queue<T> {
+    const key = typeof ref === 'string' ? ref : `${ref.name}#${ref.shard}`;
+    let q = this.queues.get(key);
     if (!q) {
-      this.assertOpen(name);
-      q = this.closing(createQueue<T>(this.config, name, this.redisConnection('queue-producer')) as Queue, (x) => x.close());
-      this.queues.set(name, q);
+      this.assertOpen(key);
+      q = this.closing(createQueue<T>(this.config, ref, this.redisConnection('queue-producer')) as Queue, (x) => x.close());
+      this.queues.set(key, q);
     }
     return q as Queue<T>;
   }
@@ -165,7 +166,7 @@ export class AppContext {
    * commands while connecting, so a process warms them before it takes traffic; if Redis is down
    * it starts anyway and /health says so.
    */
-  async warmUp(connections: Redis[], timeoutMs = 5000): Promise<boolean> {
+  async warmUp(connections: RedisClient[], timeoutMs = 5000): Promise<boolean> {
     const pending = connections.filter((c) => c.status !== 'ready');
     if (pending.length === 0) return true;
     let timer: NodeJS.Timeout | undefined;

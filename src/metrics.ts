@@ -57,7 +57,7 @@ function completionMetrics(registers: client.Registry[]) {
     started: new client.Counter({ name: 'completion_jobs_started_total', help: 'Completion jobs this worker has started', registers }),
     finished: new client.Counter({
       name: 'completion_jobs_finished_total',
-      help: "Completion jobs ended, by outcome: completed, cancelled, failed, interrupted (a re-run ended a dead worker's stream), declined (another live worker holds it)",
+      help: "Completion jobs ended, by outcome: completed, cancelled, failed, interrupted (a re-run ended a dead worker's stream), declined (another live worker holds it), expired (handed out again long after its request ended)",
       labelNames: ['outcome'] as const,
       registers,
     }),

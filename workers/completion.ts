@@ -1,23 +1,23 @@
 import { randomBytes } from 'node:crypto';
-import type { ChainableCommander } from 'ioredis';
 import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
-import { COMPLETIONS_QUEUE, createWorker } from '../src/infra/queues.js';
+import { completionShards, createWorker } from '../src/infra/queues.js';
 import type { CompletionJob } from '../src/chat/completion-job.js';
-import { cancelPattern } from '../src/chat/relay-protocol.js';
+import { cancelChannel } from '../src/chat/relay-protocol.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
 import { ClientWatch, ConnectionStability, settledAfterMs, WorkerPresence, workerAliveKey } from '../src/chat/liveness.js';
 import { runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
+import { appendUsage } from '../src/usage/usage-stream.js';
 import { isDependencyDown } from '../src/infra/outage.js';
 
 const FETCH_LOOPS = 4;
 
 /**
- * The completion worker: takes jobs from the queue (config.queue.workerConcurrency at a time) and
- * hands each to runJob. Around it: cancellation on one pattern subscription per process, this
- * worker's liveness key (a re-run of a job it holds leaves the job alone while it lives), and the
- * watch on the web processes its jobs answer to (a dead one's jobs are stopped).
+ * The completion worker: takes jobs from every shard of the queue (config.queue.workerConcurrency
+ * at a time in all) and hands each to runJob. Around it: cancellation on a channel of its own,
+ * this worker's liveness key (a re-run of a job it holds leaves the job alone while it lives), and
+ * the watch on the web processes its jobs answer to (a dead one's jobs are stopped).
  */
 export async function startCompletionWorker(app: AppContext): Promise<BackgroundService> {
   const { config } = app;
@@ -26,21 +26,18 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   const running = new Map<string, RunningJob>();
   const metrics = app.metrics.completion;
 
+  // A web process whose client leaves names the request on this worker's channel (it reads which
+  // worker holds the request from the request's state).
   const cancels = app.redisConnection('subscriber', 'cancel-subscriber');
-  const cancelPrefix = cancelPattern(prefix).slice(0, -1);
-  cancels.on('pmessage', (_pattern: string, channel: string) => {
-    const job = running.get(channel.slice(cancelPrefix.length));
+  const channel = cancelChannel(prefix, workerId);
+  cancels.on('smessage', (from: string, requestId: string) => {
+    if (from !== channel) return;
+    const job = running.get(requestId);
     if (job && !job.controller.signal.aborted) job.controller.abort('client_cancelled');
   });
-  await cancels.psubscribe(cancelPattern(prefix));
+  await cancels.ssubscribe(channel);
   // Fail at start-up, not on the first request, when the catalog file is wrong.
   app.checkCatalog();
-
-  // The settle script runs by hash inside each request's closing MULTI: load it now and after
-  // every reconnect (a restarted Redis has forgotten it; a miss in between falls back, see settleAfter).
-  const loadScript = () => app.limiter.loadSettleScript().catch((err) => app.log.warn({ reason: String(err) }, 'could not load the settle script yet; settles fall back until it loads'));
-  await loadScript();
-  app.redis.on('ready', () => void loadScript());
 
   const ttl = config.queue.livenessTtlMs;
   const stability = new ConnectionStability(app.redis);
@@ -60,10 +57,12 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       else app.log.error({ err }, 'Redis refused a relay command');
     }),
     running,
-    settleInto: (job) => (tx: ChainableCommander, actualTokens: number) => {
-      for (const [cmd, ...args] of app.limiter.settleCommands({ accountId: job.accountId, requestId: job.id, actualTokens })) tx.call(cmd, ...args);
-    },
-    settleAlone: (job) => (actualTokens: number) => app.limiter.settle({ accountId: job.accountId, requestId: job.id, actualTokens }),
+    // The usage stream and the account's quota keys live in different slots: two commands, sent together.
+    record: (job, usage) =>
+      Promise.all([
+        appendUsage(app.redis, config, job.shard, usage),
+        app.limiter.settle({ accountId: job.accountId, requestId: job.id, actualTokens: usage.prompt_tokens + usage.completion_tokens }),
+      ]),
     recordDirectly: (usage) => recordUsageDirectly(app, usage),
     workerAlive: async (id) => {
       // Absence means something only on a connection that has been up long enough (see liveness.ts).
@@ -81,19 +80,25 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
 
   // Several BullMQ workers share the process's concurrency: one worker fetches jobs one at a time,
   // and under load its single fetch loop waits behind everything else on the event loop. Four
-  // loops picked jobs up in about half the time in the benchmark.
-  const fetchers = Math.min(FETCH_LOOPS, config.queue.workerConcurrency);
+  // loops picked jobs up in about half the time in the benchmark. Every shard of the queue gets the
+  // same number of loops (at least one); the dispatcher spreads jobs evenly over the shards, and the
+  // loops share the concurrency exactly (with fewer jobs at once than shards, one per shard).
+  const shards = completionShards(config);
+  const concurrency = config.queue.workerConcurrency;
+  const perShard = Math.max(1, Math.floor(Math.min(FETCH_LOOPS, concurrency) / shards.length));
+  const fetchers = perShard * shards.length;
+  const share = (i: number) => Math.max(1, Math.floor(concurrency / fetchers) + (i < concurrency % fetchers ? 1 : 0));
   const workers = Array.from({ length: fetchers }, (_, i) =>
     createWorker<CompletionJob>(
       config,
-      COMPLETIONS_QUEUE,
+      shards[i % shards.length]!,
       app.redisConnection('queue-worker', `completion-worker-${i}`),
       async (job) => {
         const outcome = await runJob(runtime, job.data, job.attemptsStarted > 1 || job.stalledCounter > 0);
         metrics.finished.inc({ outcome });
       },
       {
-        concurrency: Math.ceil(config.queue.workerConcurrency / fetchers),
+        concurrency: share(i),
         lockDuration: Math.max(config.queue.stalledIntervalMs, 1000),
       },
     ),

@@ -1,14 +1,13 @@
 import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
-import { drainUsageOnce, ensureMeteringGroup } from '../src/usage/metering.service.js';
-import { usageStreamKey } from '../src/usage/usage-stream.js';
+import { drainUsageOnce, ensureMeteringGroups } from '../src/usage/metering.service.js';
 import { dependencyOf } from '../src/infra/outage.js';
 
-/** Drains the usage stream into the ledger continuously; each worker replica is one consumer of the group. */
+/** Drains the usage streams into the ledger continuously; each worker replica is one consumer of each stream's group. */
 export async function startMetering(app: AppContext): Promise<BackgroundService> {
   // A blocking read holds its connection, so metering has one of its own.
   const redis = app.redisConnection('queue-worker', 'metering');
-  await ensureMeteringGroup(redis, usageStreamKey(app.config));
+  await ensureMeteringGroups(redis, app.config);
   let running = true;
   const loop = (async () => {
     while (running) {

@@ -47,7 +47,9 @@ export function storesBanner({ postgres, redis, env }) {
   const prefix = redisPrefix(env);
   return [
     `Postgres: ${printable(postgres.url)} (${postgres.chosen})`,
-    `Redis: ${printable(redis.url)}, key prefix "${prefix}" (${redis.chosen})`,
+    redis.clusterNodes
+      ? `Redis Cluster: seed nodes ${redis.clusterNodes}, key prefix "${prefix}" (${redis.chosen})`
+      : `Redis: ${printable(redis.url)}, key prefix "${prefix}" (${redis.chosen})`,
     'A second checkout on this machine shares both unless it sets its own DATABASE_URL and REDIS_PREFIX, e.g.',
     `  DATABASE_URL=${anotherDatabase(postgres.url)} REDIS_PREFIX=${prefix}_b npm start`,
   ];

@@ -130,6 +130,16 @@ const PRIVATE_REDIS_PORT = 6390;
 
 /** Returns { url, chosen, stop } for a Redis that answers; `chosen` says which one, for the start-up lines. */
 export async function ensureRedis() {
+  if (process.env.REDIS_CLUSTER_NODES) {
+    // A Redis Cluster of the operator's: nothing to start; one seed node answering is enough to begin.
+    const nodes = process.env.REDIS_CLUSTER_NODES.split(',').map((s) => s.trim()).filter(Boolean);
+    const answers = await Promise.all(nodes.map((n) => {
+      const i = n.lastIndexOf(':');
+      return redisPing(n.slice(0, i).replace(/^\[|\]$/g, ''), Number(n.slice(i + 1)), 3000);
+    }));
+    if (!answers.some(Boolean)) throw new SetupError(`REDIS_CLUSTER_NODES is set to ${process.env.REDIS_CLUSTER_NODES} but no node answers there`);
+    return { url: '', clusterNodes: nodes.join(','), chosen: 'from REDIS_CLUSTER_NODES', stop: async () => {} };
+  }
   if (process.env.REDIS_URL) {
     const u = new URL(process.env.REDIS_URL);
     if (!(await redisPing(u.hostname, Number(u.port || 6379), 3000))) {

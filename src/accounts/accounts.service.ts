@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -32,7 +32,7 @@ export type { Account } from './accounts.repository.js';
 /** What account management works with. */
 export interface AccountsDeps {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   clock: Clock;
   log: Logger;
   config: Pick<Config, 'http' | 'auth' | 'redis'>;

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
-import { redisKey } from '../infra/redis.js';
+import { redisKey, type RedisClient } from '../infra/redis.js';
 import type { Account } from './accounts.repository.js';
 
 const MAX_ENTRIES = 10_000;
@@ -113,6 +112,6 @@ export function accountVersionKey(config: Pick<Config, 'redis'>, accountId: stri
  * use. A new random value rather than a counter: a version that expired and was set again can
  * never come back equal to one an entry was read under.
  */
-export async function bumpAccountVersion(deps: { redis: Redis; config: Pick<Config, 'redis'> }, accountId: string): Promise<void> {
+export async function bumpAccountVersion(deps: { redis: RedisClient; config: Pick<Config, 'redis'> }, accountId: string): Promise<void> {
   await deps.redis.set(accountVersionKey(deps.config, accountId), randomUUID(), 'EX', VERSION_TTL_SECONDS);
 }

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.js';
 import type { Config } from '../config.js';
 import type { Db } from '../infra/db.js';
 import type { Logger } from '../logger.js';
@@ -11,7 +11,7 @@ import type { JwtVerifier } from './jwt.js';
 /** What authentication works with: the account lookups, the key cache and the versions that keep it honest. */
 export interface AuthDeps {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   config: Pick<Config, 'redis'>;
   apiKeyCache: ApiKeyCache;
   jwtVerifier: JwtVerifier;
@@ -92,7 +92,7 @@ export function forgetCachedApiKey(app: Pick<AuthDeps, 'apiKeyCache'>, key: stri
  * every web process re-reads them on their next use. A failure is logged, not thrown: the change
  * is committed, and Redis being unreachable has already emptied every process's cache.
  */
-export async function invalidateAccountKeys(app: { redis: Redis; config: Pick<Config, 'redis'>; log: Logger }, accountId: string): Promise<void> {
+export async function invalidateAccountKeys(app: { redis: RedisClient; config: Pick<Config, 'redis'>; log: Logger }, accountId: string): Promise<void> {
   try {
     await bumpAccountVersion(app, accountId);
   } catch (err) {

@@ -1,12 +1,11 @@
 import { createHash } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import type { Redis } from 'ioredis';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { OutageLog } from '../infra/outage.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
-import { redisKey } from '../infra/redis.js';
+import { redisKey, type RedisClient } from '../infra/redis.js';
 
 const HOUR_SECONDS = 3600;
 
@@ -21,7 +20,7 @@ export class SignupLimits {
   private readonly byAddress: RateLimiterRedis;
   private readonly byClient: RateLimiterRedis;
 
-  constructor(private readonly deps: { redis: Redis; clock: Clock; config: Pick<Config, 'redis' | 'limits'>; outages: { redis: OutageLog } }) {
+  constructor(private readonly deps: { redis: RedisClient; clock: Clock; config: Pick<Config, 'redis' | 'limits'>; outages: { redis: OutageLog } }) {
     const { perAddressPerHour, perClientPerHour } = deps.config.limits.signup;
     const make = (what: string, points: number) =>
       new RateLimiterRedis({ storeClient: deps.redis, keyPrefix: redisKey(deps.config, 'signup', what), points, duration: HOUR_SECONDS, rejectIfRedisNotReady: true });

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
@@ -40,7 +40,7 @@ import { monthOf, type Month } from './periods.js';
  */
 export interface InvoicingDeps {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   clock: Clock;
   log: Logger;
   config: Pick<Config, 'stripe' | 'faults' | 'redis'>;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.js';
 import { findAccountById } from '../accounts/accounts.repository.js';
 import { flushUsage } from '../usage/metering.service.js';
 import { accountsToInvoice } from './invoices.repository.js';
@@ -10,7 +10,7 @@ import type { Month } from './periods.js';
 /** What the monthly run works with: invoicing's parts, and a wait for the Redis connection it drains usage from. */
 export interface MonthlyInvoicingDeps extends InvoicingDeps {
   /** Waits (bounded) until the given connections are ready (AppContext.warmUp). */
-  warmUp(connections: Redis[]): Promise<boolean>;
+  warmUp(connections: RedisClient[]): Promise<boolean>;
 }
 
 /** How long the monthly run waits for an on-demand invoice of the same account to finish. */

@@ -8,7 +8,7 @@ import { AppError, validationError } from '../errors.js';
 import { countPromptTokens } from '../providers/tokenizer.js';
 import type { ChatMessage, CompletionParams } from '../providers/types.js';
 import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.schema.js';
-import type { CompletionJob } from './completion-job.js';
+import type { PreparedJob } from './completion-job.js';
 
 /**
  * Above this many characters the prompt is not tokenized on the web tier (it would hold the event
@@ -53,7 +53,7 @@ export interface PrepareDeps {
  * provider can honour every field (422) and is configured (503), and how many tokens to reserve
  * in the daily quota.
  */
-export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatCompletionRequest, relayTo: string): CompletionJob {
+export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatCompletionRequest, relayTo: string): PreparedJob {
   refuseUnsupportedFields(req);
   const catalog = app.catalog;
   const model = catalog.find(req.model);

@@ -6,8 +6,10 @@ import type { CompletionParams } from '../providers/types.js';
 export interface CompletionJob {
   /** chatcmpl-…: the completion id, the job id and the usage ledger's request id. */
   id: string;
-  /** The web process whose pattern subscription receives this request's relay messages. */
+  /** The web process whose channel receives this request's relay messages. */
   relayTo: string;
+  /** The completion queue shard it was queued on; its usage goes to the same shard's stream. */
+  shard: number;
   accountId: string;
   /** The tier the request was admitted under; billing uses it. */
   tier: Tier;
@@ -28,6 +30,9 @@ export interface CompletionJob {
   /** Tokens reserved in the daily quota at admission, settled when the request ends. */
   reservedTokens: number;
 }
+
+/** A job as the web tier prepares it, before the dispatcher picks its queue shard. */
+export type PreparedJob = Omit<CompletionJob, 'shard'>;
 
 /** The ledger entry for a job: prices as admitted, time as admitted, tokens as counted at its end. */
 export function usageOf(job: CompletionJob, status: UsageStatus, promptTokens: number, completionTokens: number): UsageEvent {

@@ -1,12 +1,9 @@
-import type { ChainableCommander } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { AppError, retryAdvice } from '../errors.js';
 import { countTokens } from '../providers/tokenizer.js';
 import { ProviderError, type CompletionEvent, type Provider } from '../providers/types.js';
-import { appendUsage } from '../usage/usage-stream.js';
 import type { UsageEvent } from '../usage/usage-event.js';
-import { isMissingScript } from '../limits/limiter.service.js';
 import type { UsageStatus } from '../../db/schema/index.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
 import type { RelayError } from './relay-protocol.js';
@@ -24,10 +21,11 @@ export interface RunnerDeps {
   provider: Provider;
   publisher: RelayPublisher;
   signal: AbortSignal;
-  /** Adds the quota settlement for `actualTokens` to the request's final MULTI. */
-  settle: (tx: ChainableCommander, actualTokens: number) => void;
-  /** Settles on its own, when the MULTI's settle command failed because Redis lost the script. */
-  settleAlone: (actualTokens: number) => Promise<void>;
+  /**
+   * Appends the request's usage to its usage stream and settles its quota reservation with the
+   * tokens it used. Both are safe to repeat (the ledger and the settlement are keyed by request id).
+   */
+  record: (usage: UsageEvent) => Promise<unknown>;
   /** Writes a usage event straight into the ledger, when Redis stayed unreachable past the outage bound. */
   recordDirectly: (usage: UsageEvent) => Promise<void>;
   /** Failpoint for the crash-recovery test: called after the upstream answered, before recording. */
@@ -107,20 +105,6 @@ export function toRelayError(err: unknown): RelayError {
   return { status: 500, error: { message: 'The completion failed inside the service; please retry.', type: 'server_error', code: 'internal_error', param: null } };
 }
 
-/**
- * The closing MULTI's commands are [usage append, settle]; only the settle can fail on its own
- * (NOSCRIPT after a Redis restart), and then it is run by itself. Anything else is an outage:
- * the usage append is what matters, so it is reported.
- */
-export async function settleAfter(errors: (Error | null)[], settleAlone: () => Promise<void>): Promise<void> {
-  const [appendErr, settleErr] = errors;
-  if (appendErr) throw appendErr;
-  if (settleErr) {
-    if (!isMissingScript(settleErr)) throw settleErr;
-    await settleAlone();
-  }
-}
-
 /** What a stream's worker logs once the upstream has answered in full: a re-run ends the stream with it. */
 export interface LoggedUsage {
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
@@ -136,35 +120,30 @@ export function countChoices(choices: readonly { text: string }[]): number {
 }
 
 /**
- * The last message, the usage record and the quota settlement, in the publisher's final MULTI.
- * When Redis stays out of reach longer than config.queue.redisOutageMaxMs the usage goes straight
- * into the ledger instead (idempotent by request id), so it is never lost.
+ * The usage record and quota settlement, then the last message (see RelayPublisher.finish). When
+ * Redis stays out of reach longer than config.queue.redisOutageMaxMs the usage goes straight into
+ * the ledger instead (idempotent by request id), so it is never lost.
  */
 export async function finishRecording(
-  deps: Pick<RunnerDeps, 'app' | 'publisher' | 'settle' | 'recordDirectly'>,
+  deps: Pick<RunnerDeps, 'app' | 'publisher' | 'record' | 'recordDirectly'>,
   job: CompletionJob,
   kind: 'done' | 'final' | 'error',
   payload: string,
   usage: UsageEvent,
-): Promise<(Error | null)[]> {
+): Promise<void> {
   const { app, publisher } = deps;
-  const record = (tx: ChainableCommander) => {
-    appendUsage(tx, app.config, usage);
-    deps.settle(tx, usage.prompt_tokens + usage.completion_tokens);
-  };
   try {
-    return await publisher.finish(kind, payload, record, performance.now() + app.config.queue.redisOutageMaxMs);
+    await publisher.finish(kind, payload, () => deps.record(usage), performance.now() + app.config.queue.redisOutageMaxMs);
   } catch (err) {
     app.log.warn({ requestId: job.id, reason: err instanceof Error ? err.message : String(err) }, 'Redis stayed unreachable; recording the usage straight into the ledger');
     await deps.recordDirectly(usage);
-    return [];
   }
 }
 
 /**
  * Runs one completion: calls the provider (retrying a 429/5xx only while nothing has been produced),
- * relays chunks (streaming) or one body (non-streaming), then in a single MULTI publishes the end,
- * appends the usage event and settles the token reservation.
+ * relays chunks (streaming) or one body (non-streaming), then records the usage, settles the token
+ * reservation and publishes the end (finishRecording).
  */
 export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promise<RunOutcome> {
   const { app, provider, publisher, signal } = deps;
@@ -255,10 +234,9 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const usageEvent = usageOf(job, status, promptTokens, completionTokens);
   const end = (kind: 'done' | 'final' | 'error', payload: string) => finishRecording(deps, job, kind, payload, usageEvent);
 
-  let errors: (Error | null)[];
   if (status === 'completed') {
     if (job.stream) {
-      errors = await end('done', usageChunk);
+      await end('done', usageChunk);
     } else {
       const body = {
         id: job.id,
@@ -270,18 +248,17 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
         choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text, refusal: null }, logprobs: null, finish_reason: c.finish ?? 'stop' })),
         usage,
       };
-      errors = await end('final', JSON.stringify(body));
+      await end('final', JSON.stringify(body));
     }
   } else if (status === 'failed') {
     const relayError = toRelayError(failure);
     app.log.warn({ requestId: job.id, status: relayError.status, err: failure instanceof Error ? failure.message : String(failure) }, 'completion failed');
-    errors = await end('error', JSON.stringify(relayError));
+    await end('error', JSON.stringify(relayError));
   } else {
     // Cancelled: record what was produced. Normally nobody is listening; should a client still be
     // there (its web process was only thought gone), it must not take the cut answer for a whole one.
     const cancelled = new AppError('unavailable', 'The completion was stopped before it finished; please retry.', { code: 'request_cancelled' });
-    errors = await end('error', JSON.stringify(toRelayError(cancelled)));
+    await end('error', JSON.stringify(toRelayError(cancelled)));
   }
-  await settleAfter(errors, () => deps.settleAlone(promptTokens + completionTokens));
   return { status, promptTokens, completionTokens };
 }

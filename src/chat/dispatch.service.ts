@@ -1,10 +1,10 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.js';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Queue } from '../infra/queues.js';
 import type { Limiter } from '../limits/limiter.service.js';
 import type { DispatchMetrics } from '../metrics.js';
-import type { CompletionJob } from './completion-job.js';
+import type { CompletionJob, PreparedJob } from './completion-job.js';
 import { relayLogKey, type RelayError, type RelayMessage } from './relay-protocol.js';
 import { readRelayLog } from './relay-log.js';
 import type { RelayHub } from './relay-hub.js';
@@ -40,9 +40,9 @@ const OVERLOADED_RETRY_AFTER_S = 2;
 const DEPTH_REFRESH_MS = 250;
 
 /**
- * The queue depth and the workers' capacity as last read, refreshed in the background: checking
- * them costs a request no round trip. Between refreshes each enqueue counts itself, so a burst
- * cannot overshoot by much.
+ * The queue depth (every shard's waiting jobs) and the workers' capacity as last read, refreshed
+ * in the background: checking them costs a request no round trip. Between refreshes each enqueue
+ * counts itself, so a burst cannot overshoot by much.
  */
 class QueueDepth {
   private waiting = 0;
@@ -54,8 +54,9 @@ class QueueDepth {
   start(): void {
     if (this.timer) return;
     const refresh = () => {
-      Promise.all([this.deps.queue.getWaitingCount(), readFleet(this.deps.redis, this.deps.config.redis.prefix, Date.now())])
-        .then(([n, fleet]) => {
+      Promise.all([Promise.all(this.deps.queues.map((q) => q.getWaitingCount())), readFleet(this.deps.redis, this.deps.config.redis.prefix, Date.now())])
+        .then(([counts, fleet]) => {
+          const n = counts.reduce((a, b) => a + b, 0);
           this.waiting = n;
           this.fleet = fleet;
           this.deps.metrics.depth.set(n);
@@ -92,10 +93,11 @@ class QueueDepth {
   }
 }
 
-/** What dispatching works with: the queue, the relay hub, the limiter (to release a reservation), Redis. */
+/** What dispatching works with: the queue's shards, the relay hub, the limiter (to release a reservation), Redis. */
 export interface DispatcherDeps {
-  redis: Redis;
-  queue: Queue<CompletionJob>;
+  redis: RedisClient;
+  /** The completion queue's shards, in shard order. */
+  queues: Queue<CompletionJob>[];
   hub: RelayHub;
   limiter: Limiter;
   metrics: DispatchMetrics;
@@ -129,7 +131,8 @@ function assertQueueHasRoom(app: DispatcherDeps, depth: QueueDepth): void {
  * queue cannot be reached; `pickedUp` rejects with 503 when no worker takes the job in time.
  */
 async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJob, onEvent: (e: DispatchEvent) => void): Promise<Dispatch> {
-  const { hub, queue } = app;
+  const { hub } = app;
+  const queue = app.queues[job.shard]!;
   let expected = 0;
   let picked = false;
   let ended = false;
@@ -145,6 +148,8 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
     clearTimeout(idleTimer);
     unregister();
     resolvePickup('ended');
+    // The client is told its answer broke off: its worker stops too, and bills what it produced.
+    if (e.kind === 'gap' || e.kind === 'idle') void hub.cancel(job.id);
     onEvent(e);
   };
   const armIdle = () => {
@@ -198,7 +203,7 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
         resyncAgain = false;
         let entries;
         try {
-          entries = await readRelayLog(app.redis, relayLogKey(app.config.redis.prefix, job.id), expected);
+          entries = await readRelayLog(app.redis, relayLogKey(app.config.redis.prefix, job.relayTo, job.id), expected);
         } catch {
           // Redis is not back for this connection yet; the hub asks again after its reconnect.
           return;
@@ -297,6 +302,8 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
  */
 export class Dispatcher {
   private readonly depth: QueueDepth;
+  /** Round robin over the queue's shards, from a random start so web processes do not move in step. */
+  private nextShard = Math.floor(Math.random() * 1024);
 
   constructor(private readonly deps: DispatcherDeps) {
     this.depth = new QueueDepth(deps);
@@ -308,9 +315,10 @@ export class Dispatcher {
     assertQueueHasRoom(this.deps, this.depth);
   }
 
-  /** Queues the job and relays what its worker publishes to `onEvent`, in order. */
-  dispatch(job: CompletionJob, onEvent: (e: DispatchEvent) => void): Promise<Dispatch> {
-    return dispatch(this.deps, this.depth, job, onEvent);
+  /** Queues the job on the next shard and relays what its worker publishes to `onEvent`, in order. */
+  dispatch(job: PreparedJob, onEvent: (e: DispatchEvent) => void): Promise<Dispatch> {
+    const shard = this.nextShard++ % this.deps.queues.length;
+    return dispatch(this.deps, this.depth, { ...job, shard }, onEvent);
   }
 
   stop(): void {

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import { RECONNECT_MAX_DELAY_MS } from '../infra/redis.js';
+import { hashTag, onNodeChange, RECONNECT_MAX_DELAY_MS, type RedisClient } from '../infra/redis.js';
 
 // Processes say they are alive with a key that expires unless renewed: a worker learns that the
 // web process holding a client is gone (and stops working for it), and a re-run of a stalled job
@@ -11,8 +10,12 @@ import { RECONNECT_MAX_DELAY_MS } from '../infra/redis.js';
 /** How long a reader's connection must have been up before a missing liveness key means its owner is gone. */
 export const settledAfterMs = (ttlMs: number): number => ttlMs + RECONNECT_MAX_DELAY_MS;
 
-export const webAliveKey = (prefix: string, instance: string): string => `${prefix}:alive:web:${instance}`;
-export const workerAliveKey = (prefix: string, workerId: string): string => `${prefix}:alive:worker:${workerId}`;
+// Every liveness key and the workers registry share one hash tag, so a worker reads the liveness
+// of all the web processes it serves in one MGET, on a cluster too. Their traffic is a few small
+// writes per process per TTL.
+const fleetTag = (prefix: string): string => hashTag(prefix, 'fleet');
+export const webAliveKey = (prefix: string, instance: string): string => `${prefix}:alive:${fleetTag(prefix)}:web:${instance}`;
+export const workerAliveKey = (prefix: string, workerId: string): string => `${prefix}:alive:${fleetTag(prefix)}:worker:${workerId}`;
 
 /** Writes `key` with a TTL, renewed four times per TTL and at once after a reconnect; deleted on stop. */
 export class Heartbeat {
@@ -20,7 +23,7 @@ export class Heartbeat {
   private readonly onReady = () => void this.beat();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly key: string,
     private readonly ttlMs: number,
     private readonly value: () => string = () => '1',
@@ -44,14 +47,21 @@ export class Heartbeat {
   }
 }
 
-/** Since when a connection has been ready without interruption (undefined while it is not). */
+/**
+ * Since when a connection has been ready without interruption (undefined while it is not). On a
+ * Redis Cluster the client stays ready while one master fails over, so a node lost or added, or
+ * failing, counts as an interruption too: the keys that master held may be missing for a moment.
+ */
 export class ConnectionStability {
   private since: number | undefined;
 
-  constructor(redis: Redis, private readonly now: () => number = () => performance.now()) {
+  constructor(redis: RedisClient, private readonly now: () => number = () => performance.now()) {
     if (redis.status === 'ready') this.since = this.now();
     redis.on('ready', () => (this.since = this.now()));
     redis.on('close', () => (this.since = undefined));
+    onNodeChange(redis, () => {
+      if (this.since !== undefined) this.since = this.now();
+    });
   }
 
   /** True once the connection has been up for at least `ms`: a missing key then really is missing. */
@@ -70,7 +80,7 @@ export class ClientWatch {
   private busy = false;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly stability: ConnectionStability,
     private readonly running: ReadonlyMap<string, { controller: AbortController; relayTo: string }>,
     private readonly ttlMs: number,
@@ -117,7 +127,7 @@ export interface WorkerCapacity {
   until: number;
 }
 
-export const workerRegistryKey = (prefix: string): string => `${prefix}:workers`;
+export const workerRegistryKey = (prefix: string): string => `${prefix}:workers:${fleetTag(prefix)}`;
 
 /**
  * A worker's liveness key and its entry in the workers registry (one hash for every worker, so a
@@ -127,7 +137,7 @@ export class WorkerPresence {
   private readonly heartbeat: Heartbeat;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly workerId: string,
     private readonly ttlMs: number,
@@ -152,7 +162,7 @@ export class WorkerPresence {
 }
 
 /** The fleet's capacity from the registry, dropping (and deleting) entries whose worker stopped renewing them. */
-export async function readFleet(redis: Redis, prefix: string, now: number): Promise<{ workers: number; concurrency: number; active: number }> {
+export async function readFleet(redis: RedisClient, prefix: string, now: number): Promise<{ workers: number; concurrency: number; active: number }> {
   const entries = await redis.hgetall(workerRegistryKey(prefix));
   let workers = 0;
   let concurrency = 0;

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
+import { onResubscribed, type RedisClient } from '../infra/redis.js';
 import { Heartbeat, webAliveKey } from './liveness.js';
-import { cancelChannel, decodeRelay, relayChannel, type RelayMessage } from './relay-protocol.js';
+import { cancelChannel, decodeRelay, relayChannel, requestStateKey, type RelayMessage } from './relay-protocol.js';
 
 export interface RelayHandler {
   /** A message for this request (undefined: one that could not be read). */
@@ -11,51 +11,50 @@ export interface RelayHandler {
   resync(): void;
 }
 
-// After a reconnect the pattern subscription is restored by ioredis on its own schedule; reading
-// the logs at once and again a little later covers whatever was published before it was back.
+// After a reconnect the subscription is restored by ioredis on its own schedule; reading the logs
+// at once and again a little later covers whatever was published before it was back.
 const RESYNC_AFTER_MS = [0, 500, 2000];
 const CANCELLED_MEMORY = 1000;
 
 /**
- * The web process's end of the relay. One subscriber connection and ONE pattern subscription
- * (`<prefix>:relay:<this process>:*`) serve every open request, so opening a stream costs no
- * SUBSCRIBE round trip. The process keeps a liveness key: a worker whose client's web process is
- * gone stops working for it.
+ * The web process's end of the relay. One subscriber connection and ONE sharded subscription (this
+ * process's channel, every message naming its request) serve every open request, so opening a
+ * stream costs no SUBSCRIBE round trip, and on a Redis Cluster the process's messages travel only
+ * within the shard that owns its channel. The process keeps a liveness key: a worker whose
+ * client's web process is gone stops working for it.
  */
 export class RelayHub {
   /** Identifies this web process in job data, so workers publish to the right pattern. */
   readonly instance = randomBytes(6).toString('base64url');
   private readonly handlers = new Map<string, RelayHandler>();
-  private readonly sub: Redis;
+  private readonly sub: RedisClient;
   private readonly prefix: string;
+  private readonly channel: string;
   private readonly heartbeat: Heartbeat;
   /** Requests a cancel was sent for because their messages still came after they ended. */
   private readonly cancelled = new Set<string>();
   private ready: Promise<void> | undefined;
-  private connectedBefore = false;
 
-  constructor(private readonly deps: { redis: Redis; subscriber: Redis; config: Pick<Config, 'redis' | 'queue'> }) {
-    this.prefix = relayChannel(deps.config.redis.prefix, this.instance, '');
+  constructor(private readonly deps: { redis: RedisClient; subscriber: RedisClient; config: Pick<Config, 'redis' | 'queue'> }) {
+    this.prefix = deps.config.redis.prefix;
+    this.channel = relayChannel(this.prefix, this.instance);
     this.sub = deps.subscriber;
-    this.heartbeat = new Heartbeat(deps.redis, webAliveKey(deps.config.redis.prefix, this.instance), deps.config.queue.livenessTtlMs);
-    this.sub.on('pmessage', (_pattern: string, channel: string, message: string) => {
-      const requestId = channel.slice(this.prefix.length);
+    this.heartbeat = new Heartbeat(deps.redis, webAliveKey(this.prefix, this.instance), deps.config.queue.livenessTtlMs);
+    this.sub.on('smessage', (channel: string, raw: string) => {
+      if (channel !== this.channel) return;
+      const { requestId, message } = decodeRelay(raw);
       const handler = this.handlers.get(requestId);
-      if (handler) handler.message(decodeRelay(message));
-      else this.cancelOrphan(requestId);
+      if (handler) handler.message(message);
+      else if (requestId !== '') this.cancelOrphan(requestId);
     });
-    this.sub.on('ready', () => {
-      if (!this.connectedBefore) {
-        this.connectedBefore = true;
-        return;
-      }
+    onResubscribed(this.sub, () => {
       for (const delay of RESYNC_AFTER_MS) setTimeout(() => this.resyncAll(), delay).unref();
     });
   }
 
-  /** Subscribes once (ioredis re-subscribes by itself after a reconnect) and starts the liveness key. */
+  /** Subscribes once (ioredis subscribes again by itself after a reconnect) and starts the liveness key. */
   start(): Promise<void> {
-    return (this.ready ??= Promise.all([this.sub.psubscribe(`${this.prefix}*`), this.heartbeat.start()]).then(() => undefined));
+    return (this.ready ??= Promise.all([this.sub.ssubscribe(this.channel), this.heartbeat.start()]).then(() => undefined));
   }
 
   /** Deletes the liveness key: workers stop what they run for this process at once. */
@@ -70,9 +69,19 @@ export class RelayHub {
     };
   }
 
-  /** Tells whichever worker runs `requestId` to stop (the client went away). */
+  /**
+   * Tells whichever worker runs `requestId` to stop (the client went away): the request's state
+   * names the worker holding it now (a re-run may have taken it over), and each worker listens on
+   * a channel of its own.
+   */
   async cancel(requestId: string): Promise<void> {
-    await this.deps.redis.publish(cancelChannel(this.deps.config.redis.prefix, requestId), '1').catch(() => undefined);
+    try {
+      const worker = await this.deps.redis.hget(requestStateKey(this.prefix, this.instance, requestId), 'worker');
+      if (worker) await this.deps.redis.spublish(cancelChannel(this.prefix, worker), requestId);
+    } catch {
+      // Redis is away: the worker learns it another way (this process's messages for the request
+      // come back unclaimed and are cancelled again, or the job ends on its own).
+    }
   }
 
   get openRequests(): number {

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.js';
 import { kindOf, logEntryId, seqOfLogEntry, type LogKind } from './relay-protocol.js';
 import { eventData } from './sse.js';
 
@@ -9,7 +9,7 @@ export interface LogEntry {
 }
 
 /** The request's relay log from `fromSeq` on, in order. */
-export async function readRelayLog(redis: Redis, key: string, fromSeq = 0): Promise<LogEntry[]> {
+export async function readRelayLog(redis: RedisClient, key: string, fromSeq = 0): Promise<LogEntry[]> {
   const rows = (await redis.xrange(key, logEntryId(fromSeq), '+')) as [string, string[]][];
   const entries: LogEntry[] = [];
   for (const [id, fields] of rows) {

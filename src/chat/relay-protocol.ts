@@ -1,5 +1,7 @@
+import { hashTag } from '../infra/redis.js';
+
 // What a worker publishes to the web process holding the client's connection. One message is
-// `<seq>|<kind>|<payload>`: the web tier checks the sequence and writes the payload as is, with
+// `<requestId>|<seq>|<kind>|<payload>`: the web tier checks the sequence and writes the payload as is, with
 // no JSON parse on the hot path.
 //
 // Every message a worker publishes is also appended, in the same MULTI, to the request's relay
@@ -29,8 +31,8 @@ const KIND: Record<string, LogKind> = { p: 'picked', s: 'sse', f: 'final', e: 'e
 export const kindCode = (kind: LogKind): string => CODE[kind];
 export const kindOf = (code: string): LogKind | undefined => KIND[code];
 
-export function encodeRelay(seq: number, kind: RelayKind, payload = ''): string {
-  return `${seq}|${CODE[kind]}|${payload}`;
+export function encodeRelay(requestId: string, seq: number, kind: RelayKind, payload = ''): string {
+  return `${requestId}|${seq}|${CODE[kind]}|${payload}`;
 }
 
 export interface RelayMessage {
@@ -39,13 +41,16 @@ export interface RelayMessage {
   payload: string;
 }
 
-export function decodeRelay(message: string): RelayMessage | undefined {
-  const a = message.indexOf('|');
-  if (a < 1 || message[a + 2] !== '|') return undefined;
+/** The request a message is for, and the message (undefined when it cannot be read). */
+export function decodeRelay(message: string): { requestId: string; message: RelayMessage | undefined } {
+  const r = message.indexOf('|');
+  const requestId = r < 0 ? '' : message.slice(0, r);
+  const a = message.indexOf('|', r + 1);
+  if (r < 1 || a < r + 2 || message[a + 2] !== '|') return { requestId, message: undefined };
   const kind = KIND[message[a + 1]!];
-  const seq = Number(message.slice(0, a));
-  if (!kind || kind === 'usage' || !Number.isInteger(seq)) return undefined;
-  return { seq, kind, payload: message.slice(a + 3) };
+  const seq = Number(message.slice(r + 1, a));
+  if (!kind || kind === 'usage' || !Number.isInteger(seq)) return { requestId, message: undefined };
+  return { requestId, message: { seq, kind, payload: message.slice(a + 3) } };
 }
 
 /**
@@ -63,10 +68,16 @@ export interface RelayError {
   headers?: Record<string, string>;
 }
 
-/** Matches the web process's pattern subscription (see RelayHub). */
-export const relayChannel = (prefix: string, relayTo: string, requestId: string): string => `${prefix}:relay:${relayTo}:${requestId}`;
-export const relayLogKey = (prefix: string, requestId: string): string => `${prefix}:rlog:${requestId}`;
+// Keys and channels. Everything about one request's relay (its log, its state, the channel it is
+// published on) carries the hash tag of the web process holding its client: the worker's MULTI and
+// claim script then touch one slot, and on a Redis Cluster each web process's traffic stays on the
+// one shard that owns its channel.
+const webTag = (prefix: string, relayTo: string): string => hashTag(prefix, `w.${relayTo}`);
+
+/** The web process's one channel (sharded pub/sub): every message names its request. */
+export const relayChannel = (prefix: string, relayTo: string): string => `${prefix}:relay:${webTag(prefix, relayTo)}`;
+export const relayLogKey = (prefix: string, relayTo: string, requestId: string): string => `${prefix}:rlog:${webTag(prefix, relayTo)}:${requestId}`;
 /** Who runs the request, and whether its usage is recorded. */
-export const requestStateKey = (prefix: string, requestId: string): string => `${prefix}:req:${requestId}`;
-export const cancelChannel = (prefix: string, requestId: string): string => `${prefix}:cancel:${requestId}`;
-export const cancelPattern = (prefix: string): string => `${prefix}:cancel:*`;
+export const requestStateKey = (prefix: string, relayTo: string, requestId: string): string => `${prefix}:req:${webTag(prefix, relayTo)}:${requestId}`;
+/** A worker process's one cancellation channel: a message is the id of a request to stop. */
+export const cancelChannel = (prefix: string, workerId: string): string => `${prefix}:cancel:${hashTag(prefix, `k.${workerId}`)}`;

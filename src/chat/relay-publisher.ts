@@ -1,11 +1,19 @@
-import type { ChainableCommander, Redis } from 'ioredis';
-import { encodeRelay, kindCode, logEntryId, type LogKind, type RelayKind } from './relay-protocol.js';
+import { replicated, type ChainableCommander, type RedisClient } from '../infra/redis.js';
+import { encodeRelay, kindCode, logEntryId, relayChannel, relayLogKey, requestStateKey, type LogKind, type RelayKind } from './relay-protocol.js';
 
-/** Where one request's relay goes: the web process's channel, the relay log, the request's state. */
+/**
+ * Where one request's relay goes: the web process's channel, the relay log, the request's state.
+ * All three carry the web process's hash tag, so a MULTI or script over them touches one slot.
+ */
 export interface RelayTarget {
+  requestId: string;
   channel: string;
   logKey: string;
   stateKey: string;
+}
+
+export function relayTarget(prefix: string, relayTo: string, requestId: string): RelayTarget {
+  return { requestId, channel: relayChannel(prefix, relayTo), logKey: relayLogKey(prefix, relayTo, requestId), stateKey: requestStateKey(prefix, relayTo, requestId) };
 }
 
 export interface RelayTtls {
@@ -17,24 +25,25 @@ export interface RelayTtls {
 
 // The claim, in one round trip: take the request if nobody holds it (a first run) or if told to
 // (a re-run taking over from a dead worker), log and announce `picked`, and say who held it before.
+// The channel is passed as a key: on a cluster it must hash to the script's slot, as it does.
 // Reply: { taken 0|1, previous owner ('' if none), recorded '0'|'1' }.
 const CLAIM_LUA = `
 local owner = redis.call('HGET', KEYS[1], 'worker')
 local recorded = redis.call('HGET', KEYS[1], 'recorded') or '0'
-if owner and owner ~= ARGV[1] and ARGV[5] ~= '1' then return { 0, owner, recorded } end
+if owner and owner ~= ARGV[1] and ARGV[4] ~= '1' then return { 0, owner, recorded } end
 redis.call('HSET', KEYS[1], 'worker', ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
 if not owner then
   redis.call('XADD', KEYS[2], '1-0', 'k', 'p', 'p', '')
-  redis.call('EXPIRE', KEYS[2], ARGV[4])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  redis.call('EXPIRE', KEYS[2], ARGV[3])
+  redis.call('SPUBLISH', KEYS[3], ARGV[2])
 end
 return { 1, owner or '', recorded }
 `;
 
-interface ClaimRedis extends Redis {
-  relayClaim(stateKey: string, logKey: string, workerId: string, channel: string, picked: string, ttl: number, force: string): Promise<[number, string, string]>;
-}
+type ClaimRedis = RedisClient & {
+  relayClaim(stateKey: string, logKey: string, channel: string, workerId: string, picked: string, ttl: number, force: string): Promise<[number, string, string]>;
+};
 
 export interface Claim {
   /** This worker holds the request now. */
@@ -49,11 +58,13 @@ export interface Claim {
  * A worker's first step with a job. A first run takes the request and announces `picked` (seq 0).
  * A job someone else holds is taken only with `force` (its owner is known to be dead).
  */
-export async function claimRequest(redis: Redis, target: RelayTarget, workerId: string, ttlSeconds: number, force = false): Promise<Claim> {
+export async function claimRequest(redis: RedisClient, target: RelayTarget, workerId: string, ttlSeconds: number, force = false): Promise<Claim> {
   const r = redis as ClaimRedis;
-  if (typeof r.relayClaim !== 'function') r.defineCommand('relayClaim', { numberOfKeys: 2, lua: CLAIM_LUA });
-  const [taken, owner, recorded] = await r.relayClaim(target.stateKey, target.logKey, workerId, target.channel, encodeRelay(0, 'picked'), ttlSeconds, force ? '1' : '0');
-  return { taken: Number(taken) === 1, previousOwner: owner, recorded: recorded === '1' };
+  if (typeof r.relayClaim !== 'function') r.defineCommand('relayClaim', { numberOfKeys: 3, lua: CLAIM_LUA });
+  const [taken, owner, recorded] = await r.relayClaim(target.stateKey, target.logKey, target.channel, workerId, encodeRelay(target.requestId, 0, 'picked'), ttlSeconds, force ? '1' : '0');
+  // This worker as the previous owner: a retried claim whose first reply was lost (it had taken the
+  // request then). That is still a first run, not a take-over.
+  return { taken: Number(taken) === 1, previousOwner: owner === workerId ? '' : owner, recorded: recorded === '1' };
 }
 
 export interface Message {
@@ -64,14 +75,21 @@ export interface Message {
 
 const isNote = (m: Message): m is Message & { kind: 'usage' } => m.kind === 'usage';
 
+/** How long a stream's end waits for a replica's confirmation, and how often it is sent again unconfirmed. */
+const END_REPLICA_WAIT_MS = 1000;
+const END_CONFIRMATIONS = 3;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 const isDuplicateEntry = (err: Error | null): boolean => err !== null && String(err).includes('equal or smaller');
 
 /**
- * Publishing for every request of a worker process: one MULTI per event-loop turn carries every
- * stream's new messages, each published and appended to its relay log (so what the log holds is
- * exactly what was published). When Redis cannot be reached the messages stay with their
- * publishers and the batch tries again once the connection is back: a Redis restart costs the
- * client a pause, not its answer.
+ * Publishing for every request of a worker process: one MULTI per web process per event-loop turn
+ * carries its streams' new messages, each published and appended to its relay log (so what the log
+ * holds is exactly what was published); a web process's keys share one slot, so on a cluster each
+ * MULTI goes to one shard. When Redis cannot be reached the messages stay with their publishers
+ * and the batch tries again once the connection is back: a Redis restart costs the client a pause,
+ * not its answer.
  */
 export class RelayBatch {
   private dirty = new Set<RelayPublisher>();
@@ -79,7 +97,7 @@ export class RelayBatch {
   private retrying = false;
 
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisClient,
     readonly ttls: RelayTtls,
     private readonly onFailure: (err: unknown) => void = () => undefined,
   ) {}
@@ -94,8 +112,19 @@ export class RelayBatch {
 
   private async flush(): Promise<void> {
     this.scheduled = false;
-    const publishers = [...this.dirty];
+    const byChannel = new Map<string, RelayPublisher[]>();
+    for (const publisher of this.dirty) {
+      const group = byChannel.get(publisher.channel);
+      if (group) group.push(publisher);
+      else byChannel.set(publisher.channel, [publisher]);
+    }
     this.dirty.clear();
+    const failed = (await Promise.all([...byChannel.values()].map((group) => this.send(group)))).some((ok) => !ok);
+    if (failed) await this.retryLater();
+  }
+
+  /** One MULTI for one web process's publishers; false when Redis could not take it (they stay dirty). */
+  private async send(publishers: RelayPublisher[]): Promise<boolean> {
     const tx = this.redis.multi();
     const spans: { publisher: RelayPublisher; through: Message | undefined; start: number; count: number }[] = [];
     let commands = 0;
@@ -105,27 +134,28 @@ export class RelayBatch {
       spans.push({ publisher, through, start: commands, count });
       commands += count;
     }
-    if (commands === 0) return;
+    if (commands === 0) return true;
     let replies: [Error | null, unknown][];
     try {
       replies = (await tx.exec()) ?? [];
     } catch (err) {
       this.onFailure(err);
       for (const sp of spans) this.dirty.add(sp.publisher);
-      await this.retryLater();
-      return;
+      return false;
     }
     for (const sp of spans) {
       const refused = sp.publisher.confirm(sp.through, replies.slice(sp.start, sp.start + sp.count));
       if (refused) this.onFailure(refused);
     }
+    return true;
   }
 
   /** Waits for the connection to be ready again (polling, since ready may come and go), then flushes. */
   private async retryLater(): Promise<void> {
     if (this.retrying) return;
     this.retrying = true;
-    while (this.redis.status !== 'ready') await new Promise((r) => setTimeout(r, 100));
+    do await sleep(100);
+    while (this.redis.status !== 'ready');
     this.retrying = false;
     if (this.dirty.size > 0 && !this.scheduled) {
       this.scheduled = true;
@@ -156,6 +186,11 @@ export class RelayPublisher {
     private readonly maxBufferedBytes = 4 * 1024 * 1024,
   ) {
     this.seq = startSeq;
+  }
+
+  /** The web process's channel: publishers with the same one share a MULTI. */
+  get channel(): string {
+    return this.target.channel;
   }
 
   /** Queues one ready-to-write SSE event (`data: …\n\n`), sent at the end of this turn. */
@@ -212,28 +247,41 @@ export class RelayPublisher {
   }
 
   /**
-   * Ends the request: every message not yet sent, the last one, and `extra` commands (usage
-   * record, quota settlement) in ONE MULTI, retried until Redis takes it (every command in it is
-   * safe to repeat) or `deadline` passes. Resolves with the errors of the `extra` commands.
+   * Ends the request: first `record` (the usage record and quota settlement, which live in other
+   * slots), then every message not yet sent, the last one and the `recorded` mark in one MULTI.
+   * The client sees the end only once the usage is safe, and a re-run finds the request recorded
+   * only then. The whole is retried until Redis takes it (every step is safe to repeat) or
+   * `deadline` passes, when it throws. On a Redis Cluster with replicas the end is also confirmed
+   * on a replica, and sent again if it was not: a failover right after it must not lose the one
+   * message that tells the client its stream is over.
    */
-  async finish(kind: RelayKind, payload: string, extra: (tx: ChainableCommander) => void, deadline = Infinity): Promise<(Error | null)[]> {
+  async finish(kind: RelayKind, payload: string, record: () => Promise<unknown>, deadline = Infinity): Promise<void> {
     this.seal();
     this.push({ seq: this.seq++, kind, payload });
-    for (;;) {
-      const tx = this.batch.redis.multi();
-      const { through, count } = this.appendTo(tx);
-      const before = count;
-      extra(tx);
-      tx.hset(this.target.stateKey, { recorded: '1' })
-        .expire(this.target.logKey, this.batch.ttls.endedSeconds)
-        .expire(this.target.stateKey, this.batch.ttls.endedSeconds);
+    const last = this.unsent.at(-1)!;
+    let recorded = false;
+    for (let confirmations = 0; ; ) {
       try {
+        if (!recorded) {
+          await record();
+          recorded = true;
+        }
+        const tx = this.batch.redis.multi();
+        // Sent again after an unconfirmed try: the log refuses what it has (duplicate ids), and the
+        // web process drops a message it has seen.
+        if (this.unsent.length === 0) this.push(last);
+        const { through, count } = this.appendTo(tx);
+        tx.hset(this.target.stateKey, { recorded: '1' })
+          .expire(this.target.logKey, this.batch.ttls.endedSeconds)
+          .expire(this.target.stateKey, this.batch.ttls.endedSeconds);
         const replies = (await tx.exec()) ?? [];
-        this.confirm(through, replies.slice(0, before));
-        return replies.slice(before, -3).map(([err]) => err);
+        this.confirm(through, replies.slice(0, count));
+        if (confirmations++ >= END_CONFIRMATIONS || (await replicated(this.batch.redis, this.target.logKey, END_REPLICA_WAIT_MS))) return;
       } catch (err) {
         if (performance.now() > deadline) throw err;
-        while (this.batch.redis.status !== 'ready' && performance.now() <= deadline) await new Promise((r) => setTimeout(r, 100));
+        // A cluster stays 'ready' while one master fails over: pause between tries either way.
+        do await sleep(100);
+        while (this.batch.redis.status !== 'ready' && performance.now() <= deadline);
       }
     }
   }
@@ -255,7 +303,7 @@ export class RelayPublisher {
   private addMessage(tx: ChainableCommander, m: Message): number {
     tx.xadd(this.target.logKey, logEntryId(m.seq, isNote(m)), 'k', kindCode(m.kind), 'p', m.payload);
     if (m.kind === 'usage') return 1;
-    tx.publish(this.target.channel, encodeRelay(m.seq, m.kind, m.payload));
+    tx.spublish(this.target.channel, encodeRelay(this.target.requestId, m.seq, m.kind, m.payload));
     return 2;
   }
 }

@@ -1,6 +1,6 @@
-import type { ChainableCommander } from 'ioredis';
-import type { Redis } from 'ioredis';
+import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
+import type { RedisClient } from '../infra/redis.js';
 import type { Logger } from '../logger.js';
 import type { OutageLog } from '../infra/outage.js';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -8,10 +8,9 @@ import { AppError } from '../errors.js';
 import type { Provider } from '../providers/types.js';
 import type { CompletionMetrics } from '../metrics.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
-import { answerEvents, countChoices, finishRecording, runCompletion, settleAfter, startNow, toRelayError, type LoggedUsage } from './completion-runner.js';
+import { answerEvents, countChoices, finishRecording, runCompletion, startNow, toRelayError, type LoggedUsage } from './completion-runner.js';
 import { deliveredText, readRelayLog, type LogEntry } from './relay-log.js';
-import { relayChannel, relayLogKey, requestStateKey } from './relay-protocol.js';
-import { claimRequest, RelayPublisher, type RelayBatch, type RelayTarget } from './relay-publisher.js';
+import { claimRequest, relayTarget, RelayPublisher, type RelayBatch, type RelayTarget } from './relay-publisher.js';
 import type { UsageEvent } from '../usage/usage-event.js';
 import { isDependencyDown } from '../infra/outage.js';
 
@@ -24,7 +23,8 @@ export interface RunningJob {
 
 /** The process's pieces a job uses. */
 export interface JobApp {
-  redis: Redis;
+  redis: RedisClient;
+  clock: Clock;
   log: Logger;
   providers: ProviderRegistry;
   outages: { redis: OutageLog };
@@ -37,9 +37,8 @@ export interface JobRuntime {
   workerId: string;
   batch: RelayBatch;
   running: Map<string, RunningJob>;
-  /** The quota settlement for a request, as commands for its closing MULTI, and on its own. */
-  settleInto: (job: CompletionJob) => (tx: ChainableCommander, actualTokens: number) => void;
-  settleAlone: (job: CompletionJob) => (actualTokens: number) => Promise<void>;
+  /** Appends a request's usage to its stream and settles its quota (both safe to repeat). */
+  record: (job: CompletionJob, usage: UsageEvent) => Promise<unknown>;
   recordDirectly: (usage: UsageEvent) => Promise<void>;
   /** Whether a worker's liveness key is there, read once the connection is known to be settled. */
   workerAlive: (workerId: string) => Promise<boolean>;
@@ -48,7 +47,7 @@ export interface JobRuntime {
   beforeRecord?: () => void;
 }
 
-export type JobOutcome = 'completed' | 'cancelled' | 'failed' | 'interrupted' | 'declined';
+export type JobOutcome = 'completed' | 'cancelled' | 'failed' | 'interrupted' | 'declined' | 'expired';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -66,8 +65,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
   const { app } = rt;
   // The same process took a job it is already running (its lock was lost in a Redis restart).
   if (rt.running.has(job.id)) return 'declined';
-  const prefix = app.config.redis.prefix;
-  const target: RelayTarget = { channel: relayChannel(prefix, job.relayTo, job.id), logKey: relayLogKey(prefix, job.id), stateKey: requestStateKey(prefix, job.id) };
+  const target = relayTarget(app.config.redis.prefix, job.relayTo, job.id);
   const ttl = Math.ceil(Math.max(app.config.providers.requestTimeoutMs / 1000, 60) * 3);
   const running: RunningJob = { controller: new AbortController(), relayTo: job.relayTo };
   rt.running.set(job.id, running);
@@ -84,7 +82,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     // The upstream request goes out while the job is claimed: the claim's round trip is not added
     // to the time to first token. Not for a job BullMQ has started before: its first run may have
     // answered already, and a request sent only to be aborted may still be billed by the provider.
-    const firstAttempt = refused === undefined && !mayBeRerun ? startNow(answerEvents(provider!, job, running.controller.signal)) : undefined;
+    let firstAttempt = refused === undefined && !mayBeRerun ? startNow(answerEvents(provider!, job, running.controller.signal)) : undefined;
 
     // A job fetched just before Redis went away is claimed once it is back (bounded, like the record).
     const deadline = performance.now() + app.config.queue.redisOutageMaxMs;
@@ -115,10 +113,24 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       throw err;
     }
     if (claim.recorded) return decline(running);
+    // A job handed out again with no trace of an earlier run, admitted longer ago than any client
+    // still waits and any state is kept: its request ended long ago and its state has expired
+    // (every worker was down for minutes between its end and the queue's record of it). Running it
+    // again would cost an upstream call and settle its quota twice; its client, if one were still
+    // there, is told to retry.
+    if (mayBeRerun && claim.previousOwner === '' && app.clock.now().getTime() - job.created * 1000 > app.config.queue.rerunHorizonMs) {
+      running.controller.abort('expired');
+      app.log.warn({ requestId: job.id }, 'job handed out again long after its request; not running it');
+      const expired = new AppError('unavailable', 'The request expired before a worker could answer it; please retry.', { code: 'request_expired' });
+      const publisher = new RelayPublisher(rt.batch, target, 1);
+      await finishRecording({ ...runnerDeps(rt, job), publisher }, job, 'error', JSON.stringify(toRelayError(expired)), usageOf(job, 'failed', 0, 0));
+      return 'expired';
+    }
 
     let startSeq = 1;
     if (claim.previousOwner !== '') {
       running.controller.abort('rerun');
+      firstAttempt = undefined;
       const log = await readRelayLog(app.redis, target.logKey);
       const taken = await takeOver(rt, job, target, log);
       if (taken !== undefined) return taken;
@@ -130,8 +142,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     rt.metrics.started.inc();
     const publisher = new RelayPublisher(rt.batch, target, startSeq, () => running.controller.abort('relay_backlog'));
     if (refused !== undefined) {
-      const errors = await finishRecording({ ...runnerDeps(rt, job), publisher }, job, 'error', JSON.stringify(toRelayError(refused)), usageOf(job, 'failed', 0, 0));
-      await settleAfter(errors, () => rt.settleAlone(job)(0));
+      await finishRecording({ ...runnerDeps(rt, job), publisher }, job, 'error', JSON.stringify(toRelayError(refused)), usageOf(job, 'failed', 0, 0));
       return 'failed';
     }
     const outcome = await runCompletion(job, {
@@ -139,7 +150,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       provider: provider!,
       publisher,
       signal: running.controller.signal,
-      firstAttempt: startSeq === 1 ? firstAttempt : undefined,
+      firstAttempt,
       beforeRecord: rt.beforeRecord,
       onUpstreamTiming: ({ ttftSeconds, tokensPerSecond }) => {
         rt.metrics.upstreamTtft.observe({ provider: job.model.provider }, ttftSeconds);
@@ -160,7 +171,7 @@ function decline(running: RunningJob): JobOutcome {
 }
 
 function runnerDeps(rt: JobRuntime, job: CompletionJob) {
-  return { app: rt.app, settle: rt.settleInto(job), settleAlone: rt.settleAlone(job), recordDirectly: rt.recordDirectly };
+  return { app: rt.app, record: (usage: UsageEvent) => rt.record(job, usage), recordDirectly: rt.recordDirectly };
 }
 
 /**
@@ -178,8 +189,7 @@ async function takeOver(rt: JobRuntime, job: CompletionJob, target: RelayTarget,
     // The whole answer was relayed; only the end was missing.
     const { usage, done } = JSON.parse(logged.payload) as LoggedUsage;
     app.log.warn({ requestId: job.id }, 'job re-run after its worker stopped between the answer and its record; closing the stream');
-    const errors = await finishRecording(deps, job, 'done', done, usageOf(job, 'completed', usage.prompt_tokens, usage.completion_tokens));
-    await settleAfter(errors, () => rt.settleAlone(job)(usage.prompt_tokens + usage.completion_tokens));
+    await finishRecording(deps, job, 'done', done, usageOf(job, 'completed', usage.prompt_tokens, usage.completion_tokens));
     return 'completed';
   }
   const text = deliveredText(log, job.params.n ?? 1);
@@ -188,7 +198,6 @@ async function takeOver(rt: JobRuntime, job: CompletionJob, target: RelayTarget,
   app.log.warn({ requestId: job.id }, 'job re-run after its worker stopped mid-stream; ending the stream and billing what was delivered');
   const completion = countChoices(text.map((t) => ({ text: t })));
   const err = new AppError('upstream', 'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.', { code: 'worker_interrupted' });
-  const errors = await finishRecording(deps, job, 'error', JSON.stringify(toRelayError(err)), usageOf(job, 'failed', job.promptTokens, completion));
-  await settleAfter(errors, () => rt.settleAlone(job)(job.promptTokens + completion));
+  await finishRecording(deps, job, 'error', JSON.stringify(toRelayError(err)), usageOf(job, 'failed', job.promptTokens, completion));
   return 'interrupted';
 }

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.js';
 import type { Config } from '../config.js';
 import type { Db } from '../infra/db.js';
 import type { Queue } from '../infra/queues.js';
@@ -41,8 +41,8 @@ const message = (err: unknown): string => (err instanceof Error ? err.message : 
 /** What /health checks: Postgres, Redis and the completion queue with its workers. */
 export interface HealthDeps {
   db: Db;
-  redis: Redis;
-  completionQueue: Queue;
+  redis: RedisClient;
+  completionQueues: Queue[];
   config: Pick<Config, 'redis'>;
 }
 
@@ -51,9 +51,9 @@ export async function checkHealth(app: HealthDeps, info: Record<string, unknown>
     timed(() => pingDatabase(app.db)),
     timed(() => app.redis.ping()),
     timed(async () => {
-      const q = app.completionQueue;
-      const [counts, fleet] = await Promise.all([q.getJobCounts('waiting', 'active'), readFleet(app.redis, app.config.redis.prefix, Date.now())]);
-      return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, workers: fleet.workers, capacity: fleet.concurrency };
+      const [counts, fleet] = await Promise.all([Promise.all(app.completionQueues.map((q) => q.getJobCounts('waiting', 'active'))), readFleet(app.redis, app.config.redis.prefix, Date.now())]);
+      const sum = (state: 'waiting' | 'active') => counts.reduce((n, c) => n + (c[state] ?? 0), 0);
+      return { waiting: sum('waiting'), active: sum('active'), workers: fleet.workers, capacity: fleet.concurrency };
     }),
   ]);
   const report: HealthReport = {

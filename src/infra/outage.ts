@@ -17,7 +17,17 @@ const MESSAGES = [
   "Stream isn't writeable",
   'Reached the max retries per request limit',
   'Command timed out',
+  // ioredis on a Redis Cluster, and the cluster itself while a master fails over
+  'CLUSTERDOWN',
+  'TRYAGAIN',
+  'MOVED',
+  "Cluster isn't ready",
+  'None of startup nodes is available',
+  'Failed to refresh slots cache',
+  'Too many Cluster redirections',
 ];
+
+const REDIS_WORDS = /Connection is closed|Stream isn't writeable|max retries per request|MaxRetriesPerRequest|Command timed out|CLUSTERDOWN|TRYAGAIN|MOVED|Cluster isn't ready|startup nodes|slots cache|Cluster redirections|EXECABORT/;
 
 /** True when `err` (or its cause) says Postgres or Redis could not be reached. */
 export function isDependencyDown(err: unknown, depth = 0): boolean {
@@ -26,8 +36,11 @@ export function isDependencyDown(err: unknown, depth = 0): boolean {
   if (typeof e.code === 'string' && (NETWORK_CODES.has(e.code) || PG_UNAVAILABLE.test(e.code))) return true;
   if (e.name === 'MaxRetriesPerRequestError') return true;
   if (typeof e.message === 'string' && MESSAGES.some((m) => (e.message as string).includes(m))) return true;
-  // Node's AggregateError (a connect to several addresses) and errors wrapping a cause.
+  // Node's AggregateError (a connect to several addresses) and errors wrapping a cause; a MULTI
+  // Redis discarded (EXECABORT) because a queued command met a failover lists those in previousErrors.
   if (Array.isArray(e.errors) && e.errors.some((x) => isDependencyDown(x, depth + 1))) return true;
+  const previous = (err as { previousErrors?: unknown }).previousErrors;
+  if (Array.isArray(previous) && previous.length > 0 && previous.every((x) => isDependencyDown(x, depth + 1))) return true;
   return isDependencyDown(e.cause, depth + 1);
 }
 
@@ -36,7 +49,7 @@ export function dependencyOf(err: unknown): 'Redis' | 'Postgres' | undefined {
   if (!isDependencyDown(err)) return undefined;
   const e = err as { name?: unknown; message?: unknown };
   const text = `${String(e.name)} ${String(e.message)}`;
-  return /Connection is closed|Stream isn't writeable|max retries per request|MaxRetriesPerRequest|Command timed out/.test(text) ? 'Redis' : 'Postgres';
+  return REDIS_WORDS.test(text) ? 'Redis' : 'Postgres';
 }
 
 interface OutageLogger {

@@ -1,21 +1,35 @@
 import { Queue, Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
+import { hashTag, shardTag, type RedisClient } from './redis.js';
 
 export const COMPLETIONS_QUEUE = 'completions';
 /** Scheduled work (invoicing a month, reconciling with Stripe, auditing totals), enqueued by the scheduler, run by workers. */
 export const SCHEDULED_QUEUE = 'scheduled';
 
-/** BullMQ keys live under the deployment's prefix like every other key. */
-export function bullPrefix(config: Config): string {
-  return `${config.redis.prefix}:bull`;
+/** A queue by name, or one shard of a sharded queue (the completion queue has REDIS_SHARDS of them). */
+export type QueueRef = string | { name: string; shard: number };
+
+/**
+ * BullMQ keys live under the deployment's prefix like every other key, with a hash tag in the
+ * prefix (as BullMQ asks on a Redis Cluster): one queue's keys share a slot, and each queue or
+ * shard has a slot of its own, so a sharded queue spreads over the cluster's masters.
+ */
+export function bullPrefix(config: Pick<Config, 'redis'>, queue: QueueRef): string {
+  const tag = typeof queue === 'string' ? hashTag(config.redis.prefix, `q.${queue}`) : shardTag(config.redis.prefix, queue.shard, config.redis.shards);
+  return `${config.redis.prefix}:bull:${tag}`;
+}
+
+function nameOf(queue: QueueRef): string {
+  // The completion queue exists only as shards: by its bare name it would be another, empty queue.
+  if (queue === COMPLETIONS_QUEUE) throw new TypeError(`the ${COMPLETIONS_QUEUE} queue is sharded: name a shard ({ name, shard }, see completionShards)`);
+  return typeof queue === 'string' ? queue : queue.name;
 }
 
 /** The one queue factory: producers (the web tier, the scheduler) use this. */
-export function createQueue<T = unknown>(config: Config, name: string, connection: Redis): Queue<T> {
-  return new Queue<T>(name, {
+export function createQueue<T = unknown>(config: Config, queue: QueueRef, connection: RedisClient): Queue<T> {
+  return new Queue<T>(nameOf(queue), {
     connection,
-    prefix: bullPrefix(config),
+    prefix: bullPrefix(config, queue),
     defaultJobOptions: { removeOnComplete: true, removeOnFail: { count: 1000 }, attempts: 1 },
   });
 }
@@ -23,18 +37,22 @@ export function createQueue<T = unknown>(config: Config, name: string, connectio
 /** The one worker factory; `connection` must be a 'queue-worker' connection (maxRetriesPerRequest: null). */
 export function createWorker<T = unknown, R = unknown>(
   config: Config,
-  name: string,
-  connection: Redis,
+  queue: QueueRef,
+  connection: RedisClient,
   processor: Processor<T, R>,
   opts: Partial<WorkerOptions> = {},
 ): Worker<T, R> {
-  return new Worker<T, R>(name, processor, {
+  return new Worker<T, R>(nameOf(queue), processor, {
     connection,
-    prefix: bullPrefix(config),
+    prefix: bullPrefix(config, queue),
     stalledInterval: config.queue.stalledIntervalMs,
     maxStalledCount: 1,
     ...opts,
   });
 }
+
+/** The completion queue's shards: 0 … REDIS_SHARDS − 1. */
+export const completionShards = (config: Pick<Config, 'redis'>): { name: string; shard: number }[] =>
+  Array.from({ length: config.redis.shards }, (_, shard) => ({ name: COMPLETIONS_QUEUE, shard }));
 
 export type { Job, Queue, Worker };

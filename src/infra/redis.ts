@@ -1,5 +1,14 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import { Cluster, Redis, type ChainableCommander, type RedisOptions } from 'ioredis';
 import type { Config } from '../config.js';
+
+/**
+ * A connection to the deployment's Redis: one server (REDIS_URL) or a Redis Cluster
+ * (REDIS_CLUSTER_NODES). Everything the service does with Redis works on both, because every
+ * multi-key command, script and MULTI touches keys of one hash slot (see hashTag below).
+ */
+export type RedisClient = Redis | Cluster;
+export type { ChainableCommander };
 
 /**
  * The roles a Redis connection plays. BullMQ's production guide asks for different settings:
@@ -11,13 +20,15 @@ export type RedisRole = 'command' | 'subscriber' | 'queue-producer' | 'queue-wor
 /** The longest a connection waits between two reconnect attempts. */
 export const RECONNECT_MAX_DELAY_MS = 1000;
 
-export function createRedis(config: Config, role: RedisRole, name: string = role): Redis {
+const reconnectDelay = (times: number): number => Math.min(100 * 2 ** Math.min(times, 6), RECONNECT_MAX_DELAY_MS);
+
+export function createRedis(config: Config, role: RedisRole, name: string = role): RedisClient {
   const base: RedisOptions = {
     connectionName: `${config.redis.prefix}:${name}`,
     connectTimeout: 3000,
     // Reconnect forever, at least once a second: after a Redis restart every process is back
     // within RECONNECT_MAX_DELAY_MS, which is what liveness checks wait for (see liveness.ts).
-    retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), RECONNECT_MAX_DELAY_MS),
+    retryStrategy: reconnectDelay,
     lazyConnect: false,
   };
   const byRole: Record<RedisRole, RedisOptions> = {
@@ -26,13 +37,98 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
     'queue-producer': { maxRetriesPerRequest: 1, enableOfflineQueue: false },
     'queue-worker': { maxRetriesPerRequest: null, enableOfflineQueue: true },
   };
-  const client = new Redis(config.redis.url, { ...base, ...byRole[role] });
+  const options = { ...base, ...byRole[role] };
+  let client: RedisClient;
+  if (config.redis.clusterNodes.length > 0) {
+    const { retryStrategy: _nodesReconnectThroughTheCluster, enableOfflineQueue, ...redisOptions } = options;
+    client = new Cluster(config.redis.clusterNodes, {
+      redisOptions,
+      enableOfflineQueue,
+      clusterRetryStrategy: reconnectDelay,
+      // During a failover a command is retried on the new slot map for a moment before it fails.
+      retryDelayOnFailover: 200,
+      retryDelayOnClusterDown: 300,
+      retryDelayOnTryAgain: 200,
+      slotsRefreshTimeout: 2000,
+      // The relay and cancellation use sharded pub/sub: one subscriber per master, and a message
+      // travels only within the shard that owns its channel.
+      shardedSubscribers: role === 'subscriber',
+    });
+  } else {
+    client = new Redis(config.redis.url, options);
+  }
   // ioredis emits 'error' on every failed reconnect; without a listener Node would crash.
   client.on('error', () => {});
   return client;
+}
+
+/**
+ * Calls `fn` every time a subscriber connection has its subscriptions back after losing them (a
+ * Redis restart, a cluster failover): messages published meanwhile are lost to it.
+ */
+export function onResubscribed(client: RedisClient, fn: () => void): void {
+  let first = true;
+  const event = client instanceof Cluster ? 'subscribersReady' : 'ready';
+  client.on(event, () => {
+    if (first) {
+      first = false;
+      return;
+    }
+    fn();
+  });
+  // A cluster's sharded subscribers come back one master at a time; any of them returning counts.
+  if (client instanceof Cluster) client.on('+subscriber', () => (first ? undefined : fn()));
+}
+
+/**
+ * On a Redis Cluster whose master for `key` has replicas: waits (up to `timeoutMs`) until one of
+ * them has every write this client made on that master, so the write survives the master's death
+ * (replication is otherwise asynchronous, and a failover can lose the last writes). True when a
+ * replica confirmed, or when there is none to wait for (one server, or a master without replicas).
+ */
+export async function replicated(client: RedisClient, key: string, timeoutMs: number): Promise<boolean> {
+  if (!(client instanceof Cluster)) return true;
+  const owners = client.slots[calculateSlot(key)];
+  if (!owners || owners.length < 2) return true;
+  const master = client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owners[0]);
+  if (!master) return false;
+  return Number(await master.call('WAIT', 1, timeoutMs)) >= 1;
+}
+
+/** On a Redis Cluster, calls `fn` when a node is lost, added or failing (a failover under way); never for one server. */
+export function onNodeChange(client: RedisClient, fn: () => void): void {
+  if (!(client instanceof Cluster)) return;
+  for (const event of ['-node', '+node', 'node error']) client.on(event, fn);
 }
 
 /** Every key and channel the service uses goes through here, so one prefix isolates a deployment or a test run. */
 export function redisKey(config: Pick<Config, 'redis'>, ...parts: (string | number)[]): string {
   return [config.redis.prefix, ...parts].join(':');
 }
+
+/**
+ * A Redis Cluster hash tag: keys that carry the same tag live in one hash slot, which a script or
+ * a MULTI over several keys needs. The deployment's prefix is part of the tag, so two deployments
+ * sharing a cluster do not pile onto the same slots.
+ */
+export function hashTag(prefix: string, name: string): string {
+  return `{${prefix}:${name}}`;
+}
+
+/**
+ * The hash tag of shard `i` of `n` (completion queues, usage streams): chosen so the n shards fall
+ * in n equal slot ranges, which a cluster created with even slot ranges places on different
+ * masters. Deterministic, so every process computes the same tags.
+ */
+export function shardTag(prefix: string, i: number, n: number): string {
+  const from = Math.floor((i * 16384) / n);
+  const to = Math.floor(((i + 1) * 16384) / n);
+  for (let k = 0; ; k++) {
+    const tag = hashTag(prefix, `s${i}.${k}`);
+    const slot = calculateSlot(tag.slice(1, -1));
+    if (slot >= from && slot < to) return tag;
+  }
+}
+
+/** The slot a key lives in (its hash tag's, if it has one). */
+export const slotOf = (key: string): number => calculateSlot(key);

@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import type { Config, TierLimits } from '../config.js';
 import type { Clock } from '../clock.js';
 import type { LimiterMetrics } from '../metrics.js';
@@ -7,7 +5,7 @@ import type { OutageLog } from '../infra/outage.js';
 import type { Tier } from '../../db/schema/index.js';
 import { systemClock } from '../clock.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
-import { redisKey } from '../infra/redis.js';
+import { redisKey, type RedisClient } from '../infra/redis.js';
 import { limitsForTier } from './tier-limits.js';
 import { rateLimitHeaders, ceilSeconds, nearestWindow, type RequestWindow } from './limit-headers.js';
 import { ADMIT_LUA, COOLDOWN_LUA, SETTLE_LUA } from './limiter.scripts.js';
@@ -19,8 +17,6 @@ import { ADMIT_LUA, COOLDOWN_LUA, SETTLE_LUA } from './limiter.scripts.js';
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
-/** How long a settled requestId is remembered, so a late duplicate settle (a job retry) is still ignored. */
-const SETTLED_MARKER_TTL_MS = DAY;
 
 export type RejectionReason = 'requests' | 'tokens';
 
@@ -72,18 +68,15 @@ export interface SettleInput {
   actualTokens: number;
 }
 
-/** One Redis command as [name, ...args], for a caller's own MULTI or pipeline: `multi.call(...cmd)`. */
-export type RedisCommand = [command: string, ...args: (string | number)[]];
-
-interface LimiterRedis extends Redis {
+type LimiterRedis = RedisClient & {
   limitsAdmit(...keysThenArgs: (string | number)[]): Promise<number[]>;
   limitsSettle(...keysThenArgs: (string | number)[]): Promise<number>;
   limitsCooldown(...keysThenArgs: (string | number)[]): Promise<number[]>;
-}
+};
 
 /** What the limiter works with: Redis, the clock its windows use, its configuration, its metrics. */
 export interface LimiterDeps {
-  redis: Redis;
+  redis: RedisClient;
   clock: Clock;
   config: Pick<Config, 'redis' | 'limits' | 'auth'>;
   metrics: { limiter: LimiterMetrics };
@@ -227,30 +220,6 @@ export function admissionError(admission: Admission): AppError {
   return new AppError('rate_limited', `Rate limit reached for requests${per}. ${wait}`, { code: 'rate_limit_exceeded', headers: admission.headers });
 }
 
-const SETTLE_SHA = createHash('sha1').update(SETTLE_LUA).digest('hex');
-
-/** Loads the settle script so settleCommands' EVALSHA finds it; call at start-up and after each reconnect. */
-async function loadSettleScript(redis: Redis): Promise<void> {
-  await redis.script('LOAD', SETTLE_LUA);
-}
-
-/** True when a settle command in a caller's MULTI failed only because Redis had lost the script. */
-export const isMissingScript = (err: unknown): boolean => String(err).includes('NOSCRIPT');
-
-/**
- * The settle step as commands for a caller's own MULTI or pipeline (the worker records usage in
- * the same round trip): `for (const cmd of settleCommands(app, input)) multi.call(...cmd)`.
- * EVALSHA by the script's hash, not EVAL with its text (kilobytes on every request): the caller
- * loads the script once (loadSettleScript) and, should Redis have lost it (a restart), sees a
- * NOSCRIPT error for that command alone (isMissingScript) and calls settle(), which falls back.
- */
-function settleCommands(app: LimiterDeps, input: SettleInput): RedisCommand[] {
-  requireId('accountId', input.accountId);
-  requireId('requestId', input.requestId);
-  requireTokenCount('actualTokens', input.actualTokens);
-  return [['evalsha', SETTLE_SHA, 4, ...settleKeysAndArgs(app, input)]];
-}
-
 function settleKeysAndArgs(app: LimiterDeps, input: SettleInput): (string | number)[] {
   return [
     ...usageKeys(app.config, input.accountId),
@@ -258,7 +227,7 @@ function settleKeysAndArgs(app: LimiterDeps, input: SettleInput): (string | numb
     scriptNow(app),
     input.requestId,
     input.actualTokens,
-    SETTLED_MARKER_TTL_MS,
+    app.config.limits.settledMarkerTtlMs,
   ];
 }
 
@@ -296,8 +265,8 @@ async function admitKeyRegeneration(app: LimiterDeps, accountId: string): Promis
 
 /**
  * The rate limits and token quota of every account, built once per process over its command
- * connection: admission, settlement (on its own or inside a caller's MULTI) and the key
- * regeneration cooldown, each one Redis round trip.
+ * connection: admission, settlement and the key regeneration cooldown, each one Redis round
+ * trip, each on the keys of one account (one hash slot).
  */
 export class Limiter {
   constructor(private readonly deps: LimiterDeps) {}
@@ -312,18 +281,8 @@ export class Limiter {
     return settle(this.deps, input);
   }
 
-  /** The settlement as commands for a caller's own MULTI (see settleCommands() above). */
-  settleCommands(input: SettleInput): RedisCommand[] {
-    return settleCommands(this.deps, input);
-  }
-
   admitKeyRegeneration(accountId: string): Promise<{ allowed: boolean; retryAfterSeconds: number }> {
     return admitKeyRegeneration(this.deps, accountId);
-  }
-
-  /** Loads the settle script (at start-up and after every reconnect: a restarted Redis forgot it). */
-  loadSettleScript(): Promise<void> {
-    return loadSettleScript(this.deps.redis);
   }
 }
 

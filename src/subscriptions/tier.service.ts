@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { onCommit, type Trx } from '../infra/db.js';
@@ -8,7 +8,7 @@ import { insertTierChange, lockAccount, setTier } from '../accounts/accounts.rep
 
 /** What a tier change uses besides the caller's transaction: what tells every web process once it has committed. */
 export interface TierDeps {
-  redis: Redis;
+  redis: RedisClient;
   config: Pick<Config, 'redis'>;
   log: Logger;
 }

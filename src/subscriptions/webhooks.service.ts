@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/redis.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -16,7 +16,7 @@ import { claimWebhookEvent, isWebhookEventProcessed } from './webhook-events.rep
 /** What handling Stripe's events works with. */
 export interface WebhookDeps {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   clock: Clock;
   log: Logger;
   config: Pick<Config, 'stripe' | 'redis'>;

@@ -1,23 +1,47 @@
 import { hostname } from 'node:os';
-import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Db } from '../infra/db.js';
+import type { RedisClient } from '../infra/redis.js';
 import type { Logger } from '../logger.js';
 import type { MeteringMetrics } from '../metrics.js';
 import { insertUsageEvents } from './usage.repository.js';
-import { METERING_GROUP, parseUsageEntry, usageStreamKey } from './usage-stream.js';
+import { METERING_GROUP, parseUsageEntry, usageStreamKeys } from './usage-stream.js';
 import type { UsageEvent } from './usage-event.js';
 
 /** An entry another consumer took but never acknowledged (it crashed) is taken over after this long. */
 const RECLAIM_IDLE_MS = 30_000;
 
-export async function ensureMeteringGroup(redis: Redis, key: string): Promise<void> {
-  try {
-    // From the start of the stream: entries appended before the group existed are metered too.
-    await redis.xgroup('CREATE', key, METERING_GROUP, '0', 'MKSTREAM');
-  } catch (err) {
-    if (!String(err).includes('BUSYGROUP')) throw err;
+/** The metering group on every shard's stream (from the start: entries appended before it existed are metered too). */
+export async function ensureMeteringGroups(redis: RedisClient, config: Pick<Config, 'redis'>): Promise<void> {
+  for (const key of usageStreamKeys(config)) {
+    try {
+      await redis.xgroup('CREATE', key, METERING_GROUP, '0', 'MKSTREAM');
+    } catch (err) {
+      if (!String(err).includes('BUSYGROUP')) throw err;
+    }
   }
+}
+
+export interface DrainOptions {
+  consumer?: string;
+  count?: number;
+  /** With nothing on any stream, wait this long for new entries on one of them (turn by turn). */
+  blockMs?: number;
+}
+
+let blockTurn = 0;
+
+/**
+ * One pass over every shard's stream (see drainStream); when none had anything and `blockMs` is
+ * given, waits that long on one stream, a different one each time, so a consumer never holds
+ * several blocking reads (on a cluster they would be on several masters). Returns the entries drained.
+ */
+export async function drainUsageOnce(app: MeteringDeps, redis: RedisClient, opts: DrainOptions = {}): Promise<number> {
+  const keys = usageStreamKeys(app.config);
+  let total = 0;
+  for (const key of keys) total += await drainStream(app, redis, key, { ...opts, blockMs: undefined });
+  if (total > 0 || opts.blockMs === undefined) return total;
+  return drainStream(app, redis, keys[blockTurn++ % keys.length]!, opts);
 }
 
 type Entries = [id: string, fields: string[]][];
@@ -31,12 +55,12 @@ export interface MeteringDeps {
 }
 
 /**
- * Drains up to `count` usage events into the ledger: first this consumer's own unacknowledged
- * entries, then entries a dead consumer left behind, then new ones (waiting up to `blockMs`). Inserted with ON CONFLICT DO NOTHING, then
- * acknowledged and deleted, so a crash at any point re-delivers and never double counts.
+ * Drains up to `count` usage events of one stream into the ledger: first this consumer's own
+ * unacknowledged entries, then entries a dead consumer left behind, then new ones (waiting up to
+ * `blockMs`). Inserted with ON CONFLICT DO NOTHING, then acknowledged and deleted, so a crash at
+ * any point re-delivers and never double counts.
  */
-export async function drainUsageOnce(app: MeteringDeps, redis: Redis, opts: { consumer?: string; count?: number; blockMs?: number } = {}): Promise<number> {
-  const key = usageStreamKey(app.config);
+async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, opts: DrainOptions): Promise<number> {
   const consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
   const count = opts.count ?? 500;
 
@@ -83,9 +107,9 @@ export async function recordUsageDirectly(app: Pick<MeteringDeps, 'db' | 'metric
   app.metrics.metering.recorded.inc(await insertUsageEvents(app.db, [usage]));
 }
 
-/** Drains until the stream has nothing new (for on-demand invoices and tests). */
-export async function flushUsage(app: MeteringDeps & { redis: Redis }, redis: Redis = app.redis): Promise<number> {
-  await ensureMeteringGroup(redis, usageStreamKey(app.config));
+/** Drains until no stream has anything new (for invoices and tests). */
+export async function flushUsage(app: MeteringDeps & { redis: RedisClient }, redis: RedisClient = app.redis): Promise<number> {
+  await ensureMeteringGroups(redis, app.config);
   let total = 0;
   for (;;) {
     const n = await drainUsageOnce(app, redis);

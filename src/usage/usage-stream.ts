@@ -1,19 +1,28 @@
-import type { ChainableCommander } from 'ioredis';
 import type { Config } from '../config.js';
-import { redisKey } from '../infra/redis.js';
+import { redisKey, shardTag, type RedisClient } from '../infra/redis.js';
 import type { UsageEvent } from './usage-event.js';
 
-// Usage travels from workers to Postgres through a Redis stream: the worker appends in the same
-// MULTI that ends the request (one round trip, atomic with its other effects), and the metering
-// worker drains the stream into the ledger in batches. A worker crash after the append loses
-// nothing; the append itself is the durable record until the ledger has it.
+// Usage travels from workers to Postgres through Redis streams: the worker appends a request's
+// usage before it publishes the request's end (so the client never sees an end whose usage could
+// be lost), and the metering consumers drain the streams into the ledger in batches. The ledger is
+// keyed by request id, so an append repeated after a lost reply is counted once. There is one
+// stream per shard (REDIS_SHARDS), the same shard as the request's completion queue, so on a
+// Redis Cluster the appends spread over the masters.
 
 export const METERING_GROUP = 'metering';
 
-export const usageStreamKey = (config: Pick<Config, 'redis'>): string => redisKey(config, 'usage');
+/** The usage stream of shard `shard`. */
+export const usageStreamKey = (config: Pick<Config, 'redis'>, shard: number): string =>
+  redisKey(config, 'usage', shardTag(config.redis.prefix, shard, config.redis.shards));
 
-export function appendUsage(tx: ChainableCommander, config: Pick<Config, 'redis'>, event: UsageEvent): ChainableCommander {
-  return tx.xadd(usageStreamKey(config), '*', 'e', JSON.stringify(event));
+/** Every shard's usage stream. */
+export const usageStreamKeys = (config: Pick<Config, 'redis'>): string[] => Array.from({ length: config.redis.shards }, (_, i) => usageStreamKey(config, i));
+
+/** The shard a request's usage goes to (its completion queue's, when it has one). */
+export const usageShardOf = (config: Pick<Config, 'redis'>, shard: number | undefined): number => (shard ?? 0) % config.redis.shards;
+
+export async function appendUsage(redis: RedisClient, config: Pick<Config, 'redis'>, shard: number | undefined, event: UsageEvent): Promise<void> {
+  await redis.xadd(usageStreamKey(config, usageShardOf(config, shard)), '*', 'e', JSON.stringify(event));
 }
 
 export function parseUsageEntry(fields: string[]): UsageEvent | undefined {

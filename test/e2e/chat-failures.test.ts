@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
-import { bullPrefix, COMPLETIONS_QUEUE } from '../../src/infra/queues.js';
+import { bullPrefix, COMPLETIONS_QUEUE, completionShards } from '../../src/infra/queues.js';
 import { startFakeOpenAI } from '../../src/providers/openai/openai.fake.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
@@ -12,6 +12,9 @@ const usageRow = (app: AppContext, requestId: string) =>
   eventually(() => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(), `usage row ${requestId}`);
 
 const chunkId = (e: string) => (JSON.parse(e) as { id: string }).id;
+
+/** Jobs waiting on every shard of the completion queue. */
+const waitingJobs = async (ctx: AppContext): Promise<number> => (await Promise.all(ctx.completionQueues.map((q) => q.getWaitingCount()))).reduce((a, b) => a + b, 0);
 
 describe('chat completions when things go wrong', () => {
   let app: AppContext;
@@ -53,7 +56,7 @@ describe('chat completions when things go wrong', () => {
     expect(Number(r.headers.get('retry-after'))).to.be.within(1, 60);
     const ctx = createContext(testConfig({ REDIS_PREFIX: env.REDIS_PREFIX }), { role: 'test' });
     try {
-      expect(await ctx.queue(COMPLETIONS_QUEUE).getWaitingCount()).to.equal(0);
+      expect(await waitingJobs(ctx)).to.equal(0);
     } finally {
       await ctx.close();
     }
@@ -69,7 +72,7 @@ describe('chat completions when things go wrong', () => {
     // No worker: two requests wait in the queue and fill it.
     const waiting = [openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask), openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask)];
     const ctx = createContext(testConfig({ REDIS_PREFIX: env.REDIS_PREFIX }), { role: 'test' });
-    await eventually(async () => ((await ctx.queue(COMPLETIONS_QUEUE).getWaitingCount()) === 2 ? true : undefined), 'two jobs waiting');
+    await eventually(async () => ((await waitingJobs(ctx)) === 2 ? true : undefined), 'two jobs waiting');
     await ctx.close();
     const full = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey });
     expect(full.status).to.equal(503);
@@ -87,12 +90,12 @@ describe('chat completions when things go wrong', () => {
     try {
       await ctx.warmUp([ctx.redis]);
       // A real Redis error inside BullMQ's add script: its event stream key holds a string, so XADD fails (WRONGTYPE).
-      await ctx.redis.set(`${bullPrefix(config)}:${COMPLETIONS_QUEUE}:events`, 'not a stream');
+      for (const shard of completionShards(config)) await ctx.redis.set(`${bullPrefix(config, shard)}:${COMPLETIONS_QUEUE}:events`, 'not a stream');
       const r = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey });
       expect(r.status).to.equal(503);
       expect(r.body.error.code).to.equal('queue_unavailable');
       expect(Number(r.headers.get('retry-after'))).to.be.within(1, 60);
-      expect(await ctx.queue(COMPLETIONS_QUEUE).getWaitingCount()).to.equal(0);
+      expect(await waitingJobs(ctx)).to.equal(0);
       // The reservation was released: the next identical request sees the same tokens remaining.
       const next = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey });
       expect(next.status).to.equal(503);
@@ -108,10 +111,10 @@ describe('chat completions when things go wrong', () => {
     const ctx = createContext(testConfig({ REDIS_PREFIX: env.REDIS_PREFIX }), { role: 'test' });
     try {
       const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask);
-      await eventually(async () => ((await ctx.queue(COMPLETIONS_QUEUE).getWaitingCount()) === 1 ? true : undefined), 'the job to be queued');
+      await eventually(async () => ((await waitingJobs(ctx)) === 1 ? true : undefined), 'the job to be queued');
       s.controller.abort();
       await s.finished;
-      await eventually(async () => ((await ctx.queue(COMPLETIONS_QUEUE).getWaitingCount()) === 0 ? true : undefined), 'the job to be withdrawn');
+      await eventually(async () => ((await waitingJobs(ctx)) === 0 ? true : undefined), 'the job to be withdrawn');
     } finally {
       await ctx.close();
     }

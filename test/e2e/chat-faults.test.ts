@@ -29,7 +29,8 @@ const billable = (text: string[]) => text.reduce((sum, t) => sum + countTokens(t
 async function jobStarted(redisUrl: string, prefix: string): Promise<string> {
   const redis = new Redis(redisUrl);
   try {
-    return await eventually(async () => (await redis.keys(`${prefix}:req:*`))[0]?.split(':req:')[1], 'a worker to claim the job');
+    // A request's state key ends with its id: <prefix>:req:{<web process's tag>}:<id>.
+    return await eventually(async () => (await redis.keys(`${prefix}:req:*`))[0]?.split('}:').at(-1), 'a worker to claim the job');
   } finally {
     redis.disconnect();
   }

@@ -36,17 +36,19 @@ describe('streams: heartbeats, lost relay messages and shutdown', () => {
     const prefix = isolatedPrefix();
     const env = { REDIS_PREFIX: prefix, LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
     const [web] = await Promise.all([start('web', env), start('worker', env)]);
-    // Watch the relay like the web process does; when the stream's channel shows, jump its
-    // sequence ahead as if a message between had been lost.
+    // Watch the relay like the web process does (its one channel); when the stream's third
+    // message shows, jump its sequence ahead as if a message between had been lost.
     const watcher = new Redis(process.env.REDIS_URL!);
     const injector = new Redis(process.env.REDIS_URL!);
     let injected = false;
-    watcher.on('pmessage', (_p: string, channel: string, message: string) => {
-      if (injected || !message.startsWith('2|')) return;
+    watcher.on('smessage', (channel: string, message: string) => {
+      const [requestId, seq] = message.split('|');
+      if (injected || seq !== '2') return;
       injected = true;
-      void injector.publish(channel, '99|s|data: {"lost":"in between"}\n\n');
+      void injector.spublish(channel, `${requestId}|99|s|data: {"lost":"in between"}\n\n`);
     });
-    await watcher.psubscribe(`${prefix}:relay:*`);
+    const [channel] = (await injector.call('PUBSUB', 'SHARDCHANNELS', `${prefix}:relay:*`)) as string[];
+    await watcher.ssubscribe(channel!);
     try {
       const s = await postStream(`${web.url}/v1/chat/completions`, { ...ask, max_tokens: 200 }, account.apiKey);
       expect(injected).to.equal(true);

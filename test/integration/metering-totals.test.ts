@@ -3,8 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { currentUsage } from '../../src/billing/billing.service.js';
-import { drainUsageOnce, ensureMeteringGroup, flushUsage } from '../../src/usage/metering.service.js';
-import { appendUsage, usageStreamKey } from '../../src/usage/usage-stream.js';
+import { drainUsageOnce, ensureMeteringGroups, flushUsage } from '../../src/usage/metering.service.js';
+import { appendUsage } from '../../src/usage/usage-stream.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import type { UsageEvent } from '../../src/usage/usage-event.js';
 import { createTestAccount } from '../support/accounts.js';
@@ -36,7 +36,7 @@ describe('metering into the ledger and the monthly totals', () => {
     const first = event(100_000, 10_000);
     const second = event(50_000, 5_000);
     // The same request appended twice (a worker retried the MULTI that ends it).
-    for (const e of [first, second, first]) await appendUsage(app.redis.multi(), app.config, e).exec();
+    for (const e of [first, second, first]) await appendUsage(app.redis, app.config, 0, e);
     expect(await flushUsage(app)).to.equal(3);
     const usage = await currentUsage(app, { id: who.account.id, tier: 'paid' });
     expect(usage.total).to.include({ requests: 2, prompt_tokens: 150_000, completion_tokens: 15_000, cost_usd: '0.42', cost_cents: 42 });
@@ -58,7 +58,7 @@ describe('metering through a Postgres outage', () => {
     app = createContext(testConfig({ DATABASE_URL: via.toString(), REDIS_PREFIX: prefix }), { role: 'worker' });
     direct = createContext(testConfig({ REDIS_PREFIX: prefix }), { role: 'test' });
     await app.warmUp([app.redis]);
-    await ensureMeteringGroup(app.redis, usageStreamKey(app.config));
+    await ensureMeteringGroups(app.redis, app.config);
   });
   after(async () => {
     await proxy.cut();
@@ -80,7 +80,7 @@ describe('metering through a Postgres outage', () => {
       output_price_per_million: '8.00',
       created_at: new Date().toISOString(),
     };
-    await appendUsage(app.redis.multi(), app.config, event).exec();
+    await appendUsage(app.redis, app.config, 0, event);
     await proxy.cut();
     const failed = await drainUsageOnce(app, app.redis, { consumer: 'outage-test' }).then(() => undefined, (e: unknown) => e);
     expect(failed).to.be.instanceOf(Error);

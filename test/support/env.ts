@@ -22,6 +22,12 @@ export function testConfig(overrides: Env = {}): Config {
 
 export const randomId = (bytes = 6): string => randomBytes(bytes).toString('hex');
 
+/**
+ * Marks a test that can only run against one Redis server (it watches the server with MONITOR, or
+ * restarts it): the cluster run of the suite leaves such tests out (scripts/test.mjs).
+ */
+export const ONE_REDIS_SERVER = '[one Redis server]';
+
 /** A Redis prefix of its own, inside this run's prefix (so the run's cleanup removes it). */
 export const isolatedPrefix = (): string => `${process.env.REDIS_PREFIX ?? 'test'}:${randomId(4)}`;
 

@@ -2,7 +2,7 @@ import type { AppContext } from '../../context.js';
 import { AppError, kindForStatus } from '../../errors.js';
 import { CHAT_BODY_LIMIT_BYTES, ChatCompletionRequestSchema, ChatCompletionSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
 import { prepareCompletion } from '../../chat/chat.service.js';
-import type { CompletionJob } from '../../chat/completion-job.js';
+import type { PreparedJob } from '../../chat/completion-job.js';
 import type { Dispatch, DispatchEvent } from '../../chat/dispatch.service.js';
 import type { RelayError } from '../../chat/relay-protocol.js';
 import { DONE, errorEvent, HEARTBEAT } from '../../chat/sse.js';
@@ -26,7 +26,7 @@ const lostRelay = () =>
 const stalled = () => new AppError('upstream', 'The worker stopped answering; please retry.', { code: 'worker_timeout' });
 
 
-async function plainCompletion(ctx: HttpContext, app: AppContext, job: CompletionJob): Promise<void> {
+async function plainCompletion(ctx: HttpContext, app: AppContext, job: PreparedJob): Promise<void> {
   let settle!: (e: DispatchEvent) => void;
   const outcome = new Promise<DispatchEvent>((r) => (settle = r));
   const d = await app.dispatcher.dispatch(job, (e) => {
@@ -48,7 +48,7 @@ async function plainCompletion(ctx: HttpContext, app: AppContext, job: Completio
  * its retries) still gets a proper status. If nothing arrives for a heartbeat interval, the stream
  * is committed and kept alive with SSE comments.
  */
-async function streamCompletion(ctx: HttpContext, app: AppContext, job: CompletionJob): Promise<void> {
+async function streamCompletion(ctx: HttpContext, app: AppContext, job: PreparedJob): Promise<void> {
   const res = ctx.res;
   const heartbeatMs = app.config.queue.heartbeatMs;
   let committed = false;
@@ -157,10 +157,10 @@ function watchDisconnect(ctx: HttpContext, d: Dispatch): void {
  * model refused on its tier waits for a fresh read (the account may have just left that tier).
  * A changed account is read afresh and the request decided again.
  */
-async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job: CompletionJob; admission: Admission }> {
+async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job: PreparedJob; admission: Admission }> {
   const req = ctx.state.body as ChatCompletionRequest;
   const prepare = (account: Account) => prepareCompletion(app, account, req, app.relayHub.instance);
-  const admitFor = (account: Account, job: CompletionJob, guard?: { key: string; value: string | null }) =>
+  const admitFor = (account: Account, job: PreparedJob, guard?: { key: string; value: string | null }) =>
     app.limiter.admit({ accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard });
   let check = ctx.state.keyCheck;
   const confirmed = async () => {
@@ -168,7 +168,7 @@ async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job
     return ctx.state.keyCheck!.refresh();
   };
   let account = accountOf(ctx);
-  let job: CompletionJob;
+  let job: PreparedJob;
   try {
     job = prepare(account);
   } catch (err) {
