@@ -2,7 +2,7 @@
 // Postgres and Redis. Each run gets its own database and its own Redis key prefix, removed at the end.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { OUT_DIR, ROOT, build, checkStructure, createDatabase, dropDatabase, ensureChromium, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
+import { OUT_DIR, ROOT, build, checkStructure, createDatabase, dropDatabase, ensureChromium, ensureDependencies, ensurePgBouncer, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
 
 await main(async () => {
   ensureDependencies();
@@ -24,6 +24,7 @@ await main(async () => {
   };
   await migrate(env);
   ensureChromium();
+  ensurePgBouncer();
 
   // `npm test -- path/to/file.test.js --grep x` runs a part; with no file given, the whole suite.
   const args = process.argv.slice(2);
