@@ -13,9 +13,9 @@ export type Trx = Transaction<Database>;
 // run in another session. So nothing here leaves state in a session: locks are transaction-scoped,
 // held by a transaction kept open as long as the lock is needed; no SET outside a transaction
 // (SET LOCAL only); queries are unnamed statements (pg's default), parsed and run within one
-// round trip; no LISTEN, no temporary tables. statement_timeout is a startup parameter only when
-// DB_STATEMENT_TIMEOUT_MS is set: PgBouncer refuses one it does not know, so behind it the value is
-// 0 and the database role carries the timeout (docs/deployment.md).
+// round trip; no LISTEN, no temporary tables. statement_timeout is a startup parameter unless
+// DB_STATEMENT_TIMEOUT_MS is 0: PgBouncer refuses startup parameters it does not know, so behind it
+// the variable is 0 and the database role carries the timeout (docs/deployment.md).
 
 function openPool(config: Config, max: number, extra: pg.PoolConfig = {}): pg.Pool {
   const pool = new pg.Pool({
