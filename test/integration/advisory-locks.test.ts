@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import { BUSY, withInvoicingLock } from '../../src/billing/invoicing-lock.repository.js';
 import { createDb, type Db } from '../../src/infra/db.js';
 import { withRunClaim } from '../../src/scheduler/scheduler-runs.repository.js';
+import { migrateToLatest } from '../../db/migrate.js';
 import type { Env } from '../../src/config.js';
 import { randomId, testConfig } from '../support/env.js';
 import { eventually } from '../support/http.js';
@@ -193,6 +194,32 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
       } finally {
         await holder.kill();
       }
+    });
+  });
+
+  describe("Kysely's migration lock", () => {
+    // Kysely's key, so the service's migrators and any other Kysely migrator exclude each other.
+    const MIGRATION_LOCK = 3853314791062309107n;
+    const migrationLocks = async (granted: boolean) =>
+      Number(
+        (await sql<{ n: string }>`
+          select count(*) as n from pg_locks
+           where locktype = 'advisory' and granted = ${granted} and objsubid = 1
+             and classid = ${(MIGRATION_LOCK >> 32n).toString()}::bigint::oid and objid = ${(MIGRATION_LOCK & 0xffffffffn).toString()}::bigint::oid`.execute(a)).rows[0]!.n,
+      );
+
+    it('makes a migrator wait while another holds the lock, and leaves it free when done', async () => {
+      const other = await a.startTransaction().execute();
+      try {
+        await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK.toString()}::bigint)`.execute(other);
+        const migrating = migrateToLatest(b);
+        await eventually(async () => ((await migrationLocks(false)) > 0 ? true : undefined), 'the migrator to wait for the lock');
+        await other.rollback().execute();
+        expect(await migrating).to.deep.equal([]);
+      } finally {
+        await other.rollback().execute().catch(() => undefined);
+      }
+      expect(await migrationLocks(true)).to.equal(0);
     });
   });
 
