@@ -230,8 +230,8 @@ class Reader {
 }
 
 /**
- * DB_STATEMENT_TIMEOUT_MS, or 0: a transaction-mode pooler (PgBouncer) refuses statement_timeout as
- * a startup parameter, so behind one the service sends none and the role's own setting applies.
+ * DB_STATEMENT_TIMEOUT_MS, or 0: PgBouncer refuses statement_timeout as a startup parameter, so
+ * behind it the service sends none and the role's own setting applies.
  */
 function statementTimeout(r: Reader): number {
   const name = 'DB_STATEMENT_TIMEOUT_MS';
