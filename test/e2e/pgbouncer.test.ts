@@ -105,7 +105,9 @@ describe('behind PgBouncer in transaction mode', function () {
     migrated = await runScript(MIGRATE, [], env);
     expect(migrated.code, migrated.stdout + migrated.stderr).to.equal(0);
     app = createContext(testConfig(env), { role: 'test' });
-    [web, worker] = await Promise.all([startRole('web', env), startRole('worker', env)]);
+    // Each role names itself to the pooler (application_name), so its client connections can be told apart.
+    const named = (role: string) => ({ ...env, DATABASE_URL: `${bouncer.url(database)}?application_name=pooled-${role}` });
+    [web, worker] = await Promise.all([startRole('web', named('web')), startRole('worker', named('worker'))]);
   });
 
   afterEach(async () => {
@@ -248,15 +250,19 @@ describe('behind PgBouncer in transaction mode', function () {
       expect([...fake.invoices.values()].filter((i) => i.customer === who.customerId)).to.have.length(1);
     });
 
-    it('has the scheduler hand the previous month to the worker, which claims and runs it once', async () => {
+    it('has two schedulers hand the previous month to the worker, which claims and runs it once, the schedulers opening no connection', async () => {
       const previous = addMonths(monthOf(new Date()), -1).key;
-      roles.push(await startRole('scheduler', env), await startRole('scheduler', env));
+      const scheduler = { ...env, DATABASE_URL: `${bouncer.url(database)}?application_name=pooled-scheduler` };
+      roles.push(await startRole('scheduler', scheduler), await startRole('scheduler', scheduler));
       const run = await eventually(async () => {
         const r = await app.db.selectFrom('scheduler_runs').selectAll().where('job', '=', 'invoices').where('period_key', '=', previous).executeTakeFirst();
         return r && r.status !== 'running' ? r : undefined;
       }, `the invoices run for ${previous}`, 30_000);
       expect(run.status).to.equal('succeeded');
       expect(await withRunClaim(app.db, 'invoices', previous, () => Promise.resolve('free'))).to.not.equal(BUSY);
+      const clients = (await bouncer.clients()).map((c) => c.application_name);
+      expect(clients).to.include('pooled-worker');
+      expect(clients).to.not.include('pooled-scheduler');
     });
   });
 });

@@ -121,6 +121,17 @@ export class PrivatePgBouncer {
     return `postgres://${encodeURIComponent(this.user)}@127.0.0.1:${this.port}/${database}`;
   }
 
+  /** The client connections PgBouncer holds now (its admin console's SHOW CLIENTS). */
+  async clients(): Promise<{ database: string; application_name: string; state: string }[]> {
+    const console = new pg.Client({ connectionString: this.url('pgbouncer') });
+    await console.connect();
+    try {
+      return (await console.query<{ database: string; application_name: string; state: string }>('show clients')).rows;
+    } finally {
+      await console.end();
+    }
+  }
+
   /** What PgBouncer logged (connections opened and closed, and why). */
   output(): string {
     return this.log;
