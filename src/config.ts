@@ -41,7 +41,15 @@ export interface Config {
     corsOrigins: string[];
   };
   log: { level: string };
-  db: { url: string; poolSize: number; statementTimeoutMs: number };
+  db: {
+    url: string;
+    /** Connections for queries and short transactions, at most, per process. */
+    poolSize: number;
+    /** Connections for lock-holding transactions (an account's invoicing, a scheduled run's claim), at most, per process. */
+    lockPoolSize: number;
+    /** Sent as each connection's statement_timeout; 0 sends none, leaving the server's (the role's or database's) own. */
+    statementTimeoutMs: number;
+  };
   redis: {
     /** One server; unused when clusterNodes is set. */
     url: string;
@@ -241,6 +249,19 @@ class Reader {
   }
 }
 
+/**
+ * DB_STATEMENT_TIMEOUT_MS, or 0: PgBouncer refuses statement_timeout as a startup parameter, so
+ * behind it the service sends none and the role's own setting applies.
+ */
+function statementTimeout(r: Reader): number {
+  const name = 'DB_STATEMENT_TIMEOUT_MS';
+  const v = r.raw(name);
+  if (v === undefined) return 10_000;
+  if (v === '0') return 0;
+  if (!/^\d+$/.test(v) || Number(v) < 100 || Number(v) > 600_000) throw new ConfigError(name, 'an integer from 100 to 600000, or 0 to leave it to the server', v);
+  return Number(v);
+}
+
 const HS_ALGS = ['HS256', 'HS384', 'HS512'];
 const ASYM_ALGS = ['RS256', 'RS384', 'RS512', 'PS256', 'ES256', 'ES384', 'EdDSA'];
 
@@ -319,7 +340,9 @@ export function loadConfig(env: Env = process.env): Config {
     db: {
       url: dbUrl,
       poolSize: r.int('DB_POOL_SIZE', 10, 1, 200),
-      statementTimeoutMs: r.int('DB_STATEMENT_TIMEOUT_MS', 10_000, 100, 600_000),
+      // Two: a scheduled run holds its claim while it holds one account's invoicing lock.
+      lockPoolSize: r.int('DB_LOCK_POOL_SIZE', 2, 2, 100),
+      statementTimeoutMs: statementTimeout(r),
     },
     redis: { url: redisUrl, clusterNodes, prefix: redisPrefix, shards: r.int('REDIS_SHARDS', 1, 1, 256) },
     auth: {

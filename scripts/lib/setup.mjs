@@ -91,6 +91,25 @@ export function ensureChromium() {
   say(`no Chromium at ${CHROMIUM}: install it (apt-get install chromium) or set CHROMIUM_PATH, or the browser tests fail`);
 }
 
+// ---------------------------------------------------------------- PgBouncer
+
+export const PGBOUNCER = '/usr/sbin/pgbouncer';
+
+/**
+ * The pooler tests put Debian's PgBouncer (transaction mode) in front of the test Postgres:
+ * installed with apt-get when missing and we are root. Elsewhere a message says how to get it;
+ * the pooler tests then fail with the same advice (test/support/private-pgbouncer.ts).
+ */
+export function ensurePgBouncer() {
+  if (process.env.PGBOUNCER_PATH) {
+    if (!existsSync(process.env.PGBOUNCER_PATH)) say(`PGBOUNCER_PATH names ${process.env.PGBOUNCER_PATH}, which does not exist: the pooler tests fail`);
+    return;
+  }
+  if (existsSync(PGBOUNCER) || which('pgbouncer')) return;
+  if (aptInstall(['pgbouncer']) && existsSync(PGBOUNCER)) return;
+  say(`no PgBouncer at ${PGBOUNCER}: install it (apt-get install pgbouncer) or set PGBOUNCER_PATH, or the pooler tests fail`);
+}
+
 /**
  * The layout rules (CONVENTIONS, README "Dependency rules") and the lint: dependency-cruiser for
  * which layer may import which and for cycles in the sources (type-only imports included),

@@ -31,7 +31,7 @@ import { monthOf, type Month } from './periods.js';
  *
  * A draft left by a crash is resumed by the next attempt for that account (the next on-demand
  * call or any invoicing run), before anything new is reserved. Invoicing of one account is
- * serialised by a Postgres advisory lock held on the connection that does the work.
+ * serialised by a Postgres advisory lock held by a transaction of its own while the work runs.
  */
 
 /**
@@ -59,7 +59,7 @@ export type InvoiceRequest = { kind: 'monthly'; month: Month } | { kind: 'on_dem
 // ---------------------------------------------------------------------------------------------
 // One account
 
-/** Invoices one account; the caller holds its lock on `conn`. */
+/** Invoices one account; the caller holds its invoicing lock (withInvoicingLock). */
 export async function invoiceAccount(app: DraftDeps & IssuingDeps, conn: Db, account: Account, request: InvoiceRequest): Promise<InvoiceOutcome> {
   const resumed: InvoiceView[] = [];
   for (const draft of await findDraftInvoices(conn, account.id)) resumed.push(await issueInvoice(app, conn, account, draft, true));

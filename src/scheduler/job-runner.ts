@@ -3,7 +3,7 @@ import type { Db } from '../infra/db.js';
 import type { Logger } from '../logger.js';
 import type { SchedulerMetrics } from '../metrics.js';
 import type { JobDefinition, JobDeps } from './jobs.js';
-import { findRun, holdsRun, markRunFinished, markRunStarted, releaseRun, tryClaimRun } from './scheduler-runs.repository.js';
+import { BUSY, findRun, markRunFinished, markRunStarted, withRunClaim } from './scheduler-runs.repository.js';
 
 export type RunOutcome =
   | { outcome: 'ran'; ok: boolean; summary: Record<string, unknown> }
@@ -32,8 +32,8 @@ export type JobRunnerDeps = JobDeps & { db: Db; clock: Clock; log: Logger; metri
 
 /**
  * Runs a job for a period at most once at a time across every worker and run-job
- * process: the claim is a Postgres advisory lock held by the connection for the whole run, and
- * before each account the job checks (fencing) that the lock is still held. A period that already
+ * process: the claim is a Postgres advisory lock held by a transaction of its own for the whole
+ * run, and before each account the job checks (fencing) that the lock is still held. A period that already
  * succeeded is skipped unless forced. Every account-level step is idempotent as well, so even a
  * run that lost its claim mid-account could not bill twice.
  */
@@ -44,39 +44,36 @@ export async function runJob(app: JobRunnerDeps, job: JobDefinition, period: str
     const result = await job.run(app, period, { accounts: opts.accounts, progress: opts.progress, checkpoint: stopCheck });
     return { outcome: 'ran', ...result };
   }
-  return app.db.connection().execute(async (conn) => {
-    if (!(await tryClaimRun(conn, job.name, period))) {
-      m.runs.inc({ job: job.name, outcome: 'busy' });
-      return { outcome: 'busy' } as const;
+  const outcome = await withRunClaim(app.db, job.name, period, async (claim): Promise<RunOutcome> => {
+    const previous = await findRun(app.db, job.name, period);
+    if (previous?.status === 'succeeded' && !opts.force) {
+      m.runs.inc({ job: job.name, outcome: 'already_done' });
+      return { outcome: 'already_done', finishedAt: previous.finished_at };
     }
+    await markRunStarted(app.db, job.name, period, app.clock.now());
+    app.log.info({ job: job.name, period, previous: previous?.status ?? null }, 'scheduled job started');
+    const checkpoint = async () => {
+      await stopCheck();
+      if (!(await claim.isHeld())) throw new RunInterrupted('the run lost its claim');
+    };
+    let ok: boolean;
+    let summary: Record<string, unknown>;
     try {
-      const previous = await findRun(conn, job.name, period);
-      if (previous?.status === 'succeeded' && !opts.force) {
-        m.runs.inc({ job: job.name, outcome: 'already_done' });
-        return { outcome: 'already_done', finishedAt: previous.finished_at } as const;
-      }
-      await markRunStarted(conn, job.name, period, app.clock.now());
-      app.log.info({ job: job.name, period, previous: previous?.status ?? null }, 'scheduled job started');
-      const checkpoint = async () => {
-        await stopCheck();
-        if (!(await holdsRun(conn, job.name, period))) throw new RunInterrupted('the run lost its claim');
-      };
-      let ok: boolean;
-      let summary: Record<string, unknown>;
-      try {
-        ({ ok, summary } = await job.run(app, period, { progress: opts.progress, checkpoint }));
-      } catch (err) {
-        ok = false;
-        summary = { error: err instanceof Error ? err.message : String(err) };
-        app.log.error({ err, job: job.name, period }, 'scheduled job failed');
-      }
-      await markRunFinished(conn, job.name, period, ok ? 'succeeded' : 'failed', app.clock.now(), summary);
-      m.runs.inc({ job: job.name, outcome: ok ? 'succeeded' : 'failed' });
-      if (ok) m.lastSuccess.set({ job: job.name }, app.clock.now().getTime() / 1000);
-      app.log.info({ job: job.name, period, ok, summary }, 'scheduled job finished');
-      return { outcome: 'ran', ok, summary } as const;
-    } finally {
-      await releaseRun(conn, job.name, period).catch(() => undefined);
+      ({ ok, summary } = await job.run(app, period, { progress: opts.progress, checkpoint }));
+    } catch (err) {
+      ok = false;
+      summary = { error: err instanceof Error ? err.message : String(err) };
+      app.log.error({ err, job: job.name, period }, 'scheduled job failed');
     }
+    await markRunFinished(app.db, job.name, period, ok ? 'succeeded' : 'failed', app.clock.now(), summary);
+    m.runs.inc({ job: job.name, outcome: ok ? 'succeeded' : 'failed' });
+    if (ok) m.lastSuccess.set({ job: job.name }, app.clock.now().getTime() / 1000);
+    app.log.info({ job: job.name, period, ok, summary }, 'scheduled job finished');
+    return { outcome: 'ran', ok, summary };
   });
+  if (outcome === BUSY) {
+    m.runs.inc({ job: job.name, outcome: 'busy' });
+    return { outcome: 'busy' };
+  }
+  return outcome;
 }

@@ -1,32 +1,21 @@
-import { sql } from 'kysely';
-import type { Db } from '../infra/db.js';
+import { LOCK_BUSY as BUSY, withAdvisoryLock, type Db, type HeldLock } from '../infra/db.js';
 
-// A run of a scheduled job for a period is claimed by a session-level advisory lock on the
-// connection that runs it: exclusive while the process lives, released by Postgres the moment
-// its connection ends (a killed scheduler frees its claim at once; no lease to wait out).
-// scheduler_runs keeps the record of each period's last run, which catch-up reads.
+// A run of a scheduled job for a period is claimed by a transaction-scoped advisory lock, held by
+// a transaction of its own for the whole run (infra/db.ts says why not a session lock): exclusive
+// while the process lives, released by Postgres the moment its connection ends (a killed worker
+// frees its claim at once; no lease to wait out). scheduler_runs keeps the record of each
+// period's last run, which catch-up reads.
 const JOB_LOCK_NS = 7002;
 
-export async function tryClaimRun(conn: Db, job: string, period: string): Promise<boolean> {
-  const r = await sql<{ ok: boolean }>`select pg_try_advisory_lock(${JOB_LOCK_NS}::int, hashtext(${`${job}:${period}`})) as ok`.execute(conn);
-  return r.rows[0]?.ok === true;
-}
+export { BUSY };
 
-export async function releaseRun(conn: Db, job: string, period: string): Promise<void> {
-  await sql`select pg_advisory_unlock(${JOB_LOCK_NS}::int, hashtext(${`${job}:${period}`}))`.execute(conn);
-}
-
-/** The fencing check: this session still holds the run's lock (false, or an error, when its connection was lost). */
-export async function holdsRun(conn: Db, job: string, period: string): Promise<boolean> {
-  const r = await sql<{ held: boolean }>`
-    select exists (
-      select 1 from pg_locks
-       where locktype = 'advisory' and granted and pid = pg_backend_pid()
-         and classid = ${JOB_LOCK_NS}::int::oid
-         and objid = (hashtext(${`${job}:${period}`})::bigint & 4294967295)::oid
-         and objsubid = 2
-    ) as held`.execute(conn);
-  return r.rows[0]?.held === true;
+/**
+ * Runs `fn` holding the claim on `job`'s `period`, or answers BUSY at once when another process
+ * holds it. `claim.isHeld()` is the fencing check: false, or a rejection, once the claim's
+ * connection is gone.
+ */
+export async function withRunClaim<T>(db: Db, job: string, period: string, fn: (claim: HeldLock) => Promise<T>): Promise<T | typeof BUSY> {
+  return withAdvisoryLock(db, { namespace: JOB_LOCK_NS, name: `${job}:${period}` }, 0, fn);
 }
 
 export async function findRun(db: Db, job: string, period: string) {

@@ -42,4 +42,20 @@ describe('configuration', () => {
   it('refuses a request timeout shorter than the headers timeout', () => {
     expect(() => loadConfig({ ...base, HTTP_HEADERS_TIMEOUT_MS: '30000', HTTP_REQUEST_TIMEOUT_MS: '20000' })).to.throw(ConfigError, /^HTTP_REQUEST_TIMEOUT_MS must be at least HTTP_HEADERS_TIMEOUT_MS/);
   });
+  it('bounds each process to DB_POOL_SIZE connections for queries and DB_LOCK_POOL_SIZE for locks, 10 and 2 by default', () => {
+    expect(loadConfig(base).db).to.include({ poolSize: 10, lockPoolSize: 2 });
+    expect(loadConfig({ ...base, DB_POOL_SIZE: '4', DB_LOCK_POOL_SIZE: '3' }).db).to.include({ poolSize: 4, lockPoolSize: 3 });
+  });
+
+  it('refuses a lock pool of one, since a scheduled run holds its claim and an account lock at once', () => {
+    expect(() => loadConfig({ ...base, DB_LOCK_POOL_SIZE: '1' })).to.throw(ConfigError, /^DB_LOCK_POOL_SIZE must be an integer from 2 to 100 \(got "1"\)$/);
+  });
+
+  it('takes DB_STATEMENT_TIMEOUT_MS=0 as leaving the statement timeout to the server, for transaction-mode poolers', () => {
+    expect(loadConfig(base).db.statementTimeoutMs).to.equal(10_000);
+    expect(loadConfig({ ...base, DB_STATEMENT_TIMEOUT_MS: '0' }).db.statementTimeoutMs).to.equal(0);
+    for (const bad of ['50', '-1', 'off', '600001']) {
+      expect(() => loadConfig({ ...base, DB_STATEMENT_TIMEOUT_MS: bad }), bad).to.throw(ConfigError, /^DB_STATEMENT_TIMEOUT_MS must be an integer from 100 to 600000, or 0 to leave it to the server/);
+    }
+  });
 });
