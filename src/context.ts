@@ -3,7 +3,7 @@ import { type Clock, ManualClock, systemClock } from './clock.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createDb, type Db } from './infra/db.js';
-import { createRedis, type RedisRole, type RedisClient } from './infra/redis.js';
+import { createRedis, whenReady, type RedisRole, type RedisClient } from './infra/redis.js';
 import { completionShards, createQueue, type Queue, type QueueRef } from './infra/queues.js';
 import { createStripe, type Stripe } from './infra/stripe.js';
 import { OutageLog } from './infra/outage.js';
@@ -167,10 +167,8 @@ export class AppContext {
    * it starts anyway and /health says so.
    */
   async warmUp(connections: RedisClient[], timeoutMs = 5000): Promise<boolean> {
-    const pending = connections.filter((c) => c.status !== 'ready');
-    if (pending.length === 0) return true;
     let timer: NodeJS.Timeout | undefined;
-    const ready = Promise.all(pending.map((c) => new Promise<void>((resolve) => c.once('ready', () => resolve())))).then(() => true);
+    const ready = Promise.all(connections.map(whenReady)).then(() => true);
     const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
     const ok = await Promise.race([ready, timeout]);
     clearTimeout(timer);

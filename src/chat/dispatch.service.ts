@@ -46,6 +46,8 @@ const DEPTH_REFRESH_MS = 250;
  */
 class QueueDepth {
   private waiting = 0;
+  /** Enqueues since the process started; a refresh adds those made while it was in flight. */
+  private adds = 0;
   private fleet = { workers: 0, concurrency: 0, active: 0 };
   private timer: NodeJS.Timeout | undefined;
 
@@ -54,10 +56,14 @@ class QueueDepth {
   start(): void {
     if (this.timer) return;
     const refresh = () => {
+      const addsBefore = this.adds;
       Promise.all([Promise.all(this.deps.queues.map((q) => q.getWaitingCount())), readFleet(this.deps.redis, this.deps.config.redis.prefix, Date.now())])
         .then(([counts, fleet]) => {
           const n = counts.reduce((a, b) => a + b, 0);
-          this.waiting = n;
+          // A job queued while the counts were read may be missing from them (each shard is read
+          // at its own moment): count it, so a stale read never lets the queue past its bound. It
+          // may be counted twice until the next refresh, which errs toward refusing.
+          this.waiting = n + (this.adds - addsBefore);
           this.fleet = fleet;
           this.deps.metrics.depth.set(n);
         })
@@ -90,6 +96,7 @@ class QueueDepth {
 
   added(): void {
     this.waiting++;
+    this.adds++;
   }
 }
 

@@ -50,6 +50,11 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
       retryDelayOnClusterDown: 300,
       retryDelayOnTryAgain: 200,
       slotsRefreshTimeout: 2000,
+      // ioredis's ready check sends CLUSTER INFO over a node connection that may still be
+      // connecting; with the offline queue off it fails at once and the client drops every
+      // connection and starts over, which under load kept clients from starting for seconds.
+      // whenReady() waits for the node connections instead, and CLUSTERDOWN is retried above.
+      enableReadyCheck: false,
       // The relay and cancellation use sharded pub/sub: one subscriber per master, and a message
       // travels only within the shard that owns its channel.
       shardedSubscribers: role === 'subscriber',
@@ -60,6 +65,17 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
   // ioredis emits 'error' on every failed reconnect; without a listener Node would crash.
   client.on('error', () => {});
   return client;
+}
+
+/**
+ * Resolves once the client can take commands: for one server, its connection is ready; for a
+ * cluster, the slot map is known and every master's connection is ready (commands to a node
+ * still connecting would fail, since request paths keep no offline queue).
+ */
+export async function whenReady(client: RedisClient): Promise<void> {
+  const ready = (c: Redis | Cluster) => (c.status === 'ready' ? Promise.resolve() : new Promise<void>((resolve) => c.once('ready', () => resolve())));
+  await ready(client);
+  if (client instanceof Cluster) await Promise.all(client.nodes('master').map(ready));
 }
 
 /**

@@ -11,6 +11,7 @@ import { generateApiKey } from '../../src/accounts/api-keys.js';
 import { createTestAccount } from '../support/accounts.js';
 import { isolatedPrefix, ONE_REDIS_SERVER, testConfig } from '../support/env.js';
 import { eventually } from '../support/http.js';
+import { keysEverywhere } from '../support/redis-cluster.js';
 
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
@@ -411,7 +412,7 @@ describe('rate limiter and token quota', () => {
     await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 400 });
     await app.limiter.admitKeyRegeneration(account);
     await request(account, { reserve: 500 });
-    const keys = await app.redis.keys(`${config.redis.prefix}:limits:{${account}}:*`);
+    const keys = await keysEverywhere(app.redis, `${config.redis.prefix}:limits:{${account}}:*`);
     expect(keys.length).to.be.at.least(5);
     for (const key of keys) expect(await app.redis.pttl(key), key).to.be.greaterThan(0);
   });

@@ -161,3 +161,9 @@ export class LocalRedisCluster {
     }
   }
 }
+
+/** KEYS over the whole keyspace: on a cluster every master holds a part of it, and KEYS sent to the client reaches one. */
+export async function keysEverywhere(client: Redis | Cluster, pattern: string): Promise<string[]> {
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  return (await Promise.all(nodes.map((n) => n.keys(pattern)))).flat();
+}
