@@ -6,6 +6,7 @@ import { createDb, type Db } from './infra/db.js';
 import { createRedis, whenReady, type RedisRole, type RedisClient } from './infra/redis.js';
 import { completionShards, createQueue, type Queue, type QueueRef } from './infra/queues.js';
 import { createStripe, type Stripe } from './infra/stripe.js';
+import { StripePacer } from './infra/stripe-pacing.js';
 import { OutageLog } from './infra/outage.js';
 import { AppError } from './errors.js';
 import { catalogFile, loadCatalog, type Catalog } from './catalog/catalog.js';
@@ -124,7 +125,7 @@ export class AppContext {
    * answers 503 with this message, while the rest of the service keeps working.
    */
   get stripe(): Stripe {
-    if (this.built.stripe === undefined) this.built.stripe = createStripe(this.config) ?? null;
+    if (this.built.stripe === undefined) this.built.stripe = createStripe(this.config, new StripePacer(this.redis, this.config)) ?? null;
     if (this.built.stripe === null) {
       throw new AppError('unavailable', 'Billing is not configured on this server (STRIPE_SECRET_KEY is not set), so this operation cannot reach the payment processor.', {
         code: 'billing_not_configured',

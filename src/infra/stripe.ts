@@ -1,17 +1,22 @@
 import Stripe from 'stripe';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
+import { pacedHttpClient, type StripePacer } from './stripe-pacing.js';
 
 export type { Stripe };
 
-/** The Stripe client of a process, or undefined when STRIPE_SECRET_KEY is not set. */
-export function createStripe(config: Config): Stripe | undefined {
+/**
+ * The Stripe client of a process, or undefined when STRIPE_SECRET_KEY is not set. With a pacer,
+ * every call waits for its turn under the deployment-wide STRIPE_MAX_OPS_PER_SECOND.
+ */
+export function createStripe(config: Config, pacer?: StripePacer): Stripe | undefined {
   const { secretKey, apiBase, timeoutMs, maxNetworkRetries } = config.stripe;
   if (secretKey === undefined) return undefined;
   const base = apiBase === undefined ? undefined : new URL(apiBase);
   return new Stripe(secretKey, {
     timeout: timeoutMs,
     maxNetworkRetries,
+    ...(pacer ? { httpClient: pacedHttpClient(pacer) } : {}),
     appInfo: { name: 'completions-service', version: '1.0.0' },
     ...(base
       ? {
@@ -38,6 +43,10 @@ export function verifyWebhookEvent(payload: string, signature: string, secret: s
 export const isStripeError = (err: unknown): err is Stripe.errors.StripeError => err instanceof Stripe.errors.StripeError;
 
 /** A Stripe "No such …" answer to a retrieve of an id the caller gave us. */
+/** Stripe answered 429: too many calls for its rate limit (the deployment's, shared by every process). */
+export const isStripeRateLimit = (err: unknown): boolean =>
+  err instanceof Stripe.errors.StripeRateLimitError || (err instanceof AppError && err.cause instanceof Stripe.errors.StripeRateLimitError);
+
 export const isResourceMissing = (err: unknown): boolean => isStripeError(err) && err.code === 'resource_missing';
 
 /**

@@ -9,13 +9,13 @@ import { clone, randomId, type Obj } from './stripe/objects.js';
 import { createCardPaymentMethod, registerPaymentMethods, type FakeCard } from './stripe/payment-methods.js';
 import { addMeteredPrice, registerPrices } from './stripe/prices.js';
 import { Routes } from './stripe/routes.js';
-import { StripeHttpServer, type ReceivedRequest } from './stripe/server.js';
+import { StripeHttpServer, type ReceivedRequest, type Traffic } from './stripe/server.js';
 import { confirmSetupIntent, createSetupIntent, registerSetupIntents } from './stripe/setup-intents.js';
 import { createStore, type StripeStore } from './stripe/store.js';
 import { createSubscriptionDirectly, registerSubscriptions, setSubscriptionStatus } from './stripe/subscriptions.js';
 
 export type { Obj } from './stripe/objects.js';
-export type { ReceivedRequest } from './stripe/server.js';
+export type { ReceivedRequest, Traffic } from './stripe/server.js';
 export type { FakeCard } from './stripe/payment-methods.js';
 export { parseStripeForm } from './stripe/form.js';
 export { deliverEvent } from './stripe/events.js';
@@ -75,7 +75,7 @@ export class FakeStripe {
   private readonly faults = new Faults();
   private readonly server: StripeHttpServer;
 
-  constructor(opts: { priceId?: string } = {}) {
+  constructor(private readonly opts: { priceId?: string; traffic?: Traffic } = {}) {
     this.priceId = opts.priceId ?? randomId('price_', 24);
     this.store = createStore({ productId: this.productId, baseUrl: () => this.url });
     ({
@@ -93,7 +93,7 @@ export class FakeStripe {
     addMeteredPrice(this.store, this.priceId);
     const routes = new Routes();
     for (const register of RESOURCES) register(routes, this.store);
-    this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults });
+    this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults, traffic: opts.traffic });
     this.requests = this.server.requests;
   }
 
@@ -104,6 +104,8 @@ export class FakeStripe {
       STRIPE_WEBHOOK_SECRET: this.webhookSecret,
       STRIPE_PRICE_ID: this.priceId,
       STRIPE_API_BASE: this.url,
+      // The service paces its calls to this; without a limit in the fake, pacing only slows tests.
+      STRIPE_MAX_OPS_PER_SECOND: String(this.opts.traffic?.opsPerSecond ?? 10_000),
       ...overrides,
     };
   }

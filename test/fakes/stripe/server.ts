@@ -15,6 +15,36 @@ export interface ReceivedRequest {
   body: Obj;
   idempotencyKey: string | undefined;
   stripeVersion: string | undefined;
+  /** When it arrived (performance.now(), ms) and the status it got: for call rates in the invoicing benchmark. */
+  at: number;
+  status?: number;
+}
+
+/**
+ * How the fake behaves under load, as Stripe does: each answer after a latency drawn from
+ * [min, max] ms, and a token bucket of `opsPerSecond` (refilled continuously, holding one second's
+ * worth) above which it answers 429 rate_limit. Both off unless asked for.
+ */
+export interface Traffic {
+  latencyMs?: [number, number];
+  opsPerSecond?: number;
+}
+
+/** Stripe's documented limiter: a bucket of one second's operations, refilled as time passes. */
+class TokenBucket {
+  private tokens: number;
+  private last = performance.now();
+  constructor(private readonly perSecond: number) {
+    this.tokens = perSecond;
+  }
+  take(): boolean {
+    const now = performance.now();
+    this.tokens = Math.min(this.perSecond, this.tokens + ((now - this.last) * this.perSecond) / 1000);
+    this.last = now;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
 }
 
 /**
@@ -28,8 +58,11 @@ export class StripeHttpServer {
   private server: http.Server | undefined;
   private readonly hanging = new Set<http.ServerResponse>();
   private readonly idempotency = new IdempotencyKeys();
+  private readonly bucket: TokenBucket | undefined;
 
-  constructor(private readonly opts: { secretKey: string; routes: Routes; faults: Faults }) {}
+  constructor(private readonly opts: { secretKey: string; routes: Routes; faults: Faults; traffic?: Traffic }) {
+    this.bucket = opts.traffic?.opsPerSecond ? new TokenBucket(opts.traffic.opsPerSecond) : undefined;
+  }
 
   /** Listens on a free local port; returns the base URL. */
   async start(): Promise<string> {
@@ -58,10 +91,16 @@ export class StripeHttpServer {
     const query = parseStripeForm(url.search.slice(1));
     const body = parseStripeForm(text);
     const idempotencyKey = req.headers['idempotency-key'] as string | undefined;
-    this.requests.push({ method, path: url.pathname, query, body, idempotencyKey, stripeVersion: req.headers['stripe-version'] as string | undefined });
+    const received: ReceivedRequest = { method, path: url.pathname, query, body, idempotencyKey, stripeVersion: req.headers['stripe-version'] as string | undefined, at: performance.now() };
+    this.requests.push(received);
+    // Counted on arrival, as Stripe's limiter does; the latency is the time to answer.
+    const limited = this.bucket !== undefined && !this.bucket.take();
+    const latency = this.opts.traffic?.latencyMs;
+    if (latency) await new Promise((resolve) => setTimeout(resolve, latency[0] + Math.random() * (latency[1] - latency[0])));
 
     const requestId = randomId('req_', 14);
     const send = (status: number, payload: string, headers: Record<string, string> = {}) => {
+      received.status = status;
       res.writeHead(status, {
         'content-type': 'application/json',
         'request-id': requestId,
@@ -76,6 +115,10 @@ export class StripeHttpServer {
     if (faults.takeHang(method, url.pathname)) {
       this.hanging.add(res);
       res.once('close', () => this.hanging.delete(res));
+      return;
+    }
+    if (limited) {
+      send(429, JSON.stringify({ error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.' } }));
       return;
     }
     const failure = faults.takeFailure(method, url.pathname);
