@@ -14,7 +14,9 @@ import { recentRuns } from '../src/scheduler/scheduler-runs.repository.js';
 // account or crashed, 64 usage, 75 another process is running this period now, 78 configuration.
 
 const USAGE = `usage: npm run run-job -- <job> [options]
-  invoices  [--month YYYY-MM] [--account ID]...   invoice a month that has ended (default: the latest due month)
+  invoices  [--month YYYY-MM] [--account ID]... [--here]
+                                                   invoice a month that has ended (default: the latest due month),
+                                                   one job per account for the workers, or in this process with --here
   reconcile [--account ID]...                      compare every account with Stripe and repair drift
   rollup    [--month YYYY-MM]                      check a month's usage totals against the ledger, rebuild if they differ
   status                                           the latest scheduler runs
@@ -30,12 +32,14 @@ const args = process.argv.slice(2);
 const name = args.shift();
 if (!name || name === '--help' || name === '-h') usage();
 let month: string | undefined;
+let here = false;
 const accounts: string[] = [];
 while (args.length) {
   const flag = args.shift()!;
   const value = () => args.shift() ?? usage(`${flag} needs a value`);
   if (flag === '--month') month = value();
   else if (flag === '--account') accounts.push(value());
+  else if (flag === '--here' && name === 'invoices') here = true;
   else usage(`unknown option ${flag}`);
 }
 if (name !== 'status' && !isJobName(name)) usage(`unknown job ${name}`);
@@ -61,7 +65,7 @@ try {
       usage(`month ${period} has not ended yet; only a finished month can be invoiced (on-demand invoices cover the current month)`);
     }
     say(`${job.name} ${period}: starting${accounts.length ? ` for ${accounts.length} account(s)` : ''}`);
-    const r = await runJob(app, job, period, { force: true, accounts, progress: say });
+    const r = await runJob(app, job, period, { force: true, accounts, inProcess: here, progress: say });
     if (r.outcome === 'busy') {
       say(`${job.name} ${period}: another scheduler or run-job is running this period right now; try again when it has finished`);
       code = 75;

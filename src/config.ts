@@ -124,7 +124,17 @@ export interface Config {
     timeoutMs: number;
     /** Automatic retries of a failed Stripe call (with our idempotency keys, so never a double write). */
     maxNetworkRetries: number;
+    /** Stripe API calls per second, at most, across every process of the deployment (Stripe answers 429 above its own limit). */
+    maxOpsPerSecond: number;
     currency: string;
+  };
+  invoicing: {
+    /** Accounts one worker process invoices at once (each holds a lock connection while it runs). */
+    concurrency: number;
+    /** Attempts of one account's job in a monthly run, the first included. */
+    attempts: number;
+    /** Delay before an account job's first retry; each further retry waits twice as long. */
+    retryDelayMs: number;
   };
   /** Failpoints for crash-recovery tests (FAULT_INJECT); never set in production. */
   faults: {
@@ -340,8 +350,7 @@ export function loadConfig(env: Env = process.env): Config {
     db: {
       url: dbUrl,
       poolSize: r.int('DB_POOL_SIZE', 10, 1, 200),
-      // Two: a scheduled run holds its claim while it holds one account's invoicing lock.
-      lockPoolSize: r.int('DB_LOCK_POOL_SIZE', 2, 2, 100),
+      lockPoolSize: lockPoolSize(r),
       statementTimeoutMs: statementTimeout(r),
     },
     redis: { url: redisUrl, clusterNodes, prefix: redisPrefix, shards: r.int('REDIS_SHARDS', 1, 1, 256) },
@@ -406,12 +415,18 @@ export function loadConfig(env: Env = process.env): Config {
       apiBase: r.optionalUrl('STRIPE_API_BASE', ['http', 'https']),
       timeoutMs: r.int('STRIPE_TIMEOUT_MS', 10_000, 100, 120_000),
       maxNetworkRetries: r.int('STRIPE_MAX_NETWORK_RETRIES', 2, 0, 5),
+      maxOpsPerSecond: stripeMaxOps(r),
       currency: r.str('BILLING_CURRENCY', 'usd').toLowerCase(),
     },
     faults: {
       crashBeforeRecord: r.list('FAULT_INJECT', []).includes('crash-before-record'),
       crashAfterInvoiceItem: r.list('FAULT_INJECT', []).includes('crash-after-invoice-item'),
       clockAt: testClockAt(r, nodeEnv),
+    },
+    invoicing: {
+      concurrency: invoicingConcurrency(r),
+      attempts: r.int('INVOICING_ATTEMPTS', 6, 1, 50),
+      retryDelayMs: r.int('INVOICING_RETRY_DELAY_MS', 10_000, 10, 3_600_000),
     },
     worker: { metricsPort: r.optionalInt('WORKER_METRICS_PORT', 0, 65535) },
     scheduler: {
@@ -479,4 +494,26 @@ function testClockAt(r: Reader, nodeEnv: string): Date | undefined {
   const at = new Date(raw);
   if (Number.isNaN(at.getTime())) throw new ConfigError('TEST_CLOCK_AT', 'an ISO 8601 instant', raw);
   return at;
+}
+
+const invoicingConcurrency = (r: Reader): number => r.int('INVOICING_CONCURRENCY', 8, 1, 100);
+
+/**
+ * Each account a worker invoices holds a lock connection for as long as it runs, and the monthly
+ * run holds one more for its claim on the month: the default covers both. A smaller pool is
+ * allowed (a web process needs two); a worker then invoices fewer accounts at once (see
+ * invoicingSlots).
+ */
+const lockPoolSize = (r: Reader): number => r.int('DB_LOCK_POOL_SIZE', invoicingConcurrency(r) + 2, 2, 200);
+
+/** Accounts a worker invoices at once: INVOICING_CONCURRENCY, as far as its lock pool allows beside a run's claim. */
+export const invoicingSlots = (c: Pick<Config, 'db' | 'invoicing'>): number => Math.max(1, Math.min(c.invoicing.concurrency, c.db.lockPoolSize - 1));
+
+/**
+ * Stripe allows about 100 operations per second in live mode and 25 in test mode; the default
+ * stays under the mode's limit (other Stripe traffic of the same Stripe account shares it).
+ */
+function stripeMaxOps(r: Reader): number {
+  const live = r.optional('STRIPE_SECRET_KEY')?.startsWith('sk_live_') ?? false;
+  return r.int('STRIPE_MAX_OPS_PER_SECOND', live ? 80 : 20, 1, 10_000);
 }

@@ -142,6 +142,11 @@ function billingMetrics(registers: client.Registry[]) {
       help: 'Accounts whose invoicing failed in a run (retried by the next run; nothing is billed twice)',
       registers,
     }),
+    stripeRateLimited: new client.Counter({
+      name: 'billing_stripe_rate_limited_total',
+      help: 'Account invoicing jobs that met a Stripe 429 and paused the invoicing queue (the job is retried)',
+      registers,
+    }),
     reconciliationFixes: new client.Counter({
       name: 'billing_reconciliation_fixes_total',
       help: "Drift between an account and Stripe's subscription state repaired by reconciliation, by what was fixed",

@@ -2,6 +2,7 @@ import { isMain, runProcess, stopAll, type BackgroundService } from '../src/life
 import { startMetricsServer } from '../src/metrics-server.js';
 import { startCompletionWorker } from './completion.js';
 import { startEmailSender } from './email-sender.js';
+import { startInvoicingWork } from './invoicing.js';
 import { startMetering } from './metering.js';
 import { startScheduledWork } from './scheduled.js';
 
@@ -15,6 +16,7 @@ if (isMain(import.meta.url)) {
     services.push(await startMetering(app));
     services.push(startEmailSender(app));
     services.push(await startScheduledWork(app));
+    services.push(await startInvoicingWork(app));
     return { stop: stopAll(services), ready: `worker: running ${services.map((s) => s.name).join(', ') || 'no services'}` };
   });
 }

@@ -2,6 +2,8 @@
 export interface JobOptions {
   /** Only these accounts (an operator's targeted re-run, or a test's own accounts). */
   accounts?: string[];
+  /** Do the work in this process rather than hand it to the workers (run-job --here). */
+  inProcess?: boolean;
   /** One line per account for run-job's stdout. */
   progress?: (line: string) => void;
   /**

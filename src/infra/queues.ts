@@ -1,10 +1,13 @@
-import { Queue, Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
+import { Queue, QueueEvents, RateLimitError, Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
 import type { Config } from '../config.js';
 import { hashTag, shardTag, type RedisClient } from './redis.js';
 
 export const COMPLETIONS_QUEUE = 'completions';
 /** Scheduled work (invoicing a month, reconciling with Stripe, auditing totals), enqueued by the scheduler, run by workers. */
 export const SCHEDULED_QUEUE = 'scheduled';
+
+/** One job per account of a monthly invoicing run, taken by any worker. */
+export const INVOICING_QUEUE = 'invoicing';
 
 /** A queue by name, or one shard of a sharded queue (the completion queue has REDIS_SHARDS of them). */
 export type QueueRef = string | { name: string; shard: number };
@@ -46,13 +49,29 @@ export function createWorker<T = unknown, R = unknown>(
     connection,
     prefix: bullPrefix(config, queue),
     stalledInterval: config.queue.stalledIntervalMs,
+    // A dead worker's job is found stalled once its lock lapses: within about two stalled intervals.
+    lockDuration: Math.max(config.queue.stalledIntervalMs, 1000),
     maxStalledCount: 1,
     ...opts,
   });
 }
 
+/**
+ * A queue's event stream, read over `connection`, which it blocks on: a connection of its own of
+ * the 'queue-worker' role. Its owner closes both.
+ */
+export function createQueueEvents(config: Pick<Config, 'redis'>, queue: QueueRef, connection: RedisClient): QueueEvents {
+  return new QueueEvents(nameOf(queue), { connection, prefix: bullPrefix(config, queue), autorun: true });
+}
+
+/**
+ * Thrown by a job that met an outside rate limit after calling worker.rateLimit(ms): BullMQ puts
+ * the job back without spending an attempt, and every worker of the queue waits out the pause.
+ */
+export const rateLimited = (): Error => new RateLimitError();
+
 /** The completion queue's shards: 0 … REDIS_SHARDS − 1. */
 export const completionShards = (config: Pick<Config, 'redis'>): { name: string; shard: number }[] =>
   Array.from({ length: config.redis.shards }, (_, shard) => ({ name: COMPLETIONS_QUEUE, shard }));
 
-export type { Job, Queue, Worker };
+export type { Job, Queue, QueueEvents, Worker };

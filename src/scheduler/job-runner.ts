@@ -15,6 +15,8 @@ export interface RunOptions {
   force?: boolean;
   /** Only these accounts: no claim and no scheduler_runs record (the period is not "done" for everyone). */
   accounts?: string[];
+  /** Do the work in this process rather than hand it to the workers (run-job --here). */
+  inProcess?: boolean;
   progress?: (line: string) => void;
   /** Polled between accounts; true stops the run (recorded as failed, resumed by the next run). */
   shouldStop?: () => boolean;
@@ -59,7 +61,7 @@ export async function runJob(app: JobRunnerDeps, job: JobDefinition, period: str
     let ok: boolean;
     let summary: Record<string, unknown>;
     try {
-      ({ ok, summary } = await job.run(app, period, { progress: opts.progress, checkpoint }));
+      ({ ok, summary } = await job.run(app, period, { progress: opts.progress, inProcess: opts.inProcess, checkpoint }));
     } catch (err) {
       ok = false;
       summary = { error: err instanceof Error ? err.message : String(err) };

@@ -6,7 +6,7 @@ import { createContext, type AppContext } from '../../src/context.js';
 import { addMonths, monthOf } from '../../src/billing/periods.js';
 import { FakeStripe } from '../fakes/stripe.js';
 import { createBillingAccount, invoiceCreatesFor, invoicesOf, ledgerCentsByModel, linesOf, recordUsage } from '../support/billing.js';
-import { testConfig, testEnv } from '../support/env.js';
+import { isolatedPrefix, testConfig, testEnv } from '../support/env.js';
 import { eventually, get } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 
@@ -59,14 +59,15 @@ describe('scheduler and run-job as processes', () => {
       ]);
     }
 
-    const killed = await runJob(['invoices', '--month', '2015-10'], fake.env({ FAULT_INJECT: 'crash-after-invoice-item' }));
+    // --here: run-job invoices the accounts itself, so the fault kills run-job mid-account.
+    const killed = await runJob(['invoices', '--month', '2015-10', '--here'], fake.env({ FAULT_INJECT: 'crash-after-invoice-item' }));
     expect(killed.signal, killed.stdout + killed.stderr).to.equal('SIGKILL');
     expect(await runOf('invoices', '2015-10')).to.include({ status: 'running' });
     const drafts = (await Promise.all(accounts.map((w) => invoicesOf(app, w.account.id)))).flat();
     expect(drafts.map((d) => d.status)).to.deep.equal(['draft']);
     expect(fake.invoiceItems.size).to.be.greaterThan(0);
 
-    const rerun = await runJob(['invoices', '--month', '2015-10'], fake.env());
+    const rerun = await runJob(['invoices', '--month', '2015-10', '--here'], fake.env());
     expect(rerun.code, rerun.stdout + rerun.stderr).to.equal(0);
     expect(rerun.stdout).to.include('invoices 2015-10: starting');
     expect(rerun.stdout).to.match(/resumed/);
@@ -85,9 +86,41 @@ describe('scheduler and run-job as processes', () => {
       expect(items.map((i) => i.metadata.model).sort()).to.deep.equal(['claude-sonnet-4-5', 'gpt-4.1']);
     }
 
-    const third = await runJob(['invoices', '--month', '2015-10'], fake.env());
+    const third = await runJob(['invoices', '--month', '2015-10', '--here'], fake.env());
     expect(third.code).to.equal(0);
     for (const who of accounts) expect(invoiceCreatesFor(fake, who.customerId)).to.have.length(1);
+  });
+
+  it('hands a month to the workers as one job per account, and a worker killed mid-account bills nothing twice', async () => {
+    const accounts = [await createBillingAccount(app), await createBillingAccount(app), await createBillingAccount(app)];
+    for (const who of accounts) {
+      await recordUsage(app, [
+        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 200_000, completion: 20_000, at: '2014-11-07T00:00:00Z' },
+        { accountId: who.account.id, model: 'claude-haiku-4-5', tier: 'paid', prompt: 50_000, completion: 5_000, at: '2014-11-08T00:00:00Z' },
+      ]);
+    }
+    const env = fake.env({ REDIS_PREFIX: isolatedPrefix(), QUEUE_STALLED_INTERVAL_MS: '1000', INVOICING_RETRY_DELAY_MS: '100' });
+    // The first worker takes the account jobs and dies after its first Stripe invoice item.
+    const doomed = await startRole('worker', { ...env, FAULT_INJECT: 'crash-after-invoice-item' });
+    roles.push(doomed);
+    const run = runJob(['invoices', '--month', '2014-11'], env);
+    await doomed.exited;
+    const drafts = (await Promise.all(accounts.map((w) => invoicesOf(app, w.account.id)))).flat();
+    expect(drafts.map((d) => d.status)).to.include('draft');
+    // Another worker finds the jobs stalled and finishes them, resuming the drafts.
+    roles.push(await startRole('worker', env));
+    const done = await run;
+    expect(done.code, done.stdout + done.stderr).to.equal(0);
+    expect(done.stdout).to.include('one job each on the invoicing queue');
+    expect(done.stdout).to.include('invoices 2014-11: succeeded');
+    for (const who of accounts) {
+      const invoices = await invoicesOf(app, who.account.id);
+      expect(invoices.map((i) => i.status)).to.deep.equal(['open']);
+      const lines = await linesOf(app, invoices[0]!.id);
+      expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(await ledgerCentsByModel(app, { accountId: who.account.id }));
+      expect(invoiceCreatesFor(fake, who.customerId)).to.have.length(1);
+      expect([...fake.invoices.values()].filter((i) => i.customer === who.customerId)).to.have.length(1);
+    }
   });
 
   it('runs the previous month once when two schedulers start together, catching it up at start', async () => {

@@ -6,6 +6,8 @@ import { JOBS } from '../../src/scheduler/jobs.js';
 import { startScheduler, type ScheduledWork } from '../../src/scheduler/scheduler.service.js';
 import { SCHEDULED_QUEUE } from '../../src/infra/queues.js';
 import { startScheduledWork } from '../../workers/scheduled.js';
+import { startInvoicingWork } from '../../workers/invoicing.js';
+import type { BackgroundService } from '../../src/lifecycle.js';
 import { eventually } from '../support/http.js';
 import { FakeStripe } from '../fakes/stripe.js';
 import { createBillingAccount, invoiceCreatesFor, invoicesOf, recordUsage } from '../support/billing.js';
@@ -21,10 +23,19 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
   const apps: AppContext[] = [];
   const newApp = () => {
     // A Redis prefix of its own: what a scheduler hands over here is never left for another test's workers.
-    const app = createContext(testConfig(fake.env({ STRIPE_MAX_NETWORK_RETRIES: '0', REDIS_PREFIX: isolatedPrefix() })), { role: 'scheduler', clock });
+    const app = createContext(testConfig(fake.env({ STRIPE_MAX_NETWORK_RETRIES: '0', REDIS_PREFIX: isolatedPrefix(), INVOICING_ATTEMPTS: '2', INVOICING_RETRY_DELAY_MS: '50' })), { role: 'scheduler', clock });
     apps.push(app);
     return app;
   };
+  // Workers that invoice the accounts a monthly run hands out, on each app's own queue.
+  const invoicing: BackgroundService[] = [];
+  const withInvoicingWorker = async (app: AppContext): Promise<AppContext> => {
+    invoicing.push(await startInvoicingWork(app));
+    return app;
+  };
+  afterEach(async () => {
+    for (const w of invoicing.splice(0)) await w.stop();
+  });
 
   before(async () => {
     fake = await new FakeStripe().start();
@@ -40,7 +51,7 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
     app.db.selectFrom('scheduler_runs').selectAll().where('job', '=', job).where('period_key', '=', period).executeTakeFirst();
 
   it('catches up at start a monthly invoicing run missed while no scheduler was up, and runs it once', async () => {
-    const app = newApp();
+    const app = await withInvoicingWorker(newApp());
     const who = await createBillingAccount(app);
     await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 400_000, completion: 40_000, at: '2015-07-14T00:00:00Z' }]);
     expect(await runOf(app, 'invoices', '2015-07')).to.equal(undefined);
@@ -80,7 +91,7 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
   });
 
   it('lets only one of two replicas run a period at a time, and the other skips it', async () => {
-    const [a, b] = [newApp(), newApp()];
+    const [a, b] = await Promise.all([withInvoicingWorker(newApp()), withInvoicingWorker(newApp())]);
     const who = await createBillingAccount(a);
     await recordUsage(a, [
       { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000, completion: 0, at: '2015-05-02T00:00:00Z' },
@@ -97,11 +108,12 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
   });
 
   it('retries a failed run at the next wake and completes its draft without billing twice', async () => {
-    const app = newApp();
+    const app = await withInvoicingWorker(newApp());
     const who = await createBillingAccount(app);
     await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 250_000, completion: 0, at: '2015-03-10T00:00:00Z' }]);
     clock.set('2015-04-01T00:20:00Z');
-    fake.failNext(1, { method: 'POST', path: /^\/v1\/invoiceitems$/ });
+    // Both of the account job's attempts fail: the run fails, and the next one retries the job.
+    fake.failNext(2, { method: 'POST', path: /^\/v1\/invoiceitems$/ });
     const first = await runJob(app, JOBS.invoices, '2015-03');
     expect(first).to.include({ outcome: 'ran', ok: false });
     expect(await runOf(app, 'invoices', '2015-03')).to.include({ status: 'failed' });

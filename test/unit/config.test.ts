@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, invoicingSlots, loadConfig } from '../../src/config.js';
 
 describe('configuration', () => {
   const base = { DATABASE_URL: 'postgres://u@localhost:5432/db', REDIS_URL: 'redis://127.0.0.1:6379' };
@@ -42,13 +42,26 @@ describe('configuration', () => {
   it('refuses a request timeout shorter than the headers timeout', () => {
     expect(() => loadConfig({ ...base, HTTP_HEADERS_TIMEOUT_MS: '30000', HTTP_REQUEST_TIMEOUT_MS: '20000' })).to.throw(ConfigError, /^HTTP_REQUEST_TIMEOUT_MS must be at least HTTP_HEADERS_TIMEOUT_MS/);
   });
-  it('bounds each process to DB_POOL_SIZE connections for queries and DB_LOCK_POOL_SIZE for locks, 10 and 2 by default', () => {
-    expect(loadConfig(base).db).to.include({ poolSize: 10, lockPoolSize: 2 });
+  it('bounds each process to DB_POOL_SIZE connections for queries and DB_LOCK_POOL_SIZE for locks, 10 and INVOICING_CONCURRENCY + 2 by default', () => {
+    expect(loadConfig(base).db).to.include({ poolSize: 10, lockPoolSize: 10 });
+    expect(loadConfig({ ...base, INVOICING_CONCURRENCY: '3' }).db).to.include({ lockPoolSize: 5 });
     expect(loadConfig({ ...base, DB_POOL_SIZE: '4', DB_LOCK_POOL_SIZE: '3' }).db).to.include({ poolSize: 4, lockPoolSize: 3 });
   });
 
   it('refuses a lock pool of one, since a scheduled run holds its claim and an account lock at once', () => {
-    expect(() => loadConfig({ ...base, DB_LOCK_POOL_SIZE: '1' })).to.throw(ConfigError, /^DB_LOCK_POOL_SIZE must be an integer from 2 to 100 \(got "1"\)$/);
+    expect(() => loadConfig({ ...base, DB_LOCK_POOL_SIZE: '1' })).to.throw(ConfigError, /^DB_LOCK_POOL_SIZE must be an integer from 2 to 200 \(got "1"\)$/);
+  });
+
+  it('lets a worker invoice only as many accounts at once as its lock pool holds beside a run claim', () => {
+    expect(invoicingSlots(loadConfig(base))).to.equal(8);
+    expect(invoicingSlots(loadConfig({ ...base, DB_LOCK_POOL_SIZE: '4' }))).to.equal(3);
+    expect(invoicingSlots(loadConfig({ ...base, DB_LOCK_POOL_SIZE: '2', INVOICING_CONCURRENCY: '5' }))).to.equal(1);
+  });
+
+  it('paces Stripe under the mode\'s limit by default: 80 calls a second with a live key, 20 with a test key', () => {
+    expect(loadConfig({ ...base, STRIPE_SECRET_KEY: 'sk_live_x' }).stripe.maxOpsPerSecond).to.equal(80);
+    expect(loadConfig({ ...base, STRIPE_SECRET_KEY: 'sk_test_x' }).stripe.maxOpsPerSecond).to.equal(20);
+    expect(loadConfig({ ...base, STRIPE_MAX_OPS_PER_SECOND: '95' }).stripe.maxOpsPerSecond).to.equal(95);
   });
 
   it('takes DB_STATEMENT_TIMEOUT_MS=0 as leaving the statement timeout to the server, for transaction-mode poolers', () => {
