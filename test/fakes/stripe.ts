@@ -1,6 +1,6 @@
 import type { Env } from '../../src/config.js';
 import { completeCheckoutSession, expireCheckoutSession, newCheckoutSession, registerCheckoutSessions } from './stripe/checkout-sessions.js';
-import { registerCustomers } from './stripe/customers.js';
+import { newCustomer, registerCustomers } from './stripe/customers.js';
 import { stripeEvent } from './stripe/events.js';
 import { Faults, type FailureOptions } from './stripe/faults.js';
 import { registerInvoiceItems } from './stripe/invoice-items.js';
@@ -186,6 +186,11 @@ export class FakeStripe {
   }
 
   /** A subscription created outside this service (the dashboard, another integration). */
+  /** A customer made without a request (as POST /v1/customers would), e.g. thousands for a benchmark. */
+  createCustomerDirectly(params: Obj): Obj {
+    return newCustomer(this.store, params);
+  }
+
   createSubscriptionDirectly(customer: string, opts: { status?: string; price?: string } = {}): Obj {
     return createSubscriptionDirectly(this.store, customer, opts.price ?? this.priceId, opts.status);
   }

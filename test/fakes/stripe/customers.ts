@@ -7,36 +7,7 @@ import type { StripeStore } from './store.js';
 export function registerCustomers(routes: Routes, store: StripeStore): void {
   routes.expandable('cus_', store.customers);
 
-  routes.add('POST', '/v1/customers', ({ body }) => {
-    const id = randomId('cus_', 14);
-    const c = {
-      id,
-      object: 'customer',
-      address: null,
-      balance: 0,
-      created: store.now(),
-      currency: null,
-      default_source: null,
-      delinquent: false,
-      description: body.description ?? null,
-      discount: null,
-      email: body.email ?? null,
-      invoice_prefix: randomId('', 8).toUpperCase(),
-      invoice_settings: { custom_fields: null, default_payment_method: null, footer: null, rendering_options: null },
-      livemode: false,
-      metadata: mergeMetadata({}, body.metadata),
-      name: body.name ?? null,
-      next_invoice_sequence: 1,
-      phone: null,
-      preferred_locales: [],
-      shipping: null,
-      tax_exempt: 'none',
-      test_clock: null,
-    };
-    store.customers.set(id, c);
-    store.emit('customer.created', c);
-    return c;
-  });
+  routes.add('POST', '/v1/customers', ({ body }) => newCustomer(store, body));
 
   routes.add('GET', '/v1/customers/:id', ({ params }) => requireCustomer(store, params.id));
 
@@ -66,5 +37,37 @@ export function registerCustomers(routes: Routes, store: StripeStore): void {
 export function requireCustomer(store: StripeStore, id: string, param = 'id'): Obj {
   const c = store.customers.get(id);
   if (!c) throw missing('customer', id, param);
+  return c;
+}
+
+/** A customer as POST /v1/customers makes it (also the benchmark's way to make thousands at once). */
+export function newCustomer(store: StripeStore, body: Obj): Obj {
+  const id = randomId('cus_', 14);
+  const c = {
+    id,
+    object: 'customer',
+    address: null,
+    balance: 0,
+    created: store.now(),
+    currency: null,
+    default_source: null,
+    delinquent: false,
+    description: body.description ?? null,
+    discount: null,
+    email: body.email ?? null,
+    invoice_prefix: randomId('', 8).toUpperCase(),
+    invoice_settings: { custom_fields: null, default_payment_method: null, footer: null, rendering_options: null },
+    livemode: false,
+    metadata: mergeMetadata({}, body.metadata),
+    name: body.name ?? null,
+    next_invoice_sequence: 1,
+    phone: null,
+    preferred_locales: [],
+    shipping: null,
+    tax_exempt: 'none',
+    test_clock: null,
+  };
+  store.customers.set(id, c);
+  store.emit('customer.created', c);
   return c;
 }
