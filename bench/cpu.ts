@@ -60,3 +60,19 @@ export function add(a: CpuSnapshot, b: CpuSnapshot): CpuSnapshot {
   for (const [role, ms] of Object.entries(b)) out[role] = (out[role] ?? 0) + ms;
   return out;
 }
+
+/**
+ * Busy CPU time of the whole machine in ms, summed over its cores (every process, ours or not),
+ * from the first line of /proc/stat; undefined when it cannot be read. Set against our own
+ * processes' time it shows how much of the machine something else took during a run.
+ */
+export function machineBusyMs(): number | undefined {
+  try {
+    const first = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+    // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest is inside user)
+    const [user, nice, system, , , irq, softirq, steal] = first.trim().split(/\s+/).slice(1).map(Number);
+    return (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
