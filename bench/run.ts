@@ -4,7 +4,8 @@
 // drift on a shared machine hits both sides alike. A bare pass-through proxy (pass-through.ts)
 // shows the least any extra Node hop adds on the same machine in the same run, and a second copy
 // of the service with two worker processes behind one web process shows how it scales with workers.
-// Then the web process's memory with 2,000 open idle streams. Prints Markdown tables (for docs/benchmark.md) and writes var/bench/results.json.
+// Then the Redis memory each request leaves behind, and the web process's memory with 2,000 open
+// idle streams. Prints Markdown tables (for docs/benchmark.md) and writes var/bench/results.json.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism as cpuCount } from 'node:os';
@@ -19,6 +20,7 @@ import { loadCatalog } from '../src/catalog/catalog.js';
 import { holdStreams, percentile, runLoad, type LoadResult } from './loadgen.js';
 import { usageStreamKeys } from '../src/usage/usage-stream.js';
 import { add, diff, machineBusyMs, pidsNamed, snapshot, type CpuSnapshot } from './cpu.js';
+import { measureRequestKeys, steadyStateBytes, type RequestKeyFigures } from './redis-memory.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dist = path.resolve(here, '..');
@@ -92,6 +94,7 @@ interface Row {
 
 const CPU_ROLES = ['web', 'worker', 'redis', 'postgres', 'upstream', 'load generator'] as const;
 const TWO_WORKER_ROLES = ['web 2w', 'worker 2w.1', 'worker 2w.2'] as const;
+const MEMORY_SAMPLE_REQUESTS = 300;
 
 const fmt = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : 'n/a');
 const fmt2 = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : 'n/a');
@@ -113,6 +116,7 @@ function summarise(results: LoadResult[]) {
 }
 
 const wallOf = (results: LoadResult[]) => results.reduce((s, r) => s + r.wallMs, 0);
+const MiB = (bytes: number) => bytes / (1024 * 1024);
 
 async function main(): Promise<void> {
   const prefix = `bench_${Date.now().toString(36)}`;
@@ -236,6 +240,31 @@ async function main(): Promise<void> {
     const drainMs = performance.now() - drainStart;
     const recorded = await countUsage(ctx, account.id);
 
+    // Redis memory per request: what a batch of requests through the one-worker service leaves in
+    // Redis once each has ended, by kind of key, times how long each kind lives.
+    web2.child.kill('SIGTERM');
+    for (const w of workers2) w.child.kill('SIGTERM');
+    await Promise.all([web2, ...workers2].map((p) => exited(p.child)));
+    const relayTtlSeconds = config.queue.relayLogTtlSeconds;
+    const keyKinds = [
+      { name: 'relay log (`rlog`)', match: new RegExp(`^${prefix}:rlog:`), ttlSeconds: relayTtlSeconds },
+      { name: 'request state (`req`)', match: new RegExp(`^${prefix}:req:`), ttlSeconds: relayTtlSeconds },
+      { name: 'settled marker (`limits:…:settled`)', match: new RegExp(`^${prefix}:limits:\\{[^}]+\\}:settled:`), ttlSeconds: config.limits.settledMarkerTtlMs / 1000 },
+    ];
+    const memoryRedis = new Redis(config.redis.url);
+    const redisMemory: { mode: 'stream' | 'json'; figures: RequestKeyFigures }[] = [];
+    try {
+      for (const stream of modes) {
+        const figures = await measureRequestKeys(memoryRedis, prefix, keyKinds, async () => {
+          const r = await runLoad({ ...targets.service, stream, concurrency: 8, requests: MEMORY_SAMPLE_REQUESTS });
+          return r.samples.length + Object.values(r.errors).reduce((x, y) => x + y, 0);
+        });
+        redisMemory.push({ mode: stream ? 'stream' : 'json', figures });
+      }
+    } finally {
+      memoryRedis.disconnect();
+    }
+
     // Idle streams, in a fresh web process so the baseline is not the heap the load left behind.
     // The upstream holds the first token for 10 minutes; the service commits each stream after one
     // heartbeat interval and keeps it alive with comments.
@@ -349,6 +378,29 @@ async function main(): Promise<void> {
     }
     lines.push('');
     lines.push(
+      `Redis memory per request: the keys ${MEMORY_SAMPLE_REQUESTS} requests per mode (concurrency 8, one-worker service) left once they ended, ` +
+        'MEMORY USAGE of each key (up to 100 per kind), times how long the key lives after its request ends.',
+    );
+    lines.push('');
+    lines.push('| mode | key | keys per request | bytes per key | TTL after the end, s (observed) | byte-seconds per request |');
+    lines.push('|---|---|---|---|---|---|');
+    for (const { mode, figures } of redisMemory) {
+      for (const k of figures.kinds) {
+        lines.push(`| ${mode} | ${k.name} | ${fmt2(k.keysPerRequest)} | ${fmt(k.bytesPerKey)} | ${fmt(k.ttlSeconds)} (${fmt(k.observedTtlSeconds)}) | ${(k.bytesPerRequest * k.ttlSeconds).toFixed(0)} |`);
+      }
+    }
+    lines.push('');
+    for (const { mode, figures } of redisMemory) {
+      const perRequestBytes = figures.kinds.reduce((t, k) => t + k.bytesPerRequest, 0);
+      const other = Object.entries(figures.otherKeys).map(([shape, n]) => `${shape} ×${n}`);
+      lines.push(
+        `Redis, ${mode}: ${fmt(perRequestBytes)} bytes per request in these keys (INFO used_memory grew ${fmt(figures.usedMemoryPerRequest)} bytes per request); ` +
+          `held at a steady ${fmt(MiB(steadyStateBytes(figures.kinds, 100)))} MiB at 100 req/s and ${fmt(MiB(steadyStateBytes(figures.kinds, 1000)))} MiB at 1,000 req/s. ` +
+          `Other keys the requests left: ${other.length === 0 ? 'none' : other.join(', ')}.`,
+      );
+    }
+    lines.push('');
+    lines.push(
       `Idle streams: ${held.established} of ${streams} established; web process RSS ${fmt(baseline)} MiB before, ${fmt(loaded)} MiB with them open ` +
         `(${fmt(((loaded - baseline) * 1024) / Math.max(1, held.established))} KiB per stream).`,
     );
@@ -359,7 +411,7 @@ async function main(): Promise<void> {
     mkdirSync(path.join(root, 'var', 'bench'), { recursive: true });
     writeFileSync(
       path.join(root, 'var', 'bench', 'results.json'),
-      JSON.stringify({ at: new Date().toISOString(), rows: out, idle: { streams, established: held.established, baseline, loaded } }, null, 2),
+      JSON.stringify({ at: new Date().toISOString(), rows: out, redisMemory, idle: { streams, established: held.established, baseline, loaded } }, null, 2),
     );
   } finally {
     for (const p of [web, worker, web2, ...workers2]) p.child.kill('SIGTERM');
