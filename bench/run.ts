@@ -19,7 +19,7 @@ import { generateApiKey } from '../src/accounts/api-keys.js';
 import { loadCatalog } from '../src/catalog/catalog.js';
 import { holdStreams, percentile, runLoad, type LoadResult } from './loadgen.js';
 import { usageStreamKeys } from '../src/usage/usage-stream.js';
-import { add, diff, machineBusyMs, pidsNamed, snapshot, type CpuSnapshot } from './cpu.js';
+import { add, diff, machineBusyMs, postgresPidsFor, snapshot, type CpuSnapshot } from './cpu.js';
 import { measureRequestKeys, steadyStateBytes, type RequestKeyFigures } from './redis-memory.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -196,7 +196,8 @@ async function main(): Promise<void> {
       'worker 2w.1': () => [workers2[0]!.child.pid!],
       'worker 2w.2': () => [workers2[1]!.child.pid!],
       redis: () => (redisPid ? [redisPid] : []),
-      postgres: () => pidsNamed('postgres'),
+      // Postgres may serve other databases on this machine: only our database's backends and the server's own processes count.
+      postgres: () => postgresPidsFor(decodeURIComponent(new URL(config.db.url).pathname.slice(1))),
       upstream: () => [upstream.pid!],
       'pass-through': () => [proxy.pid!],
       'load generator': () => [process.pid],
