@@ -28,7 +28,7 @@ export interface KindFigures {
 export interface RequestKeyFigures {
   requests: number;
   kinds: KindFigures[];
-  /** New keys of no known kind, by the shape of their name after the prefix (ids replaced by `*`), with their count. */
+  /** New keys of no known kind, by the shape of their name (ids replaced by `*`, the prefix kept), with their count. */
   otherKeys: Record<string, number>;
   /** INFO used_memory after the batch less before, per request: what the keyspace grew by, with the expiry entries MEMORY USAGE leaves out. */
   usedMemoryPerRequest: number;
@@ -89,7 +89,8 @@ export async function measureRequestKeys(redis: Redis, prefix: string, kinds: Ke
   }
   for (const k of created) {
     if (kinds.some((kind) => kind.match.test(k))) continue;
-    const shape = prefix + keyShape(k.slice(prefix.length));
+    // The prefix may hold digits, here and in hash tags: kept as it is.
+    const shape = keyShape(k.replaceAll(prefix, '\0')).replaceAll('\0', prefix);
     otherKeys[shape] = (otherKeys[shape] ?? 0) + 1;
   }
   return { requests, kinds: figures, otherKeys, usedMemoryPerRequest: (memoryAfter - memoryBefore) / Math.max(1, requests) };

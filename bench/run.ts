@@ -397,7 +397,7 @@ async function main(): Promise<void> {
       lines.push(
         `Redis, ${mode}: ${fmt(perRequestBytes)} bytes per request in these keys (INFO used_memory grew ${fmt(figures.usedMemoryPerRequest)} bytes per request); ` +
           `held at a steady ${fmt(MiB(steadyStateBytes(figures.kinds, 100)))} MiB at 100 req/s and ${fmt(MiB(steadyStateBytes(figures.kinds, 1000)))} MiB at 1,000 req/s. ` +
-          `Other keys the requests left: ${other.length === 0 ? 'none' : other.join(', ')}.`,
+          `Other new keys, by shape and count (per request only if the count is near ${figures.requests}): ${other.length === 0 ? 'none' : other.join(', ')}.`,
       );
     }
     lines.push('');
