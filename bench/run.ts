@@ -1,11 +1,14 @@
 // `npm run bench`: the fake upstream, the service (one web and one worker process) pointed at it,
 // and a load generator, measured side by side in one run: direct-to-upstream against
 // through-the-service, streaming and not, at several concurrencies, interleaved in rounds so
-// drift on a shared machine hits both sides alike. A third side, a bare pass-through proxy
-// (pass-through.ts), shows the least any extra Node hop adds on the same machine in the same run.
-// Then the web process's memory with 2,000 open idle streams. Prints Markdown tables (for docs/benchmark.md) and writes var/bench/results.json.
+// drift on a shared machine hits both sides alike. A bare pass-through proxy (pass-through.ts)
+// shows the least any extra Node hop adds on the same machine in the same run, and a second copy
+// of the service with two worker processes behind one web process shows how it scales with workers.
+// Then the Redis memory each request leaves behind, and the web process's memory with 2,000 open
+// idle streams. Prints Markdown tables (for docs/benchmark.md) and writes var/bench/results.json.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism as cpuCount } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -16,7 +19,8 @@ import { generateApiKey } from '../src/accounts/api-keys.js';
 import { loadCatalog } from '../src/catalog/catalog.js';
 import { holdStreams, percentile, runLoad, type LoadResult } from './loadgen.js';
 import { usageStreamKeys } from '../src/usage/usage-stream.js';
-import { add, diff, pidsNamed, snapshot, type CpuSnapshot } from './cpu.js';
+import { add, diff, machineBusyMs, postgresPidsFor, snapshot, type CpuSnapshot } from './cpu.js';
+import { measureRequestKeys, steadyStateBytes, type RequestKeyFigures } from './redis-memory.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dist = path.resolve(here, '..');
@@ -74,19 +78,23 @@ function startProcess(entry: string, env: NodeJS.ProcessEnv, ready: RegExp): Pro
   });
 }
 
-const SIDES = ['direct', 'service', 'pass-through'] as const;
+// 'two workers' is a second copy of the service (its own web process and Redis prefix, the same
+// configuration) with two worker processes: the same load against one worker and against two.
+const SIDES = ['direct', 'service', 'two workers', 'pass-through'] as const;
 type Side = (typeof SIDES)[number];
 
 interface Row {
   mode: 'stream' | 'json';
   concurrency: number;
-  direct: LoadResult[];
-  service: LoadResult[];
-  'pass-through': LoadResult[];
+  results: Record<Side, LoadResult[]>;
   cpu: Record<Side, CpuSnapshot>;
+  /** The whole machine's busy CPU ms during each side's runs, every process included. */
+  machineMs: Record<Side, number>;
 }
 
 const CPU_ROLES = ['web', 'worker', 'redis', 'postgres', 'upstream', 'load generator'] as const;
+const TWO_WORKER_ROLES = ['web 2w', 'worker 2w.1', 'worker 2w.2'] as const;
+const MEMORY_SAMPLE_REQUESTS = 300;
 
 const fmt = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : 'n/a');
 const fmt2 = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : 'n/a');
@@ -103,8 +111,12 @@ function summarise(results: LoadResult[]) {
     rps: (samples.length / wall) * 1000,
     errors,
     n: samples.length,
+    wallMs: wall,
   };
 }
+
+const wallOf = (results: LoadResult[]) => results.reduce((s, r) => s + r.wallMs, 0);
+const MiB = (bytes: number) => bytes / (1024 * 1024);
 
 async function main(): Promise<void> {
   const prefix = `bench_${Date.now().toString(36)}`;
@@ -147,6 +159,12 @@ async function main(): Promise<void> {
 
   const web = await startProcess(path.join(dist, 'src/http/server.js'), { ...env, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/);
   const worker = await startProcess(path.join(dist, 'workers/worker.js'), { ...env, LOG_LEVEL: 'info' }, /worker: running/);
+  // The two-worker copy: one web process and two workers on a Redis prefix of their own (so a
+  // queue of their own), under the benchmark's prefix so the clean-up below removes it too.
+  const env2: NodeJS.ProcessEnv = { ...env, REDIS_PREFIX: `${prefix}w2` };
+  const config2 = loadConfig(env2);
+  const web2 = await startProcess(path.join(dist, 'src/http/server.js'), { ...env2, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/);
+  const workers2 = await Promise.all([1, 2].map(() => startProcess(path.join(dist, 'workers/worker.js'), { ...env2, LOG_LEVEL: 'info' }, /worker: running/)));
   const serviceUrl = `${web.match[1]}/v1/chat/completions`;
   const directUrl = `${upstreamUrl}/chat/completions`;
   const messages = [{ role: 'user', content: 'Benchmark prompt: say something.' }];
@@ -154,23 +172,32 @@ async function main(): Promise<void> {
   const targets: Record<Side, { url: string; apiKey: string; body: Record<string, unknown> }> = {
     direct: { url: directUrl, apiKey: 'sk-bench-upstream', body: directBody },
     service: { url: serviceUrl, apiKey: key.key, body: { model: model.id, messages } },
+    'two workers': { url: `${web2.match[1]}/v1/chat/completions`, apiKey: key.key, body: { model: model.id, messages } },
     'pass-through': { url: `http://127.0.0.1:${proxyPort}/v1/chat/completions`, apiKey: 'sk-bench-upstream', body: directBody },
   };
 
   try {
-    process.stderr.write(`bench: upstream ${upstreamUrl}, service ${web.match[1]} (web pid ${web.child.pid}, worker pid ${worker.child.pid}), model ${model.id}\n`);
-    // Warm both paths (JIT, connection pools, script cache).
+    process.stderr.write(
+      `bench: upstream ${upstreamUrl}, service ${web.match[1]} (web pid ${web.child.pid}, worker pid ${worker.child.pid}), ` +
+        `two workers ${web2.match[1]} (web pid ${web2.child.pid}, worker pids ${workers2.map((w) => w.child.pid).join(', ')}), model ${model.id}\n`,
+    );
+    // Warm every path (JIT, connection pools, script cache).
     for (const stream of [true, false]) {
       await runLoad({ ...targets.direct, stream, concurrency: 8, requests: 100 });
       await runLoad({ ...targets['pass-through'], stream, concurrency: 8, requests: 100 });
       await runLoad({ ...targets.service, stream, concurrency: 8, requests: WARMUP_REQUESTS });
+      await runLoad({ ...targets['two workers'], stream, concurrency: 8, requests: WARMUP_REQUESTS });
     }
     const redisPid = Number(/process_id:(\d+)/.exec(await ctx.redis.info('server'))?.[1]);
-    const roles: Record<(typeof CPU_ROLES)[number] | 'pass-through', () => number[]> = {
+    const roles: Record<(typeof CPU_ROLES)[number] | (typeof TWO_WORKER_ROLES)[number] | 'pass-through', () => number[]> = {
       web: () => [web.child.pid!],
       worker: () => [worker.child.pid!],
+      'web 2w': () => [web2.child.pid!],
+      'worker 2w.1': () => [workers2[0]!.child.pid!],
+      'worker 2w.2': () => [workers2[1]!.child.pid!],
       redis: () => (redisPid ? [redisPid] : []),
-      postgres: () => pidsNamed('postgres'),
+      // Postgres may serve other databases on this machine: only our database's backends and the server's own processes count.
+      postgres: () => postgresPidsFor(decodeURIComponent(new URL(config.db.url).pathname.slice(1))),
       upstream: () => [upstream.pid!],
       'pass-through': () => [proxy.pid!],
       'load generator': () => [process.pid],
@@ -178,36 +205,66 @@ async function main(): Promise<void> {
     const rows: Row[] = [];
     for (const stream of modes) {
       for (const c of concurrencies) {
-        const row: Row = { mode: stream ? 'stream' : 'json', concurrency: c, direct: [], service: [], 'pass-through': [], cpu: { direct: {}, service: {}, 'pass-through': {} } };
+        const perSide = <T>(f: () => T) => Object.fromEntries(SIDES.map((t) => [t, f()])) as Record<Side, T>;
+        const row: Row = { mode: stream ? 'stream' : 'json', concurrency: c, results: perSide(() => []), cpu: perSide(() => ({})), machineMs: perSide(() => 0) };
         for (let r = 0; r < rounds; r++) {
           // Each round starts with the next side, so no side always runs first or last.
           const order = SIDES.map((_, i) => SIDES[(i + r) % SIDES.length]!);
           for (const t of order) {
             const before = snapshot(roles);
-            row[t].push(await runLoad({ ...targets[t], stream, concurrency: c, requests: requestsFor(c) }));
+            const machineBefore = machineBusyMs();
+            row.results[t].push(await runLoad({ ...targets[t], stream, concurrency: c, requests: requestsFor(c) }));
             row.cpu[t] = add(row.cpu[t], diff(before, snapshot(roles)));
+            const machineAfter = machineBusyMs();
+            row.machineMs[t] += machineBefore === undefined || machineAfter === undefined ? NaN : machineAfter - machineBefore;
           }
         }
         rows.push(row);
-        const d = summarise(row.direct);
-        const s = summarise(row.service);
-        const p = summarise(row['pass-through']);
+        const d = summarise(row.results.direct);
+        const s = summarise(row.results.service);
+        const w = summarise(row.results['two workers']);
+        const p = summarise(row.results['pass-through']);
         process.stderr.write(
           `bench: ${row.mode} c=${c}: added TTFT p50 ${fmt(s.ttft50 - d.ttft50)} ms, p99 ${fmt(s.ttft99 - d.ttft99)} ms; rps ${fmt(d.rps)} -> ${fmt(s.rps)}` +
-            ` (pass-through: ${fmt(p.ttft50 - d.ttft50)} / ${fmt(p.ttft99 - d.ttft99)} ms, ${fmt(p.rps)} rps)\n`,
+            ` (two workers: ${fmt(w.rps)} rps; pass-through: ${fmt(p.ttft50 - d.ttft50)} / ${fmt(p.ttft99 - d.ttft99)} ms, ${fmt(p.rps)} rps)\n`,
         );
       }
     }
 
     // Metering must keep up: every request above is one ledger row once the usage stream drains.
     const served = (r: LoadResult) => r.samples.length + Object.values(r.errors).reduce((x, y) => x + y, 0);
-    const serviceRequests = WARMUP_REQUESTS * 2 + rows.reduce((n, r) => n + r.service.reduce((m, x) => m + served(x), 0), 0);
-    const backlog = async () => (await Promise.all(usageStreamKeys(config).map((k) => ctx.redis.xlen(k)))).reduce((a, b) => a + b, 0);
+    const serviceRequests = WARMUP_REQUESTS * 4 + rows.reduce((n, r) => n + [...r.results.service, ...r.results['two workers']].reduce((m, x) => m + served(x), 0), 0);
+    const backlog = async () => (await Promise.all([...usageStreamKeys(config), ...usageStreamKeys(config2)].map((k) => ctx.redis.xlen(k)))).reduce((a, b) => a + b, 0);
     const backlogAtEnd = await backlog();
     const drainStart = performance.now();
     while ((await backlog()) > 0 && performance.now() - drainStart < 30_000) await new Promise((r) => setTimeout(r, 50));
     const drainMs = performance.now() - drainStart;
     const recorded = await countUsage(ctx, account.id);
+
+    // Redis memory per request: what a batch of requests through the one-worker service leaves in
+    // Redis once each has ended, by kind of key, times how long each kind lives.
+    web2.child.kill('SIGTERM');
+    for (const w of workers2) w.child.kill('SIGTERM');
+    await Promise.all([web2, ...workers2].map((p) => exited(p.child)));
+    const relayTtlSeconds = config.queue.relayLogTtlSeconds;
+    const keyKinds = [
+      { name: 'relay log (`rlog`)', match: new RegExp(`^${prefix}:rlog:`), ttlSeconds: relayTtlSeconds },
+      { name: 'request state (`req`)', match: new RegExp(`^${prefix}:req:`), ttlSeconds: relayTtlSeconds },
+      { name: 'settled marker (`limits:…:settled`)', match: new RegExp(`^${prefix}:limits:\\{[^}]+\\}:settled:`), ttlSeconds: config.limits.settledMarkerTtlMs / 1000 },
+    ];
+    const memoryRedis = new Redis(config.redis.url);
+    const redisMemory: { mode: 'stream' | 'json'; figures: RequestKeyFigures }[] = [];
+    try {
+      for (const stream of modes) {
+        const figures = await measureRequestKeys(memoryRedis, prefix, keyKinds, async () => {
+          const r = await runLoad({ ...targets.service, stream, concurrency: 8, requests: MEMORY_SAMPLE_REQUESTS });
+          return r.samples.length + Object.values(r.errors).reduce((x, y) => x + y, 0);
+        });
+        redisMemory.push({ mode: stream ? 'stream' : 'json', figures });
+      }
+    } finally {
+      memoryRedis.disconnect();
+    }
 
     // Idle streams, in a fresh web process so the baseline is not the heap the load left behind.
     // The upstream holds the first token for 10 minutes; the service commits each stream after one
@@ -232,9 +289,18 @@ async function main(): Promise<void> {
     lines.push('|---|---|---|---|---|---|---|---|');
     const out: unknown[] = [];
     for (const row of rows) {
-      const d = summarise(row.direct);
-      const s = summarise(row.service);
-      out.push({ mode: row.mode, concurrency: row.concurrency, direct: d, service: s, passThrough: summarise(row['pass-through']), cpuMs: row.cpu });
+      const d = summarise(row.results.direct);
+      const s = summarise(row.results.service);
+      out.push({
+        mode: row.mode,
+        concurrency: row.concurrency,
+        direct: d,
+        service: s,
+        twoWorkers: summarise(row.results['two workers']),
+        passThrough: summarise(row.results['pass-through']),
+        cpuMs: row.cpu,
+        machineBusyMs: row.machineMs,
+      });
       lines.push(
         `| ${row.mode} | ${row.concurrency} | ${fmt(d.ttft50)} / ${fmt(s.ttft50)} (**${fmt(s.ttft50 - d.ttft50)}**) | ${fmt(d.ttft99)} / ${fmt(s.ttft99)} (**${fmt(s.ttft99 - d.ttft99)}**) | ` +
           `${fmt(d.total50)} / ${fmt(s.total50)} (${fmt(s.total50 - d.total50)}) | ${fmt(d.total99)} / ${fmt(s.total99)} (${fmt(s.total99 - d.total99)}) | ${fmt(d.rps)} / ${fmt(s.rps)} | ${d.errors} / ${s.errors} |`,
@@ -246,28 +312,93 @@ async function main(): Promise<void> {
     lines.push('| mode | concurrency | added TTFT p50 ms | added TTFT p99 ms | added total p50 ms | added total p99 ms | req/s direct / pass-through | errors |');
     lines.push('|---|---|---|---|---|---|---|---|');
     for (const row of rows) {
-      const d = summarise(row.direct);
-      const p = summarise(row['pass-through']);
+      const d = summarise(row.results.direct);
+      const p = summarise(row.results['pass-through']);
       lines.push(
         `| ${row.mode} | ${row.concurrency} | ${fmt(p.ttft50 - d.ttft50)} | ${fmt(p.ttft99 - d.ttft99)} | ${fmt(p.total50 - d.total50)} | ${fmt(p.total99 - d.total99)} | ${fmt(d.rps)} / ${fmt(p.rps)} | ${p.errors} |`,
       );
     }
+    // CPU ms per request of one role (or the sum of several) during one side's runs.
+    const perRequest = (row: Row, side: Side) => {
+      const n = row.results[side].reduce((s, r) => s + r.samples.length, 0);
+      return (...names: string[]) => {
+        const known = names.filter((r) => row.cpu[side][r] !== undefined);
+        return known.length === 0 ? NaN : known.reduce((t, r) => t + row.cpu[side][r]!, 0) / Math.max(1, n);
+      };
+    };
+    const allRoles = (row: Row, side: Side) => Object.keys(row.cpu[side]);
+    // Cores kept busy during one side's runs: by the benchmark's own processes, and by everything on the machine.
+    const cores = (row: Row, side: Side) => {
+      const wall = wallOf(row.results[side]);
+      const ours = Object.values(row.cpu[side]).reduce((t, ms) => t + ms, 0);
+      return { ours: ours / wall, machine: row.machineMs[side] / wall };
+    };
     lines.push('');
-    lines.push('CPU per request, ms, by process (through the service; the last two columns are the whole direct and pass-through runs):');
+    lines.push('CPU per request, ms, by process (through the service; "all" is every process of the benchmark, idle ones included; the last two columns are the whole direct and pass-through runs):');
     lines.push('');
     lines.push(`| mode | concurrency | ${CPU_ROLES.join(' | ')} | all | direct | pass-through |`);
     lines.push(`|---|---|${CPU_ROLES.map(() => '---|').join('')}---|---|---|`);
     for (const row of rows) {
-      const per = (snap: CpuSnapshot, results: LoadResult[]) => {
-        const n = results.reduce((s, r) => s + r.samples.length, 0);
-        return (role: string) => (snap[role] === undefined ? NaN : snap[role] / Math.max(1, n));
-      };
-      const s = per(row.cpu.service, row.service);
-      const d = per(row.cpu.direct, row.direct);
-      const p = per(row.cpu['pass-through'], row['pass-through']);
-      const roles = [...CPU_ROLES, 'pass-through'];
-      const sum = (f: (role: string) => number) => roles.reduce((t, r) => t + (Number.isFinite(f(r)) ? f(r) : 0), 0);
-      lines.push(`| ${row.mode} | ${row.concurrency} | ${CPU_ROLES.map((r) => fmt2(s(r))).join(' | ')} | ${fmt2(sum(s))} | ${fmt2(sum(d))} | ${fmt2(sum(p))} |`);
+      const s = perRequest(row, 'service');
+      const d = perRequest(row, 'direct');
+      const p = perRequest(row, 'pass-through');
+      lines.push(
+        `| ${row.mode} | ${row.concurrency} | ${CPU_ROLES.map((r) => fmt2(s(r))).join(' | ')} | ${fmt2(s(...allRoles(row, 'service')))} | ${fmt2(d(...allRoles(row, 'direct')))} | ${fmt2(p(...allRoles(row, 'pass-through')))} |`,
+      );
+    }
+    lines.push('');
+    lines.push(
+      'One worker process against two, in the same rounds: the same web configuration and load, the second copy of the service with two worker processes behind its one web process. ' +
+        'Cores busy is CPU time over wall time during that side\'s runs, for the benchmark\'s own processes and for the whole machine (anything else running on it included), out of ' +
+        `${cpuCount()} cores.`,
+    );
+    lines.push('');
+    lines.push('| mode | concurrency | req/s 1 / 2 workers (ratio) | TTFT p50 1 / 2 workers ms | TTFT p99 1 / 2 workers ms | total p50 1 / 2 workers ms | total p99 1 / 2 workers ms | cores busy, ours 1 / 2 workers | cores busy, machine 1 / 2 workers | errors |');
+    lines.push('|---|---|---|---|---|---|---|---|---|---|');
+    for (const row of rows) {
+      const s = summarise(row.results.service);
+      const w = summarise(row.results['two workers']);
+      const c1 = cores(row, 'service');
+      const c2 = cores(row, 'two workers');
+      lines.push(
+        `| ${row.mode} | ${row.concurrency} | ${fmt(s.rps)} / ${fmt(w.rps)} (**${fmt2(w.rps / s.rps)}**) | ${fmt(s.ttft50)} / ${fmt(w.ttft50)} | ${fmt(s.ttft99)} / ${fmt(w.ttft99)} | ` +
+          `${fmt(s.total50)} / ${fmt(w.total50)} | ${fmt(s.total99)} / ${fmt(w.total99)} | ${fmt2(c1.ours)} / ${fmt2(c2.ours)} | ${fmt2(c1.machine)} / ${fmt2(c2.machine)} | ${s.errors} / ${w.errors} |`,
+      );
+    }
+    lines.push('');
+    lines.push('CPU per request with two workers, ms, by process (the last column is "all" with one worker, from the table above):');
+    lines.push('');
+    const twoWorkerColumns = ['web', 'worker 1', 'worker 2', 'redis', 'postgres', 'upstream', 'load generator'];
+    lines.push(`| mode | concurrency | ${twoWorkerColumns.join(' | ')} | all | all, 1 worker |`);
+    lines.push(`|---|---|${twoWorkerColumns.map(() => '---|').join('')}---|---|`);
+    for (const row of rows) {
+      const w = perRequest(row, 'two workers');
+      const s = perRequest(row, 'service');
+      const cells = [...TWO_WORKER_ROLES, 'redis', 'postgres', 'upstream', 'load generator'].map((r) => w(r));
+      lines.push(`| ${row.mode} | ${row.concurrency} | ${cells.map(fmt2).join(' | ')} | ${fmt2(w(...allRoles(row, 'two workers')))} | ${fmt2(s(...allRoles(row, 'service')))} |`);
+    }
+    lines.push('');
+    lines.push(
+      `Redis memory per request: the keys ${MEMORY_SAMPLE_REQUESTS} requests per mode (concurrency 8, one-worker service) left once they ended, ` +
+        'MEMORY USAGE of each key (up to 100 per kind), times how long the key lives after its request ends.',
+    );
+    lines.push('');
+    lines.push('| mode | key | keys per request | bytes per key | TTL after the end, s (observed) | byte-seconds per request |');
+    lines.push('|---|---|---|---|---|---|');
+    for (const { mode, figures } of redisMemory) {
+      for (const k of figures.kinds) {
+        lines.push(`| ${mode} | ${k.name} | ${fmt2(k.keysPerRequest)} | ${fmt(k.bytesPerKey)} | ${fmt(k.ttlSeconds)} (${fmt(k.observedTtlSeconds)}) | ${(k.bytesPerRequest * k.ttlSeconds).toFixed(0)} |`);
+      }
+    }
+    lines.push('');
+    for (const { mode, figures } of redisMemory) {
+      const perRequestBytes = figures.kinds.reduce((t, k) => t + k.bytesPerRequest, 0);
+      const other = Object.entries(figures.otherKeys).map(([shape, n]) => `${shape} ×${n}`);
+      lines.push(
+        `Redis, ${mode}: ${fmt(perRequestBytes)} bytes per request in these keys (INFO used_memory grew ${fmt(figures.usedMemoryPerRequest)} bytes per request); ` +
+          `held at a steady ${fmt(MiB(steadyStateBytes(figures.kinds, 100)))} MiB at 100 req/s and ${fmt(MiB(steadyStateBytes(figures.kinds, 1000)))} MiB at 1,000 req/s. ` +
+          `Other new keys, by shape and count (per request only if the count is near ${figures.requests}): ${other.length === 0 ? 'none' : other.join(', ')}.`,
+      );
     }
     lines.push('');
     lines.push(
@@ -279,11 +410,13 @@ async function main(): Promise<void> {
     );
     process.stdout.write(`\n${lines.join('\n')}\n`);
     mkdirSync(path.join(root, 'var', 'bench'), { recursive: true });
-    writeFileSync(path.join(root, 'var', 'bench', 'results.json'), JSON.stringify({ at: new Date().toISOString(), rows: out, idle: { streams, established: held.established, baseline, loaded } }, null, 2));
+    writeFileSync(
+      path.join(root, 'var', 'bench', 'results.json'),
+      JSON.stringify({ at: new Date().toISOString(), rows: out, redisMemory, idle: { streams, established: held.established, baseline, loaded } }, null, 2),
+    );
   } finally {
-    web.child.kill('SIGTERM');
-    worker.child.kill('SIGTERM');
-    await Promise.all([exited(web.child), exited(worker.child)]);
+    for (const p of [web, worker, web2, ...workers2]) p.child.kill('SIGTERM');
+    await Promise.all([web, worker, web2, ...workers2].map((p) => exited(p.child)));
     upstream.kill('SIGTERM');
     proxy.kill('SIGTERM');
     await ctx.db.deleteFrom('usage_events').where('account_id', '=', account.id).execute();
