@@ -1,5 +1,5 @@
 import type { Config } from '../config.js';
-import { redisKey, shardTag, type RedisClient } from '../infra/redis.js';
+import { redisKey, replicated, shardTag, type RedisClient } from '../infra/redis.js';
 import type { UsageEvent } from './usage-event.js';
 
 // Usage travels from workers to Postgres through Redis streams: the worker appends a request's
@@ -21,8 +21,22 @@ export const usageStreamKeys = (config: Pick<Config, 'redis'>): string[] => Arra
 /** The shard a request's usage goes to (its completion queue's, when it has one). */
 export const usageShardOf = (config: Pick<Config, 'redis'>, shard: number | undefined): number => (shard ?? 0) % config.redis.shards;
 
+/** How long an append waits for a replica of its master, and how many appends it makes at most. */
+const REPLICA_WAIT_MS = 1000;
+const APPENDS = 3;
+
+/**
+ * Appends a request's usage to its shard's stream. On a Redis Cluster whose masters have replicas
+ * it also waits until a replica has the entry, appending again if none confirmed: replication is
+ * asynchronous, and a failover just after the append would otherwise lose what the client was
+ * told it used. A second copy is harmless (the ledger keeps one row per request).
+ */
 export async function appendUsage(redis: RedisClient, config: Pick<Config, 'redis'>, shard: number | undefined, event: UsageEvent): Promise<void> {
-  await redis.xadd(usageStreamKey(config, usageShardOf(config, shard)), '*', 'e', JSON.stringify(event));
+  const key = usageStreamKey(config, usageShardOf(config, shard));
+  for (let append = 1; ; append++) {
+    await redis.xadd(key, '*', 'e', JSON.stringify(event));
+    if (append >= APPENDS || (await replicated(redis, key, REPLICA_WAIT_MS))) return;
+  }
 }
 
 export function parseUsageEntry(fields: string[]): UsageEvent | undefined {
