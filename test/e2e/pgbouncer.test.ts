@@ -236,14 +236,15 @@ describe('behind PgBouncer in transaction mode', function () {
     it('frees the claim and account lock of a run-job killed mid-invoice, and the next run resumes its draft without billing twice', async () => {
       const who = await createBillingAccount(app);
       await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 300_000, completion: 30_000, at: '2015-10-07T00:00:00Z' }]);
-      const killed = await runScript(RUN_JOB, ['invoices', '--month', '2015-10'], { ...env, FAULT_INJECT: 'crash-after-invoice-item' });
+      // --here: run-job invoices the account itself, so the fault kills run-job mid-invoice.
+      const killed = await runScript(RUN_JOB, ['invoices', '--month', '2015-10', '--here'], { ...env, FAULT_INJECT: 'crash-after-invoice-item' });
       expect(killed.signal, killed.stdout + killed.stderr).to.equal('SIGKILL');
       expect((await invoicesOf(app, who.account.id)).map((i) => i.status)).to.deep.equal(['draft']);
       // The pooler closes the server sessions of the dead client's open transactions: both locks go with them.
       await eventually(async () => ((await advisoryLocks()).length === 0 ? true : undefined), 'the killed run to hold no lock');
       expect(await withRunClaim(app.db, 'invoices', '2015-10', () => Promise.resolve('free'))).to.equal('free');
 
-      const rerun = await runScript(RUN_JOB, ['invoices', '--month', '2015-10'], env);
+      const rerun = await runScript(RUN_JOB, ['invoices', '--month', '2015-10', '--here'], env);
       expect(rerun.code, rerun.stdout + rerun.stderr).to.equal(0);
       expect(rerun.stdout).to.match(/resumed/);
       expect((await invoicesOf(app, who.account.id)).map((i) => i.status)).to.deep.equal(['open']);
