@@ -93,7 +93,17 @@ export const UNSUPPORTED_OPENAI_FIELDS: Record<string, { refuse: (value: unknown
 const Usage: JsonSchema = {
   type: 'object',
   required: ['prompt_tokens', 'completion_tokens', 'total_tokens'],
-  properties: { prompt_tokens: { type: 'integer' }, completion_tokens: { type: 'integer' }, total_tokens: { type: 'integer' } },
+  properties: {
+    prompt_tokens: { type: 'integer' },
+    completion_tokens: { type: 'integer' },
+    total_tokens: { type: 'integer' },
+    cost: {
+      type: 'number',
+      minimum: 0,
+      description:
+        "What the request costs in USD (OpenRouter's usage.cost), exactly as the usage ledger has it: 0 on the free tier. A model's costs over a month, summed and rounded half up to the cent, are its invoice line.",
+    },
+  },
 };
 
 /** The non-streaming answer, in OpenAI's chat.completion shape (tested against OpenAI's own schema). */

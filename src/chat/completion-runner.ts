@@ -6,6 +6,7 @@ import { ProviderError, type CompletionEvent, type Provider } from '../providers
 import type { UsageEvent } from '../usage/usage-event.js';
 import type { UsageStatus } from '../../db/schema/index.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
+import { requestCostUsd } from '../usage/usage-cost.js';
 import type { RelayError } from './relay-protocol.js';
 import type { RelayPublisher } from './relay-publisher.js';
 import { chunkFramer } from './sse.js';
@@ -107,7 +108,7 @@ export function toRelayError(err: unknown): RelayError {
 
 /** What a stream's worker logs once the upstream has answered in full: a re-run ends the stream with it. */
 export interface LoggedUsage {
-  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number; cost?: number };
   /** The `done` message's payload (the usage chunk, when the client asked for it). */
   done: string;
 }
@@ -218,7 +219,10 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   // A stream's client has seen text: should this worker die before recording, a re-run ends the
   // stream and bills it from the relay log, and with the upstream's usage logged beside the text
   // it bills exactly that. A non-streaming client has seen nothing, so a re-run answers it again.
-  const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  const usageEvent = usageOf(job, status, promptTokens, completionTokens);
+  // `cost` follows OpenRouter's usage.cost: USD, exact as the ledger has it (a JSON number keeps
+  // its at most 12 decimals to well under a cent for any single request).
+  const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens, cost: Number(requestCostUsd(usageEvent)) };
   const usageChunk = job.includeUsage ? framer.usage(usage) : '';
   if (job.stream && status === 'completed') {
     publisher.note('usage', JSON.stringify({ usage, done: usageChunk } satisfies LoggedUsage));
@@ -231,7 +235,6 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
     deps.onUpstreamTiming?.({ ttftSeconds: (firstTokenAt - attemptStarted) / 1000, tokensPerSecond: afterFirst > 0 ? completionTokens / afterFirst : undefined });
   }
 
-  const usageEvent = usageOf(job, status, promptTokens, completionTokens);
   const end = (kind: 'done' | 'final' | 'error', payload: string) => finishRecording(deps, job, kind, payload, usageEvent);
 
   if (status === 'completed') {

@@ -104,6 +104,29 @@ describe('chat completions through web and worker processes (built-in local mode
     expect(Number(row.input_price_per_million)).to.equal(0.3);
   });
 
+  it('tells a paid request its cost in usage.cost, equal to what the ledger records for it', async () => {
+    const r = await post(url, ask, { bearer: paid.apiKey });
+    expect(r.status).to.equal(200);
+    const row = await eventually(
+      () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', r.body.id).executeTakeFirst(),
+      'the usage row',
+    );
+    expect(r.body.usage.cost).to.be.greaterThan(0);
+    expect(r.body.usage.cost).to.equal(Number(row.cost_usd));
+  });
+
+  it('puts usage.cost in a stream\'s usage chunk, and 0 on the free tier', async () => {
+    const paidStream = await postStream(url, { ...ask, stream: true, stream_options: { include_usage: true } }, paid.apiKey);
+    const freeStream = await postStream(url, { ...ask, stream: true, stream_options: { include_usage: true } }, free.apiKey);
+    const paidUsage = paidStream.chunks.at(-1).usage;
+    const row = await eventually(
+      () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', paidStream.chunks[0].id).executeTakeFirst(),
+      'the usage row',
+    );
+    expect(paidUsage.cost).to.equal(Number(row.cost_usd)).and.to.be.greaterThan(0);
+    expect(freeStream.chunks.at(-1).usage.cost).to.equal(0);
+  });
+
   it('refuses a paid-tier model to a free account with 403', async () => {
     const r = await post(url, { ...ask, model: 'claude-sonnet-4-5' }, { bearer: free.apiKey });
     expect(r.status).to.equal(403);
