@@ -43,7 +43,7 @@ export interface MonthlyInvoicingDeps extends InvoicingDeps {
 /** How long an account job waits for an on-demand invoice of the same account to finish. */
 const JOB_LOCK_WAIT_MS = 60_000;
 /** How often the run checks its claim while it waits, and looks again at jobs whose end it may have missed. */
-const WAIT_SLICE_MS = 30_000;
+const WAIT_SLICE_MS = 5_000;
 
 /** The account job's id: one per account and month, so queuing it again while it exists adds nothing. */
 export const accountJobId = (month: string, accountId: string): string => `invoice.${month}.${accountId}`;
@@ -139,6 +139,8 @@ async function fanOut(app: MonthlyInvoicingDeps, month: Month, ids: string[], su
     // and each costs one read; thousands of waits at once would each hold listeners.
     for (const job of jobs) {
       const accountId = job.data.accountId;
+      // Stop at once when the process is stopping or the claim is lost; the jobs carry on.
+      await opts.checkpoint?.();
       try {
         summary.add(accountId, await waitFor(job, events, opts), progress);
       } catch (err) {

@@ -9,6 +9,8 @@ import { startInvoicingWork } from '../../workers/invoicing.js';
 import { FakeStripe } from '../fakes/stripe.js';
 import { createBillingAccount, invoiceCreatesFor, invoicesOf, ledgerCentsByModel, linesOf, recordUsage } from '../support/billing.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
+import { eventually } from '../support/http.js';
+import { INVOICING_QUEUE } from '../../src/infra/queues.js';
 
 // The monthly run fanned out: one job per account on the invoicing queue, taken by the workers
 // started here (in this process, on real Redis and Postgres), against the fake Stripe. Months of
@@ -78,6 +80,24 @@ describe('invoicing fanned out: one job per account, paced to Stripe', () => {
     const again = await runJob(coordinator, JOBS.invoices, '2014-01', { force: true });
     expect(again).to.deep.include({ outcome: 'ran', ok: true });
     await expectBilledOnce(coordinator, fake, accounts);
+  });
+
+  it('stops waiting when its process stops, and leaves the queued account jobs to the workers', async () => {
+    const fake = await stripe();
+    const env = fake.env({ REDIS_PREFIX: isolatedPrefix() });
+    const app = context(env);
+    const accounts = await owing(app, 2, '2014-06');
+    let stopping = false;
+    // No worker yet: the jobs wait in the queue while the run waits for them.
+    const run = runJob(app, JOBS.invoices, '2014-06', { shouldStop: () => stopping });
+    await eventually(async () => ((await app.queue(INVOICING_QUEUE).getWaitingCount()) === 2 ? true : undefined), 'the account jobs to be queued');
+    stopping = true;
+    expect(await run).to.deep.include({ outcome: 'ran', ok: false });
+
+    workers.push(await startInvoicingWork(app));
+    const next = await runJob(app, JOBS.invoices, '2014-06');
+    expect(next).to.deep.include({ outcome: 'ran', ok: true });
+    await expectBilledOnce(app, fake, accounts);
   });
 
   it('retries an account whose Stripe call failed, with backoff, within the same run', async () => {
