@@ -1,5 +1,4 @@
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
@@ -10,6 +9,7 @@ import { createTestAccount } from '../support/accounts.js';
 import { isolatedPrefix, ONE_REDIS_SERVER, testConfig } from '../support/env.js';
 import { post } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
+import { monitorRedis } from '../support/redis-monitor.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
 describe('rate limits at the chat endpoint', () => {
@@ -125,17 +125,15 @@ describe('rate limits at the chat endpoint', () => {
   it(`confirms a cached key inside the admission script, with no Redis read of its own ${ONE_REDIS_SERVER}`, async () => {
     const { apiKey } = await createTestAccount(app, { tier: 'free' });
     await cacheKeyOn(webs[0]!.url, apiKey);
-    const monitor = new Redis(process.env.REDIS_URL!);
+    const monitor = await monitorRedis(process.env.REDIS_URL!);
     const touched: string[] = [];
-    const m = await monitor.monitor();
-    m.on('monitor', (_time: string, args: string[], source: string) => {
-      if (source !== 'lua' && args.some((x) => typeof x === 'string' && x.includes(`${prefix}:authv:`))) touched.push(String(args[0]).toLowerCase());
+    monitor.on(({ source, args }) => {
+      if (source !== 'lua' && args.some((x) => x.includes(`${prefix}:authv:`))) touched.push(String(args[0]).toLowerCase());
     });
     try {
       expect((await post(`${webs[0]!.url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
     } finally {
-      m.disconnect();
-      monitor.disconnect();
+      monitor.stop();
     }
     expect(touched).to.deep.equal(['evalsha']);
   });
@@ -166,13 +164,12 @@ describe('rate limits at the chat endpoint', () => {
 
   it(`costs one Redis round trip for the limiter on the request path and one for the settlement at its end ${ONE_REDIS_SERVER}`, async () => {
     const { apiKey } = await createTestAccount(app, { tier: 'free' });
-    const monitor = new Redis(process.env.REDIS_URL!);
+    const monitor = await monitorRedis(process.env.REDIS_URL!);
     const log: { source: string; cmd: string; limits: boolean }[] = [];
-    const m = await monitor.monitor();
-    m.on('monitor', (_time: string, args: string[], source: string) => {
+    monitor.on(({ source, args }) => {
       // Commands a script runs inside Redis show with source "lua": they are not round trips.
       if (source === 'lua') return;
-      log.push({ source, cmd: String(args[0]).toLowerCase(), limits: args.some((a) => typeof a === 'string' && a.includes(`${prefix}:limits:`)) });
+      log.push({ source, cmd: String(args[0]).toLowerCase(), limits: args.some((a) => a.includes(`${prefix}:limits:`)) });
     });
     try {
       const r = await post(`${webs[0]!.url}/v1/chat/completions`, ask, { bearer: apiKey });
@@ -181,8 +178,7 @@ describe('rate limits at the chat endpoint', () => {
       const deadline = Date.now() + 5000;
       while (log.filter((l) => l.limits).length < 2 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 20));
     } finally {
-      m.disconnect();
-      monitor.disconnect();
+      monitor.stop();
     }
     const inMulti = new Map<string, boolean>();
     const outside: string[] = [];

@@ -12,6 +12,7 @@ import { createTestAccount } from '../support/accounts.js';
 import { isolatedPrefix, ONE_REDIS_SERVER, testConfig } from '../support/env.js';
 import { eventually } from '../support/http.js';
 import { keysEverywhere } from '../support/redis-cluster.js';
+import { monitorRedis } from '../support/redis-monitor.js';
 
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
@@ -358,12 +359,12 @@ describe('rate limiter and token quota', () => {
 
     it(`costs exactly one Redis command (one round trip) per admission ${ONE_REDIS_SERVER}`, async () => {
       const subject = await context();
-      // A duplicate connection in monitor mode; the subject's own connection stays untouched.
-      const monitor: Redis = await (app.redis as Redis).monitor();
+      // A connection of its own in monitor mode; the subject's own connection stays untouched.
+      const monitor = await monitorRedis(process.env.REDIS_URL!);
       try {
         const source = `127.0.0.1:${(subject.redis as Redis).stream.localPort}`;
         const seen: string[][] = [];
-        monitor.on('monitor', (_time: string, args: string[], from: string) => {
+        monitor.on(({ source: from, args }) => {
           if (from === source) seen.push(args);
         });
         const account = randomUUID();
@@ -378,7 +379,7 @@ describe('rate limiter and token quota', () => {
         // The first call on a connection sends the script itself, later ones its SHA.
         expect(commands).to.deep.equal(['eval', 'evalsha', 'evalsha', 'evalsha', 'evalsha', 'evalsha']);
       } finally {
-        monitor.disconnect();
+        monitor.stop();
       }
     });
   });
