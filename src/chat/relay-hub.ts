@@ -24,7 +24,7 @@ const CANCELLED_MEMORY = 1000;
  * client's web process is gone stops working for it.
  */
 export class RelayHub {
-  /** Identifies this web process in job data, so workers publish to the right pattern. */
+  /** Identifies this web process in job data, so workers publish to its channel. */
   readonly instance = randomBytes(6).toString('base64url');
   private readonly handlers = new Map<string, RelayHandler>();
   private readonly sub: RedisClient;

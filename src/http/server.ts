@@ -18,7 +18,7 @@ export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Pro
   app.checkCatalog();
   const koa = createHttpApp(app, routes);
   await app.warmUp([app.redis, app.redisConnection('queue-producer')]);
-  // The relay's pattern subscription is in place before the first request can be queued.
+  // The relay's subscription to this process's channel is in place before the first request can be queued.
   await app.relayHub.start();
   const { headersTimeoutMs, requestTimeoutMs } = app.config.http;
   // Node's request timeouts bound only receiving a request (its headers, then its body): a client
