@@ -1,6 +1,6 @@
 import type { RedisClient, RedisRole } from '../infra/redis.js';
 import type { Config } from '../config.js';
-import { createQueueEvents, INVOICING_QUEUE, type Job, type Queue, type QueueRef } from '../infra/queues.js';
+import { createQueueEvents, INVOICING_QUEUE, type Job, type Queue, type QueueEvents, type QueueRef } from '../infra/queues.js';
 import { findAccountById } from '../accounts/accounts.repository.js';
 import { flushUsage } from '../usage/metering.service.js';
 import { accountsToInvoice } from './invoices.repository.js';
@@ -75,8 +75,8 @@ export async function invoiceMonthAccount(app: InvoicingDeps, month: Month, acco
  * end, including accounts that were downgraded during the month: one job per account, run by the
  * workers. Named accounts (an operator's targeted re-run, a test's own accounts) are invoiced here,
  * in this process, and so is every account when `inProcess` is set (run-job --here, for a
- * deployment whose workers are down). Re-running bills nothing twice: an account invoiced for the month is reported
- * as already invoiced.
+ * deployment whose workers are down). Re-running bills nothing twice: an account invoiced for the
+ * month is reported as already invoiced.
  */
 export async function invoiceMonth(app: MonthlyInvoicingDeps, month: Month, opts: JobOptions = {}): Promise<JobResult> {
   const now = app.clock.now();
@@ -116,10 +116,10 @@ async function fanOut(app: MonthlyInvoicingDeps, month: Month, ids: string[], su
   const events = createQueueEvents(app.config, INVOICING_QUEUE, app.redisConnection('queue-worker', 'invoicing-events'));
   try {
     await events.waitUntilReady();
-    // A job failed for good in an earlier run is tried again; one that completed is kept (for a
-    // day) so a re-run reads its result instead of invoicing again, though that would be harmless.
-    const existing = await Promise.all(ids.map((id) => queue.getJob(accountJobId(month.key, id))));
-    await Promise.all(existing.map(async (job) => ((await job?.isFailed()) ? job!.retry('failed') : undefined)));
+    // A job of this month that failed for good in an earlier run is tried again (queuing it anew
+    // would find its id taken and add nothing). One that completed is kept for a day, so a re-run
+    // reads its result instead of invoicing again, though that would be harmless.
+    for (const job of await queue.getFailed()) if (job.data.month === month.key) await job.retry('failed');
     const jobs: Job<AccountInvoicingJob, AccountInvoicingResult>[] = [];
     for (let i = 0; i < ids.length; i += 1000) {
       const batch = ids.slice(i, i + 1000).map((accountId) => ({
@@ -160,7 +160,7 @@ class Interrupted extends Error {}
  * WAIT_SLICE_MS the run also checks its claim (checkpoint) and reads the job's state itself, so
  * an announcement lost to a Redis failover cannot leave it waiting for ever.
  */
-async function waitFor(job: Job<AccountInvoicingJob, AccountInvoicingResult>, events: QueueEventsLike, opts: JobOptions): Promise<AccountInvoicingResult> {
+async function waitFor(job: Job<AccountInvoicingJob, AccountInvoicingResult>, events: QueueEvents, opts: JobOptions): Promise<AccountInvoicingResult> {
   for (;;) {
     try {
       return await job.waitUntilFinished(events, WAIT_SLICE_MS);
@@ -175,7 +175,6 @@ async function waitFor(job: Job<AccountInvoicingJob, AccountInvoicingResult>, ev
   }
 }
 
-type QueueEventsLike = Parameters<Job['waitUntilFinished']>[0];
 
 /** The run's counts and failures, reported per account as they come. */
 class RunSummary {

@@ -1,7 +1,7 @@
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import Stripe from 'stripe';
 import type { Config } from '../config.js';
-import { hashTag, redisKey, type RedisClient } from './redis.js';
+import { redisKey, type RedisClient } from './redis.js';
 
 type HttpClient = InstanceType<typeof Stripe.HttpClient>;
 
@@ -18,7 +18,7 @@ export class StripePacer {
   constructor(redis: RedisClient, config: Pick<Config, 'redis' | 'stripe'>) {
     this.window = new RateLimiterRedis({
       storeClient: redis,
-      keyPrefix: redisKey(config, 'stripe-pace', hashTag(config.redis.prefix, 'stripe-pace')),
+      keyPrefix: redisKey(config, 'stripe-pace'),
       points: config.stripe.maxOpsPerSecond,
       duration: 1,
       rejectIfRedisNotReady: true,
