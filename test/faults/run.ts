@@ -17,6 +17,7 @@ import { PrivateRedis } from '../support/private-redis.js';
 import { startRole, stopAllRoles, type RoleProcess } from '../support/processes.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { startFakeOpenAI, type FakeOpenAI } from '../../src/providers/openai/openai.fake.js';
+import { usageStreamKeys } from '../../src/usage/usage-stream.js';
 import { runLoad, type Outcome } from './load.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -145,19 +146,25 @@ interface Row {
 
 async function waitForLedger(w: World, ids: string[]): Promise<Map<string, { status: string; completion_tokens: number }>> {
   const redis = new Redis(w.redis.url);
+  const streams = usageStreamKeys({ redis: { ...w.app.config.redis, prefix: w.prefix } });
+  const read = async () =>
+    ids.length === 0 ? [] : w.app.db.selectFrom('usage_events').select(['request_id', 'status', 'completion_tokens']).where('request_id', 'in', ids).execute();
+  let rows = await read();
   try {
-    // The usage stream drained (no entry waiting for the ledger), twice in a row a second apart.
+    // Settled: every usage stream drained and every request in the ledger, twice in a row a second
+    // apart. A re-run of a killed worker's job records its usage a few seconds after the load ends;
+    // usage that is really lost shows once the minute is up.
     let quiet = 0;
     const deadline = performance.now() + 60_000;
     while (quiet < 2 && performance.now() < deadline) {
-      const waiting = await redis.xlen(`${w.prefix}:usage`).catch(() => 1);
-      quiet = waiting === 0 ? quiet + 1 : 0;
-      await hold(1000);
+      const waiting = (await Promise.all(streams.map((key) => redis.xlen(key).catch(() => 1)))).reduce((a, b) => a + b, 0);
+      rows = await read();
+      quiet = waiting === 0 && rows.length === new Set(ids).size ? quiet + 1 : 0;
+      if (quiet < 2) await hold(1000);
     }
   } finally {
     redis.disconnect();
   }
-  const rows = ids.length === 0 ? [] : await w.app.db.selectFrom('usage_events').select(['request_id', 'status', 'completion_tokens']).where('request_id', 'in', ids).execute();
   return new Map(rows.map((r) => [r.request_id, { status: r.status, completion_tokens: r.completion_tokens }]));
 }
 
