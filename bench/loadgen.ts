@@ -12,6 +12,8 @@ export interface LoadSpec {
   concurrency: number;
   requests: number;
   timeoutMs?: number;
+  /** Extra request headers (a peer gateway's routing headers). */
+  headers?: Record<string, string>;
 }
 
 export interface Sample {
@@ -25,7 +27,7 @@ export interface LoadResult {
   wallMs: number;
 }
 
-function one(agent: http.Agent, spec: LoadSpec, payload: string): Promise<Sample> {
+function one(agent: http.Agent, spec: Omit<LoadSpec, 'concurrency' | 'requests'>, payload: string): Promise<Sample> {
   const u = new URL(spec.url);
   return new Promise((resolve, reject) => {
     const start = performance.now();
@@ -37,7 +39,7 @@ function one(agent: http.Agent, spec: LoadSpec, payload: string): Promise<Sample
         path: u.pathname,
         method: 'POST',
         agent,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${spec.apiKey}` },
+        headers: { ...spec.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${spec.apiKey}` },
         timeout: spec.timeoutMs ?? 60_000,
       },
       (res) => {
@@ -91,6 +93,66 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return { samples, errors, wallMs };
 }
 
+export interface OpenLoopSpec extends Omit<LoadSpec, 'concurrency' | 'requests'> {
+  /** Mean arrivals per second. */
+  rate: number;
+  /** Arrivals stop after this long; the run ends when the last request does. */
+  durationMs: number;
+  /** Uniform [0, 1) numbers for the arrival times, so every side can be given the same schedule. */
+  random: () => number;
+}
+
+/**
+ * Open-loop load: requests arrive as a Poisson process at `rate` per second for `durationMs`,
+ * each sent at its arrival time whether or not earlier ones have finished, so a slow side shows
+ * its queueing in the latencies instead of hiding it behind a lower throughput (as a closed loop
+ * does). Latencies are measured from each request's scheduled arrival, so a load generator that
+ * falls behind its schedule counts against the side, not for it.
+ */
+export async function runOpenLoop(spec: OpenLoopSpec): Promise<LoadResult & { lateMs: number }> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
+  const payload = JSON.stringify({ ...spec.body, stream: spec.stream });
+  const arrivals: number[] = [];
+  for (let t = 0; ; ) {
+    t += (-Math.log(1 - spec.random()) / spec.rate) * 1000;
+    if (t >= spec.durationMs) break;
+    arrivals.push(t);
+  }
+  const samples: Sample[] = [];
+  const errors: Record<string, number> = {};
+  const inflight: Promise<void>[] = [];
+  let lateMs = 0;
+  const start = performance.now();
+  for (const at of arrivals) {
+    const wait = start + at - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const behind = performance.now() - (start + at);
+    lateMs = Math.max(lateMs, behind);
+    inflight.push(
+      one(agent, spec, payload).then(
+        (s) => void samples.push({ ttftMs: s.ttftMs + behind, totalMs: s.totalMs + behind }),
+        (err: Error) => void (errors[err.message] = (errors[err.message] ?? 0) + 1),
+      ),
+    );
+  }
+  await Promise.all(inflight);
+  const wallMs = performance.now() - start;
+  agent.destroy();
+  return { samples, errors, wallMs, lateMs };
+}
+
+/** A small seeded generator (mulberry32), so every side of an open-loop row gets the same arrivals. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 export function percentile(values: number[], p: number): number {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
@@ -99,42 +161,51 @@ export function percentile(values: number[], p: number): number {
 
 /**
  * Opens `count` streams that stay idle (the upstream holds its first token back) and resolves
- * when every one has its response headers; `close()` ends them.
+ * when every one has its response headers; `close()` ends them. At most `opening` are being
+ * opened at once, so a large count does not overflow the server's accept backlog.
  */
-export async function holdStreams(spec: Omit<LoadSpec, 'requests' | 'concurrency' | 'stream'>, count: number): Promise<{ established: number; close(): void }> {
+export async function holdStreams(spec: Omit<LoadSpec, 'requests' | 'concurrency' | 'stream'>, count: number, opening = 1000): Promise<{ established: number; close(): void }> {
   const agent = new http.Agent({ keepAlive: false, maxSockets: count + 10 });
   const u = new URL(spec.url);
   const payload = JSON.stringify({ ...spec.body, stream: true });
   const reqs: http.ClientRequest[] = [];
-  const opened = await Promise.allSettled(
-    Array.from(
-      { length: count },
-      () =>
-        new Promise<void>((resolve, reject) => {
-          const req = http.request(
-            {
-              host: u.hostname,
-              port: u.port,
-              path: u.pathname,
-              method: 'POST',
-              agent,
-              headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${spec.apiKey}` },
-            },
-            (res) => {
-              res.on('data', () => undefined);
-              res.on('error', () => undefined);
-              if (res.statusCode === 200) resolve();
-              else reject(new Error(`status ${res.statusCode}`));
-            },
-          );
-          req.on('error', reject);
-          req.end(payload);
-          reqs.push(req);
-        }),
-    ),
+  const openOne = () =>
+    new Promise<void>((resolve, reject) => {
+      const req = http.request(
+        {
+          host: u.hostname,
+          port: u.port,
+          path: u.pathname,
+          method: 'POST',
+          agent,
+          headers: { ...spec.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${spec.apiKey}` },
+        },
+        (res) => {
+          res.on('data', () => undefined);
+          res.on('error', () => undefined);
+          if (res.statusCode === 200) resolve();
+          else reject(new Error(`status ${res.statusCode}`));
+        },
+      );
+      req.on('error', reject);
+      req.end(payload);
+      reqs.push(req);
+    });
+  let next = 0;
+  let established = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(opening, count) }, async () => {
+      while (next < count) {
+        next++;
+        await openOne().then(
+          () => void established++,
+          () => undefined,
+        );
+      }
+    }),
   );
   return {
-    established: opened.filter((o) => o.status === 'fulfilled').length,
+    established,
     close() {
       for (const r of reqs) r.destroy();
       agent.destroy();

@@ -17,7 +17,9 @@ import { loadConfig } from '../src/config.js';
 import { createContext } from '../src/context.js';
 import { generateApiKey } from '../src/accounts/api-keys.js';
 import { loadCatalog } from '../src/catalog/catalog.js';
-import { holdStreams, percentile, runLoad, type LoadResult } from './loadgen.js';
+import { holdStreams, percentile, runLoad, runOpenLoop, seededRandom, type LoadResult } from './loadgen.js';
+import { PORTKEY_VERSION, startPortkey } from './peers.js';
+import { createServer } from 'node:net';
 import { usageStreamKeys } from '../src/usage/usage-stream.js';
 import { add, diff, machineBusyMs, postgresPidsFor, snapshot, type CpuSnapshot } from './cpu.js';
 import { measureRequestKeys, steadyStateBytes, type RequestKeyFigures } from './redis-memory.js';
@@ -34,7 +36,10 @@ const { values: a } = parseArgs({
     tokens: { type: 'string', default: '32' },
     'itl-ms': { type: 'string', default: '1' },
     rounds: { type: 'string', default: '2' },
-    streams: { type: 'string', default: '2000' },
+    streams: { type: 'string', default: '10000' },
+    // Open-loop rows: Poisson arrivals at each rate (streams per second) for open-seconds, per side and round.
+    rates: { type: 'string', default: '100,300' },
+    'open-seconds': { type: 'string', default: '10' },
     quick: { type: 'boolean', default: false },
     // Writes V8 CPU profiles of the web and worker processes to var/bench/profiles (open in Chrome DevTools).
     'cpu-prof': { type: 'boolean', default: false },
@@ -62,9 +67,9 @@ function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-function startProcess(entry: string, env: NodeJS.ProcessEnv, ready: RegExp): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+function startProcess(entry: string, env: NodeJS.ProcessEnv, ready: RegExp, nodeArgs: string[] = []): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
   const profile = a['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.join(root, 'var', 'bench', 'profiles')] : [];
-  const child = spawn(process.execPath, [...profile, entry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...profile, ...nodeArgs, entry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   return new Promise((resolve, reject) => {
     const onData = (d: Buffer) => {
@@ -80,7 +85,11 @@ function startProcess(entry: string, env: NodeJS.ProcessEnv, ready: RegExp): Pro
 
 // 'two workers' is a second copy of the service (its own web process and Redis prefix, the same
 // configuration) with two worker processes: the same load against one worker and against two.
-const SIDES = ['direct', 'service', 'two workers', 'pass-through'] as const;
+const SIDES = ['direct', 'service', 'two workers', 'pass-through', 'portkey'] as const;
+// The open-loop rows compare the service with the reference gateway; direct is the baseline the
+// added latencies are taken from, and the pass-through the floor.
+const OPEN_SIDES = ['direct', 'service', 'portkey', 'pass-through'] as const;
+type OpenSide = (typeof OPEN_SIDES)[number];
 type Side = (typeof SIDES)[number];
 
 interface Row {
@@ -106,6 +115,7 @@ function summarise(results: LoadResult[]) {
   return {
     ttft50: percentile(samples.map((s) => s.ttftMs), 50),
     ttft99: percentile(samples.map((s) => s.ttftMs), 99),
+    ttft999: percentile(samples.map((s) => s.ttftMs), 99.9),
     total50: percentile(samples.map((s) => s.totalMs), 50),
     total99: percentile(samples.map((s) => s.totalMs), 99),
     rps: (samples.length / wall) * 1000,
@@ -113,6 +123,23 @@ function summarise(results: LoadResult[]) {
     n: samples.length,
     wallMs: wall,
   };
+}
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+
+/** One process's Prometheus metric value (the first sample of `name`), from its /metrics. */
+async function metricValue(baseUrl: string, name: string): Promise<number> {
+  const text = await (await fetch(`${baseUrl}/metrics`, { headers: { accept: 'text/plain' } })).text();
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : NaN;
 }
 
 const wallOf = (results: LoadResult[]) => results.reduce((s, r) => s + r.wallMs, 0);
@@ -125,6 +152,7 @@ async function main(): Promise<void> {
   const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1`;
   const proxy = fork(path.join(here, 'pass-through.js'), ['--upstream', `http://127.0.0.1:${upstreamPort}`], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   const proxyPort = await new Promise<number>((resolve) => proxy.once('message', (m: { port: number }) => resolve(m.port)));
+  const portkey = await startPortkey(root, upstreamUrl, await freePort());
 
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -169,11 +197,12 @@ async function main(): Promise<void> {
   const directUrl = `${upstreamUrl}/chat/completions`;
   const messages = [{ role: 'user', content: 'Benchmark prompt: say something.' }];
   const directBody = { model: model.upstream_model, messages, stream_options: { include_usage: true } };
-  const targets: Record<Side, { url: string; apiKey: string; body: Record<string, unknown> }> = {
+  const targets: Record<Side, { url: string; apiKey: string; body: Record<string, unknown>; headers?: Record<string, string> }> = {
     direct: { url: directUrl, apiKey: 'sk-bench-upstream', body: directBody },
     service: { url: serviceUrl, apiKey: key.key, body: { model: model.id, messages } },
     'two workers': { url: `${web2.match[1]}/v1/chat/completions`, apiKey: key.key, body: { model: model.id, messages } },
     'pass-through': { url: `http://127.0.0.1:${proxyPort}/v1/chat/completions`, apiKey: 'sk-bench-upstream', body: directBody },
+    portkey: { url: `${portkey.url}/v1/chat/completions`, apiKey: 'sk-bench-upstream', body: directBody, headers: portkey.headers },
   };
 
   try {
@@ -185,11 +214,12 @@ async function main(): Promise<void> {
     for (const stream of [true, false]) {
       await runLoad({ ...targets.direct, stream, concurrency: 8, requests: 100 });
       await runLoad({ ...targets['pass-through'], stream, concurrency: 8, requests: 100 });
+      await runLoad({ ...targets.portkey, stream, concurrency: 8, requests: WARMUP_REQUESTS });
       await runLoad({ ...targets.service, stream, concurrency: 8, requests: WARMUP_REQUESTS });
       await runLoad({ ...targets['two workers'], stream, concurrency: 8, requests: WARMUP_REQUESTS });
     }
     const redisPid = Number(/process_id:(\d+)/.exec(await ctx.redis.info('server'))?.[1]);
-    const roles: Record<(typeof CPU_ROLES)[number] | (typeof TWO_WORKER_ROLES)[number] | 'pass-through', () => number[]> = {
+    const roles: Record<(typeof CPU_ROLES)[number] | (typeof TWO_WORKER_ROLES)[number] | 'pass-through' | 'portkey', () => number[]> = {
       web: () => [web.child.pid!],
       worker: () => [worker.child.pid!],
       'web 2w': () => [web2.child.pid!],
@@ -200,6 +230,7 @@ async function main(): Promise<void> {
       postgres: () => postgresPidsFor(decodeURIComponent(new URL(config.db.url).pathname.slice(1))),
       upstream: () => [upstream.pid!],
       'pass-through': () => [proxy.pid!],
+      portkey: () => [portkey.child.pid!],
       'load generator': () => [process.pid],
     };
     const rows: Row[] = [];
@@ -224,16 +255,44 @@ async function main(): Promise<void> {
         const s = summarise(row.results.service);
         const w = summarise(row.results['two workers']);
         const p = summarise(row.results['pass-through']);
+        const k = summarise(row.results.portkey);
         process.stderr.write(
           `bench: ${row.mode} c=${c}: added TTFT p50 ${fmt(s.ttft50 - d.ttft50)} ms, p99 ${fmt(s.ttft99 - d.ttft99)} ms; rps ${fmt(d.rps)} -> ${fmt(s.rps)}` +
-            ` (two workers: ${fmt(w.rps)} rps; pass-through: ${fmt(p.ttft50 - d.ttft50)} / ${fmt(p.ttft99 - d.ttft99)} ms, ${fmt(p.rps)} rps)\n`,
+            ` (portkey: ${fmt(k.ttft50 - d.ttft50)} / ${fmt(k.ttft99 - d.ttft99)} ms, ${fmt(k.rps)} rps; two workers: ${fmt(w.rps)} rps; pass-through: ${fmt(p.ttft50 - d.ttft50)} / ${fmt(p.ttft99 - d.ttft99)} ms, ${fmt(p.rps)} rps)\n`,
         );
       }
     }
 
+    // Open loop: the same Poisson arrival schedule (one seed per rate and round) on every side.
+    const rates = a.rates.split(',').filter(Boolean).map(Number);
+    const openMs = Number(a['open-seconds']) * (a.quick ? 200 : 1000);
+    const openRows: { rate: number; results: Record<OpenSide, LoadResult[]>; lateMs: Record<OpenSide, number>; cpu: Record<OpenSide, CpuSnapshot> }[] = [];
+    for (const rate of rates) {
+      const perSide = <T>(f: () => T) => Object.fromEntries(OPEN_SIDES.map((t) => [t, f()])) as Record<OpenSide, T>;
+      const row = { rate, results: perSide((): LoadResult[] => []), lateMs: perSide(() => 0), cpu: perSide((): CpuSnapshot => ({})) };
+      for (let r = 0; r < rounds; r++) {
+        const order = OPEN_SIDES.map((_, i) => OPEN_SIDES[(i + r) % OPEN_SIDES.length]!);
+        for (const t of order) {
+          const before = snapshot(roles);
+          const res = await runOpenLoop({ ...targets[t], stream: true, rate, durationMs: openMs, random: seededRandom(rate * 1000 + r) });
+          row.cpu[t] = add(row.cpu[t], diff(before, snapshot(roles)));
+          row.results[t].push(res);
+          row.lateMs[t] = Math.max(row.lateMs[t], res.lateMs);
+        }
+      }
+      openRows.push(row);
+      const d = summarise(row.results.direct);
+      const s = summarise(row.results.service);
+      const k = summarise(row.results.portkey);
+      process.stderr.write(`bench: open loop ${rate}/s: added TTFT p99 service ${fmt(s.ttft99 - d.ttft99)} ms, portkey ${fmt(k.ttft99 - d.ttft99)} ms\n`);
+    }
+
     // Metering must keep up: every request above is one ledger row once the usage stream drains.
     const served = (r: LoadResult) => r.samples.length + Object.values(r.errors).reduce((x, y) => x + y, 0);
-    const serviceRequests = WARMUP_REQUESTS * 4 + rows.reduce((n, r) => n + [...r.results.service, ...r.results['two workers']].reduce((m, x) => m + served(x), 0), 0);
+    const serviceRequests =
+      WARMUP_REQUESTS * 4 +
+      rows.reduce((n, r) => n + [...r.results.service, ...r.results['two workers']].reduce((m, x) => m + served(x), 0), 0) +
+      openRows.reduce((n, r) => n + r.results.service.reduce((m, x) => m + served(x), 0), 0);
     const backlog = async () => (await Promise.all([...usageStreamKeys(config), ...usageStreamKeys(config2)].map((k) => ctx.redis.xlen(k)))).reduce((a, b) => a + b, 0);
     const backlogAtEnd = await backlog();
     const drainStart = performance.now();
@@ -268,17 +327,38 @@ async function main(): Promise<void> {
 
     // Idle streams, in a fresh web process so the baseline is not the heap the load left behind.
     // The upstream holds the first token for 10 minutes; the service commits each stream after one
-    // heartbeat interval and keeps it alive with comments.
+    // heartbeat interval and keeps it alive with comments. Memory is read after a full collection
+    // (bench/gc-on-signal.cjs): before the streams, with them open, and once they have closed and
+    // the web process says it holds none.
     web.child.kill('SIGTERM');
     await exited(web.child);
-    const idleWeb = await startProcess(path.join(dist, 'src/http/server.js'), { ...env, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/);
-    const idleUrl = `${idleWeb.match[1]}/v1/chat/completions`;
+    const idleWeb = await startProcess(path.join(dist, 'src/http/server.js'), { ...env, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/, [
+      '--expose-gc',
+      '--require',
+      path.join(root, 'bench', 'gc-on-signal.cjs'),
+    ]);
+    const idleBase = idleWeb.match[1]!;
+    const idleUrl = `${idleBase}/v1/chat/completions`;
+    let collections = 0;
+    idleWeb.child.stderr!.on('data', (d: Buffer) => (collections += (d.toString().match(/gc-on-signal: collected/g) ?? []).length));
+    const collect = async () => {
+      const want = collections + 1;
+      idleWeb.child.kill('SIGUSR2');
+      while (collections < want) await new Promise((r) => setTimeout(r, 10));
+      return { rss: rssMiB(idleWeb.child.pid!), heap: (await metricValue(idleBase, 'nodejs_heap_size_used_bytes')) / (1024 * 1024) };
+    };
     await runLoad({ url: idleUrl, apiKey: key.key, body: { model: model.id, messages }, stream: true, concurrency: 8, requests: 100 });
     const streams = Number(a.streams);
-    const baseline = rssMiB(idleWeb.child.pid!);
+    const idleBefore = await collect();
     const held = await holdStreams({ url: idleUrl, apiKey: key.key, body: { model: model.id, messages, user: 'ttft=600000' } }, streams);
-    const loaded = rssMiB(idleWeb.child.pid!);
+    const idleOpen = await collect();
+    const relayingOpen = await metricValue(idleBase, 'completion_requests_relaying');
     held.close();
+    const closeStart = performance.now();
+    while ((await metricValue(idleBase, 'completion_requests_relaying')) > 0 && performance.now() - closeStart < 60_000) await new Promise((r) => setTimeout(r, 100));
+    const releasedMs = performance.now() - closeStart;
+    const relayingClosed = await metricValue(idleBase, 'completion_requests_relaying');
+    const idleClosed = await collect();
     idleWeb.child.kill('SIGTERM');
     await exited(idleWeb.child);
 
@@ -297,6 +377,7 @@ async function main(): Promise<void> {
         direct: d,
         service: s,
         twoWorkers: summarise(row.results['two workers']),
+        portkey: summarise(row.results.portkey),
         passThrough: summarise(row.results['pass-through']),
         cpuMs: row.cpu,
         machineBusyMs: row.machineMs,
@@ -317,6 +398,49 @@ async function main(): Promise<void> {
       lines.push(
         `| ${row.mode} | ${row.concurrency} | ${fmt(p.ttft50 - d.ttft50)} | ${fmt(p.ttft99 - d.ttft99)} | ${fmt(p.total50 - d.total50)} | ${fmt(p.total99 - d.total99)} | ${fmt(d.rps)} / ${fmt(p.rps)} | ${p.errors} |`,
       );
+    }
+    lines.push('');
+    lines.push(
+      `Against the reference gateway, in the same rounds: Portkey's AI gateway ${PORTKEY_VERSION} (bench/peers.ts: one Node process, no accounts, no limits, no queue, no ledger) ` +
+        'against the same upstream. Added is over the direct path of the same row; ✓ marks where the service is at least as good.',
+    );
+    lines.push('');
+    lines.push('| mode | concurrency | added TTFT p50 service / Portkey ms | added TTFT p99 service / Portkey ms | req/s service / Portkey | service ahead | errors service / Portkey |');
+    lines.push('|---|---|---|---|---|---|---|');
+    let ahead = 0;
+    for (const row of rows) {
+      const d = summarise(row.results.direct);
+      const s = summarise(row.results.service);
+      const k = summarise(row.results.portkey);
+      const wins = [s.ttft50 <= k.ttft50, s.ttft99 <= k.ttft99, s.rps >= k.rps];
+      ahead += wins.filter(Boolean).length;
+      const mark = (w: boolean) => (w ? ' ✓' : '');
+      lines.push(
+        `| ${row.mode} | ${row.concurrency} | ${fmt(s.ttft50 - d.ttft50)} / ${fmt(k.ttft50 - d.ttft50)}${mark(wins[0]!)} | ${fmt(s.ttft99 - d.ttft99)} / ${fmt(k.ttft99 - d.ttft99)}${mark(wins[1]!)} | ` +
+          `${fmt(s.rps)} / ${fmt(k.rps)}${mark(wins[2]!)} | ${wins.filter(Boolean).length} of 3 | ${s.errors} / ${k.errors} |`,
+      );
+    }
+    lines.push('');
+    lines.push(`The service is at least as good on ${ahead} of ${rows.length * 3} figures.`);
+    lines.push('');
+    lines.push(
+      `Open loop: streams arrive as a Poisson process at a fixed rate for ${fmt(openMs / 1000)} s per side and round (${rounds} rounds, the same arrival times on every side), ` +
+        'whether or not earlier ones have finished; time to first token is counted from each request\'s scheduled arrival. Added is over the direct path at the same rate.',
+    );
+    lines.push('');
+    lines.push('| rate /s | side | requests | added TTFT p50 ms | added TTFT p99 ms | added TTFT p99.9 ms | total p99 ms | CPU ms per request | errors |');
+    lines.push('|---|---|---|---|---|---|---|---|---|');
+    for (const row of openRows) {
+      const d = summarise(row.results.direct);
+      const ownCpu: Record<OpenSide, string[]> = { direct: [], service: ['web', 'worker', 'redis', 'postgres'], portkey: ['portkey'], 'pass-through': ['pass-through'] };
+      for (const t of OPEN_SIDES) {
+        const x = summarise(row.results[t]);
+        const cpu = ownCpu[t].reduce((sum, r) => sum + (row.cpu[t][r] ?? 0), 0) / Math.max(1, x.n);
+        const added = (v: number, base: number) => (t === 'direct' ? `${fmt(v)} (direct)` : fmt(v - base));
+        lines.push(
+          `| ${row.rate} | ${t} | ${x.n} | ${added(x.ttft50, d.ttft50)} | ${added(x.ttft99, d.ttft99)} | ${added(x.ttft999, d.ttft999)} | ${fmt(x.total99)} | ${t === 'direct' ? '' : fmt2(cpu)} | ${x.errors} |`,
+        );
+      }
     }
     // CPU ms per request of one role (or the sum of several) during one side's runs.
     const perRequest = (row: Row, side: Side) => {
@@ -344,6 +468,16 @@ async function main(): Promise<void> {
       const p = perRequest(row, 'pass-through');
       lines.push(
         `| ${row.mode} | ${row.concurrency} | ${CPU_ROLES.map((r) => fmt2(s(r))).join(' | ')} | ${fmt2(s(...allRoles(row, 'service')))} | ${fmt2(d(...allRoles(row, 'direct')))} | ${fmt2(p(...allRoles(row, 'pass-through')))} |`,
+      );
+    }
+    const c32 = rows.find((r) => r.mode === 'stream' && r.concurrency === 32);
+    if (c32) {
+      const s = perRequest(c32, 'service');
+      const k = perRequest(c32, 'portkey');
+      lines.push('');
+      lines.push(
+        `CPU per streamed request at concurrency 32: the service's own processes (web ${fmt2(s('web'))} + worker ${fmt2(s('worker'))} + Redis ${fmt2(s('redis'))} + Postgres ${fmt2(s('postgres'))}) ` +
+          `**${fmt2(s('web', 'worker', 'redis', 'postgres'))} ms**, Portkey's process **${fmt2(k('portkey'))} ms**, the pass-through's ${fmt2(perRequest(c32, 'pass-through')('pass-through'))} ms.`,
       );
     }
     lines.push('');
@@ -401,9 +535,12 @@ async function main(): Promise<void> {
       );
     }
     lines.push('');
+    const perStream = (mib: number) => fmt((mib * 1024) / Math.max(1, held.established));
     lines.push(
-      `Idle streams: ${held.established} of ${streams} established; web process RSS ${fmt(baseline)} MiB before, ${fmt(loaded)} MiB with them open ` +
-        `(${fmt(((loaded - baseline) * 1024) / Math.max(1, held.established))} KiB per stream).`,
+      `Idle streams: ${held.established} of ${streams} established on one web process (it counted ${relayingOpen} open). After a full collection: ` +
+        `RSS ${fmt(idleBefore.rss)} MiB before, ${fmt(idleOpen.rss)} MiB with them open (**${perStream(idleOpen.rss - idleBefore.rss)} KiB per stream**), ${fmt(idleClosed.rss)} MiB after they closed; ` +
+        `V8 heap used ${fmt(idleBefore.heap)} / ${fmt(idleOpen.heap)} (${perStream(idleOpen.heap - idleBefore.heap)} KiB per stream) / ${fmt(idleClosed.heap)} MiB. ` +
+        `All released: ${relayingClosed === 0 ? 'yes' : `no, ${relayingClosed} still counted`}, ${fmt(releasedMs)} ms after the client closed them.`,
     );
     lines.push(
       `Metering: ${recorded} ledger rows for ${serviceRequests} requests through the service; usage stream backlog ${backlogAtEnd} when the load stopped, drained in ${fmt(drainMs)} ms.`,
@@ -412,13 +549,25 @@ async function main(): Promise<void> {
     mkdirSync(path.join(root, 'var', 'bench'), { recursive: true });
     writeFileSync(
       path.join(root, 'var', 'bench', 'results.json'),
-      JSON.stringify({ at: new Date().toISOString(), rows: out, redisMemory, idle: { streams, established: held.established, baseline, loaded } }, null, 2),
+      JSON.stringify(
+        {
+          at: new Date().toISOString(),
+          portkey: PORTKEY_VERSION,
+          rows: out,
+          openLoop: openRows.map((r) => ({ rate: r.rate, lateMs: r.lateMs, cpuMs: r.cpu, ...Object.fromEntries(OPEN_SIDES.map((t) => [t, summarise(r.results[t])])) })),
+          redisMemory,
+          idle: { streams, established: held.established, before: idleBefore, open: idleOpen, closed: idleClosed, relayingOpen, relayingClosed, releasedMs },
+        },
+        null,
+        2,
+      ),
     );
   } finally {
     for (const p of [web, worker, web2, ...workers2]) p.child.kill('SIGTERM');
     await Promise.all([web, worker, web2, ...workers2].map((p) => exited(p.child)));
     upstream.kill('SIGTERM');
     proxy.kill('SIGTERM');
+    portkey.child.kill('SIGTERM');
     await ctx.db.deleteFrom('usage_events').where('account_id', '=', account.id).execute();
     await ctx.db.deleteFrom('accounts').where('id', '=', account.id).execute();
     const r = new Redis(config.redis.url);

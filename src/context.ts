@@ -100,7 +100,7 @@ export class AppContext {
   /** The web process's end of the relay (one subscriber connection, its liveness key). */
   get relayHub(): RelayHub {
     return (this.built.relayHub ??= this.closing(
-      new RelayHub({ redis: this.redis, subscriber: this.redisConnection('subscriber', 'relay-subscriber'), config: this.config }),
+      new RelayHub({ redis: this.redis, subscriber: this.redisConnection('subscriber', 'relay-subscriber'), config: this.config, metrics: this.metrics.dispatch }),
       (hub) => hub.stop(),
     ));
   }

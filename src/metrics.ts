@@ -31,6 +31,11 @@ function dispatchMetrics(registers: client.Registry[]) {
       registers,
     }),
     depth: new client.Gauge({ name: 'completion_queue_waiting', help: 'Jobs waiting for a worker, as last seen by this web process', registers }),
+    relaying: new client.Gauge({
+      name: 'completion_requests_relaying',
+      help: 'Completion requests this web process is waiting on or streaming now (each holds a client connection)',
+      registers,
+    }),
   };
 }
 

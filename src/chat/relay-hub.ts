@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../config.js';
+import type { DispatchMetrics } from '../metrics.js';
 import { onResubscribed, type RedisClient } from '../infra/redis.js';
 import { Heartbeat, webAliveKey } from './liveness.js';
 import { cancelChannel, decodeRelay, relayChannel, requestStateKey, type RelayMessage } from './relay-protocol.js';
@@ -35,7 +36,7 @@ export class RelayHub {
   private readonly cancelled = new Set<string>();
   private ready: Promise<void> | undefined;
 
-  constructor(private readonly deps: { redis: RedisClient; subscriber: RedisClient; config: Pick<Config, 'redis' | 'queue'> }) {
+  constructor(private readonly deps: { redis: RedisClient; subscriber: RedisClient; config: Pick<Config, 'redis' | 'queue'>; metrics: Pick<DispatchMetrics, 'relaying'> }) {
     this.prefix = deps.config.redis.prefix;
     this.channel = relayChannel(this.prefix, this.instance);
     this.sub = deps.subscriber;
@@ -64,8 +65,12 @@ export class RelayHub {
 
   register(requestId: string, handler: RelayHandler): () => void {
     this.handlers.set(requestId, handler);
+    this.deps.metrics.relaying.set(this.handlers.size);
     return () => {
-      if (this.handlers.get(requestId) === handler) this.handlers.delete(requestId);
+      if (this.handlers.get(requestId) === handler) {
+        this.handlers.delete(requestId);
+        this.deps.metrics.relaying.set(this.handlers.size);
+      }
     };
   }
 
