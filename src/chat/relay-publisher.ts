@@ -140,7 +140,10 @@ export class RelayBatch {
       replies = (await tx.exec()) ?? [];
     } catch (err) {
       this.onFailure(err);
-      for (const sp of spans) this.dirty.add(sp.publisher);
+      for (const sp of spans) {
+        sp.publisher.resend();
+        this.dirty.add(sp.publisher);
+      }
       return false;
     }
     for (const sp of spans) {
@@ -174,6 +177,12 @@ export class RelayPublisher {
   private seq: number;
   private pending: string[] = [];
   private unsent: Message[] = [];
+  /**
+   * How many of `unsent` (from the front) are in a MULTI whose reply has not come yet: the next
+   * batch sends only what follows them. A Redis round trip spans several event-loop turns, and
+   * sending them again each turn multiplied the relay's traffic (and the web tier's work).
+   */
+  private inFlight = 0;
   private unsentBytes = 0;
   private lastTtlRefresh = performance.now();
 
@@ -215,8 +224,9 @@ export class RelayPublisher {
   appendTo(tx: ChainableCommander): { through: Message | undefined; count: number } {
     this.seal();
     let count = 0;
-    for (const m of this.unsent) count += this.addMessage(tx, m);
-    if (this.unsent.length > 0 && performance.now() - this.lastTtlRefresh > (this.batch.ttls.runningSeconds * 1000) / 3) {
+    for (let i = this.inFlight; i < this.unsent.length; i++) count += this.addMessage(tx, this.unsent[i]!);
+    this.inFlight = this.unsent.length;
+    if (count > 0 && performance.now() - this.lastTtlRefresh > (this.batch.ttls.runningSeconds * 1000) / 3) {
       this.lastTtlRefresh = performance.now();
       tx.expire(this.target.logKey, this.batch.ttls.runningSeconds).expire(this.target.stateKey, this.batch.ttls.runningSeconds);
       count += 2;
@@ -231,7 +241,16 @@ export class RelayPublisher {
   confirm(through: Message | undefined, replies: [Error | null, unknown][]): Error | undefined {
     const last = through === undefined ? -1 : this.unsent.indexOf(through);
     for (const m of this.unsent.splice(0, last + 1)) this.unsentBytes -= m.payload.length;
+    this.inFlight = Math.max(0, this.inFlight - (last + 1));
     return replies.find(([err]) => err !== null && !isDuplicateEntry(err))?.[0] ?? undefined;
+  }
+
+  /**
+   * A MULTI carrying this publisher's messages failed: send every message Redis has not confirmed
+   * again (the log refuses those an unanswered MULTI did take, and the web drops repeats).
+   */
+  resend(): void {
+    this.inFlight = 0;
   }
 
   /** Sends what is waiting now, in a MULTI of its own, and waits for Redis (left for the next try when it cannot). */
@@ -242,6 +261,7 @@ export class RelayPublisher {
     try {
       this.confirm(through, (await tx.exec()) ?? []);
     } catch {
+      this.resend();
       this.batch.add(this);
     }
   }
@@ -274,7 +294,13 @@ export class RelayPublisher {
         tx.hset(this.target.stateKey, { recorded: '1' })
           .expire(this.target.logKey, this.batch.ttls.endedSeconds)
           .expire(this.target.stateKey, this.batch.ttls.endedSeconds);
-        const replies = (await tx.exec()) ?? [];
+        let replies: [Error | null, unknown][];
+        try {
+          replies = (await tx.exec()) ?? [];
+        } catch (err) {
+          this.resend();
+          throw err;
+        }
         this.confirm(through, replies.slice(0, count));
         if (confirmations++ >= END_CONFIRMATIONS || (await replicated(this.batch.redis, this.target.logKey, END_REPLICA_WAIT_MS))) return;
       } catch (err) {

@@ -1,0 +1,51 @@
+import { expect } from 'chai';
+import { createRedis, whenReady, type RedisClient } from '../../src/infra/redis.js';
+import { RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay-publisher.js';
+import { decodeRelay } from '../../src/chat/relay-protocol.js';
+import { readRelayLog } from '../../src/chat/relay-log.js';
+import { isolatedPrefix, randomId, testConfig } from '../support/env.js';
+
+const nextTurn = () => new Promise((r) => setImmediate(r));
+
+describe('relay publisher', () => {
+  const config = testConfig({ REDIS_PREFIX: isolatedPrefix() });
+  let redis: RedisClient;
+  let sub: RedisClient;
+
+  before(async () => {
+    redis = createRedis(config, 'command');
+    sub = createRedis(config, 'subscriber');
+    await Promise.all([whenReady(redis), whenReady(sub)]);
+  });
+  after(() => {
+    redis.disconnect();
+    sub.disconnect();
+  });
+
+  it('publishes and logs each message once while earlier MULTIs are still in flight', async () => {
+    const target = relayTarget(config.redis.prefix, randomId(), randomId());
+    const received: number[] = [];
+    sub.on('smessage', (channel: string, raw: string) => {
+      if (channel === target.channel) received.push(decodeRelay(raw).message!.seq);
+    });
+    await sub.ssubscribe(target.channel);
+    const batch = new RelayBatch(redis, { runningSeconds: 60, endedSeconds: 60 });
+    const publisher = new RelayPublisher(batch, target, 1);
+    // One event per event-loop turn: a Redis round trip spans several turns, so several batches
+    // are in flight at once.
+    for (let i = 0; i < 200; i++) {
+      publisher.sse(`data: {"n":${i}}\n\n`);
+      await nextTurn();
+    }
+    await publisher.finish('done', '', async () => undefined);
+    const log = await readRelayLog(redis, target.logKey);
+    const sentSeqs = log.map((e) => e.seq);
+    expect(sentSeqs).to.deep.equal([...sentSeqs].sort((a, b) => a - b));
+    expect(log.map((e) => e.payload).join('')).to.equal(Array.from({ length: 200 }, (_, i) => `data: {"n":${i}}\n\n`).join(''));
+    // Every published message arrives before the end message that follows it; wait for the end.
+    const last = sentSeqs.at(-1)!;
+    for (let i = 0; i < 200 && !received.includes(last); i++) await new Promise((r) => setTimeout(r, 5));
+    expect(received).to.deep.equal(sentSeqs.filter((seq) => log.find((e) => e.seq === seq)!.kind !== 'usage'));
+    expect(sentSeqs.length).to.be.greaterThan(20);
+  });
+});
