@@ -144,6 +144,13 @@ export interface Config {
     clockAt: Date | undefined;
   };
   worker: { metricsPort: number | undefined };
+  /** The operators' queue dashboard at /admin/queues. */
+  admin: {
+    /** The operator credential (ADMIN_TOKEN); without it the dashboard does not exist (404). */
+    token: string | undefined;
+    /** The dashboard may retry, clean, pause and remove jobs; otherwise it only shows them. */
+    queuesWritable: boolean;
+  };
   scheduler: {
     invoiceCron: string;
     reconcileCron: string;
@@ -429,6 +436,7 @@ export function loadConfig(env: Env = process.env): Config {
       retryDelayMs: r.int('INVOICING_RETRY_DELAY_MS', 10_000, 10, 3_600_000),
     },
     worker: { metricsPort: r.optionalInt('WORKER_METRICS_PORT', 0, 65535) },
+    admin: { token: adminToken(r), queuesWritable: r.bool('ADMIN_QUEUES_WRITABLE', false) },
     scheduler: {
       invoiceCron: r.cron('INVOICE_CRON', '15 0 1 * *'),
       reconcileCron: r.cron('RECONCILE_CRON', '30 3 * * *'),
@@ -494,6 +502,16 @@ function testClockAt(r: Reader, nodeEnv: string): Date | undefined {
   const at = new Date(raw);
   if (Number.isNaN(at.getTime())) throw new ConfigError('TEST_CLOCK_AT', 'an ISO 8601 instant', raw);
   return at;
+}
+
+/**
+ * The operator credential travels as a bearer token and is typed into the dashboard's form: long
+ * enough not to be guessed, and without spaces or control characters that a header would mangle.
+ */
+function adminToken(r: Reader): string | undefined {
+  const v = r.optional('ADMIN_TOKEN');
+  if (v !== undefined && !/^[\x21-\x7e]{32,}$/.test(v)) throw new ConfigError('ADMIN_TOKEN', 'at least 32 printable ASCII characters without spaces', '<hidden>');
+  return v;
 }
 
 const invoicingConcurrency = (r: Reader): number => r.int('INVOICING_CONCURRENCY', 8, 1, 100);

@@ -3,6 +3,7 @@ import { Router } from '@koa/router';
 import type { AppContext } from '../context.js';
 import { AppError, validationError } from '../errors.js';
 import { validate } from '../validation.js';
+import { queueDashboard } from './admin/queue-dashboard.js';
 import { authenticate } from './middleware/auth.js';
 import { jsonBody } from './middleware/body.js';
 import { corsFor } from './middleware/cors.js';
@@ -16,7 +17,8 @@ import { allRoutes } from './routes/index.js';
 
 /**
  * The web tier, in the order a request meets it: request id, metrics and access log, the one
- * error mapper, then per route: credential, body parsing, path, query and body validation, handler.
+ * error mapper, the queue dashboard under /admin/queues (with ADMIN_TOKEN), then per route:
+ * credential, body parsing, path, query and body validation, handler.
  */
 export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState> {
   // `only` serves a chosen set of routes (middleware tests); by default, every endpoint. The
@@ -79,6 +81,9 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
   koa.use(observe(app));
   koa.use(corsFor(app.config.http.corsOrigins));
   koa.use(errorHandler(app.log));
+  // The operators' queue dashboard (with ADMIN_TOKEN): its own credential and body parsing, none of the API's.
+  const dashboard = queueDashboard(app);
+  if (dashboard) koa.use(dashboard);
   koa.use(router.routes());
   koa.use(
     router.allowedMethods({

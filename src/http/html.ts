@@ -1,7 +1,7 @@
-import type { HttpContext } from './route.js';
+import type { Context } from 'koa';
 
 /** True when the caller prefers HTML to JSON (a browser following a link); JSON otherwise. */
-export function prefersHtml(ctx: HttpContext): boolean {
+export function prefersHtml(ctx: Pick<Context, 'accepts' | 'get'>): boolean {
   return ctx.accepts('application/json', 'text/html') === 'text/html' && !/^\s*\*\/\*\s*$/.test(ctx.get('accept'));
 }
 
@@ -30,7 +30,7 @@ export function renderPage(opts: { title: string; body: string; script?: string 
 }
 
 /** Sends an HTML page that must never be cached (it may carry a secret). */
-export function sendPage(ctx: HttpContext, status: number, html: string): void {
+export function sendPage(ctx: Pick<Context, 'status' | 'type' | 'set' | 'body'>, status: number, html: string): void {
   ctx.status = status;
   ctx.type = 'text/html; charset=utf-8';
   ctx.set('Cache-Control', 'no-store');

@@ -74,4 +74,22 @@ export const rateLimited = (): Error => new RateLimitError();
 export const completionShards = (config: Pick<Config, 'redis'>): { name: string; shard: number }[] =>
   Array.from({ length: config.redis.shards }, (_, shard) => ({ name: COMPLETIONS_QUEUE, shard }));
 
+/** A queue the service uses, as an operator sees it (the queue dashboard). */
+export interface QueueListing {
+  ref: QueueRef;
+  /** Unique across the service: a shard is `name.shard` (completions.0), since every shard has the queue's name. */
+  label: string;
+  purpose: string;
+}
+
+/** Every queue the service uses, each shard of a sharded queue on its own: add a new queue here too. */
+export function everyQueue(config: Pick<Config, 'redis'>): QueueListing[] {
+  const shards = completionShards(config);
+  return [
+    ...shards.map((ref) => ({ ref, label: `${ref.name}.${ref.shard}`, purpose: `Chat completion requests from the web tier, run by the workers (shard ${ref.shard + 1} of ${shards.length})` })),
+    { ref: SCHEDULED_QUEUE, label: SCHEDULED_QUEUE, purpose: 'Scheduled work the scheduler enqueues: invoicing a month, reconciling with Stripe, the usage roll-up' },
+    { ref: INVOICING_QUEUE, label: INVOICING_QUEUE, purpose: 'One job per account of a monthly invoicing run' },
+  ];
+}
+
 export type { Job, Queue, QueueEvents, Worker };

@@ -71,4 +71,16 @@ describe('configuration', () => {
       expect(() => loadConfig({ ...base, DB_STATEMENT_TIMEOUT_MS: bad }), bad).to.throw(ConfigError, /^DB_STATEMENT_TIMEOUT_MS must be an integer from 100 to 600000, or 0 to leave it to the server/);
     }
   });
+
+  it('leaves the queue dashboard off, and read-only once on, unless told otherwise', () => {
+    expect(loadConfig(base).admin).to.deep.equal({ token: undefined, queuesWritable: false });
+    const token = 'a'.repeat(32);
+    expect(loadConfig({ ...base, ADMIN_TOKEN: token, ADMIN_QUEUES_WRITABLE: 'true' }).admin).to.deep.equal({ token, queuesWritable: true });
+  });
+
+  it('refuses an ADMIN_TOKEN that is short or holds spaces, without printing it', () => {
+    for (const bad of ['a'.repeat(31), `${'a'.repeat(20)} ${'a'.repeat(20)}`]) {
+      expect(() => loadConfig({ ...base, ADMIN_TOKEN: bad }), bad).to.throw(ConfigError, /^ADMIN_TOKEN must be at least 32 printable ASCII characters without spaces \(got "<hidden>"\)$/);
+    }
+  });
 });

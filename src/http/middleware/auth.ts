@@ -1,10 +1,11 @@
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import type { AppContext } from '../../context.js';
 import { AppError } from '../../errors.js';
 import { authenticateApiKey, authenticateJwt, cachedApiKey, forgetCachedApiKey, looksLikeApiKey } from '../../accounts/auth.service.js';
 import type { AppState, AuthMode } from '../route.js';
 
-const BEARER = /^Bearer\s+(\S+)\s*$/i;
+/** An `Authorization: Bearer <credential>` header; the credential is the first group. */
+export const BEARER = /^Bearer\s+(\S+)\s*$/i;
 const CHALLENGE = { 'WWW-Authenticate': 'Bearer error="invalid_token"' };
 
 const WANTS: Record<Exclude<AuthMode, 'none'>, string> = {
@@ -12,6 +13,18 @@ const WANTS: Record<Exclude<AuthMode, 'none'>, string> = {
   jwt: 'a JWT (Authorization: Bearer <token>); API keys are not accepted here',
   api_key_or_jwt: 'an API key or a JWT (Authorization: Bearer …)',
 };
+
+/**
+ * The request's one Authorization header ('' without one). Node keeps the first of several; a
+ * proxy in front may keep the last: two credentials in one request are refused rather than
+ * guessed between.
+ */
+export function authorizationHeader(ctx: Pick<Context, 'req' | 'get'>): string {
+  if (ctx.req.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'authorization').length > 1) {
+    throw new AppError('invalid_request', 'The request carries more than one Authorization header; send exactly one.', { code: 'duplicate_authorization' });
+  }
+  return ctx.get('authorization');
+}
 
 /** Answers a refused bearer credential with the challenge and its reason (RFC 6750). */
 async function challenged<T>(ctx: { set(field: string, value: string): void }, work: () => Promise<T>): Promise<T> {
@@ -34,12 +47,7 @@ export function authenticate(mode: AuthMode, app: AppContext, opts: { deferKeyCh
       await next();
       return;
     }
-    // Node keeps the first of several Authorization headers; a proxy in front may keep the last.
-    // Two credentials in one request are refused rather than guessed between.
-    if (ctx.req.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'authorization').length > 1) {
-      throw new AppError('invalid_request', 'The request carries more than one Authorization header; send exactly one.', { code: 'duplicate_authorization' });
-    }
-    const header = ctx.get('authorization');
+    const header = authorizationHeader(ctx);
     const m = BEARER.exec(header);
     if (!m) {
       throw new AppError('authentication', `Missing credential: this endpoint needs ${WANTS[mode]}`, {

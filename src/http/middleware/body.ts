@@ -1,4 +1,4 @@
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import { AppError, validationError } from '../../errors.js';
 import type { AppState } from '../route.js';
@@ -46,6 +46,29 @@ export function jsonBody(limitBytes: number, keepRaw = false): Middleware<AppSta
     ctx.state.body = hasBody ? body : undefined;
     await next();
   };
+}
+
+/**
+ * Reads a small URL-encoded form, as a browser posts it, into its fields ({} for any other body).
+ * Beyond the limit: 413.
+ */
+export async function readForm(ctx: Context, limitBytes: number): Promise<Record<string, unknown>> {
+  const parse = koaBody({
+    json: false,
+    urlencoded: true,
+    text: false,
+    multipart: false,
+    formLimit: limitBytes,
+    patchKoa: true,
+    onError: (err) => {
+      const status = (err as { status?: number }).status;
+      throw status === 413 || status === 415 ? mapParseError(err) : new AppError('invalid_request', 'The form could not be read', { code: 'invalid_form' });
+    },
+  });
+  // koa-body's middleware type is loose; it resolves once the body is parsed.
+  await (parse(ctx, () => Promise.resolve()) as Promise<void>);
+  const body = (ctx.request as { body?: unknown }).body;
+  return ctx.is('urlencoded') && body !== null && typeof body === 'object' ? (body as Record<string, unknown>) : {};
 }
 
 function mapParseError(err: unknown): AppError {
