@@ -55,4 +55,17 @@ describe('a worker’s /metrics, for operators who scale workers', () => {
     expect(m.text).to.match(/^usage_metering_lag_seconds/m);
     expect(m.text).to.match(/^process_cpu_seconds_total/m);
   });
+
+  it('counts on the web process the completion requests it holds open, back to 0 once they end', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    const relaying = async () => sample(await (await fetch(`${web.url}/metrics`, { headers: { accept: 'text/plain' } })).text(), 'completion_requests_relaying');
+    const ask = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'hello' }], max_tokens: 200 };
+    const streams = [openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask), openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask)];
+    await Promise.all(streams.map((s) => s.waitFor(2)));
+    expect(await relaying()).to.equal(2);
+    for (const s of streams) s.controller.abort();
+    await Promise.all(streams.map((s) => s.finished));
+    await eventually(async () => ((await relaying()) === 0 ? true : undefined), 'the web process to let go of both requests');
+  });
 });
