@@ -98,6 +98,8 @@ export interface Config {
     livenessTtlMs: number;
     /** How long a request's relay log and state are kept after it ends (late readers, resumed streams). */
     relayLogTtlSeconds: number;
+    /** How long a stream's tokens after its first may wait to travel together (0: each event-loop turn). */
+    relayCoalesceMs: number;
     /** How far a stream's client may fall behind (bytes written but not yet sent) before the stream is ended. */
     streamMaxBufferedBytes: number;
     stalledIntervalMs: number;
@@ -397,6 +399,7 @@ export function loadConfig(env: Env = process.env): Config {
       redisOutageMaxMs: r.int('REDIS_OUTAGE_MAX_MS', 60_000, 1000, 3_600_000),
       livenessTtlMs: r.int('LIVENESS_TTL_MS', 2000, 300, 60_000),
       relayLogTtlSeconds: r.int('RELAY_LOG_TTL_SECONDS', 120, 10, 86_400),
+      relayCoalesceMs: r.int('RELAY_COALESCE_MS', 0, 0, 100),
       stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 10_000, 100, 600_000),
       rerunHorizonMs: 0,
     },

@@ -55,7 +55,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       metrics.relayPublishFailures.inc();
       if (isDependencyDown(err)) app.outages.redis.failure('relay', err);
       else app.log.error({ err }, 'Redis refused a relay command');
-    }),
+    }, config.queue.relayCoalesceMs),
     running,
     // The usage stream and the account's quota keys live in different slots: two commands, sent together.
     record: (job, usage) =>

@@ -171,9 +171,10 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       produced = true;
       c.text += ev.content;
       if (job.stream) {
-        const delta = c.started ? { content: ev.content } : { role: 'assistant', content: ev.content };
+        const first = !c.started;
+        const delta = first ? { role: 'assistant', content: ev.content } : { content: ev.content };
         c.started = true;
-        publisher.sse(framer.chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }));
+        publisher.sse(framer.chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }), first);
       }
     } else if (ev.type === 'finish') {
       c.finish = ev.reason;

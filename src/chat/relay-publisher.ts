@@ -95,16 +95,40 @@ export class RelayBatch {
   private dirty = new Set<RelayPublisher>();
   private scheduled = false;
   private retrying = false;
+  /** Publishers whose new events wait for the coalescing timer (see `add`). */
+  private waiting = new Set<RelayPublisher>();
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly redis: RedisClient,
     readonly ttls: RelayTtls,
     private readonly onFailure: (err: unknown) => void = () => undefined,
+    /**
+     * How long events that are not urgent may wait to share a message (0: to the end of the turn).
+     * A stream's first token goes at once; later ones from an upstream faster than one token per
+     * `coalesceMs` travel a few at a time, which saves a log append, a publish and a client write
+     * each, at the cost of at most `coalesceMs` on their way.
+     */
+    private readonly coalesceMs = 0,
   ) {}
 
-  add(publisher: RelayPublisher): void {
+  add(publisher: RelayPublisher, urgent = true): void {
+    if (!urgent && this.coalesceMs > 0) {
+      this.waiting.add(publisher);
+      this.timer ??= setTimeout(() => {
+        this.timer = undefined;
+        for (const p of this.waiting) this.dirty.add(p);
+        this.waiting.clear();
+        this.schedule();
+      }, this.coalesceMs);
+      return;
+    }
     this.dirty.add(publisher);
-    if (!this.scheduled && !this.retrying) {
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (!this.scheduled && !this.retrying && this.dirty.size > 0) {
       this.scheduled = true;
       setImmediate(() => void this.flush());
     }
@@ -202,10 +226,13 @@ export class RelayPublisher {
     return this.target.channel;
   }
 
-  /** Queues one ready-to-write SSE event (`data: …\n\n`), sent at the end of this turn. */
-  sse(event: string): void {
+  /**
+   * Queues one ready-to-write SSE event (`data: …\n\n`), sent at the end of this turn when
+   * `urgent` (a stream's first token), else within the batch's coalescing time.
+   */
+  sse(event: string, urgent = true): void {
     this.pending.push(event);
-    this.batch.add(this);
+    this.batch.add(this, urgent);
   }
 
   /** Adds a log-only entry (the upstream's usage), so a re-run of the job can bill it exactly. */
