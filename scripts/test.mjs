@@ -4,7 +4,7 @@
 // prefix, removed at the end.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { OUT_DIR, ROOT, build, checkStructure, createDatabase, dropDatabase, ensureChromium, ensureDependencies, ensurePgBouncer, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
+import { OUT_DIR, ROOT, build, checkStructure, createDatabase, dropDatabase, ensureChromium, ensureDependencies, ensurePgBouncer, ensurePostgres, ensurePrometheus, ensureRedis, main, migrate, say } from './lib/setup.mjs';
 
 /**
  * The part of the suite that runs again on a Redis Cluster: completions end to end, limits,
@@ -41,6 +41,7 @@ await main(async () => {
   await migrate(env);
   ensureChromium();
   ensurePgBouncer();
+  ensurePrometheus();
 
   // `npm test -- path/to/file.test.js --grep x` runs a part (on one Redis server, or with
   // --cluster on the cluster); with no file given, the whole suite, then its cluster part.

@@ -61,6 +61,8 @@ export class AppContext {
   constructor(readonly config: Config, readonly opts: ContextOptions) {
     this.log = opts.logger ?? createLogger(config, opts.role);
     this.metrics = createMetrics(opts.role);
+    // A setting, exported so that an alert can compare the queue's depth with its bound.
+    this.metrics.dispatch.maxDepth.set(config.queue.maxDepth);
     this.clock = opts.clock ?? (config.faults.clockAt ? new ManualClock(config.faults.clockAt) : systemClock);
     this.db = createDb(config);
     this.redis = createRedis(config, 'command');
@@ -125,7 +127,7 @@ export class AppContext {
    * answers 503 with this message, while the rest of the service keeps working.
    */
   get stripe(): Stripe {
-    if (this.built.stripe === undefined) this.built.stripe = createStripe(this.config, new StripePacer(this.redis, this.config)) ?? null;
+    if (this.built.stripe === undefined) this.built.stripe = createStripe(this.config, { pacer: new StripePacer(this.redis, this.config), metrics: this.metrics.stripe }) ?? null;
     if (this.built.stripe === null) {
       throw new AppError('unavailable', 'Billing is not configured on this server (STRIPE_SECRET_KEY is not set), so this operation cannot reach the payment processor.', {
         code: 'billing_not_configured',

@@ -22,15 +22,26 @@ function httpMetrics(registers: client.Registry[]) {
   };
 }
 
+/** Why a web process refuses a completion before it runs. */
+export const DISPATCH_REJECTIONS = ['queue_full', 'overloaded', 'no_worker', 'queue_unavailable'] as const;
+
 function dispatchMetrics(registers: client.Registry[]) {
+  const rejected = new client.Counter({
+    name: 'completion_dispatch_rejected_total',
+    help: 'Completion requests refused before running, by reason (queue_full, overloaded, no_worker, queue_unavailable)',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  // Present at zero from the start, so that increase() counts a process's first refusal too.
+  for (const reason of DISPATCH_REJECTIONS) rejected.inc({ reason }, 0);
   return {
-    rejected: new client.Counter({
-      name: 'completion_dispatch_rejected_total',
-      help: 'Completion requests refused before running, by reason (queue_full, overloaded, no_worker, queue_unavailable)',
-      labelNames: ['reason'] as const,
+    rejected,
+    depth: new client.Gauge({ name: 'completion_queue_waiting', help: 'Jobs waiting for a worker, as last seen by this web process', registers }),
+    maxDepth: new client.Gauge({
+      name: 'completion_queue_max_depth',
+      help: 'QUEUE_MAX_DEPTH: the waiting jobs beyond which web processes refuse completions with 503 queue_full',
       registers,
     }),
-    depth: new client.Gauge({ name: 'completion_queue_waiting', help: 'Jobs waiting for a worker, as last seen by this web process', registers }),
     relaying: new client.Gauge({
       name: 'completion_requests_relaying',
       help: 'Completion requests this web process is waiting on or streaming now (each holds a client connection)',
@@ -72,17 +83,23 @@ function completionMetrics(registers: client.Registry[]) {
       labelNames: ['cause'] as const,
       registers,
     }),
+    queueWait: new client.Histogram({
+      name: 'completion_queue_wait_seconds',
+      help: 'Time a completion job waited in the queue, from its request being queued to a worker starting it (first runs only)',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
     upstreamTtft: new client.Histogram({
       name: 'completion_upstream_ttft_seconds',
-      help: 'Time from sending the upstream request to its first token, by provider',
-      labelNames: ['provider'] as const,
+      help: 'Time from sending the upstream request to its first token, by provider and catalog model',
+      labelNames: ['provider', 'model'] as const,
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
       registers,
     }),
     upstreamTokensPerSecond: new client.Histogram({
       name: 'completion_upstream_tokens_per_second',
-      help: 'Completion tokens per second after the first token, by provider',
-      labelNames: ['provider'] as const,
+      help: 'Completion tokens per second after the first token, by provider and catalog model',
+      labelNames: ['provider', 'model'] as const,
       buckets: [5, 10, 20, 40, 80, 160, 320, 640, 1280],
       registers,
     }),
@@ -99,7 +116,13 @@ function meteringMetrics(registers: client.Registry[]) {
     recorded: new client.Counter({ name: 'usage_events_recorded_total', help: 'Usage events written to the ledger (duplicates excluded)', registers }),
     lag: new client.Gauge({
       name: 'usage_metering_lag_seconds',
-      help: 'Age of the oldest usage event drained in the last batch (0 when the stream is empty)',
+      help: 'Age of the oldest usage event in the last batch metering read, written or not (0 when the streams are empty): it grows while the ledger cannot be written',
+      registers,
+    }),
+    costUsd: new client.Counter({
+      name: 'usage_cost_usd_total',
+      help: 'Cost at catalog prices of the usage written to the ledger, in USD, by tier and model (only the paid tier is invoiced)',
+      labelNames: ['tier', 'model'] as const,
       registers,
     }),
   };
@@ -171,6 +194,29 @@ function billingMetrics(registers: client.Registry[]) {
   };
 }
 
+/** Stripe's answers, whatever call made them: failures there stop upgrades and invoices alike. */
+function stripeMetrics(registers: client.Registry[]) {
+  return {
+    requests: new client.Counter({
+      name: 'stripe_requests_total',
+      help: "HTTP requests to Stripe's API (each attempt, retries included), by the answer's status code, or unreachable when none came (refused, reset, timed out)",
+      labelNames: ['status'] as const,
+      registers,
+    }),
+  };
+}
+
+function emailMetrics(registers: client.Registry[]) {
+  return {
+    sends: new client.Counter({
+      name: 'email_sends_total',
+      help: 'Email send attempts by transport (postmark, dev-outbox) and outcome: sent, retry (failed, tried again later), failed (given up)',
+      labelNames: ['transport', 'outcome'] as const,
+      registers,
+    }),
+  };
+}
+
 export function createMetrics(role: string) {
   const registry = new client.Registry();
   registry.setDefaultLabels({ role });
@@ -188,6 +234,8 @@ export function createMetrics(role: string) {
     metering: meteringMetrics(registers),
     scheduler: schedulerMetrics(registers),
     billing: billingMetrics(registers),
+    stripe: stripeMetrics(registers),
+    email: emailMetrics(registers),
   };
 }
 
@@ -198,3 +246,5 @@ export type SchedulerMetrics = Metrics['scheduler'];
 export type MeteringMetrics = Metrics['metering'];
 export type LimiterMetrics = Metrics['limiter'];
 export type DispatchMetrics = Metrics['dispatch'];
+export type StripeMetrics = Metrics['stripe'];
+export type EmailMetrics = Metrics['email'];

@@ -94,7 +94,10 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       shards[i % shards.length]!,
       app.redisConnection('queue-worker', `completion-worker-${i}`),
       async (job) => {
-        const outcome = await runJob(runtime, job.data, job.attemptsStarted > 1 || job.stalledCounter > 0);
+        const rerun = job.attemptsStarted > 1 || job.stalledCounter > 0;
+        // A re-run's wait would count its first run's time as queueing.
+        if (!rerun && job.processedOn !== undefined) metrics.queueWait.observe(Math.max(0, job.processedOn - job.timestamp) / 1000);
+        const outcome = await runJob(runtime, job.data, rerun);
         metrics.finished.inc({ outcome });
       },
       {

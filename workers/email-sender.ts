@@ -1,5 +1,5 @@
 import type { AppContext } from '../src/context.js';
-import { deliverDueEmails } from '../src/accounts/email-outbox.service.js';
+import { DELIVERY_OUTCOMES, deliverDueEmails } from '../src/accounts/email-outbox.service.js';
 import { createMailTransport, type MailTransport } from '../src/infra/mail.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { dependencyOf } from '../src/infra/outage.js';
@@ -26,6 +26,8 @@ export interface EmailSenderOptions {
 export function startEmailSender(app: AppContext, opts: EmailSenderOptions = {}): EmailSender {
   const transport = opts.transport ?? createMailTransport(app.config, app.log);
   const pollMs = opts.pollMs ?? 300;
+  // Present at zero from the start, so that rate() and increase() count this process's first failure too.
+  for (const outcome of DELIVERY_OUTCOMES) app.metrics.email.sends.inc({ transport: transport.name, outcome }, 0);
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<number> | undefined;

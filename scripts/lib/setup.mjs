@@ -110,6 +110,26 @@ export function ensurePgBouncer() {
   say(`no PgBouncer at ${PGBOUNCER}: install it (apt-get install pgbouncer) or set PGBOUNCER_PATH, or the pooler tests fail`);
 }
 
+// ---------------------------------------------------------------- Prometheus
+
+export const PROMETHEUS = '/usr/bin/prometheus';
+export const PROMTOOL = '/usr/bin/promtool';
+
+/**
+ * The monitoring tests run Debian's Prometheus and its promtool (one package, `prometheus`) on the
+ * shipped scrape configuration, alert rules and dashboard (ops/): installed with apt-get when
+ * missing and we are root. Elsewhere a message says how to get them; those tests then fail with
+ * the same advice (test/support/prometheus.ts).
+ */
+export function ensurePrometheus() {
+  const named = ['PROMETHEUS_PATH', 'PROMTOOL_PATH'].filter((v) => process.env[v]);
+  for (const v of named) if (!existsSync(process.env[v])) say(`${v} names ${process.env[v]}, which does not exist: the monitoring tests fail`);
+  if (named.length === 2) return;
+  if ((existsSync(PROMETHEUS) || which('prometheus')) && (existsSync(PROMTOOL) || which('promtool'))) return;
+  if (aptInstall(['prometheus']) && existsSync(PROMETHEUS) && existsSync(PROMTOOL)) return;
+  say(`no Prometheus at ${PROMETHEUS} and ${PROMTOOL}: install it (apt-get install prometheus) or set PROMETHEUS_PATH and PROMTOOL_PATH, or the monitoring tests fail`);
+}
+
 /**
  * The layout rules (CONVENTIONS, README "Dependency rules") and the lint: dependency-cruiser for
  * which layer may import which and for cycles in the sources (type-only imports included),

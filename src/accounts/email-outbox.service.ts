@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
+import type { EmailMetrics } from '../metrics.js';
 import { transaction, type Db, type Trx } from '../infra/db.js';
 import { MailSendError, type MailTransport } from '../infra/mail.js';
 import { claimDueEmail, insertOutboxEmail, markEmailAttemptFailed, markEmailSent, type NewOutboxEmail } from './email-outbox.repository.js';
@@ -17,6 +18,7 @@ export interface OutboxDeps {
   clock: Clock;
   log: Logger;
   config: Pick<Config, 'mail'>;
+  metrics: { email: EmailMetrics };
 }
 
 /** Queues a message inside the caller's transaction; it is sent only if that transaction commits. */
@@ -40,7 +42,8 @@ export function retryDelayMs(failedAttempts: number, random: () => number = Math
 /** The longest delay retryDelayMs can return for that many failures (tests move the clock by this). */
 export const maxRetryDelayMs = (failedAttempts: number): number => retryDelayMs(failedAttempts, () => 1);
 
-export type DeliveryOutcome = 'sent' | 'retry' | 'failed';
+export const DELIVERY_OUTCOMES = ['sent', 'retry', 'failed'] as const;
+export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
 
 /**
  * Claims one due message, sends it, and records the outcome in the same transaction that holds
@@ -49,7 +52,7 @@ export type DeliveryOutcome = 'sent' | 'retry' | 'failed';
  * Returns undefined when nothing is due.
  */
 export async function deliverOneEmail(app: OutboxDeps, transport: MailTransport): Promise<DeliveryOutcome | undefined> {
-  return transaction(app.db, async (trx) => {
+  const outcome = await transaction(app.db, async (trx): Promise<DeliveryOutcome | undefined> => {
     const row = await claimDueEmail(trx, app.clock.now());
     if (!row) return undefined;
     const attempts = row.attempts + 1;
@@ -71,6 +74,9 @@ export async function deliverOneEmail(app: OutboxDeps, transport: MailTransport)
       return giveUp ? 'failed' : 'retry';
     }
   });
+  // Counted once the outcome is committed: a rolled-back attempt is sent again.
+  if (outcome !== undefined) app.metrics.email.sends.inc({ transport: transport.name, outcome });
+  return outcome;
 }
 
 /**

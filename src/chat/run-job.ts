@@ -153,8 +153,9 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       firstAttempt,
       beforeRecord: rt.beforeRecord,
       onUpstreamTiming: ({ ttftSeconds, tokensPerSecond }) => {
-        rt.metrics.upstreamTtft.observe({ provider: job.model.provider }, ttftSeconds);
-        if (tokensPerSecond !== undefined) rt.metrics.upstreamTokensPerSecond.observe({ provider: job.model.provider }, tokensPerSecond);
+        const labels = { provider: job.model.provider, model: job.model.id };
+        rt.metrics.upstreamTtft.observe(labels, ttftSeconds);
+        if (tokensPerSecond !== undefined) rt.metrics.upstreamTokensPerSecond.observe(labels, tokensPerSecond);
       },
     });
     if (outcome.status === 'cancelled') rt.metrics.cancellations.inc({ cause: String(running.controller.signal.reason ?? 'client_cancelled') });

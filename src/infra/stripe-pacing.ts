@@ -3,7 +3,7 @@ import Stripe from 'stripe';
 import type { Config } from '../config.js';
 import { redisKey, type RedisClient } from './redis.js';
 
-type HttpClient = InstanceType<typeof Stripe.HttpClient>;
+export type HttpClient = InstanceType<typeof Stripe.HttpClient>;
 
 /**
  * Keeps the whole deployment's Stripe calls under STRIPE_MAX_OPS_PER_SECOND: every call, from any
@@ -50,8 +50,7 @@ const RATE_LIMIT_FIRST_PAUSE_MS = 200;
  * moment from turning into every job starting over at once. Past the resends the 429 reaches the
  * caller (the invoicing worker then pauses its queue).
  */
-export function pacedHttpClient(pacer: StripePacer): HttpClient {
-  const inner = Stripe.createNodeHttpClient();
+export function pacedHttpClient(pacer: StripePacer, inner: HttpClient = Stripe.createNodeHttpClient()): HttpClient {
   return new (class extends Stripe.HttpClient {
     override getClientName(): string {
       return inner.getClientName();

@@ -1,22 +1,26 @@
 import Stripe from 'stripe';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
-import { pacedHttpClient, type StripePacer } from './stripe-pacing.js';
+import type { StripeMetrics } from '../metrics.js';
+import { pacedHttpClient, type HttpClient, type StripePacer } from './stripe-pacing.js';
 
 export type { Stripe };
 
 /**
  * The Stripe client of a process, or undefined when STRIPE_SECRET_KEY is not set. With a pacer,
- * every call waits for its turn under the deployment-wide STRIPE_MAX_OPS_PER_SECOND.
+ * every call waits for its turn under the deployment-wide STRIPE_MAX_OPS_PER_SECOND; with
+ * metrics, every answer is counted by status.
  */
-export function createStripe(config: Config, pacer?: StripePacer): Stripe | undefined {
+export function createStripe(config: Config, opts: { pacer?: StripePacer; metrics?: StripeMetrics } = {}): Stripe | undefined {
   const { secretKey, apiBase, timeoutMs, maxNetworkRetries } = config.stripe;
   if (secretKey === undefined) return undefined;
   const base = apiBase === undefined ? undefined : new URL(apiBase);
+  const counted = opts.metrics ? countedHttpClient(opts.metrics) : undefined;
+  const httpClient = opts.pacer ? pacedHttpClient(opts.pacer, counted) : counted;
   return new Stripe(secretKey, {
     timeout: timeoutMs,
     maxNetworkRetries,
-    ...(pacer ? { httpClient: pacedHttpClient(pacer) } : {}),
+    ...(httpClient ? { httpClient } : {}),
     appInfo: { name: 'completions-service', version: '1.0.0' },
     ...(base
       ? {
@@ -26,6 +30,30 @@ export function createStripe(config: Config, pacer?: StripePacer): Stripe | unde
         }
       : {}),
   });
+}
+
+/**
+ * Stripe's own Node HTTP client, counting each request's answer by status, or `unreachable` when
+ * none came. Counted beneath the SDK's retries and the pacer's resends, so each attempt counts.
+ */
+function countedHttpClient(metrics: StripeMetrics): HttpClient {
+  const inner = Stripe.createNodeHttpClient();
+  return new (class extends Stripe.HttpClient {
+    override getClientName(): string {
+      return inner.getClientName();
+    }
+    override async makeRequest(...args: Parameters<HttpClient['makeRequest']>) {
+      let res: Awaited<ReturnType<HttpClient['makeRequest']>>;
+      try {
+        res = await inner.makeRequest(...args);
+      } catch (err) {
+        metrics.requests.inc({ status: 'unreachable' });
+        throw err;
+      }
+      metrics.requests.inc({ status: String(res.getStatusCode()) });
+      return res;
+    }
+  })();
 }
 
 export const stripeConfigured = (config: Pick<Config, 'stripe'>): boolean => config.stripe.secretKey !== undefined;

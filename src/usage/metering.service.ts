@@ -5,6 +5,7 @@ import type { RedisClient } from '../infra/redis.js';
 import type { Logger } from '../logger.js';
 import type { MeteringMetrics } from '../metrics.js';
 import { insertUsageEvents } from './usage.repository.js';
+import { requestCostUsd } from './usage-cost.js';
 import { METERING_GROUP, parseUsageEntry, usageStreamKeys } from './usage-stream.js';
 import type { UsageEvent } from './usage-event.js';
 
@@ -31,17 +32,33 @@ export interface DrainOptions {
 
 let blockTurn = 0;
 
+/** The oldest entry a pass read, from any shard's stream (stream ids begin with Redis's time in ms). */
+interface Pass {
+  oldestMs?: number;
+}
+
 /**
  * One pass over every shard's stream (see drainStream); when none had anything and `blockMs` is
  * given, waits that long on one stream, a different one each time, so a consumer never holds
  * several blocking reads (on a cluster they would be on several masters). Returns the entries drained.
+ * The lag it reports is the age of the oldest entry it read, whether or not the ledger took it, so
+ * the lag grows while Postgres refuses the batch; it is 0 after a pass that found nothing.
  */
 export async function drainUsageOnce(app: MeteringDeps, redis: RedisClient, opts: DrainOptions = {}): Promise<number> {
   const keys = usageStreamKeys(app.config);
-  let total = 0;
-  for (const key of keys) total += await drainStream(app, redis, key, { ...opts, blockMs: undefined });
-  if (total > 0 || opts.blockMs === undefined) return total;
-  return drainStream(app, redis, keys[blockTurn++ % keys.length]!, opts);
+  const pass: Pass = {};
+  let finished = false;
+  try {
+    let total = 0;
+    for (const key of keys) total += await drainStream(app, redis, key, { ...opts, blockMs: undefined }, pass);
+    if (total === 0 && opts.blockMs !== undefined) total = await drainStream(app, redis, keys[blockTurn++ % keys.length]!, opts, pass);
+    finished = true;
+    return total;
+  } finally {
+    // A pass that could not read the streams (Redis away) knows nothing new: the last value stands.
+    if (pass.oldestMs !== undefined) app.metrics.metering.lag.set(Math.max(0, (Date.now() - pass.oldestMs) / 1000));
+    else if (finished) app.metrics.metering.lag.set(0);
+  }
 }
 
 type Entries = [id: string, fields: string[]][];
@@ -60,7 +77,7 @@ export interface MeteringDeps {
  * `blockMs`). Inserted with ON CONFLICT DO NOTHING, then acknowledged and deleted, so a crash at
  * any point re-delivers and never double counts.
  */
-async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, opts: DrainOptions): Promise<number> {
+async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, opts: DrainOptions, pass: Pass): Promise<number> {
   const consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
   const count = opts.count ?? 500;
 
@@ -79,10 +96,9 @@ async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, o
     const reply = (await (redis.xreadgroup as (...a: (string | number)[]) => Promise<unknown>)(...args)) as [string, Entries][] | null;
     entries = reply?.[0]?.[1] ?? [];
   }
-  if (entries.length === 0) {
-    app.metrics.metering.lag.set(0);
-    return 0;
-  }
+  if (entries.length === 0) return 0;
+  const oldestMs = Number(entries[0]![0].split('-')[0]);
+  pass.oldestMs = Math.min(pass.oldestMs ?? oldestMs, oldestMs);
   const events: UsageEvent[] = [];
   for (const [, fields] of entries) {
     const e = parseUsageEntry(fields);
@@ -92,10 +108,7 @@ async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, o
   const inserted = await insertUsageEvents(app.db, events);
   const ids = entries.map(([id]) => id);
   await redis.multi().xack(key, METERING_GROUP, ...ids).xdel(key, ...ids).exec();
-  const m = app.metrics.metering;
-  m.recorded.inc(inserted);
-  const oldestMs = Number(ids[0]!.split('-')[0]);
-  m.lag.set(Math.max(0, (Date.now() - oldestMs) / 1000));
+  countLedgerRows(app.metrics.metering, inserted);
   return entries.length;
 }
 
@@ -104,7 +117,15 @@ async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, o
  * stream in time. The ledger is keyed by request id, so a later copy from the stream is dropped.
  */
 export async function recordUsageDirectly(app: Pick<MeteringDeps, 'db' | 'metrics'>, usage: UsageEvent): Promise<void> {
-  app.metrics.metering.recorded.inc(await insertUsageEvents(app.db, [usage]));
+  countLedgerRows(app.metrics.metering, await insertUsageEvents(app.db, [usage]));
+}
+
+/** Rows new to the ledger, and what they cost at catalog prices. */
+function countLedgerRows(m: MeteringMetrics, inserted: UsageEvent[]): void {
+  m.recorded.inc(inserted.length);
+  // The ledger's cost_usd, which is the catalog price on either tier (requestCostUsd answers what
+  // is billed, nothing on the free tier): the free tier's is what it gives away.
+  for (const e of inserted) m.costUsd.inc({ tier: e.tier, model: e.model }, Number(requestCostUsd({ ...e, tier: 'paid' })));
 }
 
 /** Drains until no stream has anything new (for invoices and tests). */

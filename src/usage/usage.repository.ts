@@ -9,11 +9,11 @@ import type { UsageEvent } from './usage-event.js';
 /**
  * Inserts ledger rows, ignoring request ids already recorded (a redelivered stream entry or a
  * re-run job never counts twice). Cost is computed by Postgres in numeric: exact, never a float.
- * Returns how many rows were new.
+ * Returns the events that were new.
  */
-export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<number> {
-  if (events.length === 0) return 0;
-  const result = await db
+export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<UsageEvent[]> {
+  if (events.length === 0) return [];
+  const rows = await db
     .insertInto('usage_events')
     .values(
       events.map((e) => ({
@@ -31,8 +31,11 @@ export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<n
       })),
     )
     .onConflict((oc) => oc.column('request_id').doNothing())
-    .executeTakeFirst();
-  return Number(result.numInsertedOrUpdatedRows ?? 0);
+    .returning('request_id')
+    .execute();
+  const inserted = new Set(rows.map((r) => r.request_id));
+  // A batch may hold one request twice (an append repeated after a lost reply): it was inserted once.
+  return events.filter((e) => inserted.delete(e.request_id));
 }
 
 // ---------------------------------------------------------------------------------------------

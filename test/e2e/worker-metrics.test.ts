@@ -26,7 +26,7 @@ describe('a worker’s /metrics, for operators who scale workers', () => {
   });
   after(async () => app.close());
 
-  it('serves its jobs, upstream timing, cancellations and metering lag in Prometheus text on WORKER_METRICS_PORT', async () => {
+  it('serves its jobs, queue wait, upstream timing by provider and model, cancellations and metering lag in Prometheus text on WORKER_METRICS_PORT', async () => {
     const port = await freePort();
     const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
     const [web] = await Promise.all([start('web', env), start('worker', { ...env, WORKER_METRICS_PORT: String(port) })]);
@@ -49,8 +49,9 @@ describe('a worker’s /metrics, for operators who scale workers', () => {
     expect(sample(m.text, 'completion_jobs_finished_total', 'outcome="completed"')).to.equal(1);
     expect(sample(m.text, 'completion_cancellations_total', 'cause="client_cancelled"')).to.equal(1);
     expect(sample(m.text, 'completion_jobs_active')).to.equal(0);
-    expect(sample(m.text, 'completion_upstream_ttft_seconds_count', 'provider="gemini"')).to.equal(1);
-    expect(sample(m.text, 'completion_upstream_tokens_per_second_count', 'provider="gemini"')).to.equal(1);
+    expect(sample(m.text, 'completion_queue_wait_seconds_count')).to.equal(2);
+    expect(sample(m.text, 'completion_upstream_ttft_seconds_count', 'provider="gemini",model="gemini-2.5-flash"')).to.equal(1);
+    expect(sample(m.text, 'completion_upstream_tokens_per_second_count', 'provider="gemini",model="gemini-2.5-flash"')).to.equal(1);
     expect(sample(m.text, 'relay_publish_failures_total')).to.equal(0);
     expect(m.text).to.match(/^usage_metering_lag_seconds/m);
     expect(m.text).to.match(/^process_cpu_seconds_total/m);

@@ -12,6 +12,7 @@ import { FakePostmark } from '../fakes/postmark.js';
 import { closeOutboxFor, verificationLinkIn } from '../support/accounts.js';
 import { testConfig, uniqueEmail } from '../support/env.js';
 import { eventually, post } from '../support/http.js';
+import { metricValue } from '../support/metrics.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
 describe('email delivery from the outbox', () => {
@@ -173,6 +174,21 @@ describe('email delivery from the outbox', () => {
       await polling.stop();
       await slow.close();
     }
+  });
+
+  it('counts every attempt in email_sends_total by transport and outcome: sent, retry, failed', async () => {
+    const counter = (outcome: string) => metricValue(web.app.metrics.registry, 'email_sends_total', { transport: 'postmark', outcome });
+    const count = async () => ({ sent: await counter('sent'), retry: await counter('retry'), failed: await counter('failed') });
+    const before = await count();
+    const retried = await signUp('counted');
+    fake.failFor(retried, 1, 500);
+    const rejected = await signUp('counted-invalid');
+    fake.failFor(rejected, 1, 422);
+    await sender.drainOnce();
+    clock.advance(maxRetryDelayMs(1));
+    await sender.drainOnce();
+    const after = await count();
+    expect({ sent: after.sent - before.sent, retry: after.retry - before.retry, failed: after.failed - before.failed }).to.deep.equal({ sent: 1, retry: 1, failed: 1 });
   });
 
   describe('with the dev-outbox transport', () => {

@@ -4,11 +4,12 @@ import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { currentUsage } from '../../src/billing/billing.service.js';
 import { drainUsageOnce, ensureMeteringGroups, flushUsage } from '../../src/usage/metering.service.js';
-import { appendUsage } from '../../src/usage/usage-stream.js';
+import { appendUsage, usageStreamKey } from '../../src/usage/usage-stream.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import type { UsageEvent } from '../../src/usage/usage-event.js';
 import { createTestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
+import { metricValue } from '../support/metrics.js';
 
 // Usage travels worker -> Redis stream -> metering -> ledger -> monthly totals -> usage endpoint.
 
@@ -41,17 +42,45 @@ describe('metering into the ledger and the monthly totals', () => {
     const usage = await currentUsage(app, { id: who.account.id, tier: 'paid' });
     expect(usage.total).to.include({ requests: 2, prompt_tokens: 150_000, completion_tokens: 15_000, cost_usd: '0.42', cost_cents: 42 });
   });
+
+  it('adds what each new ledger row costs at catalog prices to usage_cost_usd_total, by tier and model, once per request', async () => {
+    const paid = await createTestAccount(app, { tier: 'paid' });
+    const free = await createTestAccount(app, { tier: 'free' });
+    const event = (accountId: string, tier: 'paid' | 'free'): UsageEvent => ({
+      request_id: `chatcmpl-${randomUUID()}`,
+      account_id: accountId,
+      model: 'gpt-4.1-mini',
+      tier,
+      status: 'completed',
+      prompt_tokens: 100_000,
+      completion_tokens: 10_000,
+      input_price_per_million: '0.40',
+      output_price_per_million: '1.60',
+      created_at: '2018-05-19T10:00:00.000Z',
+    });
+    const cost = (tier: string) => metricValue(app.metrics.registry, 'usage_cost_usd_total', { tier, model: 'gpt-4.1-mini' });
+    const before = { paid: await cost('paid'), free: await cost('free') };
+    const once = event(paid.account.id, 'paid');
+    for (const e of [once, event(free.account.id, 'free'), once]) await appendUsage(app.redis, app.config, 0, e);
+    await flushUsage(app);
+    // 100,000 × 0.40 + 10,000 × 1.60 per million tokens: 0.056 USD a request, on either tier.
+    expect((await cost('paid')) - before.paid).to.be.closeTo(0.056, 1e-9);
+    expect((await cost('free')) - before.free).to.be.closeTo(0.056, 1e-9);
+  });
 });
 
 describe('metering through a Postgres outage', () => {
   let proxy: TcpProxy;
   let app: AppContext;
   let direct: AppContext;
+  /** DATABASE_URL through the proxy. */
+  let via: URL;
+  const more: AppContext[] = [];
 
   before(async () => {
     const pg = new URL(process.env.DATABASE_URL!);
     proxy = await new TcpProxy(pg.hostname, Number(pg.port || 5432)).start();
-    const via = new URL(process.env.DATABASE_URL!);
+    via = new URL(process.env.DATABASE_URL!);
     via.hostname = '127.0.0.1';
     via.port = String(proxy.port);
     const prefix = isolatedPrefix();
@@ -62,7 +91,7 @@ describe('metering through a Postgres outage', () => {
   });
   after(async () => {
     await proxy.cut();
-    await Promise.all([app.close(), direct.close()]);
+    await Promise.all([app.close(), direct.close(), ...more.map((c) => c.close())]);
   });
 
   it('writes what it read during the outage as soon as Postgres answers again, without the reclaim wait', async () => {
@@ -88,5 +117,39 @@ describe('metering through a Postgres outage', () => {
     expect(await drainUsageOnce(app, app.redis, { consumer: 'outage-test' })).to.equal(1);
     const rows = await direct.db.selectFrom('usage_events').select('request_id').where('request_id', '=', requestId).execute();
     expect(rows).to.have.length(1);
+  });
+
+  it('reports the age of the batch it could not write as the metering lag, and 0 once the streams are empty', async () => {
+    // Streams of its own, so that an entry two minutes old can be appended (stream ids only grow).
+    const worker = createContext(testConfig({ DATABASE_URL: via.toString(), REDIS_PREFIX: isolatedPrefix() }), { role: 'worker' });
+    more.push(worker);
+    await worker.warmUp([worker.redis]);
+    await ensureMeteringGroups(worker.redis, worker.config);
+    const who = await createTestAccount(direct, { tier: 'paid' });
+    const event: UsageEvent = {
+      request_id: `chatcmpl-${randomUUID()}`,
+      account_id: who.account.id,
+      model: 'gpt-4.1',
+      tier: 'paid',
+      status: 'completed',
+      prompt_tokens: 10,
+      completion_tokens: 5,
+      input_price_per_million: '2.00',
+      output_price_per_million: '8.00',
+      created_at: new Date().toISOString(),
+    };
+    const appendedAt = Date.now() - 120_000;
+    await worker.redis.xadd(usageStreamKey(worker.config, 0), `${appendedAt}-0`, 'e', JSON.stringify(event));
+    const lag = () => metricValue(worker.metrics.registry, 'usage_metering_lag_seconds');
+
+    await proxy.cut();
+    const failed = await drainUsageOnce(worker, worker.redis, { consumer: 'lag-test' }).then(() => undefined, (e: unknown) => e);
+    expect(failed).to.be.instanceOf(Error);
+    expect(await lag()).to.be.within(120, (Date.now() - appendedAt) / 1000);
+
+    await proxy.restore();
+    expect(await drainUsageOnce(worker, worker.redis, { consumer: 'lag-test' })).to.equal(1);
+    expect(await drainUsageOnce(worker, worker.redis, { consumer: 'lag-test' })).to.equal(0);
+    expect(await lag()).to.equal(0);
   });
 });

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { FakeStripe } from '../fakes/stripe.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { get, post } from '../support/http.js';
+import { metricValue } from '../support/metrics.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
 // What the client sees, and what stays in the database, when Stripe fails, hangs or is not configured.
@@ -120,6 +121,25 @@ describe('subscription endpoints when Stripe fails', () => {
     expect(r.status).to.equal(402);
     expect(r.body.error).to.include({ type: 'invalid_request_error', code: 'card_declined' });
     expect(r.body.error.message).to.match(/Your card was declined/);
+  });
+
+  it('counts every request to Stripe in stripe_requests_total by its answer’s status, or as unreachable', async () => {
+    const statuses = ['200', '500', 'unreachable'];
+    const count = () => Promise.all(statuses.map((status) => metricValue(fast.app.metrics.registry, 'stripe_requests_total', { status })));
+    const counted = () => metricValue(fast.app.metrics.registry, 'stripe_requests_total');
+    const [before, totalBefore, receivedBefore] = [await count(), await counted(), fake.received().length];
+    const who = await createTestAccount(fast.app);
+    fake.failNext(1, { method: 'POST', path: /^\/v1\/checkout\/sessions$/ });
+    expect((await post(`${fast.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey })).status).to.equal(502);
+    fake.hangNext(1, { method: 'POST', path: /^\/v1\/checkout\/sessions$/ });
+    expect((await post(`${fast.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey })).status).to.equal(503);
+    expect((await post(`${fast.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey })).body.status).to.equal('checkout_required');
+    const after = await count();
+    const [ok, failed, unreachable] = after.map((n, i) => n - before[i]!);
+    expect({ failed, unreachable }).to.deep.equal({ failed: 1, unreachable: 1 });
+    expect(ok).to.be.at.least(1);
+    // Every request the fake received is counted once, whatever its answer.
+    expect((await counted()) - totalBefore).to.equal(fake.received().length - receivedBefore);
   });
 
   describe('without STRIPE_SECRET_KEY', () => {

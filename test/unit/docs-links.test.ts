@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
+import { anchorsOf } from '../support/markdown.js';
 import { PROJECT_ROOT } from '../support/project.js';
 
 // The README is what a newcomer reads first, so it stays a few screens long; the rest lives in
@@ -40,26 +41,6 @@ function linksOf(file: string): Link[] {
     for (const m of line.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) links.push({ file, line: i + 1, target: m[1]! });
   });
   return links;
-}
-
-/** The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens, repeats numbered. */
-function anchorsOf(file: string): Set<string> {
-  const anchors = new Set<string>();
-  const seen = new Map<string, number>();
-  let fenced = false;
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
-    if (/^\s*(```|~~~)/.test(line)) fenced = !fenced;
-    const m = fenced ? null : /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
-    if (!m) continue;
-    const text = m[1]!
-      .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
-      .replace(/[`*]/g, '');
-    const slug = text.toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
-    const n = seen.get(slug) ?? 0;
-    seen.set(slug, n + 1);
-    anchors.add(n === 0 ? slug : `${slug}-${n}`);
-  }
-  return anchors;
 }
 
 const isExternal = (target: string): boolean => /^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('//');
