@@ -399,7 +399,7 @@ export function loadConfig(env: Env = process.env): Config {
       redisOutageMaxMs: r.int('REDIS_OUTAGE_MAX_MS', 60_000, 1000, 3_600_000),
       livenessTtlMs: r.int('LIVENESS_TTL_MS', 2000, 300, 60_000),
       relayLogTtlSeconds: r.int('RELAY_LOG_TTL_SECONDS', 120, 10, 86_400),
-      relayCoalesceMs: r.int('RELAY_COALESCE_MS', 0, 0, 100),
+      relayCoalesceMs: r.int('RELAY_COALESCE_MS', 4, 0, 100),
       stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 10_000, 100, 600_000),
       rerunHorizonMs: 0,
     },

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomIdPart } from '../ids.js';
 import type { Account } from '../accounts/accounts.repository.js';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Clock } from '../clock.js';
@@ -18,7 +18,7 @@ import type { PreparedJob } from './completion-job.js';
 const TOKENIZE_LIMIT_CHARS = 64_000;
 
 export function newCompletionId(): string {
-  return `chatcmpl-${randomBytes(18).toString('base64url')}`;
+  return `chatcmpl-${randomIdPart(18)}`;
 }
 
 function estimatePromptTokens(messages: ChatMessage[]): number {

@@ -120,7 +120,7 @@ export class RelayBatch {
         for (const p of this.waiting) this.dirty.add(p);
         this.waiting.clear();
         this.schedule();
-      }, this.coalesceMs);
+      }, this.coalesceMs).unref();
       return;
     }
     this.dirty.add(publisher);

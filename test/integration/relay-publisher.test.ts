@@ -48,4 +48,27 @@ describe('relay publisher', () => {
     expect(received).to.deep.equal(sentSeqs.filter((seq) => log.find((e) => e.seq === seq)!.kind !== 'usage'));
     expect(sentSeqs.length).to.be.greaterThan(20);
   });
+
+  it('sends a stream\'s first token at once and lets later ones within the coalescing time share a message', async () => {
+    const target = relayTarget(config.redis.prefix, randomId(), randomId());
+    // A long window, so the test does not depend on how fast the machine is.
+    const batch = new RelayBatch(redis, { runningSeconds: 60, endedSeconds: 60 }, () => undefined, 60_000);
+    const publisher = new RelayPublisher(batch, target, 1);
+    publisher.sse('data: first\n\n', true);
+    for (let i = 0; i < 20 && (await readRelayLog(redis, target.logKey)).length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect((await readRelayLog(redis, target.logKey)).map((e) => e.payload)).to.deep.equal(['data: first\n\n']);
+    for (const token of ['a', 'b', 'c']) {
+      publisher.sse(`data: ${token}\n\n`, false);
+      await nextTurn();
+    }
+    expect(await readRelayLog(redis, target.logKey)).to.have.length(1);
+    // The end takes whatever waits with it, in order, without waiting for the timer.
+    await publisher.finish('done', '', async () => undefined);
+    const log = await readRelayLog(redis, target.logKey);
+    expect(log.map((e) => [e.kind, e.payload])).to.deep.equal([
+      ['sse', 'data: first\n\n'],
+      ['sse', 'data: a\n\ndata: b\n\ndata: c\n\n'],
+      ['done', ''],
+    ]);
+  });
 });

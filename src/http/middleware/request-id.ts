@@ -1,11 +1,11 @@
-import { randomBytes } from 'node:crypto';
+import { randomIdPart } from '../../ids.js';
 import type { Middleware } from 'koa';
 import type { AppState } from '../route.js';
 
 const CLIENT_ID = /^[A-Za-z0-9._:-]{8,128}$/;
 
 export function newRequestId(): string {
-  return `req_${randomBytes(12).toString('base64url')}`;
+  return `req_${randomIdPart(12)}`;
 }
 
 /** Every response carries X-Request-Id; a well-formed id from the caller is kept for tracing. */
