@@ -17,6 +17,9 @@ export class ConfigError extends Error {
 export type NodeEnv = 'development' | 'test' | 'production';
 export type MailTransport = 'dev-outbox' | 'postmark';
 export type ModelBackend = 'local' | 'catalog';
+/** OTEL_TRACES_SAMPLER's values this service honours (OpenTelemetry's standard names). */
+export const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
 
 export interface TierLimits {
   requestsPerMinute: number;
@@ -152,6 +155,20 @@ export interface Config {
     token: string | undefined;
     /** The dashboard may retry, clean, pause and remove jobs; otherwise it only shows them. */
     queuesWritable: boolean;
+  };
+  /** OpenTelemetry traces, by OpenTelemetry's standard variables (docs/operations.md#traces). */
+  tracing: {
+    /** True when an OTLP endpoint is set and OTEL_SDK_DISABLED is not: only then is the SDK loaded. */
+    enabled: boolean;
+    /** Where spans are sent (OTLP/HTTP, JSON): the traces endpoint as given, else the base endpoint + /v1/traces. */
+    endpoint: string | undefined;
+    /** OTEL_SERVICE_NAME; unset, each role names itself completions-<role>. */
+    serviceName: string | undefined;
+    sampler: TraceSampler;
+    /** The ratio of the traceidratio samplers, 0 to 1. */
+    samplerRatio: number;
+    /** The batch span processor's settings (OTEL_BSP_*). */
+    batch: { scheduledDelayMillis: number; exportTimeoutMillis: number; maxQueueSize: number; maxExportBatchSize: number };
   };
   scheduler: {
     invoiceCron: string;
@@ -440,6 +457,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     worker: { metricsPort: r.optionalInt('WORKER_METRICS_PORT', 0, 65535) },
     admin: { token: adminToken(r), queuesWritable: r.bool('ADMIN_QUEUES_WRITABLE', false) },
+    tracing: tracing(r),
     scheduler: {
       invoiceCron: r.cron('INVOICE_CRON', '15 0 1 * *'),
       reconcileCron: r.cron('RECONCILE_CRON', '30 3 * * *'),
@@ -515,6 +533,36 @@ function adminToken(r: Reader): string | undefined {
   const v = r.optional('ADMIN_TOKEN');
   if (v !== undefined && !/^[\x21-\x7e]{32,}$/.test(v)) throw new ConfigError('ADMIN_TOKEN', 'at least 32 printable ASCII characters without spaces', '<hidden>');
   return v;
+}
+
+/**
+ * OpenTelemetry's own variables, read as its SDKs read them: the traces endpoint is used as given,
+ * the base endpoint gets /v1/traces appended. Without either, tracing is off and costs nothing.
+ */
+function tracing(r: Reader): Config['tracing'] {
+  const base = r.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http', 'https']);
+  const endpoint = r.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http', 'https']) ?? (base === undefined ? undefined : `${base}/v1/traces`);
+  const disabled = r.bool('OTEL_SDK_DISABLED', false);
+  const sampler = r.oneOf<TraceSampler>('OTEL_TRACES_SAMPLER', TRACE_SAMPLERS, 'parentbased_always_on');
+  const rawRatio = r.raw('OTEL_TRACES_SAMPLER_ARG');
+  const samplerRatio = rawRatio === undefined ? 1 : Number(rawRatio);
+  if (Number.isNaN(samplerRatio) || samplerRatio < 0 || samplerRatio > 1) throw new ConfigError('OTEL_TRACES_SAMPLER_ARG', 'a ratio from 0 to 1', rawRatio);
+  const maxQueueSize = r.int('OTEL_BSP_MAX_QUEUE_SIZE', 2048, 1, 1_000_000);
+  const maxExportBatchSize = r.int('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1, 1_000_000);
+  if (maxExportBatchSize > maxQueueSize) throw new ConfigError('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', `at most OTEL_BSP_MAX_QUEUE_SIZE (${maxQueueSize})`, String(maxExportBatchSize));
+  return {
+    enabled: endpoint !== undefined && !disabled,
+    endpoint,
+    serviceName: r.optional('OTEL_SERVICE_NAME'),
+    sampler,
+    samplerRatio,
+    batch: {
+      scheduledDelayMillis: r.int('OTEL_BSP_SCHEDULE_DELAY', 5000, 0, 3_600_000),
+      exportTimeoutMillis: r.int('OTEL_BSP_EXPORT_TIMEOUT', 30_000, 1, 3_600_000),
+      maxQueueSize,
+      maxExportBatchSize,
+    },
+  };
 }
 
 const invoicingConcurrency = (r: Reader): number => r.int('INVOICING_CONCURRENCY', 8, 1, 100);

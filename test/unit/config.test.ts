@@ -83,4 +83,21 @@ describe('configuration', () => {
       expect(() => loadConfig({ ...base, ADMIN_TOKEN: bad }), bad).to.throw(ConfigError, /^ADMIN_TOKEN must be at least 32 printable ASCII characters without spaces \(got "<hidden>"\)$/);
     }
   });
+
+  it('turns tracing on only with an OTLP endpoint, sending to <endpoint>/v1/traces or the traces endpoint as given', () => {
+    expect(loadConfig(base).tracing).to.include({ enabled: false, endpoint: undefined });
+    expect(loadConfig({ ...base, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' }).tracing).to.include({ enabled: true, endpoint: 'http://collector:4318/v1/traces' });
+    const both = { ...base, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://traces.example.com/otlp/v1/traces' };
+    expect(loadConfig(both).tracing).to.include({ enabled: true, endpoint: 'https://traces.example.com/otlp/v1/traces' });
+    expect(loadConfig({ ...both, OTEL_SDK_DISABLED: 'true' }).tracing.enabled).to.equal(false);
+  });
+
+  it('samples every trace by default, or the ratio OTEL_TRACES_SAMPLER_ARG of them, and refuses samplers it does not know', () => {
+    expect(loadConfig(base).tracing).to.include({ sampler: 'parentbased_always_on', samplerRatio: 1 });
+    expect(loadConfig({ ...base, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.05' }).tracing).to.include({ sampler: 'parentbased_traceidratio', samplerRatio: 0.05 });
+    expect(() => loadConfig({ ...base, OTEL_TRACES_SAMPLER: 'jaeger_remote' })).to.throw(ConfigError, /^OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio/);
+    for (const bad of ['1.5', '-0.1', 'half']) {
+      expect(() => loadConfig({ ...base, OTEL_TRACES_SAMPLER_ARG: bad }), bad).to.throw(ConfigError, /^OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1/);
+    }
+  });
 });
