@@ -1,5 +1,6 @@
 import { loadConfigOrExit, type Config } from './config.js';
 import { createContext, type AppContext } from './context.js';
+import { startTracing, type Tracing } from './infra/tracing.js';
 
 /** Something a process runs until it is told to stop (a queue worker, a poller, a cron table). */
 export interface BackgroundService {
@@ -8,12 +9,18 @@ export interface BackgroundService {
 }
 
 /**
- * The shape of every entry point: load and validate configuration, build the context, start,
- * and on SIGTERM/SIGINT stop what was started, then close the context. A second signal forces exit.
+ * The shape of every entry point: load and validate configuration, build the context, start
+ * tracing (when configured), start, and on SIGTERM/SIGINT stop what was started, close the
+ * context and send the last spans. A second signal forces exit.
  */
 export function runProcess(role: string, start: (app: AppContext, config: Config) => Promise<{ stop(): Promise<void>; ready?: string }>): void {
   const config = loadConfigOrExit();
   const app = createContext(config, { role });
+  const tracing = startTracing(config, role, app.log);
+  const flushSpans = () =>
+    tracing
+      .then((t: Tracing) => t.shutdown())
+      .catch((err: unknown) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, `${role}: the last spans could not be sent`));
   let stopper: { stop(): Promise<void> } | undefined;
   let signalled = false;
   const shutdown = (signal: string) => {
@@ -30,6 +37,7 @@ export function runProcess(role: string, start: (app: AppContext, config: Config
     forced.unref();
     (stopper ? stopper.stop() : Promise.resolve())
       .then(() => app.close())
+      .then(flushSpans)
       .then(
         () => process.exit(0),
         (err) => {
@@ -41,8 +49,8 @@ export function runProcess(role: string, start: (app: AppContext, config: Config
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   // Fail-fast connections refuse commands until connected: wait (bounded) before starting services.
-  app
-    .warmUp([app.redis])
+  // Tracing is registered before any service starts, so no request runs untraced.
+  Promise.all([tracing, app.warmUp([app.redis])])
     .then(() => start(app, config))
     .then(
     (s) => {
@@ -51,7 +59,10 @@ export function runProcess(role: string, start: (app: AppContext, config: Config
     },
     (err) => {
       process.stderr.write(`${role} failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
-      void app.close().finally(() => process.exit(1));
+      void app
+        .close()
+        .then(flushSpans)
+        .finally(() => process.exit(1));
     },
   );
 }

@@ -52,7 +52,7 @@ export function dependencyOf(err: unknown): 'Redis' | 'Postgres' | undefined {
   return REDIS_WORDS.test(text) ? 'Redis' : 'Postgres';
 }
 
-interface OutageLogger {
+export interface OutageLogger {
   warn(obj: object, msg: string): void;
 }
 
@@ -69,7 +69,7 @@ export class OutageLog {
 
   constructor(
     private readonly log: OutageLogger,
-    private readonly dependency: 'Redis' | 'Postgres',
+    private readonly dependency: 'Redis' | 'Postgres' | 'OTLP endpoint',
     private readonly now: () => number = () => Date.now(),
     /** A recovery is reported once this long has passed without a failure: other connections reconnect a little later. */
     private readonly settleMs = 2000,
