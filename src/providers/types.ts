@@ -27,8 +27,8 @@ export type CompletionEvent =
   | { type: 'delta'; index: number; content: string }
   /** Choice `index` ended: stop, length, content_filter, ... (OpenAI's words). */
   | { type: 'finish'; index: number; reason: string }
-  /** The provider's own token counts, sent once, at the end. */
-  | { type: 'usage'; prompt_tokens: number; completion_tokens: number };
+  /** The provider's own token counts, sent once, at the end, with the model it says answered when it says. */
+  | { type: 'usage'; prompt_tokens: number; completion_tokens: number; model?: string };
 
 export interface Provider {
   /** openai, anthropic, gemini, local. */

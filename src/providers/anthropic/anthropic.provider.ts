@@ -82,12 +82,14 @@ export class AnthropicProvider implements Provider {
     let promptTokens = 0;
     let completionTokens = 0;
     let stopReason: string | null = null;
+    let model: string | undefined;
     try {
       const stream = await this.client.messages.create(toAnthropicRequest(p, this.settings.defaultMaxTokens), { signal: call.signal });
       for await (const event of stream) {
         call.touch();
         switch (event.type) {
           case 'message_start':
+            model = event.message.model || undefined;
             // Prompt tokens include the prompt cache's reads and writes, all billed as input here.
             promptTokens = (event.message.usage.input_tokens ?? 0) + (event.message.usage.cache_creation_input_tokens ?? 0) + (event.message.usage.cache_read_input_tokens ?? 0);
             completionTokens = event.message.usage.output_tokens ?? 0;
@@ -106,7 +108,7 @@ export class AnthropicProvider implements Provider {
           case 'message_stop':
             finished.add(0);
             yield { type: 'finish', index: 0, reason: FINISH[stopReason ?? 'end_turn'] ?? 'stop' };
-            yield { type: 'usage', prompt_tokens: promptTokens, completion_tokens: completionTokens };
+            yield { type: 'usage', prompt_tokens: promptTokens, completion_tokens: completionTokens, model };
             break;
           default:
             break;
@@ -131,6 +133,6 @@ export class AnthropicProvider implements Provider {
     yield { type: 'finish', index: 0, reason: FINISH[message.stop_reason ?? 'end_turn'] ?? 'stop' };
     const u = message.usage;
     // Prompt tokens include the prompt cache's reads and writes, all billed as input here.
-    yield { type: 'usage', prompt_tokens: u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0), completion_tokens: u.output_tokens };
+    yield { type: 'usage', prompt_tokens: u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0), completion_tokens: u.output_tokens, model: message.model || undefined };
   }
 }

@@ -40,6 +40,8 @@ interface GeminiChunk {
   candidates?: { index?: number; content?: { parts?: { text?: string; thought?: boolean }[] }; finishReason?: string }[];
   promptFeedback?: { blockReason?: string };
   usageMetadata?: { promptTokenCount?: number; candidatesTokenCount?: number; thoughtsTokenCount?: number };
+  /** The model that answered. */
+  modelVersion?: string;
   error?: GeminiErrorBody['error'];
 }
 
@@ -116,8 +118,8 @@ function* eventsOf(chunk: GeminiChunk, expected: number, finished: Set<number>):
 }
 
 /** Completion tokens include thinking tokens: Google bills them as output. */
-function usageEvent(usage: NonNullable<GeminiChunk['usageMetadata']>): CompletionEvent {
-  return { type: 'usage', prompt_tokens: usage.promptTokenCount ?? 0, completion_tokens: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0) };
+function usageEvent(usage: NonNullable<GeminiChunk['usageMetadata']>, model: string | undefined): CompletionEvent {
+  return { type: 'usage', prompt_tokens: usage.promptTokenCount ?? 0, completion_tokens: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0), model: model || undefined };
 }
 
 /**
@@ -170,6 +172,7 @@ export class GeminiProvider implements Provider {
     const expected = p.n ?? 1;
     const finished = new Set<number>();
     let usage: GeminiChunk['usageMetadata'];
+    let model: string | undefined;
     try {
       const res = await this.post(p, true, call.signal);
       call.touch();
@@ -181,10 +184,11 @@ export class GeminiProvider implements Provider {
         const chunk = JSON.parse(event.data) as GeminiChunk;
         yield* eventsOf(chunk, expected, finished);
         if (chunk.usageMetadata) usage = chunk.usageMetadata;
+        if (chunk.modelVersion) model = chunk.modelVersion;
       }
       assertComplete(PROVIDER, expected, finished);
       call.complete();
-      if (usage) yield usageEvent(usage);
+      if (usage) yield usageEvent(usage, model);
     } catch (err) {
       throw call.failure(err, PROVIDER, classify);
     } finally {
@@ -199,6 +203,6 @@ export class GeminiProvider implements Provider {
     const finished = new Set<number>();
     yield* eventsOf(answer, expected, finished);
     assertComplete(PROVIDER, expected, finished);
-    if (answer.usageMetadata) yield usageEvent(answer.usageMetadata);
+    if (answer.usageMetadata) yield usageEvent(answer.usageMetadata, answer.modelVersion);
   }
 }

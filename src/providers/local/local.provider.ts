@@ -229,6 +229,7 @@ export class LocalProvider implements Provider {
       if (sent >= longest) break;
       await pause(start + sent * msPerToken - performance.now(), signal);
     }
-    yield { type: 'usage', prompt_tokens: promptTokens, completion_tokens: produced };
+    // The model that answered is this one, whichever catalog model it stands in for.
+    yield { type: 'usage', prompt_tokens: promptTokens, completion_tokens: produced, model: LOCAL_MODEL_FINGERPRINT };
   }
 }

@@ -73,6 +73,7 @@ export class OpenAIProvider implements Provider {
     const call = new UpstreamCall(signal, this.settings.timeoutMs);
     const expected = p.n ?? 1;
     const finished = new Set<number>();
+    let model: string | undefined;
     try {
       for await (const data of postForEvents(this.url, this.headers, toOpenAIRequest(p), call.signal)) {
         call.touch();
@@ -81,6 +82,7 @@ export class OpenAIProvider implements Provider {
         const chunk = JSON.parse(data) as ChatCompletionChunk & { error?: { message?: string } };
         // An error in the stream itself (OpenAI-compatible servers send `data: {"error": ...}`).
         if (chunk.error) throw new ProviderError(`${PROVIDER} stream failed: ${chunk.error.message ?? 'unknown error'}`, 502, true);
+        if (chunk.model) model = chunk.model;
         for (const choice of chunk.choices ?? []) {
           if (choice.delta?.content) yield { type: 'delta', index: choice.index, content: choice.delta.content };
           if (choice.finish_reason) {
@@ -88,7 +90,7 @@ export class OpenAIProvider implements Provider {
             yield { type: 'finish', index: choice.index, reason: choice.finish_reason };
           }
         }
-        if (chunk.usage) yield { type: 'usage', prompt_tokens: chunk.usage.prompt_tokens, completion_tokens: chunk.usage.completion_tokens };
+        if (chunk.usage) yield { type: 'usage', prompt_tokens: chunk.usage.prompt_tokens, completion_tokens: chunk.usage.completion_tokens, model };
       }
       assertComplete(PROVIDER, expected, finished);
       call.complete();
@@ -116,6 +118,6 @@ export class OpenAIProvider implements Provider {
       }
     }
     assertComplete(PROVIDER, p.n ?? 1, finished);
-    if (answer.usage) yield { type: 'usage', prompt_tokens: answer.usage.prompt_tokens, completion_tokens: answer.usage.completion_tokens };
+    if (answer.usage) yield { type: 'usage', prompt_tokens: answer.usage.prompt_tokens, completion_tokens: answer.usage.completion_tokens, model: answer.model || undefined };
   }
 }
