@@ -7,6 +7,7 @@ import { cancelChannel } from '../src/chat/relay-protocol.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
 import { ClientWatch, ConnectionStability, settledAfterMs, WorkerPresence, workerAliveKey } from '../src/chat/liveness.js';
 import { runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
+import { traceJob } from '../src/chat/completion-tracing.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
 import { isDependencyDown } from '../src/infra/outage.js';
@@ -97,7 +98,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
         const rerun = job.attemptsStarted > 1 || job.stalledCounter > 0;
         // A re-run's wait would count its first run's time as queueing.
         if (!rerun && job.processedOn !== undefined) metrics.queueWait.observe(Math.max(0, job.processedOn - job.timestamp) / 1000);
-        const outcome = await runJob(runtime, job.data, rerun);
+        const outcome = await traceJob(job.data, rerun, () => runJob(runtime, job.data, rerun));
         metrics.finished.inc({ outcome });
       },
       {

@@ -1,6 +1,7 @@
 import type { Tier, UsageStatus } from '../../db/schema/index.js';
 import type { UsageEvent } from '../usage/usage-event.js';
 import type { CompletionParams } from '../providers/types.js';
+import type { TraceCarrier } from '../infra/tracing.js';
 
 /** What the web tier queues for a worker: everything needed to run and bill the request. */
 export interface CompletionJob {
@@ -29,6 +30,8 @@ export interface CompletionJob {
   promptTokens: number;
   /** Tokens reserved in the daily quota at admission, settled when the request ends. */
   reservedTokens: number;
+  /** The web request's trace context, when tracing is on: the worker's spans join its trace. */
+  trace?: TraceCarrier;
 }
 
 /** A job as the web tier prepares it, before the dispatcher picks its queue shard. */

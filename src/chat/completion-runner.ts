@@ -10,6 +10,7 @@ import { requestCostUsd } from '../usage/usage-cost.js';
 import type { RelayError } from './relay-protocol.js';
 import type { RelayPublisher } from './relay-publisher.js';
 import { chunkFramer } from './sse.js';
+import { traceRecord, traceUpstream } from './completion-tracing.js';
 
 /** The process's pieces a completion uses: its configuration and its log. */
 export interface RunnerApp {
@@ -33,6 +34,8 @@ export interface RunnerDeps {
   beforeRecord?: () => void;
   /** The first attempt's events, when the caller started the upstream request already (see startNow). */
   firstAttempt?: AsyncIterable<CompletionEvent>;
+  /** performance.now() when the caller started that request: the first attempt's start. */
+  firstAttemptStartedAt?: number;
   /** Told, for a completed answer, how long the upstream took to its first token and how fast it went after. */
   onUpstreamTiming?: (t: { ttftSeconds: number; tokensPerSecond: number | undefined }) => void;
 }
@@ -133,12 +136,14 @@ export async function finishRecording(
   usage: UsageEvent,
 ): Promise<void> {
   const { app, publisher } = deps;
-  try {
-    await publisher.finish(kind, payload, () => deps.record(usage), performance.now() + app.config.queue.redisOutageMaxMs);
-  } catch (err) {
-    app.log.warn({ requestId: job.id, reason: err instanceof Error ? err.message : String(err) }, 'Redis stayed unreachable; recording the usage straight into the ledger');
-    await deps.recordDirectly(usage);
-  }
+  await traceRecord(job, usage.status, async () => {
+    try {
+      await publisher.finish(kind, payload, () => deps.record(usage), performance.now() + app.config.queue.redisOutageMaxMs);
+    } catch (err) {
+      app.log.warn({ requestId: job.id, reason: err instanceof Error ? err.message : String(err) }, 'Redis stayed unreachable; recording the usage straight into the ledger');
+      await deps.recordDirectly(usage);
+    }
+  });
 }
 
 /**
@@ -154,14 +159,18 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const framer = chunkFramer(job, provider.fingerprint);
 
   let upstreamUsage: { prompt_tokens: number; completion_tokens: number } | undefined;
+  let responseModel: string | undefined;
   let produced = false;
 
-  let attemptStarted: number;
+  // The first attempt starts when its request went out, which may be before this function ran.
+  let attemptStarted = deps.firstAttempt && deps.firstAttemptStartedAt !== undefined ? deps.firstAttemptStartedAt : performance.now();
   let firstTokenAt: number | undefined;
+  const upstream = traceUpstream(job, provider.name, attemptStarted);
   const onEvent = (ev: CompletionEvent) => {
     if (ev.type === 'delta' && firstTokenAt === undefined) firstTokenAt = performance.now();
     if (ev.type === 'usage') {
       upstreamUsage = { prompt_tokens: ev.prompt_tokens, completion_tokens: ev.completion_tokens };
+      responseModel = ev.model;
       return;
     }
     const c = choices[ev.index];
@@ -188,7 +197,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
 
   let failure: unknown;
   for (let attempt = 0; ; attempt++) {
-    attemptStarted = performance.now();
+    if (attempt > 0 || !deps.firstAttempt) attemptStarted = performance.now();
     try {
       const events = attempt === 0 && deps.firstAttempt ? deps.firstAttempt : answerEvents(provider, job, signal);
       for await (const ev of events) {
@@ -201,6 +210,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       const retryable = err instanceof ProviderError && err.retryable;
       if (!produced && retryable && attempt < app.config.providers.maxRetries) {
         app.log.warn({ requestId: job.id, attempt, err: (err as Error).message }, 'upstream failed before the first token; retrying');
+        upstream?.retrying(attempt, err);
         await sleep(retryDelayMs(attempt, (err).retryAfterMs), signal);
         if (signal.aborted) break;
         continue;
@@ -209,6 +219,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       break;
     }
   }
+  const upstreamEndedAt = performance.now();
 
   const status: UsageStatus = signal.aborted ? 'cancelled' : failure !== undefined ? 'failed' : 'completed';
   // The provider's counts when it finished normally; otherwise what was actually produced, counted
@@ -216,6 +227,18 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   // refused before producing anything bills no prompt tokens (providers do not charge them).
   const promptTokens = upstreamUsage?.prompt_tokens ?? (produced ? job.promptTokens : 0);
   const completionTokens = status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : countChoices(choices);
+  upstream?.end({
+    status,
+    failure,
+    cancelCause: signal.aborted ? String(signal.reason) : undefined,
+    responseModel,
+    inputTokens: promptTokens,
+    outputTokens: completionTokens,
+    choices,
+    attemptStartedAt: attemptStarted,
+    firstTokenAt,
+    endedAt: upstreamEndedAt,
+  });
 
   // A stream's client has seen text: should this worker die before recording, a re-run ends the
   // stream and bills it from the relay log, and with the upstream's usage logged beside the text

@@ -9,6 +9,7 @@ import { relayLogKey, type RelayError, type RelayMessage } from './relay-protoco
 import { readRelayLog } from './relay-log.js';
 import type { RelayHub } from './relay-hub.js';
 import { readFleet } from './liveness.js';
+import { traceDispatch } from './completion-tracing.js';
 
 export type DispatchEvent =
   | { kind: 'picked' }
@@ -145,16 +146,19 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
   let ended = false;
   let idleTimer: NodeJS.Timeout | undefined;
   const idleMs = app.config.providers.requestTimeoutMs + 10_000;
+  // Before the job is queued: it carries this request's trace context to its worker.
+  const spans = traceDispatch(job, queue.name);
 
   let resolvePickup!: (v: 'picked' | 'ended') => void;
   const pickup = new Promise<'picked' | 'ended'>((r) => (resolvePickup = r));
 
-  const end = (e: DispatchEvent) => {
+  const end = (e: Exclude<DispatchEvent, { kind: 'picked' | 'sse' }>) => {
     if (ended) return;
     ended = true;
     clearTimeout(idleTimer);
     unregister();
     resolvePickup('ended');
+    spans.ended(e.kind);
     // The client is told its answer broke off: its worker stops too, and bills what it produced.
     if (e.kind === 'gap' || e.kind === 'idle') void hub.cancel(job.id);
     onEvent(e);
@@ -174,6 +178,7 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
     if (!picked) {
       // 'picked' itself may be the message that was lost: any message means a worker has the job.
       picked = true;
+      spans.picked();
       resolvePickup('picked');
       onEvent({ kind: 'picked' });
     }
@@ -246,6 +251,7 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
     await queue.add('completion', job, { jobId: job.id });
   } catch (err) {
     unregister();
+    spans.ended('queue_unavailable');
     app.metrics.rejected.inc({ reason: 'queue_unavailable' });
     await app.limiter.settle({ accountId: job.accountId, requestId: job.id, actualTokens: 0 }).catch(() => undefined);
     throw new AppError('unavailable', 'The completion queue is unreachable right now; please retry shortly.', {
@@ -274,6 +280,7 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
       if (await withdraw()) {
         ended = true;
         unregister();
+        spans.ended('no_worker');
         app.metrics.rejected.inc({ reason: 'no_worker' });
         throw new AppError('unavailable', 'No completion worker is available right now; please retry shortly.', {
           code: 'no_worker_available',
@@ -292,10 +299,12 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
       clearTimeout(idleTimer);
       unregister();
       resolvePickup('ended');
+      spans.ended('cancelled');
       if (!picked) void withdraw();
       void hub.cancel(job.id);
     },
     close() {
+      spans.ended('closed');
       ended = true;
       clearTimeout(idleTimer);
       unregister();

@@ -82,6 +82,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     // The upstream request goes out while the job is claimed: the claim's round trip is not added
     // to the time to first token. Not for a job BullMQ has started before: its first run may have
     // answered already, and a request sent only to be aborted may still be billed by the provider.
+    const firstAttemptStartedAt = performance.now();
     let firstAttempt = refused === undefined && !mayBeRerun ? startNow(answerEvents(provider!, job, running.controller.signal)) : undefined;
 
     // A job fetched just before Redis went away is claimed once it is back (bounded, like the record).
@@ -151,6 +152,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       publisher,
       signal: running.controller.signal,
       firstAttempt,
+      firstAttemptStartedAt,
       beforeRecord: rt.beforeRecord,
       onUpstreamTiming: ({ ttftSeconds, tokensPerSecond }) => {
         const labels = { provider: job.model.provider, model: job.model.id };

@@ -11,14 +11,16 @@ import { errorHandler } from './middleware/errors.js';
 import { badlyEncodedQueryParam } from './middleware/utf8-check.js';
 import { observe } from './middleware/observe.js';
 import { requestId } from './middleware/request-id.js';
+import { traceRequests } from './middleware/trace.js';
+import { tracingEnabled } from '../infra/tracing.js';
 import { buildOpenApi } from './openapi.js';
 import { checkPathParams, DEFAULT_BODY_LIMIT_BYTES, type AppState, type HttpContext, type RouteSpec } from './route.js';
 import { allRoutes } from './routes/index.js';
 
 /**
- * The web tier, in the order a request meets it: request id, metrics and access log, the one
- * error mapper, the queue dashboard under /admin/queues (with ADMIN_TOKEN), then per route:
- * credential, body parsing, path, query and body validation, handler.
+ * The web tier, in the order a request meets it: request id, the server span (tracing on), metrics
+ * and access log, the one error mapper, the queue dashboard under /admin/queues (with ADMIN_TOKEN),
+ * then per route: credential, body parsing, path, query and body validation, handler.
  */
 export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState> {
   // `only` serves a chosen set of routes (middleware tests); by default, every endpoint. The
@@ -78,6 +80,7 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
   // Errors are logged once, by the error mapper; Koa's own stderr printing would repeat them.
   koa.silent = true;
   koa.use(requestId());
+  if (tracingEnabled()) koa.use(traceRequests());
   koa.use(observe(app));
   koa.use(corsFor(app.config.http.corsOrigins));
   koa.use(errorHandler(app.log));

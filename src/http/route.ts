@@ -8,6 +8,8 @@ export type AuthMode = 'none' | 'api_key' | 'jwt' | 'api_key_or_jwt';
 
 export interface AppState {
   requestId: string;
+  /** The request's trace id, when tracing is on and its trace is sampled (for log lines). */
+  traceId?: string;
   /** The matched route's path, for metrics labels. */
   route?: string;
   account?: Account;

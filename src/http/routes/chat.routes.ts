@@ -9,6 +9,7 @@ import { DONE, errorEvent, HEARTBEAT } from '../../chat/sse.js';
 import { admissionError, GuardChanged, type Admission } from '../../limits/limiter.service.js';
 import type { Account } from '../../accounts/accounts.repository.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
+import { traceAdmission } from '../../chat/completion-tracing.js';
 
 /** A failure reported by the worker, as the error the client sees: status, type and headers as the worker decided. */
 function relayFailure(e: RelayError): AppError {
@@ -66,7 +67,7 @@ async function streamCompletion(ctx: HttpContext, app: AppContext, job: Prepared
     // process hold the rest of its answer. Past the bound the stream ends; the close cancels the
     // job (watchDisconnect), which stops the upstream and bills what was produced.
     if (res.writableLength > maxBuffered) {
-      app.log.info({ requestId: job.id, buffered: res.writableLength }, 'stream client stopped reading; ending the stream');
+      app.log.info({ requestId: job.id, traceId: ctx.state.traceId, buffered: res.writableLength }, 'stream client stopped reading; ending the stream');
       res.destroy();
     }
   };
@@ -161,7 +162,7 @@ async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job
   const req = ctx.state.body as ChatCompletionRequest;
   const prepare = (account: Account) => prepareCompletion(app, account, req, app.relayHub.instance);
   const admitFor = (account: Account, job: PreparedJob, guard?: { key: string; value: string | null }) =>
-    app.limiter.admit({ accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard });
+    traceAdmission(job, () => app.limiter.admit({ accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard }));
   let check = ctx.state.keyCheck;
   const confirmed = async () => {
     check = undefined;
