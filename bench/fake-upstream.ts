@@ -6,6 +6,7 @@
 //
 // A request whose `user` field is "ttft=<ms>" waits that long before its first token (the
 // idle-streams memory run uses it; the service passes `user` through to the upstream).
+// It also takes OTLP/HTTP trace exports (POST /v1/traces) and drops them, for `--tracing`.
 import http from 'node:http';
 import { parseArgs } from 'node:util';
 
@@ -34,6 +35,11 @@ interface Req {
 }
 
 const server = http.createServer((req, res) => {
+  if (req.method === 'POST' && req.url === '/v1/traces') {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+    return;
+  }
   if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
     res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found","type":"invalid_request_error"}}');
     return;

@@ -43,6 +43,9 @@ const { values: a } = parseArgs({
     quick: { type: 'boolean', default: false },
     // Writes V8 CPU profiles of the web and worker processes to var/bench/profiles (open in Chrome DevTools).
     'cpu-prof': { type: 'boolean', default: false },
+    // Adds a side: a third copy of the service (one web, one worker) with OpenTelemetry tracing on,
+    // every trace kept, exported over OTLP/HTTP to the fake upstream (which drops them).
+    tracing: { type: 'boolean', default: false },
   },
 });
 const concurrencies = a.concurrency.split(',').map(Number);
@@ -85,12 +88,13 @@ function startProcess(entry: string, env: NodeJS.ProcessEnv, ready: RegExp, node
 
 // 'two workers' is a second copy of the service (its own web process and Redis prefix, the same
 // configuration) with two worker processes: the same load against one worker and against two.
-const SIDES = ['direct', 'service', 'two workers', 'pass-through', 'portkey'] as const;
+const ALL_SIDES = ['direct', 'service', 'two workers', 'pass-through', 'portkey', 'traced'] as const;
+const SIDES = ALL_SIDES.filter((s) => s !== 'traced' || a.tracing);
 // The open-loop rows compare the service with the reference gateway; direct is the baseline the
 // added latencies are taken from, and the pass-through the floor.
 const OPEN_SIDES = ['direct', 'service', 'portkey', 'pass-through'] as const;
 type OpenSide = (typeof OPEN_SIDES)[number];
-type Side = (typeof SIDES)[number];
+type Side = (typeof ALL_SIDES)[number];
 
 interface Row {
   mode: 'stream' | 'json';
@@ -103,6 +107,7 @@ interface Row {
 
 const CPU_ROLES = ['web', 'worker', 'redis', 'postgres', 'upstream', 'load generator'] as const;
 const TWO_WORKER_ROLES = ['web 2w', 'worker 2w.1', 'worker 2w.2'] as const;
+const TRACED_ROLES = ['web traced', 'worker traced'] as const;
 const MEMORY_SAMPLE_REQUESTS = 300;
 
 const fmt = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : 'n/a');
@@ -193,6 +198,14 @@ async function main(): Promise<void> {
   const config2 = loadConfig(env2);
   const web2 = await startProcess(path.join(dist, 'src/http/server.js'), { ...env2, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/);
   const workers2 = await Promise.all([1, 2].map(() => startProcess(path.join(dist, 'workers/worker.js'), { ...env2, LOG_LEVEL: 'info' }, /worker: running/)));
+  // The traced copy: tracing on, every trace kept, exported to the fake upstream's OTLP sink.
+  const envTraced: NodeJS.ProcessEnv = { ...env, REDIS_PREFIX: `${prefix}tr`, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${upstreamPort}`, OTEL_TRACES_SAMPLER: 'always_on' };
+  const traced = a.tracing
+    ? await Promise.all([
+        startProcess(path.join(dist, 'src/http/server.js'), { ...envTraced, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/),
+        startProcess(path.join(dist, 'workers/worker.js'), { ...envTraced, LOG_LEVEL: 'info' }, /worker: running/),
+      ])
+    : [];
   const serviceUrl = `${web.match[1]}/v1/chat/completions`;
   const directUrl = `${upstreamUrl}/chat/completions`;
   const messages = [{ role: 'user', content: 'Benchmark prompt: say something.' }];
@@ -201,6 +214,7 @@ async function main(): Promise<void> {
     direct: { url: directUrl, apiKey: 'sk-bench-upstream', body: directBody },
     service: { url: serviceUrl, apiKey: key.key, body: { model: model.id, messages } },
     'two workers': { url: `${web2.match[1]}/v1/chat/completions`, apiKey: key.key, body: { model: model.id, messages } },
+    traced: { url: `${traced[0]?.match[1] ?? 'http://127.0.0.1:9'}/v1/chat/completions`, apiKey: key.key, body: { model: model.id, messages } },
     'pass-through': { url: `http://127.0.0.1:${proxyPort}/v1/chat/completions`, apiKey: 'sk-bench-upstream', body: directBody },
     portkey: { url: `${portkey.url}/v1/chat/completions`, apiKey: 'sk-bench-upstream', body: directBody, headers: portkey.headers },
   };
@@ -217,14 +231,17 @@ async function main(): Promise<void> {
       await runLoad({ ...targets.portkey, stream, concurrency: 8, requests: WARMUP_REQUESTS });
       await runLoad({ ...targets.service, stream, concurrency: 8, requests: WARMUP_REQUESTS });
       await runLoad({ ...targets['two workers'], stream, concurrency: 8, requests: WARMUP_REQUESTS });
+      if (a.tracing) await runLoad({ ...targets.traced, stream, concurrency: 8, requests: WARMUP_REQUESTS });
     }
     const redisPid = Number(/process_id:(\d+)/.exec(await ctx.redis.info('server'))?.[1]);
-    const roles: Record<(typeof CPU_ROLES)[number] | (typeof TWO_WORKER_ROLES)[number] | 'pass-through' | 'portkey', () => number[]> = {
+    const roles: Record<(typeof CPU_ROLES)[number] | (typeof TWO_WORKER_ROLES)[number] | (typeof TRACED_ROLES)[number] | 'pass-through' | 'portkey', () => number[]> = {
       web: () => [web.child.pid!],
       worker: () => [worker.child.pid!],
       'web 2w': () => [web2.child.pid!],
       'worker 2w.1': () => [workers2[0]!.child.pid!],
       'worker 2w.2': () => [workers2[1]!.child.pid!],
+      'web traced': () => (traced[0] ? [traced[0].child.pid!] : []),
+      'worker traced': () => (traced[1] ? [traced[1].child.pid!] : []),
       redis: () => (redisPid ? [redisPid] : []),
       // Postgres may serve other databases on this machine: only our database's backends and the server's own processes count.
       postgres: () => postgresPidsFor(decodeURIComponent(new URL(config.db.url).pathname.slice(1))),
@@ -236,7 +253,7 @@ async function main(): Promise<void> {
     const rows: Row[] = [];
     for (const stream of modes) {
       for (const c of concurrencies) {
-        const perSide = <T>(f: () => T) => Object.fromEntries(SIDES.map((t) => [t, f()])) as Record<Side, T>;
+        const perSide = <T>(f: () => T) => Object.fromEntries(ALL_SIDES.map((t) => [t, f()])) as Record<Side, T>;
         const row: Row = { mode: stream ? 'stream' : 'json', concurrency: c, results: perSide(() => []), cpu: perSide(() => ({})), machineMs: perSide(() => 0) };
         for (let r = 0; r < rounds; r++) {
           // Each round starts with the next side, so no side always runs first or last.
@@ -291,9 +308,10 @@ async function main(): Promise<void> {
     const served = (r: LoadResult) => r.samples.length + Object.values(r.errors).reduce((x, y) => x + y, 0);
     const serviceRequests =
       WARMUP_REQUESTS * 4 +
-      rows.reduce((n, r) => n + [...r.results.service, ...r.results['two workers']].reduce((m, x) => m + served(x), 0), 0) +
+      (a.tracing ? WARMUP_REQUESTS * 2 : 0) +
+      rows.reduce((n, r) => n + [...r.results.service, ...r.results['two workers'], ...r.results.traced].reduce((m, x) => m + served(x), 0), 0) +
       openRows.reduce((n, r) => n + r.results.service.reduce((m, x) => m + served(x), 0), 0);
-    const backlog = async () => (await Promise.all([...usageStreamKeys(config), ...usageStreamKeys(config2)].map((k) => ctx.redis.xlen(k)))).reduce((a, b) => a + b, 0);
+    const backlog = async () => (await Promise.all([...usageStreamKeys(config), ...usageStreamKeys(config2), ...(a.tracing ? usageStreamKeys(loadConfig(envTraced)) : [])].map((k) => ctx.redis.xlen(k)))).reduce((a, b) => a + b, 0);
     const backlogAtEnd = await backlog();
     const drainStart = performance.now();
     while ((await backlog()) > 0 && performance.now() - drainStart < 30_000) await new Promise((r) => setTimeout(r, 50));
@@ -470,6 +488,23 @@ async function main(): Promise<void> {
         `| ${row.mode} | ${row.concurrency} | ${CPU_ROLES.map((r) => fmt2(s(r))).join(' | ')} | ${fmt2(s(...allRoles(row, 'service')))} | ${fmt2(d(...allRoles(row, 'direct')))} | ${fmt2(p(...allRoles(row, 'pass-through')))} |`,
       );
     }
+    if (a.tracing) {
+      lines.push('');
+      lines.push(
+        'Tracing on, in the same rounds: a third copy of the service (one web, one worker) with OpenTelemetry tracing on, every trace kept and exported over OTLP/HTTP ' +
+          '(to the fake upstream, which drops them). CPU per request of web + worker + Redis + Postgres:',
+      );
+      lines.push('');
+      lines.push('| mode | concurrency | service ms | traced ms | tracing costs | req/s service / traced | errors traced |');
+      lines.push('|---|---|---|---|---|---|---|');
+      for (const row of rows) {
+        const plain = perRequest(row, 'service')('web', 'worker', 'redis', 'postgres');
+        const withTraces = perRequest(row, 'traced')(...TRACED_ROLES, 'redis', 'postgres');
+        const s = summarise(row.results.service);
+        const t = summarise(row.results.traced);
+        lines.push(`| ${row.mode} | ${row.concurrency} | ${fmt2(plain)} | ${fmt2(withTraces)} | **${fmt((100 * (withTraces - plain)) / plain)}%** | ${fmt(s.rps)} / ${fmt(t.rps)} | ${t.errors} |`);
+      }
+    }
     const c32 = rows.find((r) => r.mode === 'stream' && r.concurrency === 32);
     if (c32) {
       const s = perRequest(c32, 'service');
@@ -563,8 +598,8 @@ async function main(): Promise<void> {
       ),
     );
   } finally {
-    for (const p of [web, worker, web2, ...workers2]) p.child.kill('SIGTERM');
-    await Promise.all([web, worker, web2, ...workers2].map((p) => exited(p.child)));
+    for (const p of [web, worker, web2, ...workers2, ...traced]) p.child.kill('SIGTERM');
+    await Promise.all([web, worker, web2, ...workers2, ...traced].map((p) => exited(p.child)));
     upstream.kill('SIGTERM');
     proxy.kill('SIGTERM');
     portkey.child.kill('SIGTERM');
