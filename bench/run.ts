@@ -199,7 +199,7 @@ async function main(): Promise<void> {
   const web2 = await startProcess(path.join(dist, 'src/http/server.js'), { ...env2, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/);
   const workers2 = await Promise.all([1, 2].map(() => startProcess(path.join(dist, 'workers/worker.js'), { ...env2, LOG_LEVEL: 'info' }, /worker: running/)));
   // The traced copy: tracing on, every trace kept, exported to the fake upstream's OTLP sink.
-  const envTraced: NodeJS.ProcessEnv = { ...env, REDIS_PREFIX: `${prefix}tr`, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${upstreamPort}`, OTEL_TRACES_SAMPLER: 'always_on' };
+  const envTraced: NodeJS.ProcessEnv = { ...env, REDIS_PREFIX: `${prefix}tr`, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${upstreamPort}`, OTEL_TRACES_SAMPLER: process.env.OTEL_TRACES_SAMPLER ?? 'always_on' };
   const traced = a.tracing
     ? await Promise.all([
         startProcess(path.join(dist, 'src/http/server.js'), { ...envTraced, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/),
