@@ -19,6 +19,8 @@ export interface AccountsTable {
   payment_method_last4: string | null;
   /** The open hosted checkout session, so a second upgrade reuses it instead of opening another. */
   checkout_session_id: string | null;
+  /** The monthly spending limit in USD (numeric(9,2), e.g. "25.00"), or null for none; enforced on the paid tier. */
+  monthly_spend_limit_usd: ColumnType<string | null, string | null | undefined, string | null>;
   tier_changed_at: ColumnType<Date, Date | undefined, Date>;
   created_at: ColumnType<Date, never, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;

@@ -4,6 +4,7 @@ import type { EmailOutboxTable } from './email-outbox.js';
 import type { EmailVerificationTokensTable } from './email-verification-tokens.js';
 import type { InvoiceLinesTable, InvoicesTable } from './invoices.js';
 import type { SchedulerRunsTable } from './scheduler-runs.js';
+import type { SpendAlertsTable } from './spend-alerts.js';
 import type { UsageEventsTable } from './usage-events.js';
 import type { UsageMonthlyTotalsTable } from './usage-monthly-totals.js';
 import type { ProcessedWebhookEventsTable } from './webhook-events.js';
@@ -20,6 +21,7 @@ export interface Database {
   processed_webhook_events: ProcessedWebhookEventsTable;
   email_outbox: EmailOutboxTable;
   scheduler_runs: SchedulerRunsTable;
+  spend_alerts: SpendAlertsTable;
 }
 
 export type { Tier } from './accounts.js';

@@ -175,6 +175,18 @@ export async function setTier(trx: Trx, accountId: string, tier: Tier, at: Date)
   await trx.updateTable('accounts').set({ tier, tier_changed_at: at, updated_at: at }).where('id', '=', accountId).execute();
 }
 
+/** Sets (a decimal string, "25.00") or removes (null) the account's monthly spending limit. */
+export async function setMonthlySpendLimit(trx: Trx, accountId: string, limitUsd: string | null, at: Date): Promise<Account> {
+  return trx.updateTable('accounts').set({ monthly_spend_limit_usd: limitUsd, updated_at: at }).where('id', '=', accountId).returningAll().executeTakeFirstOrThrow();
+}
+
+/** Of these accounts, the ids of the paid ones with a monthly spending limit. */
+export async function paidAccountsWithSpendLimit(db: Db, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('accounts').select('id').where('id', 'in', [...ids]).where('tier', '=', 'paid').where('monthly_spend_limit_usd', 'is not', null).execute();
+  return rows.map((r) => r.id);
+}
+
 export async function insertTierChange(trx: Trx, row: { accountId: string; from: Tier; to: Tier; reason: string; at: Date }): Promise<void> {
   await trx
     .insertInto('tier_changes')
