@@ -70,7 +70,7 @@ export class AppContext {
     this.redis.on('ready', () => this.outages.redis.recovered());
     // A restarted Redis has forgotten the account versions the cache relies on.
     this.redis.on('close', () => this.apiKeyCache.clear());
-    this.limiter = new Limiter({ redis: this.redis, clock: this.clock, config, metrics: this.metrics, outages: this.outages });
+    this.limiter = new Limiter({ redis: this.redis, db: this.db, clock: this.clock, config, metrics: this.metrics, outages: this.outages });
   }
 
   get role(): string {

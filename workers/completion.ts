@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { completionShards, createWorker } from '../src/infra/queues.js';
-import type { CompletionJob } from '../src/chat/completion-job.js';
+import { settlementOf, type CompletionJob } from '../src/chat/completion-job.js';
 import { cancelChannel } from '../src/chat/relay-protocol.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
 import { ClientWatch, ConnectionStability, settledAfterMs, WorkerPresence, workerAliveKey } from '../src/chat/liveness.js';
@@ -59,11 +59,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
     }, config.queue.relayCoalesceMs),
     running,
     // The usage stream and the account's quota keys live in different slots: two commands, sent together.
-    record: (job, usage) =>
-      Promise.all([
-        appendUsage(app.redis, config, job.shard, usage),
-        app.limiter.settle({ accountId: job.accountId, requestId: job.id, actualTokens: usage.prompt_tokens + usage.completion_tokens }),
-      ]),
+    record: (job, usage) => Promise.all([appendUsage(app.redis, config, job.shard, usage), app.limiter.settle(settlementOf(job, usage))]),
     recordDirectly: (usage) => recordUsageDirectly(app, usage),
     workerAlive: async (id) => {
       // Absence means something only on a connection that has been up long enough (see liveness.ts).

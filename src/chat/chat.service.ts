@@ -9,6 +9,8 @@ import { countPromptTokens } from '../providers/tokenizer.js';
 import type { ChatMessage, CompletionParams } from '../providers/types.js';
 import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.schema.js';
 import type { PreparedJob } from './completion-job.js';
+import type { SpendCheck } from '../limits/limiter.service.js';
+import { nanoUsdOf, requestCostNanoUsd } from '../usage/usage-cost.js';
 
 /**
  * Above this many characters the prompt is not tokenized on the web tier (it would hold the event
@@ -117,4 +119,22 @@ export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatC
     promptTokens,
     reservedTokens: promptTokens + completionBudget,
   };
+}
+
+/**
+ * The spending limit a request is admitted against: the account's own, on the paid tier (free
+ * requests cost nothing), reserving the most the request can cost: its prompt tokens and its
+ * completion budget (max_tokens, or the default reservation, for each of n choices) at the
+ * model's prices, in the ledger's arithmetic.
+ */
+export function spendCheckOf(account: Pick<Account, 'tier' | 'monthly_spend_limit_usd'>, job: PreparedJob): SpendCheck | undefined {
+  if (account.tier !== 'paid' || account.monthly_spend_limit_usd === null) return undefined;
+  const reserveNanoUsd = requestCostNanoUsd({
+    tier: job.tier,
+    prompt_tokens: job.promptTokens,
+    completion_tokens: job.reservedTokens - job.promptTokens,
+    input_price_per_million: job.model.input_price_per_million,
+    output_price_per_million: job.model.output_price_per_million,
+  });
+  return { limitNanoUsd: nanoUsdOf(account.monthly_spend_limit_usd), reserveNanoUsd, admittedAt: job.created * 1000 };
 }

@@ -2,6 +2,8 @@ import type { Tier, UsageStatus } from '../../db/schema/index.js';
 import type { UsageEvent } from '../usage/usage-event.js';
 import type { CompletionParams } from '../providers/types.js';
 import type { TraceCarrier } from '../infra/tracing.js';
+import type { SettleInput } from '../limits/limiter.service.js';
+import { requestCostNanoUsd } from '../usage/usage-cost.js';
 
 /** What the web tier queues for a worker: everything needed to run and bill the request. */
 export interface CompletionJob {
@@ -50,5 +52,18 @@ export function usageOf(job: CompletionJob, status: UsageStatus, promptTokens: n
     input_price_per_million: job.model.input_price_per_million,
     output_price_per_million: job.model.output_price_per_million,
     created_at: new Date(job.created * 1000).toISOString(),
+  };
+}
+
+/**
+ * How a job's reservations are settled: with the tokens and cost of its usage, or with nothing
+ * when it never ran (withdrawn from the queue). The month is the one it was admitted in, as in the ledger.
+ */
+export function settlementOf(job: Pick<CompletionJob, 'id' | 'accountId' | 'created'>, usage?: UsageEvent): SettleInput {
+  return {
+    accountId: job.accountId,
+    requestId: job.id,
+    actualTokens: usage ? usage.prompt_tokens + usage.completion_tokens : 0,
+    spend: { costNanoUsd: usage ? requestCostNanoUsd(usage) : 0n, admittedAt: job.created * 1000 },
   };
 }

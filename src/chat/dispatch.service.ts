@@ -4,7 +4,7 @@ import { AppError } from '../errors.js';
 import type { Queue } from '../infra/queues.js';
 import type { Limiter } from '../limits/limiter.service.js';
 import type { DispatchMetrics } from '../metrics.js';
-import type { CompletionJob, PreparedJob } from './completion-job.js';
+import { settlementOf, type CompletionJob, type PreparedJob } from './completion-job.js';
 import { relayLogKey, type RelayError, type RelayMessage } from './relay-protocol.js';
 import { readRelayLog } from './relay-log.js';
 import type { RelayHub } from './relay-hub.js';
@@ -253,7 +253,7 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
     unregister();
     spans.ended('queue_unavailable');
     app.metrics.rejected.inc({ reason: 'queue_unavailable' });
-    await app.limiter.settle({ accountId: job.accountId, requestId: job.id, actualTokens: 0 }).catch(() => undefined);
+    await app.limiter.settle(settlementOf(job)).catch(() => undefined);
     throw new AppError('unavailable', 'The completion queue is unreachable right now; please retry shortly.', {
       code: 'queue_unavailable',
       headers: { 'Retry-After': '5' },
@@ -265,7 +265,7 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
   const withdraw = async (): Promise<boolean> => {
     // remove() refuses a job a worker holds, so this never races with one that just started it.
     const removed = await queue.remove(job.id).catch(() => 0);
-    if (removed === 1) await app.limiter.settle({ accountId: job.accountId, requestId: job.id, actualTokens: 0 }).catch(() => undefined);
+    if (removed === 1) await app.limiter.settle(settlementOf(job)).catch(() => undefined);
     return removed === 1;
   };
 

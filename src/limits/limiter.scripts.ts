@@ -21,21 +21,48 @@ end
 local MINUTE, HOUR, DAY = 60000, 3600000, 86400000
 -- Keys outlive their last window by this much, so a count is never lost to expiry while it matters.
 local GRACE = 60000
+local SPEND_GRACE = DAY
+-- Numbers handed to Redis as integers, whatever their size (nano-USD run past 10^14).
+local function int(x) return string.format('%d', x) end
 `;
 
 /**
  * Admission. KEYS: counters hash, reservation expiries (zset member requestId, score expiry ms),
- * reservation amounts (hash 'r:'..requestId -> tokens, plus 'total'), guard key (in the same slot).
+ * reservation amounts (hash 'r:'..requestId -> tokens, plus 'total'), guard key (in the same slot),
+ * the spending limit's hash for the request's month (see SPEND below).
  * ARGV: now, requestsPerMinute, requestsPerHour, requestsPerDay, tokensPerDay, requestId,
- * reserveTokens, reservationTtlMs, '1' when guarded, the value the guard key must hold ('' = none).
- * Reply: { allowed 0|1, reason 0 none|1 requests|2 tokens, retryAfterMs, now, minuteCount,
- *          hourCount, dayCount, tokensUsed (settled today + every live reservation) },
- *        or { -1 } when the guard key no longer holds the expected value (nothing was counted).
+ * reserveTokens, reservationTtlMs, '1' when guarded, the value the guard key must hold ('' = none),
+ * the spending limit in nano-USD ('' = none), the request's most possible cost in nano-USD, the
+ * month's end (epoch ms), the month's spend so far from the ledger ('' = not read).
+ * Reply: { allowed 0|1, reason 0 none|1 requests|2 tokens|3 spend, retryAfterMs, now, minuteCount,
+ *          hourCount, dayCount, tokensUsed (settled today + every live reservation),
+ *          spendUsed (the month's settled spend + every live spend reservation, nano-USD),
+ *          1 when this refusal is the month's first by the spending limit },
+ *        or { -1 } when the guard key no longer holds the expected value (nothing was counted),
+ *        or { -2 } when the month's spend is not in Redis and no ledger figure came with the call.
+ *
+ * SPEND: one hash per account and UTC month: 'spent' (settled nano-USD; present once the month's
+ * figure was seeded), 'held' (the sum of live reservations), 'r:'..requestId (one reservation),
+ * 'stop' (the limit has refused a request this month). Its reservations expire with the token
+ * ones (same zset). The hash outlives its month by SPEND_GRACE, so late settlements still land.
  */
 export const ADMIT_LUA = `${NOW}
 if ARGV[9] == '1' and (redis.call('GET', KEYS[4]) or '') ~= ARGV[10] then return { -1 } end
+local spendLimit = tonumber(ARGV[11])
+local spent = 0
+if spendLimit then
+  local s = redis.call('HGET', KEYS[5], 'spent')
+  if not s then
+    if ARGV[14] == '' then return { -2 } end
+    redis.call('HSET', KEYS[5], 'spent', ARGV[14])
+    redis.call('PEXPIRE', KEYS[5], int(math.max(tonumber(ARGV[13]) - now, 0) + SPEND_GRACE))
+    s = ARGV[14]
+  end
+  spent = tonumber(s)
+end
 local rpm, rph, rpd, tpd = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local requestId, reserve, ttl = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local sreserve = (spendLimit and tonumber(ARGV[12])) or 0
 local m, h, d = math.floor(now / MINUTE), math.floor(now / HOUR), math.floor(now / DAY)
 
 local f = redis.call('HMGET', KEYS[1], 'm', 'mc', 'h', 'hc', 'd', 'dc', 'tu')
@@ -44,10 +71,11 @@ local hc = (tonumber(f[3]) == h and tonumber(f[4])) or 0
 local dc = (tonumber(f[5]) == d and tonumber(f[6])) or 0
 local tu = (tonumber(f[5]) == d and tonumber(f[7])) or 0
 
--- Release reservations whose request died without settling (expiry reached).
+-- Release reservations whose request died without settling (expiry reached): tokens, and the
+-- spend held in this month's hash (one of an earlier month no longer matters to any limit).
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
 if #expired > 0 then
-  local freed = 0
+  local freed, sfreed = 0, 0
   -- In chunks: unpack() of thousands of values would overflow Lua's stack.
   for i = 1, #expired, 500 do
     local fields = {}
@@ -55,11 +83,26 @@ if #expired > 0 then
     local amounts = redis.call('HMGET', KEYS[3], unpack(fields))
     for j = 1, #amounts do freed = freed + (tonumber(amounts[j]) or 0) end
     redis.call('HDEL', KEYS[3], unpack(fields))
+    local held = redis.call('HMGET', KEYS[5], unpack(fields))
+    for j = 1, #held do sfreed = sfreed + (tonumber(held[j]) or 0) end
+    if sfreed > 0 then redis.call('HDEL', KEYS[5], unpack(fields)) end
   end
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   redis.call('HINCRBY', KEYS[3], 'total', -freed)
+  if sfreed > 0 then redis.call('HINCRBY', KEYS[5], 'held', int(-sfreed)) end
 end
 local reserved = tonumber(redis.call('HGET', KEYS[3], 'total')) or 0
+local spendUsed = 0
+if spendLimit then spendUsed = spent + (tonumber(redis.call('HGET', KEYS[5], 'held')) or 0) end
+
+-- Over the spending limit: nothing frees it before the month ends but settlements of requests in
+-- flight, so it outlasts every other wait and is the reason reported.
+if spendLimit and spendUsed + sreserve > spendLimit then
+  local first = 0
+  -- A request that alone costs more than the whole limit is too large, not a sign it was reached.
+  if sreserve <= spendLimit and redis.call('HSETNX', KEYS[5], 'stop', '1') == 1 then first = 1 end
+  return { 0, 3, 0, now, mc, hc, dc, tu + reserved, spendUsed, first }
+end
 
 -- Blocked on requests: wait until every exhausted window has rolled over.
 local requestWait = 0
@@ -91,31 +134,44 @@ if requestWait > 0 or tokenWait > 0 then
   -- A spent token quota outlasts a request window, so it is the reason worth reporting.
   local reason = 1
   if tokenWait > 0 then reason = 2 end
-  return { 0, reason, math.max(requestWait, tokenWait), now, mc, hc, dc, tu + reserved }
+  return { 0, reason, math.max(requestWait, tokenWait), now, mc, hc, dc, tu + reserved, spendUsed, 0 }
 end
 
 mc, hc, dc = mc + 1, hc + 1, dc + 1
 redis.call('HSET', KEYS[1], 'm', m, 'mc', mc, 'h', h, 'hc', hc, 'd', d, 'dc', dc, 'tu', tu)
 redis.call('PEXPIRE', KEYS[1], (d + 1) * DAY - now + GRACE)
+if reserve > 0 or sreserve > 0 then
+  redis.call('ZADD', KEYS[2], now + ttl, requestId)
+  redis.call('PEXPIRE', KEYS[2], ttl + GRACE)
+end
 if reserve > 0 then
   -- Admitting the same requestId again replaces its reservation instead of holding two.
   local previous = tonumber(redis.call('HGET', KEYS[3], 'r:' .. requestId)) or 0
-  redis.call('ZADD', KEYS[2], now + ttl, requestId)
   redis.call('HSET', KEYS[3], 'r:' .. requestId, reserve)
   redis.call('HINCRBY', KEYS[3], 'total', reserve - previous)
   reserved = reserved + reserve - previous
-  redis.call('PEXPIRE', KEYS[2], ttl + GRACE)
   redis.call('PEXPIRE', KEYS[3], ttl + GRACE)
 end
-return { 1, 0, 0, now, mc, hc, dc, tu + reserved }
+if sreserve > 0 then
+  local previous = tonumber(redis.call('HGET', KEYS[5], 'r:' .. requestId)) or 0
+  redis.call('HSET', KEYS[5], 'r:' .. requestId, ARGV[12])
+  redis.call('HINCRBY', KEYS[5], 'held', int(sreserve - previous))
+  spendUsed = spendUsed + sreserve - previous
+end
+return { 1, 0, 0, now, mc, hc, dc, tu + reserved, spendUsed, 0 }
 `;
 
 /**
  * Settlement: swap a request's reservation for the tokens it actually used, charged to the UTC
- * day on which it ends. Idempotent: the first settle for a requestId sets a marker; later ones
- * change nothing. A reservation that already expired is simply gone; the actual tokens still count.
- * KEYS: counters hash, reservation expiries, reservation amounts, settled marker.
- * ARGV: now, requestId, actualTokens, markerTtlMs. Reply: 1 settled, 0 already settled.
+ * day on which it ends, and its spend reservation for what it actually cost, charged to the month
+ * it was admitted in (the ledger's month for it). Idempotent: the first settle for a requestId
+ * sets a marker; later ones change nothing. A reservation that already expired is simply gone;
+ * the actual tokens still count. A month whose spend was never seeded is left unseeded: its
+ * first admission with a limit reads the ledger, which has this request by then or soon after.
+ * KEYS: counters hash, reservation expiries, reservation amounts, settled marker, the spend hash
+ * of the request's month (any key of the account when ARGV[5] is '').
+ * ARGV: now, requestId, actualTokens, markerTtlMs, actual cost in nano-USD ('' = no spend to settle).
+ * Reply: 1 settled, 0 already settled.
  */
 export const SETTLE_LUA = `${NOW}
 local requestId, actual = ARGV[2], tonumber(ARGV[3])
@@ -123,9 +179,17 @@ if not redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[4]) then return 0 end
 local held = tonumber(redis.call('HGET', KEYS[3], 'r:' .. requestId))
 if held then
   redis.call('HDEL', KEYS[3], 'r:' .. requestId)
-  redis.call('ZREM', KEYS[2], requestId)
   redis.call('HINCRBY', KEYS[3], 'total', -held)
 end
+if ARGV[5] ~= '' then
+  local sheld = redis.call('HGET', KEYS[5], 'r:' .. requestId)
+  if sheld then
+    redis.call('HDEL', KEYS[5], 'r:' .. requestId)
+    redis.call('HINCRBY', KEYS[5], 'held', '-' .. sheld)
+  end
+  if ARGV[5] ~= '0' and redis.call('HEXISTS', KEYS[5], 'spent') == 1 then redis.call('HINCRBY', KEYS[5], 'spent', ARGV[5]) end
+end
+redis.call('ZREM', KEYS[2], requestId)
 local d = math.floor(now / DAY)
 if tonumber(redis.call('HGET', KEYS[1], 'd')) == d then
   redis.call('HINCRBY', KEYS[1], 'tu', actual)

@@ -4,8 +4,12 @@ import type { LimiterMetrics } from '../metrics.js';
 import type { OutageLog } from '../infra/outage.js';
 import type { Tier } from '../../db/schema/index.js';
 import { systemClock } from '../clock.js';
+import type { Db } from '../infra/db.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
 import { redisKey, type RedisClient } from '../infra/redis.js';
+import { monthOf, type Month } from '../billing/periods.js';
+import { ledgerSpendNanoUsd } from '../usage/month-spend.service.js';
+import { usdOfNano } from '../usage/usage-cost.js';
 import { limitsForTier } from './tier-limits.js';
 import { rateLimitHeaders, ceilSeconds, nearestWindow, type RequestWindow } from './limit-headers.js';
 import { ADMIT_LUA, COOLDOWN_LUA, SETTLE_LUA } from './limiter.scripts.js';
@@ -18,7 +22,7 @@ const MINUTE = 60_000;
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
 
-export type RejectionReason = 'requests' | 'tokens';
+export type RejectionReason = 'requests' | 'tokens' | 'spend';
 
 export interface Admission {
   allowed: boolean;
@@ -34,8 +38,34 @@ export interface Admission {
    * wait helps, only a smaller request. Retry-After still says when the quota next resets.
    */
   exceedsDailyQuota?: { requested: number; quota: number };
+  /**
+   * Refused by the monthly spending limit (reason 'spend'): the limit, what the month's settled
+   * spend and live reservations already hold of it, and what this request would have reserved.
+   */
+  spend?: SpendRefusal;
   /** Put every one on the response, admitted or not; on a rejection it includes Retry-After. */
   headers: Record<string, string>;
+}
+
+export interface SpendRefusal {
+  limitNanoUsd: bigint;
+  usedNanoUsd: bigint;
+  reserveNanoUsd: bigint;
+  month: Month;
+  /**
+   * The month's first refusal by the limit of a request that would fit an unspent limit: the
+   * moment to tell the account its limit is reached (see SpendLimitReached in the billing feature).
+   */
+  firstThisMonth: boolean;
+}
+
+/** The monthly spending limit an admission checks; only for accounts that set one, on the paid tier. */
+export interface SpendCheck {
+  limitNanoUsd: bigint;
+  /** The most the request can cost: its prompt tokens and completion budget at the model's prices. */
+  reserveNanoUsd: bigint;
+  /** When the request was admitted (epoch ms, the ledger's created_at): its month is the one charged. */
+  admittedAt: number;
 }
 
 export interface AdmitInput {
@@ -51,6 +81,8 @@ export interface AdmitInput {
    * must share the account's hash tag ({accountId}). Otherwise admit() throws GuardChanged.
    */
   guard?: { key: string; value: string | null };
+  /** The account's monthly spending limit, when it has one that applies. */
+  spend?: SpendCheck;
 }
 
 /** The admission's guard key no longer held the expected value; nothing was counted or reserved. */
@@ -66,10 +98,23 @@ export interface SettleInput {
   requestId: string;
   /** Prompt plus completion tokens actually used (0 if none were produced). */
   actualTokens: number;
+  /**
+   * What the request actually cost (0 if nothing) and when it was admitted, which names the month
+   * its spend reservation was held in. Without it only the tokens are settled.
+   */
+  spend?: { costNanoUsd: bigint; admittedAt: number };
+}
+
+/** One month of an account's spend as the limiter holds it (nano-USD). */
+export interface MonthSpend {
+  /** Settled this month (seeded from the ledger, then every settlement added). */
+  spentNanoUsd: bigint;
+  /** Held by the reservations of requests in flight. */
+  heldNanoUsd: bigint;
 }
 
 type LimiterRedis = RedisClient & {
-  limitsAdmit(...keysThenArgs: (string | number)[]): Promise<number[]>;
+  limitsAdmit(...keysThenArgs: (string | number)[]): Promise<(number | string)[]>;
   limitsSettle(...keysThenArgs: (string | number)[]): Promise<number>;
   limitsCooldown(...keysThenArgs: (string | number)[]): Promise<number[]>;
 };
@@ -77,18 +122,20 @@ type LimiterRedis = RedisClient & {
 /** What the limiter works with: Redis, the clock its windows use, its configuration, its metrics. */
 export interface LimiterDeps {
   redis: RedisClient;
+  /** The ledger, read when a month's spend is missing from Redis. */
+  db: Db;
   clock: Clock;
   config: Pick<Config, 'redis' | 'limits' | 'auth'>;
   metrics: { limiter: LimiterMetrics };
-  outages: { redis: OutageLog };
+  outages: { redis: OutageLog; postgres: OutageLog };
 }
 
 // ioredis sends EVAL the first time on each connection and EVALSHA after, so every call is one round trip.
 function scripts(app: LimiterDeps): LimiterRedis {
   const redis = app.redis as LimiterRedis;
   if (typeof redis.limitsAdmit !== 'function') {
-    redis.defineCommand('limitsAdmit', { numberOfKeys: 4, lua: ADMIT_LUA });
-    redis.defineCommand('limitsSettle', { numberOfKeys: 4, lua: SETTLE_LUA });
+    redis.defineCommand('limitsAdmit', { numberOfKeys: 5, lua: ADMIT_LUA });
+    redis.defineCommand('limitsSettle', { numberOfKeys: 5, lua: SETTLE_LUA });
     redis.defineCommand('limitsCooldown', { numberOfKeys: 1, lua: COOLDOWN_LUA });
   }
   return redis;
@@ -103,6 +150,9 @@ const accountKey = (config: Pick<Config, 'redis'>, accountId: string, ...parts: 
 function usageKeys(config: Pick<Config, 'redis'>, accountId: string): [counters: string, reservations: string, reserved: string] {
   return [accountKey(config, accountId, 'counters'), accountKey(config, accountId, 'reservations'), accountKey(config, accountId, 'reserved')];
 }
+
+/** The hash holding an account's spend of one UTC month (see SPEND in limiter.scripts.ts). */
+const spendKey = (config: Pick<Config, 'redis'>, accountId: string, month: Month): string => accountKey(config, accountId, 'spend', month.key);
 
 function unavailable(app: LimiterDeps, err: unknown): AppError {
   app.metrics.limiter.unavailable.inc();
@@ -133,14 +183,19 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
   requireId('accountId', input.accountId);
   requireId('requestId', input.requestId);
   requireTokenCount('reserveTokens', input.reserveTokens);
+  if (input.spend) {
+    requireNano('spend.limitNanoUsd', input.spend.limitNanoUsd);
+    requireNano('spend.reserveNanoUsd', input.spend.reserveNanoUsd);
+  }
   const limits = limitsForTier(app.config, input.tier);
   const keys = usageKeys(app.config, input.accountId);
-  let reply: number[];
-  try {
-    reply = await scripts(app).limitsAdmit(
+  const month = monthOf(input.spend ? new Date(input.spend.admittedAt) : app.clock.now());
+  const call = (seed: bigint | undefined) =>
+    scripts(app).limitsAdmit(
       ...keys,
       // Unguarded, the fourth key is only a placeholder in the same slot; the script does not read it.
       input.guard?.key ?? keys[0],
+      spendKey(app.config, input.accountId, month),
       scriptNow(app),
       limits.requestsPerMinute,
       limits.requestsPerHour,
@@ -151,14 +206,43 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
       app.config.limits.reservationTtlMs,
       input.guard ? '1' : '0',
       input.guard?.value ?? '',
+      input.spend ? input.spend.limitNanoUsd.toString() : '',
+      input.spend ? input.spend.reserveNanoUsd.toString() : '0',
+      month.end.getTime(),
+      seed === undefined ? '' : seed.toString(),
     );
+  let reply: (number | string)[];
+  try {
+    reply = await call(undefined);
   } catch (err) {
     throw unavailable(app, err);
   }
+  if (Number(reply[0]) === -2) {
+    // The month's spend is not in Redis (its first limited request, or Redis lost it): the ledger
+    // has it, and the script keeps whichever figure arrived first if two processes race here.
+    const seed = await ledgerSpend(app, input.accountId, month);
+    try {
+      reply = await call(seed);
+    } catch (err) {
+      throw unavailable(app, err);
+    }
+  }
   if (Number(reply[0]) === -1) throw new GuardChanged();
-  const admission = toAdmission(limits, reply);
+  const admission = toAdmission(limits, reply.slice(0, 8).map(Number));
   if (!admission.allowed) {
     app.metrics.limiter.rejections.inc({ reason: admission.reason, tier: input.tier });
+    if (admission.reason === 'spend' && input.spend) {
+      admission.spend = {
+        limitNanoUsd: input.spend.limitNanoUsd,
+        usedNanoUsd: BigInt(reply[8]!),
+        reserveNanoUsd: input.spend.reserveNanoUsd,
+        month,
+        firstThisMonth: Number(reply[9]) === 1,
+      };
+      // Nothing but a new month (or a higher limit) helps: the SDKs must not retry.
+      const { 'Retry-After': _wait, ...rest } = admission.headers;
+      admission.headers = { ...rest, ...retryAdvice(null) };
+    }
     if (admission.reason === 'tokens' && input.reserveTokens > limits.tokensPerDay) {
       admission.exceedsDailyQuota = { requested: input.reserveTokens, quota: limits.tokensPerDay };
       // No wait helps this request: the reset time stays in X-RateLimit-Reset*, not in Retry-After.
@@ -167,6 +251,25 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
     }
   }
   return admission;
+}
+
+async function ledgerSpend(app: LimiterDeps, accountId: string, month: Month): Promise<bigint> {
+  try {
+    const spent = await ledgerSpendNanoUsd(app.db, accountId, month);
+    app.outages.postgres.recovered();
+    return spent;
+  } catch (err) {
+    app.outages.postgres.failure('spending limit', err);
+    throw new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', {
+      code: 'service_unavailable',
+      headers: { 'Retry-After': '5' },
+      cause: err,
+    });
+  }
+}
+
+function requireNano(name: string, value: bigint): void {
+  if (typeof value !== 'bigint' || value < 0n || value > BigInt(Number.MAX_SAFE_INTEGER)) throw new TypeError(`${name} must be a bigint from 0 to 2^53 - 1 (got ${String(value)})`);
 }
 
 function toAdmission(limits: TierLimits, reply: number[]): Admission {
@@ -179,6 +282,7 @@ function toAdmission(limits: TierLimits, reply: number[]): Admission {
   ];
   const tokens = { limit: limits.tokensPerDay, used: tokensUsed, resetMs: until(DAY) };
   if (allowed === 1) return { allowed: true, retryAfterSeconds: 0, headers: rateLimitHeaders(windows, tokens) };
+  if (reason === 3) return { allowed: false, reason: 'spend', retryAfterSeconds: 0, now, headers: rateLimitHeaders(windows, tokens) };
   const refusing = nearestWindow(windows);
   return {
     allowed: false,
@@ -196,6 +300,7 @@ function toAdmission(limits: TierLimits, reply: number[]): Admission {
  */
 export function admissionError(admission: Admission): AppError {
   if (admission.allowed) throw new Error('admissionError called for an admitted request');
+  if (admission.spend) return spendLimitError(admission.spend, admission.headers);
   const tooLarge = admission.exceedsDailyQuota;
   if (tooLarge) {
     return new AppError(
@@ -220,14 +325,44 @@ export function admissionError(admission: Admission): AppError {
   return new AppError('rate_limited', `Rate limit reached for requests${per}. ${wait}`, { code: 'rate_limit_exceeded', headers: admission.headers });
 }
 
+const atMinute = (d: Date): string => d.toISOString().replace(/:\d\d\.\d{3}Z$/, 'Z');
+
+/**
+ * 429 insufficient_quota naming the limit, what is left of it and when it resets. A request that
+ * alone may cost more than the whole limit is told to be smaller instead.
+ */
+function spendLimitError(s: SpendRefusal, headers: Record<string, string>): AppError {
+  const limit = `$${usdOfNano(s.limitNanoUsd)}`;
+  const most = `$${usdOfNano(s.reserveNanoUsd)}`;
+  const change = 'Raise or remove the limit with PUT or DELETE /v1/billing/spend-limit';
+  if (s.reserveNanoUsd > s.limitNanoUsd) {
+    return new AppError(
+      'insufficient_quota',
+      `This request may cost up to ${most} (its messages plus max_tokens for each of n choices, at the model's prices), more than your whole monthly spending limit of ${limit}. ` +
+        `Lower max_tokens or n, or shorten the messages. ${change}.`,
+      { code: 'insufficient_quota', headers },
+    );
+  }
+  const left = s.limitNanoUsd > s.usedNanoUsd ? s.limitNanoUsd - s.usedNanoUsd : 0n;
+  return new AppError(
+    'insufficient_quota',
+    `You have reached your monthly spending limit of ${limit}: $${usdOfNano(left)} of it is left this month (requests in flight included), and this request may cost up to ${most}. ` +
+      `The limit resets at ${atMinute(s.month.end)} (UTC). ${change}, or lower max_tokens.`,
+    { code: 'insufficient_quota', headers },
+  );
+}
+
 function settleKeysAndArgs(app: LimiterDeps, input: SettleInput): (string | number)[] {
+  const keys = usageKeys(app.config, input.accountId);
   return [
-    ...usageKeys(app.config, input.accountId),
+    ...keys,
     accountKey(app.config, input.accountId, 'settled', input.requestId),
+    input.spend ? spendKey(app.config, input.accountId, monthOf(new Date(input.spend.admittedAt))) : keys[0],
     scriptNow(app),
     input.requestId,
     input.actualTokens,
     app.config.limits.settledMarkerTtlMs,
+    input.spend ? input.spend.costNanoUsd.toString() : '',
   ];
 }
 
@@ -239,11 +374,26 @@ async function settle(app: LimiterDeps, input: SettleInput): Promise<void> {
   requireId('accountId', input.accountId);
   requireId('requestId', input.requestId);
   requireTokenCount('actualTokens', input.actualTokens);
+  if (input.spend) requireNano('spend.costNanoUsd', input.spend.costNanoUsd);
   try {
     await scripts(app).limitsSettle(...settleKeysAndArgs(app, input));
   } catch (err) {
     throw unavailable(app, err);
   }
+}
+
+/** The month's spend as Redis holds it, or undefined when it was never seeded (or Redis lost it). */
+async function monthSpend(app: LimiterDeps, accountId: string, month: Month): Promise<MonthSpend | undefined> {
+  requireId('accountId', accountId);
+  let fields: (string | null)[];
+  try {
+    fields = await app.redis.hmget(spendKey(app.config, accountId, month), 'spent', 'held');
+  } catch (err) {
+    throw unavailable(app, err);
+  }
+  const [spent, held] = fields;
+  if (spent === null || spent === undefined) return undefined;
+  return { spentNanoUsd: BigInt(spent), heldNanoUsd: BigInt(held ?? '0') };
 }
 
 /**
@@ -279,6 +429,19 @@ export class Limiter {
   /** Replaces a request's reservation with the tokens it used; idempotent per request. */
   settle(input: SettleInput): Promise<void> {
     return settle(this.deps, input);
+  }
+
+  /** One month of an account's spend as the spending limit counts it (one round trip). */
+  monthSpend(accountId: string, month: Month): Promise<MonthSpend | undefined> {
+    return monthSpend(this.deps, accountId, month);
+  }
+
+  /**
+   * Lets the next refusal by the spending limit count as the month's first again: for a caller
+   * that could not record the first one (its alert is then not lost, only later).
+   */
+  async forgetSpendRefusal(accountId: string, month: Month): Promise<void> {
+    await this.deps.redis.hdel(spendKey(this.deps.config, accountId, month), 'stop');
   }
 
   admitKeyRegeneration(accountId: string): Promise<{ allowed: boolean; retryAfterSeconds: number }> {

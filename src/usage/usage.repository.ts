@@ -70,6 +70,18 @@ export async function monthUsageByModel(db: Db, accountId: string, month: Date):
   return r.rows;
 }
 
+/**
+ * The account's paid-tier spend in one month from the trigger-kept totals, in nano-USD rounded up
+ * (the spending limit's unit, see usage-cost.ts), as a decimal integer string.
+ */
+export async function monthPaidCostNanoUsd(db: Db, accountId: string, month: Date): Promise<string> {
+  const r = await sql<{ nano: string }>`
+    select ceil(coalesce(sum(cost_usd), 0) * 1000000000)::bigint::text as nano
+      from usage_monthly_totals
+     where account_id = ${accountId} and month = ${month.toISOString().slice(0, 10)}::date and tier = 'paid'`.execute(db);
+  return r.rows[0]?.nano ?? '0';
+}
+
 export interface MonthUsageRow {
   month: string;
   requests: string;

@@ -1,7 +1,7 @@
 import type { AppContext } from '../../context.js';
 import { AppError, kindForStatus } from '../../errors.js';
 import { CHAT_BODY_LIMIT_BYTES, ChatCompletionRequestSchema, ChatCompletionSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
-import { prepareCompletion } from '../../chat/chat.service.js';
+import { prepareCompletion, spendCheckOf } from '../../chat/chat.service.js';
 import type { PreparedJob } from '../../chat/completion-job.js';
 import type { Dispatch, DispatchEvent } from '../../chat/dispatch.service.js';
 import type { RelayError } from '../../chat/relay-protocol.js';
@@ -158,11 +158,13 @@ function watchDisconnect(ctx: HttpContext, d: Dispatch): void {
  * model refused on its tier waits for a fresh read (the account may have just left that tier).
  * A changed account is read afresh and the request decided again.
  */
-async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job: PreparedJob; admission: Admission }> {
+async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job: PreparedJob; admission: Admission; account: Account }> {
   const req = ctx.state.body as ChatCompletionRequest;
   const prepare = (account: Account) => prepareCompletion(app, account, req, app.relayHub.instance);
   const admitFor = (account: Account, job: PreparedJob, guard?: { key: string; value: string | null }) =>
-    traceAdmission(job, () => app.limiter.admit({ accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard }));
+    traceAdmission(job, () =>
+      app.limiter.admit({ accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard, spend: spendCheckOf(account, job) }),
+    );
   let check = ctx.state.keyCheck;
   const confirmed = async () => {
     check = undefined;
@@ -180,12 +182,12 @@ async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job
   }
   app.dispatcher.assertRoom();
   try {
-    return { job, admission: await admitFor(account, job, check && { key: check.versionKey, value: check.version }) };
+    return { job, admission: await admitFor(account, job, check && { key: check.versionKey, value: check.version }), account };
   } catch (err) {
     if (!(err instanceof GuardChanged) || !check) throw err;
     account = await confirmed();
     job = prepare(account);
-    return { job, admission: await admitFor(account, job) };
+    return { job, admission: await admitFor(account, job), account };
   }
 }
 
@@ -212,6 +214,11 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
       },
       403: { description: 'The model needs the paid tier' },
       404: { description: 'Unknown model' },
+      429: {
+        description:
+          'Refused by a rate limit (`rate_limit_exceeded`, with Retry-After when a short wait helps), the daily token quota, or the monthly spending limit ' +
+          '(`insufficient_quota` with `x-should-retry: false`: the request may cost more than what is left of the limit this month)',
+      },
       502: { description: 'The upstream model provider failed' },
       503: { description: 'No capacity (queue full, no worker, provider not configured); see Retry-After' },
     },

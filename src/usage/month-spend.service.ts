@@ -1,0 +1,12 @@
+import type { Db } from '../infra/db.js';
+import type { Month } from '../billing/periods.js';
+import { monthPaidCostNanoUsd } from './usage.repository.js';
+
+/**
+ * What the ledger says an account spent in a month, in nano-USD: where the spending limit starts
+ * a month from when Redis has no figure for it (the month's first limited request, or Redis lost
+ * its data). It misses only requests whose usage is still on its way to the ledger.
+ */
+export async function ledgerSpendNanoUsd(db: Db, accountId: string, month: Month): Promise<bigint> {
+  return BigInt(await monthPaidCostNanoUsd(db, accountId, month.start));
+}
