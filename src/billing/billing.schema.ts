@@ -1,4 +1,5 @@
 import type { JsonSchema } from '../validation.js';
+import { SpendLimitSchema } from './spend-limit.schema.js';
 
 export const HistoryQuery: JsonSchema = {
   type: 'object',
@@ -48,6 +49,7 @@ export const UsageSchema: JsonSchema = {
       },
     },
     total: { type: 'object', required: figureKeys, properties: figures },
+    spend_limit: { ...SpendLimitSchema, description: 'The monthly spending limit and what is left of it (as GET /v1/billing/spend-limit answers)' },
   },
 };
 

@@ -3,17 +3,21 @@ import type { Config } from '../config.js';
 import { validationError } from '../errors.js';
 import type { Db } from '../infra/db.js';
 import type { Tier } from '../../db/schema/index.js';
+import type { Account } from '../accounts/accounts.repository.js';
+import type { Limiter } from '../limits/limiter.service.js';
 import { monthUsageByModel, usageByMonth } from '../usage/usage.repository.js';
 import { listInvoices } from './invoices.repository.js';
 import { invoiceView, type InvoiceView } from './invoices.presenter.js';
 import { centsToAmount, normalizeDecimal, toSafeInteger } from './money.js';
 import { addDays, addMonths, dayKey, monthOf, parseDay } from './periods.js';
+import { spendLimitView, type SpendLimitView } from './spend-limit.service.js';
 
-/** What the usage and history endpoints read: the ledger's totals, the invoices, today's date and the currency. */
+/** What the usage and history endpoints read: the ledger's totals, the invoices, today's date and the currency (and the spending limit's figures). */
 export interface BillingDeps {
   db: Db;
   clock: Clock;
   config: Pick<Config, 'stripe'>;
+  limiter: Limiter;
 }
 
 export interface UsageFigures {
@@ -58,6 +62,8 @@ export interface CurrentUsage {
   period: { start: string; end: string; month: string };
   models: ModelUsage[];
   total: UsageFigures;
+  /** The monthly spending limit and what is left of it (see GET /v1/billing/spend-limit). */
+  spend_limit: SpendLimitView;
 }
 
 function sumDecimals(values: string[]): string {
@@ -73,8 +79,8 @@ function sumDecimals(values: string[]): string {
   return normalizeDecimal(`${s.slice(0, -scale)}.${s.slice(-scale)}`);
 }
 
-/** GET /v1/billing/usage: this month to date, per model and in total. */
-export async function currentUsage(app: BillingDeps, account: { id: string; tier: Tier }): Promise<CurrentUsage> {
+/** GET /v1/billing/usage: this month to date, per model and in total, and the spending limit. */
+export async function currentUsage(app: BillingDeps, account: Pick<Account, 'id' | 'tier' | 'monthly_spend_limit_usd'>): Promise<CurrentUsage> {
   const now = app.clock.now();
   const month = monthOf(now);
   const rows = await monthUsageByModel(app.db, account.id, month.start);
@@ -96,6 +102,7 @@ export async function currentUsage(app: BillingDeps, account: { id: string; tier
     period: { start: month.start.toISOString(), end: now.toISOString(), month: month.key },
     models,
     total,
+    spend_limit: await spendLimitView(app, account),
   };
 }
 

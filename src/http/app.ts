@@ -38,7 +38,7 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
       },
       authenticate(spec.auth, app, { deferKeyCheck: spec.deferKeyCheck ?? false }),
     ];
-    if (spec.method === 'post' && (spec.body || spec.rawBody)) stack.push(jsonBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, spec.rawBody));
+    if ((spec.method === 'post' || spec.method === 'put') && (spec.body || spec.rawBody)) stack.push(jsonBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, spec.rawBody));
     if (spec.params) {
       const schema = spec.params;
       stack.push(async (ctx, next) => {

@@ -45,7 +45,7 @@ export interface ResponseSpec {
  * declared once. Schemas here are the single source of truth for validation and documentation.
  */
 export interface RouteSpec {
-  method: 'get' | 'post';
+  method: 'get' | 'post' | 'put' | 'delete';
   /** Koa's form, `/v1/models/:model`; the OpenAPI document writes it `/v1/models/{model}`. */
   path: string;
   operationId: string;

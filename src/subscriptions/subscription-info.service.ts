@@ -1,5 +1,8 @@
+import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Db } from '../infra/db.js';
+import type { Limiter } from '../limits/limiter.service.js';
+import { spendLimitView, type SpendLimitView } from '../billing/spend-limit.service.js';
 import type { Catalog } from '../catalog/catalog.js';
 import { limitsForTier } from '../limits/tier-limits.js';
 import { getAccount } from '../accounts/accounts.service.js';
@@ -7,11 +10,13 @@ import type { Tier } from '../../db/schema/accounts.js';
 import type { PaymentMethodOnFile } from './stripe-customer.service.js';
 import { paymentMethodOf } from './subscription-result.presenter.js';
 
-/** What the info endpoint reads: our own records, the catalog and the tiers' limits (never Stripe). */
+/** What the info endpoint reads: our own records, the catalog, the tiers' limits and the spending limit's figures (never Stripe). */
 export interface SubscriptionInfoDeps {
   db: Db;
+  clock: Clock;
   config: Pick<Config, 'limits'>;
   catalog: Catalog;
+  limiter: Limiter;
 }
 
 export interface SubscriptionInfo {
@@ -22,6 +27,8 @@ export interface SubscriptionInfo {
   checkout_pending: boolean;
   models: { id: string; provider: string; input_price_per_million: string; output_price_per_million: string }[];
   limits: { requests_per_minute: number; requests_per_hour: number; requests_per_day: number; tokens_per_day: number };
+  /** The monthly spending limit and what is left of it this month. */
+  spend_limit: SpendLimitView;
 }
 
 /** GET /v1/subscription/info: from our own records only, so it works without Stripe configured. */
@@ -43,5 +50,6 @@ export async function subscriptionInfo(app: SubscriptionInfoDeps, accountId: str
       requests_per_day: limits.requestsPerDay,
       tokens_per_day: limits.tokensPerDay,
     },
+    spend_limit: await spendLimitView(app, account),
   };
 }

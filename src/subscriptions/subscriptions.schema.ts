@@ -1,4 +1,5 @@
 import type { JsonSchema } from '../validation.js';
+import { SpendLimitSchema } from '../billing/spend-limit.schema.js';
 
 // Stripe ids are at most 255 characters; anything longer is not one.
 const stripeId = (prefix: string, what: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: 255, 'x-text': 'line', description: `${what} (${prefix}…)` });
@@ -82,6 +83,7 @@ export const SubscriptionInfoSchema: JsonSchema = {
       },
     },
     limits: { type: 'object', description: "The tier's rate limits" },
+    spend_limit: { ...SpendLimitSchema, description: 'The monthly spending limit and what is left of it this month (as GET /v1/billing/spend-limit answers)' },
   },
 };
 

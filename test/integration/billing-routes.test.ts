@@ -48,6 +48,16 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
           { model: 'gpt-4.1', requests: 2, billable_requests: 2, prompt_tokens: 15000, completion_tokens: 2500, total_tokens: 17500, cost_usd: '0.05', cost_cents: 5, cost: '0.05' },
         ],
         total: { requests: 3, prompt_tokens: 16000, completion_tokens: 3500, total_tokens: 19500, cost_usd: '0.05', cost_cents: 5, cost: '0.05' },
+        spend_limit: {
+          object: 'billing.spend_limit',
+          monthly_limit_usd: null,
+          enforced: false,
+          month: '2017-03',
+          spent_usd: '0.05',
+          reserved_usd: '0.00',
+          remaining_usd: null,
+          resets_at: '2017-04-01T00:00:00.000Z',
+        },
       });
     });
 

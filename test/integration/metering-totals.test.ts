@@ -39,7 +39,7 @@ describe('metering into the ledger and the monthly totals', () => {
     // The same request appended twice (a worker retried the MULTI that ends it).
     for (const e of [first, second, first]) await appendUsage(app.redis, app.config, 0, e);
     expect(await flushUsage(app)).to.equal(3);
-    const usage = await currentUsage(app, { id: who.account.id, tier: 'paid' });
+    const usage = await currentUsage(app, { id: who.account.id, tier: 'paid', monthly_spend_limit_usd: null });
     expect(usage.total).to.include({ requests: 2, prompt_tokens: 150_000, completion_tokens: 15_000, cost_usd: '0.42', cost_cents: 42 });
   });
 

@@ -12,7 +12,7 @@ export function corsFor(origins: readonly string[]): Middleware<AppState> {
   const allowed = new Set(origins);
   return cors({
     origin: (ctx) => (allowed.has(ctx.get('Origin')) ? ctx.get('Origin') : ''),
-    allowMethods: ['GET', 'POST'],
+    allowMethods: ['GET', 'POST', 'PUT', 'DELETE'],
     allowHeaders: ['Authorization', 'Content-Type', 'X-Request-Id'],
     exposeHeaders: [
       'X-Request-Id',

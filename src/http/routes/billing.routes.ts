@@ -1,11 +1,15 @@
 import { HistoryQuery, HistorySchema, GenerateInvoiceSchema, UsageSchema } from '../../billing/billing.schema.js';
 import { billingHistory, currentUsage, type HistoryQuery as HistoryParams } from '../../billing/billing.service.js';
 import { generateInvoice } from '../../billing/invoicing.service.js';
+import { SpendLimitBody, SpendLimitSchema } from '../../billing/spend-limit.schema.js';
+import { removeSpendLimit, setSpendLimit, spendLimitView } from '../../billing/spend-limit.service.js';
 import { accountOf, defineRoutes, type RouteSpec } from '../route.js';
 
 const TAG = 'billing';
 
-/** Endpoints 16 to 18: usage this month, an invoice on demand, billing history. */
+const spendLimit = { description: 'The limit and this month\'s figures', schema: SpendLimitSchema };
+
+/** Endpoints 16 to 18: usage this month, an invoice on demand, billing history; and the monthly spending limit. */
 export function billingRoutes(): RouteSpec[] {
   return defineRoutes([
     {
@@ -19,8 +23,7 @@ export function billingRoutes(): RouteSpec[] {
       auth: 'api_key_or_jwt',
       responses: { 200: { description: 'Usage this month', schema: UsageSchema } },
       handler: async (ctx, app) => {
-        const account = accountOf(ctx);
-        ctx.body = await currentUsage(app, { id: account.id, tier: account.tier });
+        ctx.body = await currentUsage(app, accountOf(ctx));
       },
     },
     {
@@ -54,6 +57,49 @@ export function billingRoutes(): RouteSpec[] {
       responses: { 200: { description: 'Billing history', schema: HistorySchema } },
       handler: async (ctx, app) => {
         ctx.body = await billingHistory(app, accountOf(ctx).id, ctx.state.query as HistoryParams);
+      },
+    },
+    {
+      method: 'get',
+      path: '/v1/billing/spend-limit',
+      operationId: 'getSpendLimit',
+      summary: "The monthly spending limit and what is left of it this month (UTC)",
+      description:
+        '`spent_usd` is this month\'s paid-tier spend, `reserved_usd` what requests in flight hold (the most each can cost), `remaining_usd` the limit minus both. ' +
+        'With no limit set, `monthly_limit_usd` and `remaining_usd` are null and nothing is refused for spend.',
+      tag: TAG,
+      auth: 'jwt',
+      responses: { 200: spendLimit },
+      handler: async (ctx, app) => {
+        ctx.body = await spendLimitView(app, accountOf(ctx));
+      },
+    },
+    {
+      method: 'put',
+      path: '/v1/billing/spend-limit',
+      operationId: 'setSpendLimit',
+      summary: 'Set the monthly spending limit in USD (paid tier): requests that may cost more than what is left are refused with 429 insufficient_quota',
+      description:
+        'Each chat completion reserves the most it can cost (its prompt tokens and max_tokens, or the default reservation, for each of n choices, at the model\'s prices) against what is left, and its real cost replaces the reservation when it ends. ' +
+        'Emails go out at 80% and 100% of the limit, once each per month. The limit applies from the next request; the figures restart at 00:00 UTC on the 1st.',
+      tag: TAG,
+      auth: 'jwt',
+      body: SpendLimitBody,
+      responses: { 200: spendLimit, 403: { description: 'The account is on the free tier (spend_limit_requires_paid_tier)' } },
+      handler: async (ctx, app) => {
+        ctx.body = await setSpendLimit(app, accountOf(ctx).id, ctx.state.body as { monthly_limit_usd: string });
+      },
+    },
+    {
+      method: 'delete',
+      path: '/v1/billing/spend-limit',
+      operationId: 'deleteSpendLimit',
+      summary: 'Remove the monthly spending limit (from the next request on)',
+      tag: TAG,
+      auth: 'jwt',
+      responses: { 200: spendLimit },
+      handler: async (ctx, app) => {
+        ctx.body = await removeSpendLimit(app, accountOf(ctx).id);
       },
     },
   ]);
