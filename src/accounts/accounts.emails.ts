@@ -1,9 +1,10 @@
 import { escapeText } from './text.js';
 import type { NewOutboxEmail } from './email-outbox.service.js';
 
-// The messages sign-up sends. Plain text and HTML say the same thing; every value is escaped.
+// The messages sign-up sends (and the page layout every email shares). Plain text and HTML say the
+// same thing; every value is escaped.
 
-const layout = (body: string) =>
+export const layout = (body: string): string =>
   `<!doctype html><html><body style="font:16px/1.5 system-ui,-apple-system,'Segoe UI',sans-serif;color:#1d1d1f;max-width:36rem;margin:2rem auto;padding:0 1rem">${body}</body></html>`;
 
 export function verificationEmail(to: { name: string; email: string }, link: string, ttlHours: number): NewOutboxEmail {

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Db } from '../infra/db.js';
 import type { RedisClient } from '../infra/redis.js';
@@ -8,6 +9,7 @@ import { insertUsageEvents } from './usage.repository.js';
 import { requestCostUsd } from './usage-cost.js';
 import { METERING_GROUP, parseUsageEntry, usageStreamKeys } from './usage-stream.js';
 import type { UsageEvent } from './usage-event.js';
+import { queueReachedSpendAlerts } from '../billing/spend-alerts.service.js';
 
 /** An entry another consumer took but never acknowledged (it crashed) is taken over after this long. */
 const RECLAIM_IDLE_MS = 30_000;
@@ -63,9 +65,10 @@ export async function drainUsageOnce(app: MeteringDeps, redis: RedisClient, opts
 
 type Entries = [id: string, fields: string[]][];
 
-/** What metering works with: the ledger, its configuration, its metrics and log. */
+/** What metering works with: the ledger, its configuration, its metrics and log, the time alerts are queued at. */
 export interface MeteringDeps {
   db: Db;
+  clock: Clock;
   log: Logger;
   metrics: { metering: MeteringMetrics };
   config: Pick<Config, 'redis'>;
@@ -75,7 +78,8 @@ export interface MeteringDeps {
  * Drains up to `count` usage events of one stream into the ledger: first this consumer's own
  * unacknowledged entries, then entries a dead consumer left behind, then new ones (waiting up to
  * `blockMs`). Inserted with ON CONFLICT DO NOTHING, then acknowledged and deleted, so a crash at
- * any point re-delivers and never double counts.
+ * any point re-delivers and never double counts. Before the acknowledgement, the spending-limit
+ * alerts the new rows reach are queued: a failure there re-delivers the batch too, so none is lost.
  */
 async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, opts: DrainOptions, pass: Pass): Promise<number> {
   const consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
@@ -106,6 +110,7 @@ async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, o
     else app.log.error({ fields }, 'unreadable usage entry; dropping it');
   }
   const inserted = await insertUsageEvents(app.db, events);
+  await queueReachedSpendAlerts(app, events);
   const ids = entries.map(([id]) => id);
   await redis.multi().xack(key, METERING_GROUP, ...ids).xdel(key, ...ids).exec();
   countLedgerRows(app.metrics.metering, inserted);
@@ -116,8 +121,9 @@ async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, o
  * Writes one request's usage straight to the ledger, for a worker that could not reach the usage
  * stream in time. The ledger is keyed by request id, so a later copy from the stream is dropped.
  */
-export async function recordUsageDirectly(app: Pick<MeteringDeps, 'db' | 'metrics'>, usage: UsageEvent): Promise<void> {
+export async function recordUsageDirectly(app: Pick<MeteringDeps, 'db' | 'clock' | 'metrics'>, usage: UsageEvent): Promise<void> {
   countLedgerRows(app.metrics.metering, await insertUsageEvents(app.db, [usage]));
+  await queueReachedSpendAlerts(app, [usage]);
 }
 
 /** Rows new to the ledger, and what they cost at catalog prices. */

@@ -2,6 +2,7 @@ import type { AppContext } from '../../context.js';
 import { AppError, kindForStatus } from '../../errors.js';
 import { CHAT_BODY_LIMIT_BYTES, ChatCompletionRequestSchema, ChatCompletionSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
 import { prepareCompletion, spendCheckOf } from '../../chat/chat.service.js';
+import { alertSpendLimitReached } from '../../billing/spend-alerts.service.js';
 import type { PreparedJob } from '../../chat/completion-job.js';
 import type { Dispatch, DispatchEvent } from '../../chat/dispatch.service.js';
 import type { RelayError } from '../../chat/relay-protocol.js';
@@ -223,9 +224,12 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
       503: { description: 'No capacity (queue full, no worker, provider not configured); see Retry-After' },
     },
     handler: async (ctx, app) => {
-      const { job, admission } = await prepareAndAdmit(ctx, app);
+      const { job, admission, account } = await prepareAndAdmit(ctx, app);
       ctx.set(admission.headers);
-      if (!admission.allowed) throw admissionError(admission);
+      if (!admission.allowed) {
+        if (admission.spend) await alertSpendLimitReached(app, account, admission.spend);
+        throw admissionError(admission);
+      }
       await (job.stream ? streamCompletion(ctx, app, job) : plainCompletion(ctx, app, job));
     },
   },
