@@ -84,6 +84,23 @@ describe('every endpoint, with generated input (fast-check)', function () {
       { spec: route('post /v1/subscription/confirm-payment-update'), gen: { query: true }, accepted: stripeDown },
       { spec: route('get /v1/subscription/upgrade-success'), gen: { query: true }, accepted: stripeDown },
       { spec: route('get /v1/models/:model'), gen: {}, accepted: (r) => r.status === 404 || r.status === 200 || r.status === 403 },
+      {
+        spec: route('put /v1/billing/spend-limit'),
+        // Whole cents from 0.01 to 1,000,000.00, in every form the pattern allows for them ("7.50", "7.5"; "7.00", "7.0", "7").
+        gen: {
+          overrides: {
+            monthly_limit_usd: fc.integer({ min: 1, max: 100_000_000 }).chain((cents) => {
+              const whole = Math.floor(cents / 100);
+              const fraction = String(cents % 100).padStart(2, '0');
+              const forms = [`${whole}.${fraction}`];
+              if (fraction.endsWith('0')) forms.push(`${whole}.${fraction[0]}`);
+              if (fraction === '00') forms.push(String(whole));
+              return fc.constantFrom(...forms);
+            }),
+          },
+        },
+        accepted: (r) => r.status === 200,
+      },
     ];
   };
 
