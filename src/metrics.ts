@@ -54,7 +54,7 @@ function limiterMetrics(registers: client.Registry[]) {
   return {
     rejections: new client.Counter({
       name: 'rate_limit_rejections_total',
-      help: 'Chat completion requests refused by the rate limiter, by reason (requests or tokens) and tier',
+      help: 'Chat completion requests refused by the rate limiter, by reason (requests, tokens or spend) and tier',
       labelNames: ['reason', 'tier'] as const,
       registers,
     }),
