@@ -54,7 +54,7 @@ export interface SpendRefusal {
   month: Month;
   /**
    * The month's first refusal by the limit of a request that would fit an unspent limit: the
-   * moment to tell the account its limit is reached (see SpendLimitReached in the billing feature).
+   * moment to tell the account its limit is reached (alertSpendLimitReached, billing/spend-alerts.service.ts).
    */
   firstThisMonth: boolean;
 }
@@ -175,9 +175,11 @@ function requireTokenCount(name: string, value: number): void {
 
 /**
  * Admits or refuses one chat completion request for an account, counting it in the minute, hour
- * and day windows and reserving its tokens against the day's quota, all in one atomic script
- * (one round trip). Throws AppError 'unavailable' (503) when Redis cannot be reached, and
- * GuardChanged when the input's guard no longer holds.
+ * and day windows, reserving its tokens against the day's quota and, with a spending limit, its
+ * most possible cost against what is left of the month's, all in one atomic script (one round
+ * trip; a second, after a read of the ledger, only when Redis has no figure for the month).
+ * Throws AppError 'unavailable' (503) when Redis (or, for that read, Postgres) cannot be reached,
+ * and GuardChanged when the input's guard no longer holds.
  */
 async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
   requireId('accountId', input.accountId);
@@ -414,9 +416,9 @@ async function admitKeyRegeneration(app: LimiterDeps, accountId: string): Promis
 }
 
 /**
- * The rate limits and token quota of every account, built once per process over its command
- * connection: admission, settlement and the key regeneration cooldown, each one Redis round
- * trip, each on the keys of one account (one hash slot).
+ * The rate limits, token quota and spending limit of every account, built once per process over
+ * its command connection: admission, settlement and the key regeneration cooldown, each one Redis
+ * round trip, each on the keys of one account (one hash slot).
  */
 export class Limiter {
   constructor(private readonly deps: LimiterDeps) {}
