@@ -147,6 +147,15 @@ export class AppContext {
     return r;
   }
 
+  /**
+   * A new connection for one blocking reader (a resumed stream following its relay log, which
+   * would hold a shared connection for as long as it waits); the reader disconnects it when done.
+   */
+  blockingRedis(name: string): RedisClient {
+    this.assertOpen(name);
+    return createRedis(this.config, 'blocking', name);
+  }
+
   /** The completion queue's shards (REDIS_SHARDS), in shard order. */
   get completionQueues(): Queue<CompletionJob>[] {
     return completionShards(this.config).map((shard) => this.queue<CompletionJob>(shard));
