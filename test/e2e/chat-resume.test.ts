@@ -135,6 +135,13 @@ describe('resumable streams and completion retrieval (two web processes, one wor
     expect(r.events.at(-1)).to.equal('[DONE]');
   });
 
+  it('answers a Last-Event-ID at the end with the end again', async () => {
+    const first = await postStream(`${webs[0]!.url}/v1/chat/completions`, body, user.apiKey);
+    const r = await resume(webs[1]!, user.apiKey, idOf(first.events), Number(first.ids.at(-1)));
+    expect(r.events).to.deep.equal(['[DONE]']);
+    expect(r.ids).to.deep.equal([first.ids.at(-1)]);
+  });
+
   it('replays the whole stream from its first event without Last-Event-ID', async () => {
     const first = await postStream(`${webs[0]!.url}/v1/chat/completions`, body, user.apiKey);
     const r = await resume(webs[1]!, user.apiKey, idOf(first.events));
