@@ -135,7 +135,8 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
     summary: 'Create a chat completion (JSON, or server-sent events when stream is true)',
     description:
       'Rate-limit headers (X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset and the OpenAI x-ratelimit-* set) are on every response. ' +
-      'A stream is a sequence of `data: <chat.completion.chunk JSON>` lines ending with `data: [DONE]`.',
+      'A stream is a sequence of `data: <chat.completion.chunk JSON>` events ending with `data: [DONE]`, each with `id: <n>`, its sequence number, to resume after with GET /v1/chat/completions/{completion_id}/stream. ' +
+      'With `stream_options.resumable` the generation outlives its connection for RESUME_GRACE_SECONDS; without it, a disconnect cancels it at once.',
     tag: 'chat',
     auth: 'api_key',
     // The admission script confirms a cached key's version: no separate Redis read per request.
