@@ -16,6 +16,7 @@ import { SignupLimits } from './accounts/signup-limits.js';
 import { ApiKeyCache } from './accounts/api-key-cache.js';
 import { createJwtVerifier, type JwtVerifier } from './accounts/jwt.js';
 import { RelayHub } from './chat/relay-hub.js';
+import { RelayLogTails } from './chat/relay-log-tail.js';
 import { Dispatcher } from './chat/dispatch.service.js';
 import type { CompletionJob } from './chat/completion-job.js';
 
@@ -54,6 +55,7 @@ export class AppContext {
     signupLimits?: SignupLimits;
     jwtVerifier?: JwtVerifier;
     relayHub?: RelayHub;
+    relayLogTails?: RelayLogTails;
     dispatcher?: Dispatcher;
     stripe?: Stripe | null;
   } = {};
@@ -107,6 +109,23 @@ export class AppContext {
     ));
   }
 
+  /**
+   * The relay logs this web process follows live for resumed streams: one blocking reader, on a
+   * connection of its own, per log followed.
+   */
+  get relayLogTails(): RelayLogTails {
+    return (this.built.relayLogTails ??= this.closing(
+      new RelayLogTails({
+        openBlocking: () => {
+          this.assertOpen('relay log tail');
+          return createRedis(this.config, 'blocking', 'relay-log-tail');
+        },
+        blockMs: this.config.queue.heartbeatMs,
+      }),
+      (tails) => Promise.resolve(tails.close()),
+    ));
+  }
+
   /** Queues completion jobs and relays what their workers publish (web processes). */
   get dispatcher(): Dispatcher {
     return (this.built.dispatcher ??= this.closing(
@@ -145,15 +164,6 @@ export class AppContext {
       this.connections.set(name, r);
     }
     return r;
-  }
-
-  /**
-   * A new connection for one blocking reader (a resumed stream following its relay log, which
-   * would hold a shared connection for as long as it waits); the reader disconnects it when done.
-   */
-  blockingRedis(name: string): RedisClient {
-    this.assertOpen(name);
-    return createRedis(this.config, 'blocking', name);
   }
 
   /** The completion queue's shards (REDIS_SHARDS), in shard order. */

@@ -1,16 +1,19 @@
 import type { Config } from '../config.js';
 import type { RedisClient } from '../infra/redis.js';
 import { parseLogRows, type LogEntry, type LogRows } from './relay-log.js';
+import { entryIdAfter, type RelayLogTails } from './relay-log-tail.js';
 import type { RelayError } from './relay-protocol.js';
 import { eventsAfter, lastEventIdIn } from './sse.js';
 
-// A resumed stream reads its request's relay log: first what it holds (the replay), then, with
-// blocking reads, each entry as the worker appends it (the live tail), to the end. The log is the
-// one record of what the stream carried, in order and numbered, so replay and tail neither miss
-// nor repeat an event: the tail reads on from the last entry the replay read, and events are
-// picked by their sequence number. Following the log rather than a web process's channel lets any
-// web process serve the stream, whichever holds (or held) the original connection, and a
-// detached request's worker publishes to its log alone.
+// A resumed stream reads its request's relay log: first what it holds (the replay), then each
+// entry as the worker appends it (the live tail, shared by the readers of the request on this
+// process: relay-log-tail.ts), to the end. The log is the one record of what the stream carried,
+// in order and numbered, so replay and tail neither miss nor repeat an event: the reader joins the
+// tail where its replay ended, reads once more what the log gained meanwhile (a tail already
+// running may be ahead of it), then takes from the tail only entries past the last it has; and
+// events are picked by their sequence number. Following the log rather than a web process's
+// channel lets any web process serve the stream, whichever holds (or held) the original
+// connection, and a detached request's worker publishes to its log alone.
 
 export type FollowEvent =
   /** Events after the reader's last one, ready to write. */
@@ -27,9 +30,9 @@ export type FollowEvent =
 export interface FollowDeps {
   /** The process's command connection: the replay. */
   redis: RedisClient;
-  /** A connection of the follower's own for the blocking reads of the live tail; closed when it ends. */
-  openBlocking: () => RedisClient;
-  config: Pick<Config, 'queue' | 'providers'>;
+  /** The process's live tails of relay logs. */
+  tails: RelayLogTails;
+  config: Pick<Config, 'providers'>;
 }
 
 /** Entries read per command: a long answer replays in pages, its reader taking each before the next. */
@@ -91,56 +94,60 @@ export async function* followRelayLog(deps: FollowDeps, logKey: string, afterEve
   };
   const ends = (events: FollowEvent[]) => events.some((e) => e.kind !== 'sse' && e.kind !== 'live');
 
-  for (;;) {
-    const rows = (await deps.redis.xrange(logKey, readThrough === undefined ? '-' : after(readThrough), '+', 'COUNT', PAGE)) as LogRows;
-    const events = take(parseLogRows(rows));
-    for (const e of events) yield e;
-    if (ends(events) || signal.aborted) return;
-    if (rows.length < PAGE) break;
+  /** Reads the log from past the last entry taken to its current end, in pages; true once the stream ended. */
+  async function* readOn(): AsyncGenerator<FollowEvent, boolean> {
+    for (;;) {
+      const rows = (await deps.redis.xrange(logKey, readThrough === undefined ? '-' : after(readThrough), '+', 'COUNT', PAGE)) as LogRows;
+      const events = take(parseLogRows(rows));
+      for (const e of events) yield e;
+      if (ends(events)) return true;
+      if (rows.length < PAGE || signal.aborted) return false;
+    }
   }
+
+  if (yield* readOn()) return;
+  if (signal.aborted) return;
   yield { kind: 'live' };
 
-  const idleMs = deps.config.providers.requestTimeoutMs + 10_000;
-  const blockMs = deps.config.queue.heartbeatMs;
-  const blocking = deps.openBlocking();
-  // A blocking read in flight ends at once when the reader goes away.
-  const stop = () => blocking.disconnect();
-  signal.addEventListener('abort', stop, { once: true });
+  const arrived: LogRows[] = [];
+  let wake: (() => void) | undefined;
+  const unfollow = deps.tails.follow(logKey, readThrough ?? '0-0', (rows) => {
+    arrived.push(rows);
+    wake?.();
+  });
+  const onAbort = () => wake?.();
+  signal.addEventListener('abort', onAbort, { once: true });
   try {
+    // What the log gained between the replay and joining the tail.
+    if (yield* readOn()) return;
+    const idleMs = deps.config.providers.requestTimeoutMs + 10_000;
     let idleAt = performance.now() + idleMs;
-    let pending: Promise<unknown> | undefined;
     while (!signal.aborted) {
+      const rows = arrived.shift();
+      if (rows) {
+        const fresh = parseLogRows(rows).filter((e) => readThrough === undefined || entryIdAfter(e.entryId, readThrough));
+        if (fresh.length === 0) continue;
+        idleAt = performance.now() + idleMs;
+        const events = take(fresh);
+        for (const e of events) yield e;
+        if (ends(events)) return;
+        continue;
+      }
       const left = idleAt - performance.now();
       if (left <= 0) {
         yield { kind: 'idle', lastEventId };
         return;
       }
-      // The blocking read ends by itself within blockMs while Redis answers; while it does not
-      // (an outage), the same read stays pending and the idle bound still holds.
-      pending ??= blocking.xread('COUNT', PAGE, 'BLOCK', Math.ceil(Math.min(left, blockMs)), 'STREAMS', logKey, readThrough ?? '0-0');
       let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), left)));
-      let reply: unknown;
-      try {
-        reply = await Promise.race([pending, timedOut]);
-      } catch (err) {
-        if (signal.aborted) return;
-        throw err;
-      } finally {
-        clearTimeout(timer);
-      }
-      if (reply === 'timeout') continue;
-      pending = undefined;
-      const streams = reply as [string, LogRows][] | null;
-      const entries = parseLogRows(streams?.[0]?.[1] ?? []);
-      if (entries.length === 0) continue;
-      idleAt = performance.now() + idleMs;
-      const events = take(entries);
-      for (const e of events) yield e;
-      if (ends(events)) return;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, left);
+      });
+      clearTimeout(timer);
+      wake = undefined;
     }
   } finally {
-    signal.removeEventListener('abort', stop);
-    blocking.disconnect();
+    signal.removeEventListener('abort', onAbort);
+    unfollow();
   }
 }

@@ -14,7 +14,8 @@ export type { ChainableCommander };
  * The roles a Redis connection plays. BullMQ's production guide asks for different settings:
  * a blocking worker connection must retry forever, while anything on a request path must fail
  * fast so a client gets a prompt 503 instead of a hung request. A `blocking` connection serves one
- * blocking read loop (a resumed stream following its relay log) and waits out a reconnect.
+ * blocking read loop (the live tail of a relay log that resumed streams follow) and waits out a
+ * reconnect.
  */
 export type RedisRole = 'command' | 'subscriber' | 'queue-producer' | 'queue-worker' | 'blocking';
 

@@ -4,7 +4,7 @@ import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import type { Stream } from 'openai/streaming';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
-import { isolatedPrefix, testConfig } from '../support/env.js';
+import { isolatedPrefix, ONE_REDIS_SERVER, testConfig } from '../support/env.js';
 import { eventually, get, post } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 import { openGetStream, openStream, postStream, readSse, type SseResult } from '../support/sse.js';
@@ -316,6 +316,17 @@ describe('the grace period of a resumable stream whose client left (RESUME_GRACE
     const row = await ledgerRow(app, dropped.id);
     expect(row.status).to.equal('completed');
     expect(row.completion_tokens).to.equal(20);
+  });
+
+  it(`follows a running request for all its readers on one web process with one Redis connection ${ONE_REDIS_SERVER}`, async () => {
+    const tailConnections = async () => ((await app.redis.client('LIST')) as string).split('\n').filter((line) => line.includes(` name=${env.REDIS_PREFIX}:relay-log-tail `)).length;
+    const dropped = await dropAfter(web, user.apiKey, { ...resumable, max_tokens: 30 }, 2);
+    const url = `${web.url}/v1/chat/completions/${dropped.id}/stream`;
+    const readers = Array.from({ length: 5 }, () => openGetStream(url, user.apiKey, { 'last-event-id': String(dropped.lastId) }));
+    await eventually(async () => ((await tailConnections()) === 1 ? true : undefined), 'one tail connection for the five readers');
+    await Promise.all(readers.map((r) => r.finished));
+    for (const r of readers) expect(r.events.at(-1)).to.equal('[DONE]');
+    await eventually(async () => ((await tailConnections()) === 0 ? true : undefined), 'the tail connection closed after the last reader');
   });
 
   it('starts the grace period again when the last reader leaves', async () => {

@@ -95,12 +95,16 @@ async function resumeStream(ctx: HttpContext, app: AppContext, id: string, after
   const gone = new AbortController();
   ctx.res.once('close', () => gone.abort());
   const idleMs = app.config.providers.requestTimeoutMs + 10_000;
-  const deps = { redis: app.redis, openBlocking: () => app.blockingRedis('resumed-stream'), config: app.config };
+  const deps = { redis: app.redis, tails: app.relayLogTails, config: app.config };
 
+  // A reader that saw the end has nothing to count out: the request is over (its end is published
+  // only once its usage is recorded).
+  let sawEnd = false;
   void (async () => {
     try {
       for await (const e of followRelayLog(deps, relayLogKey(prefix, origin, id), after, gone.signal)) {
         if (gone.signal.aborted) return;
+        sawEnd = e.kind === 'done' || e.kind === 'error';
         switch (e.kind) {
           case 'sse':
             sse.events(e.payload);
@@ -126,7 +130,7 @@ async function resumeStream(ctx: HttpContext, app: AppContext, id: string, after
       app.log.warn({ requestId: id, err }, 'a resumed stream could not read its relay log');
       sse.fail(sse.isCommitted ? lostRelay() : redisDown(err));
     } finally {
-      if (attached.counted) {
+      if (attached.counted && !sawEnd) {
         await leaveReader(app.redis, prefix, stateKey, id, instance, runningTtlSeconds(app.config)).catch(() => undefined);
       }
     }
