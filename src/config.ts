@@ -103,6 +103,11 @@ export interface Config {
     relayLogTtlSeconds: number;
     /** How long a stream's tokens after its first may wait to travel together (0: each event-loop turn). */
     relayCoalesceMs: number;
+    /**
+     * How long a resumable stream (stream_options.resumable) runs on after its last reader left
+     * before it is cancelled like any stream whose client went away.
+     */
+    resumeGraceSeconds: number;
     /** How far a stream's client may fall behind (bytes written but not yet sent) before the stream is ended. */
     streamMaxBufferedBytes: number;
     stalledIntervalMs: number;
@@ -417,6 +422,7 @@ export function loadConfig(env: Env = process.env): Config {
       livenessTtlMs: r.int('LIVENESS_TTL_MS', 2000, 300, 60_000),
       relayLogTtlSeconds: r.int('RELAY_LOG_TTL_SECONDS', 120, 10, 86_400),
       relayCoalesceMs: r.int('RELAY_COALESCE_MS', 4, 0, 100),
+      resumeGraceSeconds: r.int('RESUME_GRACE_SECONDS', 60, 1, 3600),
       stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 10_000, 100, 600_000),
       rerunHorizonMs: 0,
     },

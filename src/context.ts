@@ -16,6 +16,7 @@ import { SignupLimits } from './accounts/signup-limits.js';
 import { ApiKeyCache } from './accounts/api-key-cache.js';
 import { createJwtVerifier, type JwtVerifier } from './accounts/jwt.js';
 import { RelayHub } from './chat/relay-hub.js';
+import { RelayLogTails } from './chat/relay-log-tail.js';
 import { Dispatcher } from './chat/dispatch.service.js';
 import type { CompletionJob } from './chat/completion-job.js';
 
@@ -54,6 +55,7 @@ export class AppContext {
     signupLimits?: SignupLimits;
     jwtVerifier?: JwtVerifier;
     relayHub?: RelayHub;
+    relayLogTails?: RelayLogTails;
     dispatcher?: Dispatcher;
     stripe?: Stripe | null;
   } = {};
@@ -104,6 +106,23 @@ export class AppContext {
     return (this.built.relayHub ??= this.closing(
       new RelayHub({ redis: this.redis, subscriber: this.redisConnection('subscriber', 'relay-subscriber'), config: this.config, metrics: this.metrics.dispatch }),
       (hub) => hub.stop(),
+    ));
+  }
+
+  /**
+   * The relay logs this web process follows live for resumed streams: one blocking reader, on a
+   * connection of its own, per log followed.
+   */
+  get relayLogTails(): RelayLogTails {
+    return (this.built.relayLogTails ??= this.closing(
+      new RelayLogTails({
+        openBlocking: () => {
+          this.assertOpen('relay log tail');
+          return createRedis(this.config, 'blocking', 'relay-log-tail');
+        },
+        blockMs: this.config.queue.heartbeatMs,
+      }),
+      (tails) => Promise.resolve(tails.close()),
     ));
   }
 

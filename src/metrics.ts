@@ -79,7 +79,7 @@ function completionMetrics(registers: client.Registry[]) {
     }),
     cancellations: new client.Counter({
       name: 'completion_cancellations_total',
-      help: 'Jobs stopped before their end, by cause: client_cancelled (the client went away), client_gone (its web process died), relay_backlog (Redis unreachable too long)',
+      help: 'Jobs stopped before their end, by cause: client_cancelled (the client went away), client_gone (its web process died), resume_grace_expired (a resumable stream with no reader for RESUME_GRACE_SECONDS), relay_backlog (Redis unreachable too long)',
       labelNames: ['cause'] as const,
       registers,
     }),

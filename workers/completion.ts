@@ -3,7 +3,8 @@ import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { completionShards, createWorker } from '../src/infra/queues.js';
 import { settlementOf, type CompletionJob } from '../src/chat/completion-job.js';
-import { cancelChannel } from '../src/chat/relay-protocol.js';
+import { cancelChannel, detachedRequest } from '../src/chat/relay-protocol.js';
+import { ResumeGrace } from '../src/chat/resume-grace.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
 import { ClientWatch, ConnectionStability, settledAfterMs, WorkerPresence, workerAliveKey } from '../src/chat/liveness.js';
 import { runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
@@ -31,22 +32,41 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   // worker holds the request from the request's state).
   const cancels = app.redisConnection('subscriber', 'cancel-subscriber');
   const channel = cancelChannel(prefix, workerId);
-  cancels.on('smessage', (from: string, requestId: string) => {
+  const ttl = config.queue.livenessTtlMs;
+  const stability = new ConnectionStability(app.redis);
+  const grace = new ResumeGrace({
+    redis: app.redis,
+    prefix,
+    graceMs: config.queue.resumeGraceSeconds * 1000,
+    settled: () => stability.stableFor(settledAfterMs(ttl)),
+    onExpired: (requestId) => app.log.info({ requestId }, 'no reader resumed this stream within the grace period; stopping it'),
+  });
+  cancels.on('smessage', (from: string, message: string) => {
     if (from !== channel) return;
-    const job = running.get(requestId);
-    if (job && !job.controller.signal.aborted) job.controller.abort('client_cancelled');
+    const detached = detachedRequest(message);
+    const job = running.get(detached ?? message);
+    if (!job) return;
+    if (detached !== undefined) grace.detached(detached, job);
+    else if (!job.controller.signal.aborted) job.controller.abort('client_cancelled');
   });
   await cancels.ssubscribe(channel);
   // Fail at start-up, not on the first request, when the catalog file is wrong.
   app.checkCatalog();
 
-  const ttl = config.queue.livenessTtlMs;
-  const stability = new ConnectionStability(app.redis);
   const presence = new WorkerPresence(app.redis, prefix, workerId, ttl, () => ({ concurrency: config.queue.workerConcurrency, active: running.size }));
   await presence.start();
-  const watch = new ClientWatch(app.redis, stability, running, ttl, prefix, (requestId) => {
-    app.log.info({ requestId }, 'the web process holding this request is gone; stopping it');
-  });
+  const watch = new ClientWatch(
+    app.redis,
+    stability,
+    running,
+    ttl,
+    prefix,
+    (requestId) => app.log.info({ requestId }, 'the web process holding this request is gone; stopping it'),
+    (requestId) => {
+      const job = running.get(requestId);
+      if (job) grace.detached(requestId, job);
+    },
+  );
   watch.start();
 
   const runtime: JobRuntime = {
@@ -67,6 +87,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       return (await app.redis.exists(workerAliveKey(prefix, id))) === 1;
     },
     metrics,
+    grace,
     beforeRecord: config.faults.crashBeforeRecord
       ? () => {
           app.log.warn('failpoint crash-before-record: exiting without recording usage');

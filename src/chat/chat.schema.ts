@@ -42,7 +42,14 @@ export const ChatCompletionRequestSchema: JsonSchema = {
     stream: { type: nullable('boolean'), default: false },
     stream_options: {
       type: nullable('object'),
-      properties: { include_usage: { type: nullable('boolean') } },
+      properties: {
+        include_usage: { type: nullable('boolean'), description: 'A last chunk carries the usage (and every chunk `"usage": null`)' },
+        resumable: {
+          type: nullable('boolean'),
+          description:
+            'Only with `stream: true`. The answer outlives its connection: a client that loses it resumes with GET /v1/chat/completions/{id}/stream and Last-Event-ID, and the generation runs on for RESUME_GRACE_SECONDS with no reader before it is cancelled. Without it, a disconnect cancels the request at once.',
+        },
+      },
     },
     stop: { type: nullable('array'), maxItems: 4, items: { type: 'string' } },
     presence_penalty: { type: nullable('number'), minimum: -2, maximum: 2, default: 0 },
@@ -61,7 +68,7 @@ export interface ChatCompletionRequest {
   top_p?: number | null;
   n?: number | null;
   stream?: boolean | null;
-  stream_options?: { include_usage?: boolean | null } | null;
+  stream_options?: { include_usage?: boolean | null; resumable?: boolean | null } | null;
   stop?: string[] | null;
   presence_penalty?: number | null;
   frequency_penalty?: number | null;

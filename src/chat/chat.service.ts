@@ -1,4 +1,3 @@
-import { randomIdPart } from '../ids.js';
 import type { Account } from '../accounts/accounts.repository.js';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Clock } from '../clock.js';
@@ -11,6 +10,7 @@ import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.sc
 import type { PreparedJob } from './completion-job.js';
 import type { SpendCheck } from '../limits/limiter.service.js';
 import { nanoUsdOf, requestCostNanoUsd } from '../usage/usage-cost.js';
+import { completionId } from './relay-protocol.js';
 
 /**
  * Above this many characters the prompt is not tokenized on the web tier (it would hold the event
@@ -18,10 +18,6 @@ import { nanoUsdOf, requestCostNanoUsd } from '../usage/usage-cost.js';
  * purpose for the reservation, and the worker settles to the real count.
  */
 const TOKENIZE_LIMIT_CHARS = 64_000;
-
-export function newCompletionId(): string {
-  return `chatcmpl-${randomIdPart(18)}`;
-}
 
 function estimatePromptTokens(messages: ChatMessage[]): number {
   let chars = 0;
@@ -57,6 +53,10 @@ export interface PrepareDeps {
  */
 export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatCompletionRequest, relayTo: string): PreparedJob {
   refuseUnsupportedFields(req);
+  const resumable = req.stream_options?.resumable === true;
+  if (resumable && req.stream !== true) {
+    throw validationError([{ loc: ['body', 'stream_options', 'resumable'], msg: 'Only a stream can be resumed: set stream to true, or leave resumable out', type: 'value_error' }]);
+  }
   const catalog = app.catalog;
   const model = catalog.find(req.model);
   if (!model) {
@@ -101,7 +101,7 @@ export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatC
   const promptTokens = estimatePromptTokens(messages);
   const completionBudget = (req.max_tokens ?? app.config.limits.defaultCompletionReservation) * (req.n ?? 1);
   return {
-    id: newCompletionId(),
+    id: completionId(relayTo),
     relayTo,
     accountId: account.id,
     tier: account.tier,
@@ -115,6 +115,7 @@ export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatC
     params,
     stream: req.stream === true,
     includeUsage: req.stream === true && req.stream_options?.include_usage === true,
+    resumable,
     created: Math.floor(app.clock.now().getTime() / 1000),
     promptTokens,
     reservedTokens: promptTokens + completionBudget,

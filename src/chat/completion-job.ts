@@ -26,6 +26,8 @@ export interface CompletionJob {
   params: CompletionParams;
   stream: boolean;
   includeUsage: boolean;
+  /** stream_options.resumable: a disconnect leaves it running for the grace period instead of cancelling it. */
+  resumable: boolean;
   /** Unix seconds, the `created` field of every chunk. */
   created: number;
   /** Prompt tokens counted at admission (the reservation), used when the upstream reports none. */

@@ -247,7 +247,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   // `cost` follows OpenRouter's usage.cost: USD, exact as the ledger has it (a JSON number keeps
   // its at most 12 decimals to well under a cent for any single request).
   const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens, cost: Number(requestCostUsd(usageEvent)) };
-  const usageChunk = job.includeUsage ? framer.usage(usage) : '';
+  const usageChunk = job.includeUsage && job.stream && status === 'completed' ? publisher.numbered(framer.usage(usage)) : '';
   if (job.stream && status === 'completed') {
     publisher.note('usage', JSON.stringify({ usage, done: usageChunk } satisfies LoggedUsage));
     await publisher.flushNow();

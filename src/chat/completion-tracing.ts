@@ -35,7 +35,7 @@ export function traceAdmission<A extends { allowed: boolean; reason?: string }>(
 }
 
 /** How a queued request's dispatch ended, as its spans record it; the failures mark the span failed. */
-export type DispatchOutcome = 'final' | 'done' | 'error' | 'gap' | 'idle' | 'cancelled' | 'closed' | 'no_worker' | 'queue_unavailable';
+export type DispatchOutcome = 'final' | 'done' | 'error' | 'gap' | 'idle' | 'cancelled' | 'detached' | 'closed' | 'no_worker' | 'queue_unavailable';
 const FAILED: ReadonlySet<DispatchOutcome> = new Set(['error', 'gap', 'idle', 'no_worker', 'queue_unavailable']);
 
 /** The web process's spans of a queued request: the wait for a worker, then the relay of its answer. */

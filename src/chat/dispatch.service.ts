@@ -31,6 +31,11 @@ export interface Dispatch {
   pickedUp: Promise<void>;
   /** The client went away: stop the job wherever it is (waiting in the queue or running). */
   cancel(): void;
+  /**
+   * The client of a resumable request went away: a job still queued is withdrawn (nothing ran,
+   * nothing to resume); a running one goes on, and its worker starts the grace period.
+   */
+  detach(): void;
   /** Stop listening (the response is complete). */
   close(): void;
 }
@@ -302,6 +307,19 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
       spans.ended('cancelled');
       if (!picked) void withdraw();
       void hub.cancel(job.id);
+    },
+    detach() {
+      if (ended) return;
+      ended = true;
+      clearTimeout(idleTimer);
+      unregister();
+      resolvePickup('ended');
+      spans.ended('detached');
+      const wasPicked = picked;
+      void (async () => {
+        if (!wasPicked && (await withdraw())) return;
+        await hub.detach(job.id);
+      })();
     },
     close() {
       spans.ended('closed');

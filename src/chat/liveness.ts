@@ -73,7 +73,8 @@ export class ConnectionStability {
 /**
  * A worker's watch on the web processes its jobs answer to: every quarter of a TTL it reads their
  * liveness keys, and stops the jobs of any that is gone (SIGKILLed, its host lost). A web process
- * that shuts down cleanly deletes its key, so its jobs stop at once.
+ * that shuts down cleanly deletes its key, so its jobs stop at once. A resumable job is not
+ * stopped: its client may resume elsewhere, so it is handed to `onDetached` (the grace period).
  */
 export class ClientWatch {
   private timer: NodeJS.Timeout | undefined;
@@ -82,10 +83,11 @@ export class ClientWatch {
   constructor(
     private readonly redis: RedisClient,
     private readonly stability: ConnectionStability,
-    private readonly running: ReadonlyMap<string, { controller: AbortController; relayTo: string }>,
+    private readonly running: ReadonlyMap<string, { controller: AbortController; relayTo: string; resumable?: boolean }>,
     private readonly ttlMs: number,
     private readonly prefix: string,
     private readonly onGone: (requestId: string) => void,
+    private readonly onDetached: (requestId: string) => void = () => undefined,
   ) {}
 
   start(): void {
@@ -106,7 +108,10 @@ export class ClientWatch {
       const gone = new Set(instances.filter((_, i) => alive[i] === null));
       if (gone.size === 0) return;
       for (const [requestId, job] of this.running) {
-        if (gone.has(job.relayTo) && !job.controller.signal.aborted) {
+        if (!gone.has(job.relayTo) || job.controller.signal.aborted) continue;
+        if (job.resumable) {
+          this.onDetached(requestId);
+        } else {
           job.controller.abort('client_gone');
           this.onGone(requestId);
         }

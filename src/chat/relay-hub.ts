@@ -3,7 +3,8 @@ import type { Config } from '../config.js';
 import type { DispatchMetrics } from '../metrics.js';
 import { onResubscribed, type RedisClient } from '../infra/redis.js';
 import { Heartbeat, webAliveKey } from './liveness.js';
-import { cancelChannel, decodeRelay, relayChannel, requestStateKey, type RelayMessage } from './relay-protocol.js';
+import { leaveReader } from './readers.js';
+import { cancelChannel, decodeRelay, INSTANCE_LENGTH, runningTtlSeconds, relayChannel, requestStateKey, type RelayMessage } from './relay-protocol.js';
 
 export interface RelayHandler {
   /** A message for this request (undefined: one that could not be read). */
@@ -15,7 +16,13 @@ export interface RelayHandler {
 // After a reconnect the subscription is restored by ioredis on its own schedule; reading the logs
 // at once and again a little later covers whatever was published before it was back.
 const RESYNC_AFTER_MS = [0, 500, 2000];
-const CANCELLED_MEMORY = 1000;
+const MEMORY = 1000;
+
+/** Adds to a set that keeps only the latest MEMORY entries. */
+function remember(set: Set<string>, requestId: string): void {
+  set.add(requestId);
+  if (set.size > MEMORY) set.delete(set.values().next().value!);
+}
 
 /**
  * The web process's end of the relay. One subscriber connection and ONE sharded subscription (this
@@ -26,7 +33,7 @@ const CANCELLED_MEMORY = 1000;
  */
 export class RelayHub {
   /** Identifies this web process in job data, so workers publish to its channel. */
-  readonly instance = randomBytes(6).toString('base64url');
+  readonly instance = randomBytes((INSTANCE_LENGTH * 3) / 4).toString('base64url');
   private readonly handlers = new Map<string, RelayHandler>();
   private readonly sub: RedisClient;
   private readonly prefix: string;
@@ -34,9 +41,14 @@ export class RelayHub {
   private readonly heartbeat: Heartbeat;
   /** Requests a cancel was sent for because their messages still came after they ended. */
   private readonly cancelled = new Set<string>();
+  /**
+   * Resumable requests whose client left: their messages may still come for a moment (until the
+   * worker hears of it and publishes only to the log), and must not be taken for orphans.
+   */
+  private readonly detached = new Set<string>();
   private ready: Promise<void> | undefined;
 
-  constructor(private readonly deps: { redis: RedisClient; subscriber: RedisClient; config: Pick<Config, 'redis' | 'queue'>; metrics: Pick<DispatchMetrics, 'relaying'> }) {
+  constructor(private readonly deps: { redis: RedisClient; subscriber: RedisClient; config: Pick<Config, 'redis' | 'queue' | 'providers'>; metrics: Pick<DispatchMetrics, 'relaying'> }) {
     this.prefix = deps.config.redis.prefix;
     this.channel = relayChannel(this.prefix, this.instance);
     this.sub = deps.subscriber;
@@ -89,6 +101,19 @@ export class RelayHub {
     }
   }
 
+  /**
+   * The client of a resumable request went away: it is counted out as a reader, and the worker
+   * running it starts the grace period in which a resumed stream may pick it up.
+   */
+  async detach(requestId: string): Promise<void> {
+    remember(this.detached, requestId);
+    try {
+      await leaveReader(this.deps.redis, this.prefix, requestStateKey(this.prefix, this.instance, requestId), requestId, this.instance, runningTtlSeconds(this.deps.config));
+    } catch {
+      // Redis is away: the request runs to its end, and is billed for what it produced.
+    }
+  }
+
   get openRequests(): number {
     return this.handlers.size;
   }
@@ -102,9 +127,8 @@ export class RelayHub {
    * have been lost (Redis was restarting). Sent again, once per request.
    */
   private cancelOrphan(requestId: string): void {
-    if (this.cancelled.has(requestId)) return;
-    this.cancelled.add(requestId);
-    if (this.cancelled.size > CANCELLED_MEMORY) this.cancelled.delete(this.cancelled.values().next().value!);
+    if (this.cancelled.has(requestId) || this.detached.has(requestId)) return;
+    remember(this.cancelled, requestId);
     void this.cancel(requestId);
   }
 }

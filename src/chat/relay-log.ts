@@ -1,6 +1,6 @@
 import type { RedisClient } from '../infra/redis.js';
 import { kindOf, logEntryId, seqOfLogEntry, type LogKind } from './relay-protocol.js';
-import { eventData } from './sse.js';
+import { eventData, lastEventIdIn } from './sse.js';
 
 export interface LogEntry {
   seq: number;
@@ -8,10 +8,12 @@ export interface LogEntry {
   payload: string;
 }
 
-/** The request's relay log from `fromSeq` on, in order. */
-export async function readRelayLog(redis: RedisClient, key: string, fromSeq = 0): Promise<LogEntry[]> {
-  const rows = (await redis.xrange(key, logEntryId(fromSeq), '+')) as [string, string[]][];
-  const entries: LogEntry[] = [];
+/** Stream entries as Redis gives them (XRANGE, XREAD): [entry id, [field, value, …]]. */
+export type LogRows = [string, string[]][];
+
+/** The log's entries in `rows`, each with its stream entry id (where a reader goes on from). */
+export function parseLogRows(rows: LogRows): (LogEntry & { entryId: string })[] {
+  const entries: (LogEntry & { entryId: string })[] = [];
   for (const [id, fields] of rows) {
     let kind: LogKind | undefined;
     let payload = '';
@@ -19,9 +21,14 @@ export async function readRelayLog(redis: RedisClient, key: string, fromSeq = 0)
       if (fields[i] === 'k') kind = kindOf(fields[i + 1]!);
       else if (fields[i] === 'p') payload = fields[i + 1]!;
     }
-    if (kind) entries.push({ seq: seqOfLogEntry(id), kind, payload });
+    if (kind) entries.push({ seq: seqOfLogEntry(id), kind, payload, entryId: id });
   }
   return entries;
+}
+
+/** The request's relay log from `fromSeq` on, in order. */
+export async function readRelayLog(redis: RedisClient, key: string, fromSeq = 0): Promise<LogEntry[]> {
+  return parseLogRows(await redis.xrange(key, logEntryId(fromSeq), '+'));
 }
 
 /**
@@ -38,4 +45,14 @@ export function deliveredText(entries: readonly LogEntry[], choices: number): st
     }
   }
   return text;
+}
+
+/** The sequence number of the last SSE event the log holds (0 for none): where a re-run numbers on from. */
+export function lastEventIdOf(entries: readonly LogEntry[]): number {
+  let last = 0;
+  for (const e of entries) {
+    if (e.kind !== 'sse' && e.kind !== 'done') continue;
+    last = Math.max(last, lastEventIdIn(e.payload) ?? 0);
+  }
+  return last;
 }

@@ -1,4 +1,6 @@
+import type { Config } from '../config.js';
 import { hashTag } from '../infra/redis.js';
+import { randomIdPart } from '../ids.js';
 
 // What a worker publishes to the web process holding the client's connection. One message is
 // `<requestId>|<seq>|<kind>|<payload>`: the web tier checks the sequence and writes the payload as is, with
@@ -77,7 +79,40 @@ const webTag = (prefix: string, relayTo: string): string => hashTag(prefix, `w.$
 /** The web process's one channel (sharded pub/sub): every message names its request. */
 export const relayChannel = (prefix: string, relayTo: string): string => `${prefix}:relay:${webTag(prefix, relayTo)}`;
 export const relayLogKey = (prefix: string, relayTo: string, requestId: string): string => `${prefix}:rlog:${webTag(prefix, relayTo)}:${requestId}`;
-/** Who runs the request, and whether its usage is recorded. */
+/**
+ * How long a running request's state and log live unless renewed: three times the upstream
+ * timeout (at least three minutes), so a stream that is still going never loses them.
+ */
+export const runningTtlSeconds = (config: Pick<Config, 'providers'>): number => Math.ceil(Math.max(config.providers.requestTimeoutMs / 1000, 60) * 3);
+
+/** Who runs the request, whether its usage is recorded, who may read it back and who reads it. */
 export const requestStateKey = (prefix: string, relayTo: string, requestId: string): string => `${prefix}:req:${webTag(prefix, relayTo)}:${requestId}`;
-/** A worker process's one cancellation channel: a message is the id of a request to stop. */
+/** A worker process's one cancellation channel: a message is the id of a request to stop, or a detach notice. */
 export const cancelChannel = (prefix: string, workerId: string): string => `${prefix}:cancel:${hashTag(prefix, `k.${workerId}`)}`;
+
+/**
+ * On a worker's cancel channel: a reader of a resumable request left (its client went away). The
+ * worker stops it only if no reader is back within the grace period. A bare request id still
+ * means "stop now".
+ */
+export const detachNotice = (requestId: string): string => `d|${requestId}`;
+export const detachedRequest = (message: string): string | undefined => (message.startsWith('d|') ? message.slice(2) : undefined);
+
+/** The request state's field counting a web process's readers of the request (resumable requests). */
+export const READER_FIELD_PREFIX = 'r.';
+export const readerField = (instance: string): string => `${READER_FIELD_PREFIX}${instance}`;
+
+// A completion id names the web process that took the request: its relay log and state carry that
+// process's hash tag, so any web process finds them from the id alone (a resumed stream, a
+// retrieval), with no index key to write per request. Ids stay OpenAI's `chatcmpl-` plus 24
+// URL-safe characters: the 8 of the web process's instance name, then 16 random ones.
+export const INSTANCE_LENGTH = 8;
+const COMPLETION_ID = new RegExp(`^chatcmpl-([A-Za-z0-9_-]{${INSTANCE_LENGTH}})[A-Za-z0-9_-]{16}$`);
+
+export function completionId(instance: string): string {
+  if (instance.length !== INSTANCE_LENGTH) throw new Error(`a web process instance name has ${INSTANCE_LENGTH} characters, not '${instance}'`);
+  return `chatcmpl-${instance}${randomIdPart(12)}`;
+}
+
+/** The web process that took the request with this id (undefined: not an id this service made). */
+export const originOf = (id: string): string | undefined => COMPLETION_ID.exec(id)?.[1];

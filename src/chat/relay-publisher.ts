@@ -1,5 +1,6 @@
 import { replicated, type ChainableCommander, type RedisClient } from '../infra/redis.js';
-import { encodeRelay, kindCode, logEntryId, relayChannel, relayLogKey, requestStateKey, type LogKind, type RelayKind } from './relay-protocol.js';
+import { encodeRelay, kindCode, logEntryId, readerField, relayChannel, relayLogKey, requestStateKey, type LogKind, type RelayKind } from './relay-protocol.js';
+import { withEventId } from './sse.js';
 
 /**
  * Where one request's relay goes: the web process's channel, the relay log, the request's state.
@@ -25,24 +26,41 @@ export interface RelayTtls {
 
 // The claim, in one round trip: take the request if nobody holds it (a first run) or if told to
 // (a re-run taking over from a dead worker), log and announce `picked`, and say who held it before.
+// A first run also writes who may read the request back (its account) and how (a stream, a
+// resumable one); a resumable request counts its client's connection as a reader, unless that
+// client left before the claim (its web process already counted it out, leaving the field at 0).
 // The channel is passed as a key: on a cluster it must hash to the script's slot, as it does.
-// Reply: { taken 0|1, previous owner ('' if none), recorded '0'|'1' }.
+// Reply: { taken 0|1, previous owner ('' if none), recorded '0'|'1', left before the claim 0|1 }.
 const CLAIM_LUA = `
 local owner = redis.call('HGET', KEYS[1], 'worker')
 local recorded = redis.call('HGET', KEYS[1], 'recorded') or '0'
-if owner and owner ~= ARGV[1] and ARGV[4] ~= '1' then return { 0, owner, recorded } end
+if owner and owner ~= ARGV[1] and ARGV[4] ~= '1' then return { 0, owner, recorded, 0 } end
 redis.call('HSET', KEYS[1], 'worker', ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+local left = 0
 if not owner then
+  redis.call('HSET', KEYS[1], 'account', ARGV[5], 'stream', ARGV[6], 'resumable', ARGV[7] == '' and '0' or '1')
+  if ARGV[7] ~= '' and redis.call('HSETNX', KEYS[1], ARGV[7], 1) == 0 then left = 1 end
   redis.call('XADD', KEYS[2], '1-0', 'k', 'p', 'p', '')
   redis.call('EXPIRE', KEYS[2], ARGV[3])
   redis.call('SPUBLISH', KEYS[3], ARGV[2])
 end
-return { 1, owner or '', recorded }
+return { 1, owner or '', recorded, left }
 `;
 
 type ClaimRedis = RedisClient & {
-  relayClaim(stateKey: string, logKey: string, channel: string, workerId: string, picked: string, ttl: number, force: string): Promise<[number, string, string]>;
+  relayClaim(
+    stateKey: string,
+    logKey: string,
+    channel: string,
+    workerId: string,
+    picked: string,
+    ttl: number,
+    force: string,
+    account: string,
+    stream: string,
+    reader: string,
+  ): Promise<[number, string, string, number]>;
 };
 
 export interface Claim {
@@ -52,19 +70,41 @@ export interface Claim {
   previousOwner: string;
   /** Its usage is recorded: nothing is left to do. */
   recorded: boolean;
+  /** A resumable request whose client left before this first claim: its grace period starts now. */
+  leftBeforeClaim: boolean;
+}
+
+/** What a first claim records about the request, for those who read it back. */
+export interface ClaimedRequest {
+  accountId: string;
+  stream: boolean;
+  /** The web process whose client counts as the first reader of a resumable request; undefined when not resumable. */
+  resumableFor: string | undefined;
 }
 
 /**
  * A worker's first step with a job. A first run takes the request and announces `picked` (seq 0).
  * A job someone else holds is taken only with `force` (its owner is known to be dead).
  */
-export async function claimRequest(redis: RedisClient, target: RelayTarget, workerId: string, ttlSeconds: number, force = false): Promise<Claim> {
+export async function claimRequest(redis: RedisClient, target: RelayTarget, workerId: string, ttlSeconds: number, request: ClaimedRequest, force = false): Promise<Claim> {
   const r = redis as ClaimRedis;
   if (typeof r.relayClaim !== 'function') r.defineCommand('relayClaim', { numberOfKeys: 3, lua: CLAIM_LUA });
-  const [taken, owner, recorded] = await r.relayClaim(target.stateKey, target.logKey, target.channel, workerId, encodeRelay(target.requestId, 0, 'picked'), ttlSeconds, force ? '1' : '0');
+  const reader = request.resumableFor === undefined ? '' : readerField(request.resumableFor);
+  const [taken, owner, recorded, left] = await r.relayClaim(
+    target.stateKey,
+    target.logKey,
+    target.channel,
+    workerId,
+    encodeRelay(target.requestId, 0, 'picked'),
+    ttlSeconds,
+    force ? '1' : '0',
+    request.accountId,
+    request.stream ? '1' : '0',
+    reader,
+  );
   // This worker as the previous owner: a retried claim whose first reply was lost (it had taken the
   // request then). That is still a first run, not a take-over.
-  return { taken: Number(taken) === 1, previousOwner: owner === workerId ? '' : owner, recorded: recorded === '1' };
+  return { taken: Number(taken) === 1, previousOwner: owner === workerId ? '' : owner, recorded: recorded === '1', leftBeforeClaim: Number(left) === 1 };
 }
 
 export interface Message {
@@ -199,6 +239,10 @@ export class RelayBatch {
  */
 export class RelayPublisher {
   private seq: number;
+  /** The sequence number of the last SSE event framed (see sse.ts). */
+  private eventId: number;
+  /** Still published on the web process's channel; a detached resumable request only appends to its log. */
+  private publishing = true;
   private pending: string[] = [];
   private unsent: Message[] = [];
   /**
@@ -213,12 +257,14 @@ export class RelayPublisher {
   constructor(
     private readonly batch: RelayBatch,
     private readonly target: RelayTarget,
-    startSeq: number,
+    /** Where numbering starts: the next relay message, and the last SSE event already sent (0 for none). */
+    start: { seq: number; eventId: number },
     /** Called once the messages Redis has not taken yet exceed `maxBufferedBytes` (a long outage). */
     private readonly onOverflow: () => void = () => undefined,
     private readonly maxBufferedBytes = 4 * 1024 * 1024,
   ) {
-    this.seq = startSeq;
+    this.seq = start.seq;
+    this.eventId = start.eventId;
   }
 
   /** The web process's channel: publishers with the same one share a MULTI. */
@@ -227,12 +273,25 @@ export class RelayPublisher {
   }
 
   /**
-   * Queues one ready-to-write SSE event (`data: …\n\n`), sent at the end of this turn when
-   * `urgent` (a stream's first token), else within the batch's coalescing time.
+   * Queues one ready-to-write SSE event (`data: …\n\n`), numbered, sent at the end of this turn
+   * when `urgent` (a stream's first token), else within the batch's coalescing time.
    */
   sse(event: string, urgent = true): void {
-    this.pending.push(event);
+    this.pending.push(this.numbered(event));
     this.batch.add(this, urgent);
+  }
+
+  /** An SSE event with the next sequence number, for a message of its own (the usage chunk at the end). */
+  numbered(event: string): string {
+    return withEventId(++this.eventId, event);
+  }
+
+  /**
+   * The request's client left and it is resumable: nobody listens on the web process's channel for
+   * it any more, so messages only go to the relay log, where readers of the resumed stream follow it.
+   */
+  stopPublishing(): void {
+    this.publishing = false;
   }
 
   /** Adds a log-only entry (the upstream's usage), so a re-run of the job can bill it exactly. */
@@ -355,7 +414,7 @@ export class RelayPublisher {
 
   private addMessage(tx: ChainableCommander, m: Message): number {
     tx.xadd(this.target.logKey, logEntryId(m.seq, isNote(m)), 'k', kindCode(m.kind), 'p', m.payload);
-    if (m.kind === 'usage') return 1;
+    if (m.kind === 'usage' || !this.publishing) return 1;
     tx.spublish(this.target.channel, encodeRelay(this.target.requestId, m.seq, m.kind, m.payload));
     return 2;
   }

@@ -9,13 +9,15 @@ import type { Provider } from '../providers/types.js';
 import type { CompletionMetrics } from '../metrics.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
 import { answerEvents, countChoices, finishRecording, runCompletion, startNow, toRelayError, type LoggedUsage } from './completion-runner.js';
-import { deliveredText, readRelayLog, type LogEntry } from './relay-log.js';
+import { deliveredText, lastEventIdOf, readRelayLog, type LogEntry } from './relay-log.js';
+import type { GraceJob, ResumeGrace } from './resume-grace.js';
 import { claimRequest, relayTarget, RelayPublisher, type RelayBatch, type RelayTarget } from './relay-publisher.js';
+import { runningTtlSeconds } from './relay-protocol.js';
 import type { UsageEvent } from '../usage/usage-event.js';
 import { isDependencyDown } from '../infra/outage.js';
 
-/** A job this worker is running, as its cancellation and its client's liveness see it. */
-export interface RunningJob {
+/** A job this worker is running, as its cancellation, its client's liveness and its grace period see it. */
+export interface RunningJob extends GraceJob {
   controller: AbortController;
   /** The web process holding the client. */
   relayTo: string;
@@ -43,6 +45,8 @@ export interface JobRuntime {
   /** Whether a worker's liveness key is there, read once the connection is known to be settled. */
   workerAlive: (workerId: string) => Promise<boolean>;
   metrics: CompletionMetrics;
+  /** Resumable requests whose client left run on for a grace period. */
+  grace: ResumeGrace;
   /** Failpoint for crash tests: called after the upstream answered, before recording. */
   beforeRecord?: () => void;
 }
@@ -66,8 +70,8 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
   // The same process took a job it is already running (its lock was lost in a Redis restart).
   if (rt.running.has(job.id)) return 'declined';
   const target = relayTarget(app.config.redis.prefix, job.relayTo, job.id);
-  const ttl = Math.ceil(Math.max(app.config.providers.requestTimeoutMs / 1000, 60) * 3);
-  const running: RunningJob = { controller: new AbortController(), relayTo: job.relayTo };
+  const ttl = runningTtlSeconds(app.config);
+  const running: RunningJob = { controller: new AbortController(), relayTo: job.relayTo, resumable: job.resumable === true };
   rt.running.set(job.id, running);
   rt.metrics.active.set(rt.running.size);
   try {
@@ -87,10 +91,11 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
 
     // A job fetched just before Redis went away is claimed once it is back (bounded, like the record).
     const deadline = performance.now() + app.config.queue.redisOutageMaxMs;
+    const claimed = { accountId: job.accountId, stream: job.stream, resumableFor: running.resumable ? job.relayTo : undefined };
     const claimOnce = async (force = false) => {
       for (;;) {
         try {
-          return await claimRequest(app.redis, target, rt.workerId, ttl, force);
+          return await claimRequest(app.redis, target, rt.workerId, ttl, claimed, force);
         } catch (err) {
           if (!isDependencyDown(err) || performance.now() > deadline) throw err;
           app.outages.redis.failure('claim', err);
@@ -114,6 +119,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       throw err;
     }
     if (claim.recorded) return decline(running);
+    if (claim.leftBeforeClaim) rt.grace.detached(job.id, running);
     // A job handed out again with no trace of an earlier run, admitted longer ago than any client
     // still waits and any state is kept: its request ended long ago and its state has expired
     // (every worker was down for minutes between its end and the queue's record of it). Running it
@@ -123,12 +129,12 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       running.controller.abort('expired');
       app.log.warn({ requestId: job.id }, 'job handed out again long after its request; not running it');
       const expired = new AppError('unavailable', 'The request expired before a worker could answer it; please retry.', { code: 'request_expired' });
-      const publisher = new RelayPublisher(rt.batch, target, 1);
+      const publisher = new RelayPublisher(rt.batch, target, { seq: 1, eventId: 0 });
       await finishRecording({ ...runnerDeps(rt, job), publisher }, job, 'error', JSON.stringify(toRelayError(expired)), usageOf(job, 'failed', 0, 0));
       return 'expired';
     }
 
-    let startSeq = 1;
+    const start = { seq: 1, eventId: 0 };
     if (claim.previousOwner !== '') {
       running.controller.abort('rerun');
       firstAttempt = undefined;
@@ -137,11 +143,14 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       if (taken !== undefined) return taken;
       // Nothing the client could see: answered afresh, numbering on from what the log holds.
       running.controller = new AbortController();
-      startSeq = Math.max(0, ...log.map((e) => e.seq)) + 1;
+      start.seq = Math.max(0, ...log.map((e) => e.seq)) + 1;
+      start.eventId = lastEventIdOf(log);
     }
 
     rt.metrics.started.inc();
-    const publisher = new RelayPublisher(rt.batch, target, startSeq, () => running.controller.abort('relay_backlog'));
+    const publisher = new RelayPublisher(rt.batch, target, start, () => running.controller.abort('relay_backlog'));
+    running.publisher = publisher;
+    if (running.detached) publisher.stopPublishing();
     if (refused !== undefined) {
       await finishRecording({ ...runnerDeps(rt, job), publisher }, job, 'error', JSON.stringify(toRelayError(refused)), usageOf(job, 'failed', 0, 0));
       return 'failed';
@@ -163,6 +172,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     if (outcome.status === 'cancelled') rt.metrics.cancellations.inc({ cause: String(running.controller.signal.reason ?? 'client_cancelled') });
     return outcome.status;
   } finally {
+    clearTimeout(running.graceTimer);
     rt.running.delete(job.id);
     rt.metrics.active.set(rt.running.size);
   }
@@ -185,7 +195,7 @@ async function takeOver(rt: JobRuntime, job: CompletionJob, target: RelayTarget,
   const { app } = rt;
   if (log.some((e) => e.kind === 'done' || e.kind === 'final' || e.kind === 'error')) return 'declined';
   const lastSeq = Math.max(0, ...log.map((e) => e.seq));
-  const publisher = new RelayPublisher(rt.batch, target, lastSeq + 1);
+  const publisher = new RelayPublisher(rt.batch, target, { seq: lastSeq + 1, eventId: lastEventIdOf(log) });
   const deps = { ...runnerDeps(rt, job), publisher };
   const logged = log.find((e) => e.kind === 'usage');
   if (logged) {

@@ -1,15 +1,53 @@
 // Server-sent events as this service writes them, in one place: the worker frames chunks (it
 // publishes ready-to-write bytes, so the web tier writes them without parsing), and the web tier
 // frames what only it can say (the end, an error after the stream started, heartbeats).
+//
+// Every event carries `id: <n>`, its sequence number in the stream (1, 2, 3, …), so a client that
+// loses the connection resumes after the last one it has (Last-Event-ID). The worker numbers the
+// chunks as it frames them; the web tier numbers the events it adds (the error event, [DONE])
+// after the last number it wrote. Each event begins with its id line and a chunk's JSON never
+// holds a raw newline, so an event boundary is exactly `\n\n` followed by `id: `.
 
 import type { CompletionJob } from './completion-job.js';
 
-export const DONE = 'data: [DONE]\n\n';
 export const HEARTBEAT = ': keep-alive\n\n';
 
+/** One event with its sequence number. */
+export const withEventId = (id: number, event: string): string => `id: ${id}\n${event}`;
+
+/** The end of a stream, numbered after the event before it. */
+export const doneEvent = (id: number): string => withEventId(id, 'data: [DONE]\n\n');
+
 /** An error after the stream has started: an event clients (and the OpenAI SDK) read as an error. */
-export function errorEvent(error: { message: string; type: string; code: string | null; param: string | null }): string {
-  return `data: ${JSON.stringify({ error: { message: error.message, type: error.type, code: error.code, param: error.param } })}\n\n`;
+export function errorEvent(id: number, error: { message: string; type: string; code: string | null; param: string | null }): string {
+  return withEventId(id, `data: ${JSON.stringify({ error: { message: error.message, type: error.type, code: error.code, param: error.param } })}\n\n`);
+}
+
+const ID_LINE = 'id: ';
+
+function idAt(events: string, at: number): number | undefined {
+  if (!events.startsWith(ID_LINE, at)) return undefined;
+  const end = events.indexOf('\n', at);
+  const id = Number(events.slice(at + ID_LINE.length, end));
+  return Number.isSafeInteger(id) ? id : undefined;
+}
+
+/** The sequence number of the last event in a run of events (undefined when none carries one). */
+export function lastEventIdIn(events: string): number | undefined {
+  const boundary = events.lastIndexOf(`\n\n${ID_LINE}`);
+  return idAt(events, boundary < 0 ? 0 : boundary + 2);
+}
+
+/** The events of a run whose sequence number is above `after` (ids rise within a run). */
+export function eventsAfter(events: string, after: number): string {
+  for (let at = 0; at < events.length; ) {
+    const id = idAt(events, at);
+    if (id !== undefined && id > after) return at === 0 ? events : events.slice(at);
+    const end = events.indexOf('\n\n', at);
+    if (end < 0) break;
+    at = end + 2;
+  }
+  return '';
 }
 
 export interface ChunkFramer {

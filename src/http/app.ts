@@ -55,6 +55,15 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
         await next();
       });
     }
+    if (spec.headers) {
+      const schema = spec.headers;
+      const names = Object.keys(schema.properties ?? {});
+      stack.push(async (ctx, next) => {
+        const present = names.filter((name) => ctx.headers[name] !== undefined).map((name) => [name, ctx.headers[name]]);
+        ctx.state.headers = validate(schema, Object.fromEntries(present), 'header');
+        await next();
+      });
+    }
     if (spec.body) {
       const schema = spec.body;
       const required = spec.bodyRequired ?? true;

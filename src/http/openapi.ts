@@ -52,8 +52,8 @@ const errorRef = (description: string) => ({
   content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } },
 });
 
-/** One OpenAPI parameter per property of a route's `params` or `query` object schema. */
-function parametersOf(schema: JsonSchema | undefined, location: 'path' | 'query') {
+/** One OpenAPI parameter per property of a route's `params`, `query` or `headers` object schema. */
+function parametersOf(schema: JsonSchema | undefined, location: 'path' | 'query' | 'header') {
   if (!schema) return [];
   const required = (schema.required ?? []) as string[];
   return Object.entries((schema.properties ?? {}) as Record<string, JsonSchema>).map(([name, property]) => ({
@@ -84,7 +84,7 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
         ...(spec.headers ? { headers: Object.fromEntries(Object.entries(spec.headers).map(([h, d]) => [h, { description: d, schema: { type: 'string' } }])) } : {}),
       };
     }
-    if (r.params || r.query || r.body) {
+    if (r.params || r.query || r.headers || r.body) {
       responses['422'] = {
         description: 'Validation error',
         content: { 'application/json': { schema: { $ref: '#/components/schemas/HTTPValidationError' } } },
@@ -94,7 +94,7 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
     responses['429'] ??= errorRef('Rate limit exceeded; retry with exponential backoff');
     responses['500'] ??= errorRef('Server error');
 
-    const parameters = [...parametersOf(r.params, 'path'), ...parametersOf(r.query, 'query')];
+    const parameters = [...parametersOf(r.params, 'path'), ...parametersOf(r.query, 'query'), ...parametersOf(r.headers, 'header')];
 
     const security =
       r.auth === 'none' ? [] : r.auth === 'api_key' ? [{ ApiKey: [] }] : r.auth === 'jwt' ? [{ JWT: [] }] : [{ ApiKey: [] }, { JWT: [] }];

@@ -23,6 +23,8 @@ export interface AppState {
   keyCheck?: { versionKey: string; version: string | null; refresh: () => Promise<Account> };
   body?: unknown;
   query?: unknown;
+  /** The request headers a route declares, validated against its `headers` schema. */
+  headers?: unknown;
   /** The path parameters, validated against the route's `params` schema. */
   params?: unknown;
   rawBody?: string;
@@ -54,6 +56,8 @@ export interface RouteSpec {
   tag: string;
   auth: AuthMode;
   query?: JsonSchema;
+  /** Request headers the route reads: an object schema keyed by lower-case header name, validated (422 at ['header', name]) and documented. */
+  headers?: JsonSchema;
   /**
    * An object schema with one required property per `:name` in the path: validated (422 at
    * ['path', name]) and documented as `in: path` parameters.

@@ -13,9 +13,11 @@ export type { ChainableCommander };
 /**
  * The roles a Redis connection plays. BullMQ's production guide asks for different settings:
  * a blocking worker connection must retry forever, while anything on a request path must fail
- * fast so a client gets a prompt 503 instead of a hung request.
+ * fast so a client gets a prompt 503 instead of a hung request. A `blocking` connection serves one
+ * blocking read loop (the live tail of a relay log that resumed streams follow) and waits out a
+ * reconnect.
  */
-export type RedisRole = 'command' | 'subscriber' | 'queue-producer' | 'queue-worker';
+export type RedisRole = 'command' | 'subscriber' | 'queue-producer' | 'queue-worker' | 'blocking';
 
 /** The longest a connection waits between two reconnect attempts. */
 export const RECONNECT_MAX_DELAY_MS = 1000;
@@ -36,6 +38,7 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
     subscriber: { maxRetriesPerRequest: null, enableOfflineQueue: true },
     'queue-producer': { maxRetriesPerRequest: 1, enableOfflineQueue: false },
     'queue-worker': { maxRetriesPerRequest: null, enableOfflineQueue: true },
+    blocking: { maxRetriesPerRequest: null, enableOfflineQueue: true },
   };
   const options = { ...base, ...byRole[role] };
   let client: RedisClient;

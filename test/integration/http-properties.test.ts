@@ -68,6 +68,8 @@ describe('every endpoint, with generated input (fast-check)', function () {
             persona: fc.option(fc.constantFrom(...personas())),
             'messages.*.role': fc.constantFrom(...ROLES),
             logit_bias: fc.option(fc.dictionary(fc.nat(200_000).map(String), fc.integer({ min: -100, max: 100 }), { maxKeys: 5 })),
+            // resumable: true needs stream: true, a rule across two fields (test/e2e/chat-resume.test.ts).
+            'stream_options.resumable': fc.constantFrom(null, false),
           },
         },
         // Queued, then refused because no worker took it: every check before the queue passed.
@@ -100,6 +102,18 @@ describe('every endpoint, with generated input (fast-check)', function () {
           },
         },
         accepted: (r) => r.status === 200,
+      },
+      // No completion has these ids: every valid one is looked up and not found. (An empty id is
+      // another URL, the one that creates completions.)
+      {
+        spec: route('get /v1/chat/completions/:completion_id'),
+        gen: { overrides: { completion_id: fc.stringMatching(/^[\w-]{1,64}$/) } },
+        accepted: (r) => r.status === 404 && r.body?.error?.code === 'completion_not_found',
+      },
+      {
+        spec: route('get /v1/chat/completions/:completion_id/stream'),
+        gen: { query: true, overrides: { completion_id: fc.stringMatching(/^[\w-]{1,64}$/), starting_after: fc.nat().map(String) } },
+        accepted: (r) => r.status === 404 && r.body?.error?.code === 'completion_not_found',
       },
     ];
   };

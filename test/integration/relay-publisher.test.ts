@@ -30,7 +30,7 @@ describe('relay publisher', () => {
     });
     await sub.ssubscribe(target.channel);
     const batch = new RelayBatch(redis, { runningSeconds: 60, endedSeconds: 60 });
-    const publisher = new RelayPublisher(batch, target, 1);
+    const publisher = new RelayPublisher(batch, target, { seq: 1, eventId: 0 });
     // One event per event-loop turn: a Redis round trip spans several turns, so several batches
     // are in flight at once.
     for (let i = 0; i < 200; i++) {
@@ -41,7 +41,8 @@ describe('relay publisher', () => {
     const log = await readRelayLog(redis, target.logKey);
     const sentSeqs = log.map((e) => e.seq);
     expect(sentSeqs).to.deep.equal([...sentSeqs].sort((a, b) => a - b));
-    expect(log.map((e) => e.payload).join('')).to.equal(Array.from({ length: 200 }, (_, i) => `data: {"n":${i}}\n\n`).join(''));
+    // Each event numbered as it was queued (its SSE `id:`), whatever message it travelled in.
+    expect(log.map((e) => e.payload).join('')).to.equal(Array.from({ length: 200 }, (_, i) => `id: ${i + 1}\ndata: {"n":${i}}\n\n`).join(''));
     // Every published message arrives before the end message that follows it; wait for the end.
     const last = sentSeqs.at(-1)!;
     for (let i = 0; i < 200 && !received.includes(last); i++) await new Promise((r) => setTimeout(r, 5));
@@ -53,10 +54,10 @@ describe('relay publisher', () => {
     const target = relayTarget(config.redis.prefix, randomId(), randomId());
     // A long window, so the test does not depend on how fast the machine is.
     const batch = new RelayBatch(redis, { runningSeconds: 60, endedSeconds: 60 }, () => undefined, 60_000);
-    const publisher = new RelayPublisher(batch, target, 1);
+    const publisher = new RelayPublisher(batch, target, { seq: 1, eventId: 0 });
     publisher.sse('data: first\n\n', true);
     for (let i = 0; i < 20 && (await readRelayLog(redis, target.logKey)).length === 0; i++) await new Promise((r) => setTimeout(r, 5));
-    expect((await readRelayLog(redis, target.logKey)).map((e) => e.payload)).to.deep.equal(['data: first\n\n']);
+    expect((await readRelayLog(redis, target.logKey)).map((e) => e.payload)).to.deep.equal(['id: 1\ndata: first\n\n']);
     for (const token of ['a', 'b', 'c']) {
       publisher.sse(`data: ${token}\n\n`, false);
       await nextTurn();
@@ -66,8 +67,8 @@ describe('relay publisher', () => {
     await publisher.finish('done', '', async () => undefined);
     const log = await readRelayLog(redis, target.logKey);
     expect(log.map((e) => [e.kind, e.payload])).to.deep.equal([
-      ['sse', 'data: first\n\n'],
-      ['sse', 'data: a\n\ndata: b\n\ndata: c\n\n'],
+      ['sse', 'id: 1\ndata: first\n\n'],
+      ['sse', 'id: 2\ndata: a\n\nid: 3\ndata: b\n\nid: 4\ndata: c\n\n'],
       ['done', ''],
     ]);
   });

@@ -13,7 +13,8 @@ export function corsFor(origins: readonly string[]): Middleware<AppState> {
   return cors({
     origin: (ctx) => (allowed.has(ctx.get('Origin')) ? ctx.get('Origin') : ''),
     allowMethods: ['GET', 'POST', 'PUT', 'DELETE'],
-    allowHeaders: ['Authorization', 'Content-Type', 'X-Request-Id'],
+    // Last-Event-ID: a browser resuming a stream (GET /v1/chat/completions/{id}/stream) sends it.
+    allowHeaders: ['Authorization', 'Content-Type', 'X-Request-Id', 'Last-Event-ID'],
     exposeHeaders: [
       'X-Request-Id',
       'Retry-After',

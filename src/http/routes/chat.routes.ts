@@ -1,32 +1,16 @@
 import type { AppContext } from '../../context.js';
-import { AppError, kindForStatus } from '../../errors.js';
+import { AppError } from '../../errors.js';
 import { CHAT_BODY_LIMIT_BYTES, ChatCompletionRequestSchema, ChatCompletionSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
 import { prepareCompletion, spendCheckOf } from '../../chat/chat.service.js';
 import { alertSpendLimitReached } from '../../billing/spend-alerts.service.js';
 import type { PreparedJob } from '../../chat/completion-job.js';
 import type { Dispatch, DispatchEvent } from '../../chat/dispatch.service.js';
-import type { RelayError } from '../../chat/relay-protocol.js';
-import { DONE, errorEvent, HEARTBEAT } from '../../chat/sse.js';
+import { SseResponse } from '../sse-response.js';
+import { lostRelay, relayFailure, stalled } from './chat-errors.js';
 import { admissionError, GuardChanged, type Admission } from '../../limits/limiter.service.js';
 import type { Account } from '../../accounts/accounts.repository.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 import { traceAdmission } from '../../chat/completion-tracing.js';
-
-/** A failure reported by the worker, as the error the client sees: status, type and headers as the worker decided. */
-function relayFailure(e: RelayError): AppError {
-  return new AppError(kindForStatus(e.status), e.error.message, {
-    status: e.status,
-    type: e.error.type,
-    code: e.error.code ?? undefined,
-    param: e.error.param,
-    headers: e.headers ?? {},
-  });
-}
-
-const lostRelay = () =>
-  new AppError('upstream', 'Part of the response was lost between the worker and this server; please retry.', { code: 'relay_interrupted' });
-const stalled = () => new AppError('upstream', 'The worker stopped answering; please retry.', { code: 'worker_timeout' });
-
 
 async function plainCompletion(ctx: HttpContext, app: AppContext, job: PreparedJob): Promise<void> {
   let settle!: (e: DispatchEvent) => void;
@@ -34,7 +18,7 @@ async function plainCompletion(ctx: HttpContext, app: AppContext, job: PreparedJ
   const d = await app.dispatcher.dispatch(job, (e) => {
     if (e.kind !== 'picked' && e.kind !== 'sse') settle(e);
   });
-  watchDisconnect(ctx, d);
+  watchDisconnect(ctx, d, false);
   await d.pickedUp;
   const e = await outcome;
   if (e.kind === 'final') {
@@ -51,104 +35,55 @@ async function plainCompletion(ctx: HttpContext, app: AppContext, job: PreparedJ
  * is committed and kept alive with SSE comments.
  */
 async function streamCompletion(ctx: HttpContext, app: AppContext, job: PreparedJob): Promise<void> {
-  const res = ctx.res;
   const heartbeatMs = app.config.queue.heartbeatMs;
-  let committed = false;
-  let finished = false;
-  let lastWrite = 0;
-  let beat: NodeJS.Timeout | undefined;
-  let settleFirst!: (v: { committed: true } | { error: AppError }) => void;
-  const first = new Promise<{ committed: true } | { error: AppError }>((r) => (settleFirst = r));
-
-  const maxBuffered = app.config.queue.streamMaxBufferedBytes;
-  const write = (s: string) => {
-    lastWrite = performance.now();
-    res.write(s);
-    // The relay cannot slow the worker down, so a client that stops reading would make this
-    // process hold the rest of its answer. Past the bound the stream ends; the close cancels the
-    // job (watchDisconnect), which stops the upstream and bills what was produced.
-    if (res.writableLength > maxBuffered) {
-      app.log.info({ requestId: job.id, traceId: ctx.state.traceId, buffered: res.writableLength }, 'stream client stopped reading; ending the stream');
-      res.destroy();
-    }
-  };
-  const commit = () => {
-    if (committed) return;
-    committed = true;
-    // From here on Koa leaves the response to us; its status is kept for metrics and logs.
-    ctx.respond = false;
-    ctx.status = 200;
-    // No Connection header of our own: Node keeps the connection alive, or closes it after the
-    // stream when the client asked for Connection: close.
-    res.writeHead(200, {
-      'Content-Type': 'text/event-stream; charset=utf-8',
-      'Cache-Control': 'no-cache',
-      'X-Accel-Buffering': 'no',
-    });
-    beat = setInterval(() => {
-      if (performance.now() - lastWrite >= heartbeatMs - 5) write(HEARTBEAT);
-    }, heartbeatMs);
-    settleFirst({ committed: true });
-  };
-  const finish = (tail: string) => {
-    if (finished) return;
-    finished = true;
-    clearInterval(beat);
-    res.end(tail);
-  };
-  const fail = (err: AppError) => {
-    if (committed) finish(errorEvent(err) + DONE);
-    else settleFirst({ error: err });
-  };
-
+  const sse = new SseResponse(ctx, {
+    heartbeatMs,
+    maxBufferedBytes: app.config.queue.streamMaxBufferedBytes,
+    // The close cancels the job (watchDisconnect), which stops the upstream and bills what was
+    // produced; a resumable one runs on for its grace period instead.
+    onSlowReader: (buffered) => app.log.info({ requestId: job.id, traceId: ctx.state.traceId, buffered }, 'stream client stopped reading; ending the stream'),
+  });
   let waitTimer: NodeJS.Timeout | undefined;
   const d = await app.dispatcher.dispatch(job, (e) => {
     clearTimeout(waitTimer);
     switch (e.kind) {
       case 'picked':
         // A slow first token: commit after one heartbeat interval and keep the connection alive.
-        waitTimer = setTimeout(() => {
-          commit();
-          write(HEARTBEAT);
-        }, heartbeatMs);
+        waitTimer = setTimeout(() => sse.heartbeat(), heartbeatMs);
         return;
       case 'sse':
-        commit();
-        write(e.payload);
-        return;
+        return sse.events(e.payload);
       case 'done':
-        commit();
-        finish(e.payload + DONE);
-        return;
+        return sse.end(e.payload);
       case 'final':
-        commit();
-        finish(DONE);
-        return;
+        return sse.end('');
       case 'error':
-        return fail(relayFailure(e.error));
+        return sse.fail(relayFailure(e.error));
       case 'idle':
-        return fail(stalled());
+        return sse.fail(stalled());
       case 'gap':
-        return fail(lostRelay());
+        return sse.fail(lostRelay());
     }
   });
-  res.once('close', () => {
-    clearTimeout(waitTimer);
-    clearInterval(beat);
-  });
-  watchDisconnect(ctx, d);
+  ctx.res.once('close', () => clearTimeout(waitTimer));
+  watchDisconnect(ctx, d, job.resumable);
   await d.pickedUp;
-  const outcome = await first;
+  const outcome = await sse.first;
   if ('error' in outcome) {
     clearTimeout(waitTimer);
     throw outcome.error;
   }
+  if ('closed' in outcome) ctx.respond = false;
 }
 
-/** A client that goes away mid-request cancels the job: withdrawn if queued, aborted if running. */
-function watchDisconnect(ctx: HttpContext, d: Dispatch): void {
+/**
+ * A client that goes away mid-request cancels the job: withdrawn if queued, aborted if running.
+ * A resumable stream's job runs on instead, for the grace period in which it may be resumed.
+ */
+function watchDisconnect(ctx: HttpContext, d: Dispatch, resumable: boolean): void {
   ctx.res.once('close', () => {
     if (ctx.res.writableFinished) d.close();
+    else if (resumable) d.detach();
     else d.cancel();
   });
 }
@@ -200,7 +135,8 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
     summary: 'Create a chat completion (JSON, or server-sent events when stream is true)',
     description:
       'Rate-limit headers (X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset and the OpenAI x-ratelimit-* set) are on every response. ' +
-      'A stream is a sequence of `data: <chat.completion.chunk JSON>` lines ending with `data: [DONE]`.',
+      'A stream is a sequence of `data: <chat.completion.chunk JSON>` events ending with `data: [DONE]`, each with `id: <n>`, its sequence number, to resume after with GET /v1/chat/completions/{completion_id}/stream. ' +
+      'With `stream_options.resumable` the generation outlives its connection for RESUME_GRACE_SECONDS; without it, a disconnect cancels it at once.',
     tag: 'chat',
     auth: 'api_key',
     // The admission script confirms a cached key's version: no separate Redis read per request.

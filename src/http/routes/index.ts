@@ -4,10 +4,11 @@ import { subscriptionRoutes } from './subscriptions.routes.js';
 import { webhookRoutes } from './webhooks.routes.js';
 import { accountsRoutes } from './accounts.routes.js';
 import { chatRoutes } from './chat.routes.js';
+import { chatRetrievalRoutes } from './chat-retrieval.routes.js';
 import { modelsRoutes } from './models.routes.js';
 import { billingRoutes } from './billing.routes.js';
 
 /** Every endpoint of the service, in the order the OpenAPI document lists them. */
 export function allRoutes(openApi: () => unknown): RouteSpec[] {
-  return [...accountsRoutes(), ...chatRoutes, ...modelsRoutes(), ...subscriptionRoutes(), ...webhookRoutes(), ...billingRoutes(), ...opsRoutes(openApi)];
+  return [...accountsRoutes(), ...chatRoutes, ...chatRetrievalRoutes, ...modelsRoutes(), ...subscriptionRoutes(), ...webhookRoutes(), ...billingRoutes(), ...opsRoutes(openApi)];
 }

@@ -1,0 +1,136 @@
+import { once } from 'node:events';
+import type { AppError } from '../errors.js';
+import { doneEvent, errorEvent, HEARTBEAT, lastEventIdIn } from '../chat/sse.js';
+import type { HttpContext } from './route.js';
+
+export interface SseResponseOptions {
+  heartbeatMs: number;
+  /** How far the client may fall behind (bytes written, not yet sent). */
+  maxBufferedBytes: number;
+  /**
+   * Past maxBufferedBytes the stream is ended (a live relay cannot slow its worker down, so a
+   * client that stops reading would make this process hold the rest of its answer); this is told
+   * first. Without it, the writer waits for the client instead (drained()).
+   */
+  onSlowReader?: (buffered: number) => void;
+}
+
+export type FirstOutcome = { committed: true } | { error: AppError } | { closed: true };
+
+/**
+ * One server-sent-events response, the same for a new stream and a resumed one. Headers go out
+ * with the first event (or the first heartbeat), so a failure before any output still gets a real
+ * status; after that a failure is an error event and [DONE]. An idle stream carries a comment
+ * every heartbeatMs. The events the web tier adds are numbered after the last one written.
+ */
+export class SseResponse {
+  private committed = false;
+  private finished = false;
+  private lastWrite = 0;
+  private beat: NodeJS.Timeout | undefined;
+  /** The last run of events written, read only when an event is numbered here (the end). */
+  private lastEvents = '';
+  private knownEventId = 0;
+  private settleFirst!: (v: FirstOutcome) => void;
+  /** Settles when the stream starts, fails before it starts, or its client leaves first. */
+  readonly first = new Promise<FirstOutcome>((r) => (this.settleFirst = r));
+
+  constructor(
+    private readonly ctx: HttpContext,
+    private readonly opts: SseResponseOptions,
+  ) {
+    ctx.res.once('close', () => {
+      clearInterval(this.beat);
+      this.settleFirst({ closed: true });
+    });
+  }
+
+  get isCommitted(): boolean {
+    return this.committed;
+  }
+
+  commit(): void {
+    if (this.committed) return;
+    this.committed = true;
+    const { ctx } = this;
+    // From here on Koa leaves the response to us; its status is kept for metrics and logs.
+    ctx.respond = false;
+    ctx.status = 200;
+    // No Connection header of our own: Node keeps the connection alive, or closes it after the
+    // stream when the client asked for Connection: close.
+    ctx.res.writeHead(200, {
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      'Cache-Control': 'no-cache',
+      'X-Accel-Buffering': 'no',
+    });
+    this.beat = setInterval(() => {
+      if (performance.now() - this.lastWrite >= this.opts.heartbeatMs - 5) this.write(HEARTBEAT);
+    }, this.opts.heartbeatMs);
+    this.settleFirst({ committed: true });
+  }
+
+  /** Starts the stream if need be and keeps it alive (a slow first token). */
+  heartbeat(): void {
+    this.commit();
+    this.write(HEARTBEAT);
+  }
+
+  /** Numbered events, ready to write. */
+  events(payload: string): void {
+    this.commit();
+    this.lastEvents = payload;
+    this.write(payload);
+  }
+
+  /** The end: the last events (may be ''), then [DONE]. `lastEventId`: the stream's last event number, when the caller knows it. */
+  end(payload: string, lastEventId = 0): void {
+    this.commit();
+    if (payload !== '') this.lastEvents = payload;
+    this.knownEventId = Math.max(this.knownEventId, lastEventId);
+    this.finish(payload + doneEvent(this.nextEventId()));
+  }
+
+  /** A failure: the error as the response, or, once the stream has started, an error event and [DONE]. */
+  fail(err: AppError, lastEventId = 0): void {
+    if (!this.committed) return this.settleFirst({ error: err });
+    this.knownEventId = Math.max(this.knownEventId, lastEventId);
+    const id = this.nextEventId();
+    this.finish(errorEvent(id, err) + doneEvent(id + 1));
+  }
+
+  /**
+   * Resolves once the client has taken what was written (at most maxBufferedBytes left), or has
+   * gone; a client that takes nothing for `timeoutMs` is cut off.
+   */
+  async drained(timeoutMs: number): Promise<void> {
+    const res = this.ctx.res;
+    if (res.writableLength <= this.opts.maxBufferedBytes || res.destroyed) return;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    try {
+      await Promise.race([once(res, 'drain', { signal: timeout }), once(res, 'close', { signal: timeout })]);
+    } catch {
+      res.destroy();
+    }
+  }
+
+  private nextEventId(): number {
+    return Math.max(this.knownEventId, lastEventIdIn(this.lastEvents) ?? 0) + 1;
+  }
+
+  private write(s: string): void {
+    const res = this.ctx.res;
+    this.lastWrite = performance.now();
+    res.write(s);
+    if (this.opts.onSlowReader && res.writableLength > this.opts.maxBufferedBytes) {
+      this.opts.onSlowReader(res.writableLength);
+      res.destroy();
+    }
+  }
+
+  private finish(tail: string): void {
+    if (this.finished) return;
+    this.finished = true;
+    clearInterval(this.beat);
+    this.ctx.res.end(tail);
+  }
+}
