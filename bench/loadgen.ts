@@ -27,21 +27,25 @@ export interface LoadResult {
   wallMs: number;
 }
 
-function one(agent: http.Agent, spec: Omit<LoadSpec, 'concurrency' | 'requests'>, payload: string): Promise<Sample> {
+/** The POST of `payload` to the spec's URL with its key and headers, over `agent`. */
+function postOptions(spec: Pick<LoadSpec, 'url' | 'apiKey' | 'headers'>, agent: http.Agent, payload: string): http.RequestOptions {
   const u = new URL(spec.url);
+  return {
+    host: u.hostname,
+    port: u.port,
+    path: u.pathname,
+    method: 'POST',
+    agent,
+    headers: { ...spec.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${spec.apiKey}` },
+  };
+}
+
+function one(agent: http.Agent, spec: Omit<LoadSpec, 'concurrency' | 'requests'>, payload: string): Promise<Sample> {
   return new Promise((resolve, reject) => {
     const start = performance.now();
     let ttft = -1;
     const req = http.request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: 'POST',
-        agent,
-        headers: { ...spec.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${spec.apiKey}` },
-        timeout: spec.timeoutMs ?? 60_000,
-      },
+      { ...postOptions(spec, agent, payload), timeout: spec.timeoutMs ?? 60_000 },
       (res) => {
         if (res.statusCode !== 200) {
           res.resume();
@@ -141,18 +145,6 @@ export async function runOpenLoop(spec: OpenLoopSpec): Promise<LoadResult & { la
   return { samples, errors, wallMs, lateMs };
 }
 
-/** A small seeded generator (mulberry32), so every side of an open-loop row gets the same arrivals. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export function percentile(values: number[], p: number): number {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
@@ -166,20 +158,12 @@ export function percentile(values: number[], p: number): number {
  */
 export async function holdStreams(spec: Omit<LoadSpec, 'requests' | 'concurrency' | 'stream'>, count: number, opening = 1000): Promise<{ established: number; close(): void }> {
   const agent = new http.Agent({ keepAlive: false, maxSockets: count + 10 });
-  const u = new URL(spec.url);
   const payload = JSON.stringify({ ...spec.body, stream: true });
   const reqs: http.ClientRequest[] = [];
   const openOne = () =>
     new Promise<void>((resolve, reject) => {
       const req = http.request(
-        {
-          host: u.hostname,
-          port: u.port,
-          path: u.pathname,
-          method: 'POST',
-          agent,
-          headers: { ...spec.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${spec.apiKey}` },
-        },
+        postOptions(spec, agent, payload),
         (res) => {
           res.on('data', () => undefined);
           res.on('error', () => undefined);

@@ -16,8 +16,11 @@ export const LOCAL_MODEL_FINGERPRINT = 'local-model-v1';
 
 // ---- deterministic text --------------------------------------------------------------------
 
-/** mulberry32: a tiny, well-distributed PRNG; we only need reproducibility, not secrecy. */
-function prng(seed: number): () => number {
+/**
+ * mulberry32: a tiny, well-distributed PRNG for reproducibility, not secrecy (the benchmark's
+ * open-loop arrivals use it too, so every side gets the same schedule).
+ */
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
