@@ -26,7 +26,10 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
     let web: TestWeb;
     const used: string[] = [];
     // Behind a proxy (TRUST_PROXY), each test is its own client through X-Forwarded-For.
-    const clientIp = () => `198.51.100.${Math.floor(Math.random() * 250) + 1}`;
+    // A fresh address per call: random ones from one /24 collided now and then, so a test's client
+    // inherited sign-ups another test had made from the same address.
+    let nextHost = 0;
+    const clientIp = () => `198.51.${100 + Math.floor(nextHost / 250)}.${(nextHost++ % 250) + 1}`;
     const signup = (address: string, ip: string, forwardedFor = ip) => {
       used.push(address);
       return post(`${web.url}/v1/auth/signup`, { name: 'Ada', email: address, organization: 'Engines' }, { headers: { 'x-forwarded-for': forwardedFor } });
