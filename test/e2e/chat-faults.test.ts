@@ -61,8 +61,10 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
     const first = await start('worker', env);
     const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, story(400, 2));
     await s.waitFor(15);
-    await start('worker', env); // the survivor that takes the stalled job over
+    // Killed before the survivor starts: a start slower than the rest of the answer (a loaded
+    // machine) would otherwise let the stream end before its worker is killed.
     await first.stop('SIGKILL');
+    await start('worker', env); // the survivor that takes the stalled job over
     await s.finished;
     expect(JSON.parse(s.events.at(-2)!).error.code).to.equal('worker_interrupted');
     const received = receivedText(s.events, 2);
