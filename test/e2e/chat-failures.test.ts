@@ -127,8 +127,9 @@ describe('chat completions when things go wrong', () => {
     const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask);
     await s.waitFor(3);
     const id = chunkId(s.events[0]!);
-    await start('worker', env); // the survivor that will find the stalled job
+    // Killed before the survivor starts, so a slow start cannot let the stream end first.
     await first.stop('SIGKILL');
+    await start('worker', env); // the survivor that will find the stalled job
     await s.finished;
     const last = s.events.at(-1);
     expect(last).to.equal('[DONE]');
