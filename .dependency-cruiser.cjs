@@ -25,7 +25,8 @@ module.exports = {
     },
     {
       name: 'features-do-not-see-the-context',
-      comment: 'Features, providers, infra and the core take narrow inputs; only the edges and scripts see the process context.',
+      comment:
+        'Features, providers, infra and the core take narrow inputs; only the edges and scripts see the process context.',
       severity: 'error',
       from: { path: `${FEATURES}|^src/(providers|infra)/|${CORE}|^db/` },
       to: { path: CONTEXT },
@@ -45,35 +46,39 @@ module.exports = {
     },
     {
       name: 'providers-know-no-features',
-      comment: 'A provider takes an OpenAI-shaped request and yields chunks; it knows nothing of accounts, billing or the rest.',
+      comment:
+        'A provider takes an OpenAI-shaped request and yields chunks; it knows nothing of accounts, billing or the rest.',
       severity: 'error',
       from: { path: '^src/providers/', pathNot: '[.]test[.]ts$' },
       to: { path: `${FEATURES}|^src/(http|infra)/|^workers/` },
     },
     {
       name: 'infra-and-core-stay-low',
-      comment: 'One file per outside system and the shared core: they import neither features nor providers (config.ts only the plug-ins\' settings).',
+      comment:
+        "One file per outside system and the shared core: they import neither features nor providers (config.ts only the plug-ins' settings).",
       severity: 'error',
       from: { path: `^src/infra/|${CORE}` },
       to: { path: `${FEATURES}|^src/providers/`, pathNot: PLUGINS },
     },
     {
       name: 'provider-plug-ins-stay-light',
-      comment: 'config.ts reads every provider\'s settings through the plug-in list, so the list and the plug-ins load nothing else: adapters and their SDKs come by dynamic import, with the registry.',
+      comment:
+        "config.ts reads every provider's settings through the plug-in list, so the list and the plug-ins load nothing else: adapters and their SDKs come by dynamic import, with the registry.",
       severity: 'error',
       from: { path: PLUGINS },
       to: { pathNot: PLUGINS, dependencyTypesNot: ['dynamic-import', 'type-only'] },
     },
     {
       name: 'edges-call-services-not-repositories',
-      comment: 'Routes and workers call a feature\'s service; the service decides what to read and write (types may be shared).',
+      comment:
+        "Routes and workers call a feature's service; the service decides what to read and write (types may be shared).",
       severity: 'error',
       from: { path: '^(src/http|workers)/' },
       to: { path: '[.]repository[.]ts$', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'only-repositories-write-sql',
-      comment: 'SQL (kysely\'s sql template) is written in repositories, the database module and migrations only.',
+      comment: "SQL (kysely's sql template) is written in repositories, the database module and migrations only.",
       severity: 'error',
       from: { path: '^(src|workers|scripts)/', pathNot: '([.]repository[.]ts|^src/infra/db[.]ts)$' },
       to: { path: 'node_modules/kysely/', dependencyTypesNot: ['type-only'] },

@@ -40,7 +40,11 @@ export function pidsNamed(comm: string, title?: (cmdline: string) => boolean): n
  * (checkpointer, WAL writer and the like), not the backends of other databases on a shared server.
  */
 export function postgresPidsFor(database: string): number[] {
-  return pidsNamed('postgres', (title) => title.includes(` ${database} `) || !/ \S+ (\d{1,3}(\.\d{1,3}){3}|\[?[0-9a-f:]+\]?)\(\d+\)|\[local\]/i.test(title));
+  return pidsNamed(
+    'postgres',
+    (title) =>
+      title.includes(` ${database} `) || !/ \S+ (\d{1,3}(\.\d{1,3}){3}|\[?[0-9a-f:]+\]?)\(\d+\)|\[local\]/i.test(title),
+  );
 }
 
 export type CpuSnapshot = Record<string, number>;
@@ -94,7 +98,10 @@ export function machineBusyMs(): number | undefined {
     const first = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
     // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest is inside user)
     const [user, nice, system, , , irq, softirq, steal] = first.trim().split(/\s+/).slice(1).map(Number);
-    return (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) * 1000) / TICKS_PER_SECOND;
+    return (
+      (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) * 1000) /
+      TICKS_PER_SECOND
+    );
   } catch {
     return undefined;
   }

@@ -41,7 +41,9 @@ const server = http.createServer((req, res) => {
     return;
   }
   if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
-    res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found","type":"invalid_request_error"}}');
+    res
+      .writeHead(404, { 'content-type': 'application/json' })
+      .end('{"error":{"message":"not found","type":"invalid_request_error"}}');
     return;
   }
   let raw = '';
@@ -88,7 +90,9 @@ async function answer(body: Req, res: http.ServerResponse): Promise<void> {
   if (closed) return;
   res.write(`data: ${head}{"index":0,"delta":{},"finish_reason":"length"}]}\n\n`);
   if (body.stream_options?.include_usage) {
-    res.write(`data: ${head}],"usage":{"prompt_tokens":${promptTokens},"completion_tokens":${tokens},"total_tokens":${promptTokens + tokens}}}\n\n`);
+    res.write(
+      `data: ${head}],"usage":{"prompt_tokens":${promptTokens},"completion_tokens":${tokens},"total_tokens":${promptTokens + tokens}}}\n\n`,
+    );
   }
   res.end('data: [DONE]\n\n');
 }

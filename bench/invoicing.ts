@@ -40,16 +40,25 @@ const MODELS = ['gpt-4.1', 'claude-haiku-4-5', 'gemini-2.5-flash'];
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const prefix = `bench_inv_${randomUUID().slice(0, 8)}`;
 const fake = await new FakeStripe({ traffic: { latencyMs: [50, 150], opsPerSecond: LIMIT } }).start();
-const env = { ...process.env, ...fake.env({ STRIPE_MAX_OPS_PER_SECOND: String(PACE) }), REDIS_PREFIX: prefix, LOG_LEVEL: 'warn', INVOICING_CONCURRENCY: a.concurrency };
+const env = {
+  ...process.env,
+  ...fake.env({ STRIPE_MAX_OPS_PER_SECOND: String(PACE) }),
+  REDIS_PREFIX: prefix,
+  LOG_LEVEL: 'warn',
+  INVOICING_CONCURRENCY: a.concurrency,
+};
 const config = loadConfig(env);
-if (!/bench/.test(new URL(config.db.url).pathname)) throw new Error(`refusing to empty ${config.db.url}: the invoicing benchmark runs on a database of its own`);
+if (!/bench/.test(new URL(config.db.url).pathname))
+  throw new Error(`refusing to empty ${config.db.url}: the invoicing benchmark runs on a database of its own`);
 const app = createContext(config, { role: 'bench' });
 const children: ChildProcess[] = [];
 
 try {
   await prepare();
   for (let i = 0; i < WORKERS; i++) children.push(await startWorker(i));
-  say(`invoicing ${ACCOUNTS} accounts for ${MONTH} with ${WORKERS} worker process(es), ${a.concurrency} accounts at once each; Stripe fake: 50-150 ms a call, ${LIMIT} calls/s; service paced to ${PACE} calls/s`);
+  say(
+    `invoicing ${ACCOUNTS} accounts for ${MONTH} with ${WORKERS} worker process(es), ${a.concurrency} accounts at once each; Stripe fake: 50-150 ms a call, ${LIMIT} calls/s; service paced to ${PACE} calls/s`,
+  );
   const first = fake.requests.length;
   const t0 = performance.now();
   const run = await runJob(app, JOBS.invoices, MONTH, { force: true });
@@ -61,7 +70,9 @@ try {
   const imposedS = served / LIMIT;
   const ok = await verify();
   say('');
-  say('| accounts | workers | Stripe calls | 429s | wall time | calls/s achieved (limit) | time the limit imposes | wall ÷ imposed | every account invoiced once, lines = ledger |');
+  say(
+    '| accounts | workers | Stripe calls | 429s | wall time | calls/s achieved (limit) | time the limit imposes | wall ÷ imposed | every account invoiced once, lines = ledger |',
+  );
   say('|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   say(
     `| ${ACCOUNTS} | ${WORKERS} | ${served} | ${refused} | ${wallS.toFixed(1)} s | ${(served / wallS).toFixed(1)} (${LIMIT}) | ${imposedS.toFixed(1)} s | ${(wallS / imposedS).toFixed(3)} | ${ok ? 'yes' : 'NO'} |`,
@@ -84,7 +95,14 @@ async function prepare(): Promise<void> {
     const rows = Array.from({ length: n }, (_, j) => {
       const email = `bench-${i + j}@example.com`;
       const customer = fake.createCustomerDirectly({ email, name: `Bench ${i + j}` });
-      return { name: `Bench ${i + j}`, email, organization: 'Bench', tier: 'paid' as const, verified_at: new Date(), stripe_customer_id: String(customer.id) };
+      return {
+        name: `Bench ${i + j}`,
+        email,
+        organization: 'Bench',
+        tier: 'paid' as const,
+        verified_at: new Date(),
+        stripe_customer_id: String(customer.id),
+      };
     });
     const ids = await app.db.insertInto('accounts').values(rows).returning('id').execute();
     const events: UsageEvent[] = [];
@@ -113,7 +131,10 @@ async function prepare(): Promise<void> {
 
 function startWorker(i: number): Promise<ChildProcess> {
   // At info level the worker says when it is ready; its output is read until then, and dropped after.
-  const child = spawn(process.execPath, [path.join(dist, 'workers', 'worker.js')], { env: { ...env, NODE_ENV: 'development', LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [path.join(dist, 'workers', 'worker.js')], {
+    env: { ...env, NODE_ENV: 'development', LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let ready = false;
   return new Promise((resolve, reject) => {
@@ -137,7 +158,15 @@ async function verify(): Promise<boolean> {
   const ledger = await sql<{ account_id: string; model: string; cents: string }>`
     select account_id, model, floor(sum(cost_usd) * 100 + 0.5)::bigint::text as cents
       from usage_events where tier = 'paid' group by account_id, model`.execute(app.db);
-  const lines = await sql<{ account_id: string; invoices: string; model: string; cents: string; total: string; customer: string; stripe_invoice_id: string }>`
+  const lines = await sql<{
+    account_id: string;
+    invoices: string;
+    model: string;
+    cents: string;
+    total: string;
+    customer: string;
+    stripe_invoice_id: string;
+  }>`
     select i.account_id, count(*) over (partition by i.account_id, l.model)::text as invoices, l.model, l.amount_cents::text as cents,
            i.amount_cents::text as total, a.stripe_customer_id as customer, i.stripe_invoice_id
       from invoices i join invoice_lines l on l.invoice_id = i.id join accounts a on a.id = i.account_id
@@ -162,6 +191,8 @@ async function verify(): Promise<boolean> {
     const c = byCustomer.get(customer);
     if (!c || c.n !== 1 || c.total !== total) ok = false;
   }
-  say(`checked: ${invoiced.size} accounts invoiced, ${lines.rows.length} lines against ${ledger.rows.length} ledger sums, ${byCustomer.size} Stripe customers invoiced: ${ok ? 'every account once, lines equal to the ledger' : 'MISMATCH'}`);
+  say(
+    `checked: ${invoiced.size} accounts invoiced, ${lines.rows.length} lines against ${ledger.rows.length} ledger sums, ${byCustomer.size} Stripe customers invoiced: ${ok ? 'every account once, lines equal to the ledger' : 'MISMATCH'}`,
+  );
   return ok;
 }

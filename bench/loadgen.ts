@@ -28,7 +28,11 @@ export interface LoadResult {
 }
 
 /** The POST of `payload` to the spec's URL with its key and headers, over `agent`. */
-function postOptions(spec: Pick<LoadSpec, 'url' | 'apiKey' | 'headers'>, agent: http.Agent, payload: string): http.RequestOptions {
+function postOptions(
+  spec: Pick<LoadSpec, 'url' | 'apiKey' | 'headers'>,
+  agent: http.Agent,
+  payload: string,
+): http.RequestOptions {
   const u = new URL(spec.url);
   return {
     host: u.hostname,
@@ -36,7 +40,12 @@ function postOptions(spec: Pick<LoadSpec, 'url' | 'apiKey' | 'headers'>, agent: 
     path: u.pathname,
     method: 'POST',
     agent,
-    headers: { ...spec.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${spec.apiKey}` },
+    headers: {
+      ...spec.headers,
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(payload),
+      authorization: `Bearer ${spec.apiKey}`,
+    },
   };
 }
 
@@ -44,28 +53,26 @@ function one(agent: http.Agent, spec: Omit<LoadSpec, 'concurrency' | 'requests'>
   return new Promise((resolve, reject) => {
     const start = performance.now();
     let ttft = -1;
-    const req = http.request(
-      { ...postOptions(spec, agent, payload), timeout: spec.timeoutMs ?? 60_000 },
-      (res) => {
-        if (res.statusCode !== 200) {
-          res.resume();
-          res.on('end', () => reject(new Error(`status ${res.statusCode}`)));
-          return;
-        }
-        if (!spec.stream) ttft = performance.now() - start;
-        const parser = spec.stream
-          ? createParser({
-              onEvent: (e) => {
-                if (ttft < 0 && e.data !== '[DONE]' && e.data.includes('"content":"') && !e.data.includes('"content":""')) ttft = performance.now() - start;
-              },
-            })
-          : undefined;
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => parser?.feed(d));
-        res.on('end', () => resolve({ ttftMs: ttft, totalMs: performance.now() - start }));
-        res.on('error', reject);
-      },
-    );
+    const req = http.request({ ...postOptions(spec, agent, payload), timeout: spec.timeoutMs ?? 60_000 }, (res) => {
+      if (res.statusCode !== 200) {
+        res.resume();
+        res.on('end', () => reject(new Error(`status ${res.statusCode}`)));
+        return;
+      }
+      if (!spec.stream) ttft = performance.now() - start;
+      const parser = spec.stream
+        ? createParser({
+            onEvent: (e) => {
+              if (ttft < 0 && e.data !== '[DONE]' && e.data.includes('"content":"') && !e.data.includes('"content":""'))
+                ttft = performance.now() - start;
+            },
+          })
+        : undefined;
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => parser?.feed(d));
+      res.on('end', () => resolve({ ttftMs: ttft, totalMs: performance.now() - start }));
+      res.on('error', reject);
+    });
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
     req.end(payload);
@@ -117,7 +124,7 @@ export async function runOpenLoop(spec: OpenLoopSpec): Promise<LoadResult & { la
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
   const payload = JSON.stringify({ ...spec.body, stream: spec.stream });
   const arrivals: number[] = [];
-  for (let t = 0; ; ) {
+  for (let t = 0; ;) {
     t += (-Math.log(1 - spec.random()) / spec.rate) * 1000;
     if (t >= spec.durationMs) break;
     arrivals.push(t);
@@ -156,21 +163,22 @@ export function percentile(values: number[], p: number): number {
  * when every one has its response headers; `close()` ends them. At most `opening` are being
  * opened at once, so a large count does not overflow the server's accept backlog.
  */
-export async function holdStreams(spec: Omit<LoadSpec, 'requests' | 'concurrency' | 'stream'>, count: number, opening = 1000): Promise<{ established: number; close(): void }> {
+export async function holdStreams(
+  spec: Omit<LoadSpec, 'requests' | 'concurrency' | 'stream'>,
+  count: number,
+  opening = 1000,
+): Promise<{ established: number; close(): void }> {
   const agent = new http.Agent({ keepAlive: false, maxSockets: count + 10 });
   const payload = JSON.stringify({ ...spec.body, stream: true });
   const reqs: http.ClientRequest[] = [];
   const openOne = () =>
     new Promise<void>((resolve, reject) => {
-      const req = http.request(
-        postOptions(spec, agent, payload),
-        (res) => {
-          res.on('data', () => undefined);
-          res.on('error', () => undefined);
-          if (res.statusCode === 200) resolve();
-          else reject(new Error(`status ${res.statusCode}`));
-        },
-      );
+      const req = http.request(postOptions(spec, agent, payload), (res) => {
+        res.on('data', () => undefined);
+        res.on('error', () => undefined);
+        if (res.statusCode === 200) resolve();
+        else reject(new Error(`status ${res.statusCode}`));
+      });
       req.on('error', reject);
       req.end(payload);
       reqs.push(req);

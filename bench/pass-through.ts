@@ -25,10 +25,17 @@ const server = http.createServer((req, res) => {
         method: req.method,
         path: req.url,
         agent,
-        headers: { 'content-type': 'application/json', 'content-length': payload.length, authorization: req.headers.authorization ?? '' },
+        headers: {
+          'content-type': 'application/json',
+          'content-length': payload.length,
+          authorization: req.headers.authorization ?? '',
+        },
       },
       (answer) => {
-        res.writeHead(answer.statusCode ?? 502, { 'content-type': answer.headers['content-type'] ?? 'application/json', 'cache-control': 'no-cache' });
+        res.writeHead(answer.statusCode ?? 502, {
+          'content-type': answer.headers['content-type'] ?? 'application/json',
+          'cache-control': 'no-cache',
+        });
         answer.pipe(res);
       },
     );

@@ -21,10 +21,18 @@ function ensurePortkey(root: string): string {
   const entry = path.join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
   if (existsSync(entry)) return entry;
   mkdirSync(dir, { recursive: true });
-  writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ private: true, description: 'benchmark peer, installed by bench/peers.ts' }));
+  writeFileSync(
+    path.join(dir, 'package.json'),
+    JSON.stringify({ private: true, description: 'benchmark peer, installed by bench/peers.ts' }),
+  );
   process.stderr.write(`bench: installing @portkey-ai/gateway@${PORTKEY_VERSION} into ${dir}\n`);
-  const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--save-exact', `@portkey-ai/gateway@${PORTKEY_VERSION}`], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
-  if (r.status !== 0 || !existsSync(entry)) throw new Error(`could not install @portkey-ai/gateway@${PORTKEY_VERSION} (npm exited with ${r.status})`);
+  const r = spawnSync(
+    'npm',
+    ['install', '--no-audit', '--no-fund', '--save-exact', `@portkey-ai/gateway@${PORTKEY_VERSION}`],
+    { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  if (r.status !== 0 || !existsSync(entry))
+    throw new Error(`could not install @portkey-ai/gateway@${PORTKEY_VERSION} (npm exited with ${r.status})`);
   return entry;
 }
 

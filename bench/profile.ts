@@ -26,21 +26,38 @@ interface CpuProfile {
 /** First match wins, tried on each frame from the leaf up. */
 const RULES: [string, (f: Frame) => boolean][] = [
   ['relay: publish and log (worker)', (f) => f.url.includes('/chat/relay-publisher.')],
-  ['relay: receive and write to the client (web)', (f) => /\/chat\/(relay-hub|sse)\./.test(f.url) || f.url.includes('/chat/dispatch.service.') && f.functionName !== 'dispatch'],
+  [
+    'relay: receive and write to the client (web)',
+    (f) =>
+      /\/chat\/(relay-hub|sse)\./.test(f.url) ||
+      (f.url.includes('/chat/dispatch.service.') && f.functionName !== 'dispatch'),
+  ],
   ['prompt token count', (f) => /\/providers\/tokenizer\.|gpt-tokenizer/.test(f.url)],
   ['upstream request and SSE parse', (f) => /\/providers\/|eventsource-parser/.test(f.url)],
   ['completion run: framing chunks, choices', (f) => f.url.includes('/chat/completion-runner.')],
   ['claim and job control', (f) => /\/chat\/run-job\.|\/workers\/completion\./.test(f.url)],
   ['usage stream append (worker)', (f) => f.url.includes('/usage/usage-stream.')],
   ['limits script: admission (web), settlement (worker)', (f) => f.url.includes('/limits/limiter.service.')],
-  ['metering: usage stream to Postgres', (f) => f.url.includes('/usage/metering.') || f.url.includes('/workers/metering.')],
+  [
+    'metering: usage stream to Postgres',
+    (f) => f.url.includes('/usage/metering.') || f.url.includes('/workers/metering.'),
+  ],
   ['email outbox poll', (f) => f.url.includes('email-outbox') || f.url.includes('email-sender')],
   ['liveness and presence keys', (f) => f.url.includes('/chat/liveness.')],
-  ['admission: validation, queue add', (f) => /\/http\/routes\/chat\.routes\.|\/chat\/chat\.service\.|\/chat\/dispatch\.service\./.test(f.url)],
-  ['HTTP middleware (auth, body, logging, metrics)', (f) => /\/http\/(middleware|app)\.|\/http\/middleware\//.test(f.url) || /\/(koa|@koa)\//.test(f.url)],
+  [
+    'admission: validation, queue add',
+    (f) => /\/http\/routes\/chat\.routes\.|\/chat\/chat\.service\.|\/chat\/dispatch\.service\./.test(f.url),
+  ],
+  [
+    'HTTP middleware (auth, body, logging, metrics)',
+    (f) => /\/http\/(middleware|app)\.|\/http\/middleware\//.test(f.url) || /\/(koa|@koa)\//.test(f.url),
+  ],
   ['BullMQ (job lifecycle)', (f) => f.url.includes('/bullmq/')],
   ['metrics and logs', (f) => /prom-client|pino/.test(f.url)],
-  ['module loading (start-up)', (f) => f.url.startsWith('node:internal/modules') || f.functionName === 'compileSourceTextModule'],
+  [
+    'module loading (start-up)',
+    (f) => f.url.startsWith('node:internal/modules') || f.functionName === 'compileSourceTextModule',
+  ],
 ];
 
 function leafPackage(f: Frame): string {
@@ -87,11 +104,17 @@ if (process.argv[1]?.endsWith('profile.js')) {
   const requests = Number(values.requests ?? NaN);
   for (const file of positionals) {
     const { total, buckets } = attribute(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile);
-    process.stdout.write(`\n${file}: ${(total / 1000).toFixed(0)} ms busy${Number.isFinite(requests) ? `, ${requests} requests` : ''}\n`);
-    process.stdout.write(`| part | busy ms | share |${Number.isFinite(requests) ? ' µs per request |' : ''}\n|---|---|---|${Number.isFinite(requests) ? '---|' : ''}\n`);
+    process.stdout.write(
+      `\n${file}: ${(total / 1000).toFixed(0)} ms busy${Number.isFinite(requests) ? `, ${requests} requests` : ''}\n`,
+    );
+    process.stdout.write(
+      `| part | busy ms | share |${Number.isFinite(requests) ? ' µs per request |' : ''}\n|---|---|---|${Number.isFinite(requests) ? '---|' : ''}\n`,
+    );
     for (const [b, us] of [...buckets].filter(([b]) => b !== '(idle)').sort((x, y) => y[1] - x[1])) {
       if (us / total < 0.005) continue;
-      process.stdout.write(`| ${b} | ${(us / 1000).toFixed(0)} | ${((100 * us) / total).toFixed(1)}% |${Number.isFinite(requests) ? ` ${(us / requests).toFixed(0)} |` : ''}\n`);
+      process.stdout.write(
+        `| ${b} | ${(us / 1000).toFixed(0)} | ${((100 * us) / total).toFixed(1)}% |${Number.isFinite(requests) ? ` ${(us / requests).toFixed(0)} |` : ''}\n`,
+      );
     }
   }
 }

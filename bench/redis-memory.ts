@@ -61,7 +61,13 @@ const mean = (xs: number[]) => (xs.length === 0 ? NaN : xs.reduce((a, b) => a + 
  * sent) and measures the keys under `prefix` it left, MEMORY USAGE on up to `sample` of each kind.
  * Nothing else may be writing under `prefix` meanwhile.
  */
-export async function measureRequestKeys(redis: Redis, prefix: string, kinds: KeyKind[], batch: () => Promise<number>, sample = 100): Promise<RequestKeyFigures> {
+export async function measureRequestKeys(
+  redis: Redis,
+  prefix: string,
+  kinds: KeyKind[],
+  batch: () => Promise<number>,
+  sample = 100,
+): Promise<RequestKeyFigures> {
   const before = await keyNames(redis, prefix);
   const memoryBefore = await usedMemory(redis);
   const requests = await batch();
@@ -93,7 +99,12 @@ export async function measureRequestKeys(redis: Redis, prefix: string, kinds: Ke
     const shape = keyShape(k.replaceAll(prefix, '\0')).replaceAll('\0', prefix);
     otherKeys[shape] = (otherKeys[shape] ?? 0) + 1;
   }
-  return { requests, kinds: figures, otherKeys, usedMemoryPerRequest: (memoryAfter - memoryBefore) / Math.max(1, requests) };
+  return {
+    requests,
+    kinds: figures,
+    otherKeys,
+    usedMemoryPerRequest: (memoryAfter - memoryBefore) / Math.max(1, requests),
+  };
 }
 
 /** Bytes held in Redis at a sustained `requestsPerSecond`: every kind of key, times how long it lives. */

@@ -59,10 +59,15 @@ const requestsFor = (c: number) => (a.quick ? Math.max(20, c * 2) : c === 1 ? 15
 
 const WARMUP_REQUESTS = 200;
 
-const exited = (c: ChildProcess) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)));
+const exited = (c: ChildProcess) =>
+  new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)));
 
 async function countUsage(ctx: ReturnType<typeof createContext>, accountId: string): Promise<number> {
-  const row = await ctx.db.selectFrom('usage_events').select((eb) => eb.fn.countAll<string>().as('n')).where('account_id', '=', accountId).executeTakeFirstOrThrow();
+  const row = await ctx.db
+    .selectFrom('usage_events')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('account_id', '=', accountId)
+    .executeTakeFirstOrThrow();
   return Number(row.n);
 }
 
@@ -71,7 +76,12 @@ function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-function startProcess(entry: string, env: NodeJS.ProcessEnv, ready: RegExp, nodeArgs: string[] = []): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+function startProcess(
+  entry: string,
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+  nodeArgs: string[] = [],
+): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
   const profile = a['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.join(root, 'var', 'bench', 'profiles')] : [];
   const child = spawn(process.execPath, [...profile, ...nodeArgs, entry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -119,11 +129,26 @@ function summarise(results: LoadResult[]) {
   const wall = results.reduce((s, r) => s + r.wallMs, 0);
   const errors = results.reduce((s, r) => s + Object.values(r.errors).reduce((x, y) => x + y, 0), 0);
   return {
-    ttft50: percentile(samples.map((s) => s.ttftMs), 50),
-    ttft99: percentile(samples.map((s) => s.ttftMs), 99),
-    ttft999: percentile(samples.map((s) => s.ttftMs), 99.9),
-    total50: percentile(samples.map((s) => s.totalMs), 50),
-    total99: percentile(samples.map((s) => s.totalMs), 99),
+    ttft50: percentile(
+      samples.map((s) => s.ttftMs),
+      50,
+    ),
+    ttft99: percentile(
+      samples.map((s) => s.ttftMs),
+      99,
+    ),
+    ttft999: percentile(
+      samples.map((s) => s.ttftMs),
+      99.9,
+    ),
+    total50: percentile(
+      samples.map((s) => s.totalMs),
+      50,
+    ),
+    total99: percentile(
+      samples.map((s) => s.totalMs),
+      99,
+    ),
     rps: (samples.length / wall) * 1000,
     errors,
     n: samples.length,
@@ -153,11 +178,21 @@ const MiB = (bytes: number) => bytes / (1024 * 1024);
 
 async function main(): Promise<void> {
   const prefix = `bench_${Date.now().toString(36)}`;
-  const upstream = fork(path.join(here, 'fake-upstream.js'), ['--tokens', a.tokens, '--ttft-ms', '0', '--itl-ms', a['itl-ms']], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-  const upstreamPort = await new Promise<number>((resolve) => upstream.once('message', (m: { port: number }) => resolve(m.port)));
+  const upstream = fork(
+    path.join(here, 'fake-upstream.js'),
+    ['--tokens', a.tokens, '--ttft-ms', '0', '--itl-ms', a['itl-ms']],
+    { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] },
+  );
+  const upstreamPort = await new Promise<number>((resolve) =>
+    upstream.once('message', (m: { port: number }) => resolve(m.port)),
+  );
   const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1`;
-  const proxy = fork(path.join(here, 'pass-through.js'), ['--upstream', `http://127.0.0.1:${upstreamPort}`], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-  const proxyPort = await new Promise<number>((resolve) => proxy.once('message', (m: { port: number }) => resolve(m.port)));
+  const proxy = fork(path.join(here, 'pass-through.js'), ['--upstream', `http://127.0.0.1:${upstreamPort}`], {
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+  const proxyPort = await new Promise<number>((resolve) =>
+    proxy.once('message', (m: { port: number }) => resolve(m.port)),
+  );
   const portkey = await startPortkey(root, upstreamUrl, await freePort());
 
   const env: NodeJS.ProcessEnv = {
@@ -186,24 +221,58 @@ async function main(): Promise<void> {
   const key = generateApiKey();
   const account = await ctx.db
     .insertInto('accounts')
-    .values({ name: 'Benchmark', email: `bench+${prefix}@example.com`, organization: 'bench', tier: 'paid', verified_at: new Date() })
+    .values({
+      name: 'Benchmark',
+      email: `bench+${prefix}@example.com`,
+      organization: 'bench',
+      tier: 'paid',
+      verified_at: new Date(),
+    })
     .returning('id')
     .executeTakeFirstOrThrow();
-  await ctx.db.insertInto('api_keys').values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix }).execute();
+  await ctx.db
+    .insertInto('api_keys')
+    .values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix })
+    .execute();
 
-  const web = await startProcess(path.join(dist, 'src/http/server.js'), { ...env, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/);
-  const worker = await startProcess(path.join(dist, 'workers/worker.js'), { ...env, LOG_LEVEL: 'info' }, /worker: running/);
+  const web = await startProcess(
+    path.join(dist, 'src/http/server.js'),
+    { ...env, LOG_LEVEL: 'info' },
+    /listening on (http:\/\/[^\s"]+)/,
+  );
+  const worker = await startProcess(
+    path.join(dist, 'workers/worker.js'),
+    { ...env, LOG_LEVEL: 'info' },
+    /worker: running/,
+  );
   // The two-worker copy: one web process and two workers on a Redis prefix of their own (so a
   // queue of their own), under the benchmark's prefix so the clean-up below removes it too.
   const env2: NodeJS.ProcessEnv = { ...env, REDIS_PREFIX: `${prefix}w2` };
   const config2 = loadConfig(env2);
-  const web2 = await startProcess(path.join(dist, 'src/http/server.js'), { ...env2, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/);
-  const workers2 = await Promise.all([1, 2].map(() => startProcess(path.join(dist, 'workers/worker.js'), { ...env2, LOG_LEVEL: 'info' }, /worker: running/)));
+  const web2 = await startProcess(
+    path.join(dist, 'src/http/server.js'),
+    { ...env2, LOG_LEVEL: 'info' },
+    /listening on (http:\/\/[^\s"]+)/,
+  );
+  const workers2 = await Promise.all(
+    [1, 2].map(() =>
+      startProcess(path.join(dist, 'workers/worker.js'), { ...env2, LOG_LEVEL: 'info' }, /worker: running/),
+    ),
+  );
   // The traced copy: tracing on, every trace kept, exported to the fake upstream's OTLP sink.
-  const envTraced: NodeJS.ProcessEnv = { ...env, REDIS_PREFIX: `${prefix}tr`, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${upstreamPort}`, OTEL_TRACES_SAMPLER: process.env.OTEL_TRACES_SAMPLER ?? 'always_on' };
+  const envTraced: NodeJS.ProcessEnv = {
+    ...env,
+    REDIS_PREFIX: `${prefix}tr`,
+    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${upstreamPort}`,
+    OTEL_TRACES_SAMPLER: process.env.OTEL_TRACES_SAMPLER ?? 'always_on',
+  };
   const traced = a.tracing
     ? await Promise.all([
-        startProcess(path.join(dist, 'src/http/server.js'), { ...envTraced, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/),
+        startProcess(
+          path.join(dist, 'src/http/server.js'),
+          { ...envTraced, LOG_LEVEL: 'info' },
+          /listening on (http:\/\/[^\s"]+)/,
+        ),
         startProcess(path.join(dist, 'workers/worker.js'), { ...envTraced, LOG_LEVEL: 'info' }, /worker: running/),
       ])
     : [];
@@ -211,13 +280,33 @@ async function main(): Promise<void> {
   const directUrl = `${upstreamUrl}/chat/completions`;
   const messages = [{ role: 'user', content: 'Benchmark prompt: say something.' }];
   const directBody = { model: model.upstream_model, messages, stream_options: { include_usage: true } };
-  const targets: Record<Side, { url: string; apiKey: string; body: Record<string, unknown>; headers?: Record<string, string> }> = {
+  const targets: Record<
+    Side,
+    { url: string; apiKey: string; body: Record<string, unknown>; headers?: Record<string, string> }
+  > = {
     direct: { url: directUrl, apiKey: 'sk-bench-upstream', body: directBody },
     service: { url: serviceUrl, apiKey: key.key, body: { model: model.id, messages } },
-    'two workers': { url: `${web2.match[1]}/v1/chat/completions`, apiKey: key.key, body: { model: model.id, messages } },
-    traced: { url: `${traced[0]?.match[1] ?? 'http://127.0.0.1:9'}/v1/chat/completions`, apiKey: key.key, body: { model: model.id, messages } },
-    'pass-through': { url: `http://127.0.0.1:${proxyPort}/v1/chat/completions`, apiKey: 'sk-bench-upstream', body: directBody },
-    portkey: { url: `${portkey.url}/v1/chat/completions`, apiKey: 'sk-bench-upstream', body: directBody, headers: portkey.headers },
+    'two workers': {
+      url: `${web2.match[1]}/v1/chat/completions`,
+      apiKey: key.key,
+      body: { model: model.id, messages },
+    },
+    traced: {
+      url: `${traced[0]?.match[1] ?? 'http://127.0.0.1:9'}/v1/chat/completions`,
+      apiKey: key.key,
+      body: { model: model.id, messages },
+    },
+    'pass-through': {
+      url: `http://127.0.0.1:${proxyPort}/v1/chat/completions`,
+      apiKey: 'sk-bench-upstream',
+      body: directBody,
+    },
+    portkey: {
+      url: `${portkey.url}/v1/chat/completions`,
+      apiKey: 'sk-bench-upstream',
+      body: directBody,
+      headers: portkey.headers,
+    },
   };
 
   try {
@@ -235,7 +324,14 @@ async function main(): Promise<void> {
       if (a.tracing) await runLoad({ ...targets.traced, stream, concurrency: 8, requests: WARMUP_REQUESTS });
     }
     const redisPid = Number(/process_id:(\d+)/.exec(await ctx.redis.info('server'))?.[1]);
-    const roles: Record<(typeof CPU_ROLES)[number] | (typeof TWO_WORKER_ROLES)[number] | (typeof TRACED_ROLES)[number] | 'pass-through' | 'portkey', () => number[]> = {
+    const roles: Record<
+      | (typeof CPU_ROLES)[number]
+      | (typeof TWO_WORKER_ROLES)[number]
+      | (typeof TRACED_ROLES)[number]
+      | 'pass-through'
+      | 'portkey',
+      () => number[]
+    > = {
       web: () => [web.child.pid!],
       worker: () => [worker.child.pid!],
       'web 2w': () => [web2.child.pid!],
@@ -255,7 +351,13 @@ async function main(): Promise<void> {
     for (const stream of modes) {
       for (const c of concurrencies) {
         const perSide = <T>(f: () => T) => Object.fromEntries(ALL_SIDES.map((t) => [t, f()])) as Record<Side, T>;
-        const row: Row = { mode: stream ? 'stream' : 'json', concurrency: c, results: perSide(() => []), cpu: perSide(() => ({})), machineMs: perSide(() => 0) };
+        const row: Row = {
+          mode: stream ? 'stream' : 'json',
+          concurrency: c,
+          results: perSide(() => []),
+          cpu: perSide(() => ({})),
+          machineMs: perSide(() => 0),
+        };
         for (let r = 0; r < rounds; r++) {
           // Each round starts with the next side, so no side always runs first or last.
           const order = SIDES.map((_, i) => SIDES[(i + r) % SIDES.length]!);
@@ -265,7 +367,8 @@ async function main(): Promise<void> {
             row.results[t].push(await runLoad({ ...targets[t], stream, concurrency: c, requests: requestsFor(c) }));
             row.cpu[t] = add(row.cpu[t], diff(before, snapshot(roles)));
             const machineAfter = machineBusyMs();
-            row.machineMs[t] += machineBefore === undefined || machineAfter === undefined ? NaN : machineAfter - machineBefore;
+            row.machineMs[t] +=
+              machineBefore === undefined || machineAfter === undefined ? NaN : machineAfter - machineBefore;
           }
         }
         rows.push(row);
@@ -284,15 +387,31 @@ async function main(): Promise<void> {
     // Open loop: the same Poisson arrival schedule (one seed per rate and round) on every side.
     const rates = a.rates.split(',').filter(Boolean).map(Number);
     const openMs = Number(a['open-seconds']) * (a.quick ? 200 : 1000);
-    const openRows: { rate: number; results: Record<OpenSide, LoadResult[]>; lateMs: Record<OpenSide, number>; cpu: Record<OpenSide, CpuSnapshot> }[] = [];
+    const openRows: {
+      rate: number;
+      results: Record<OpenSide, LoadResult[]>;
+      lateMs: Record<OpenSide, number>;
+      cpu: Record<OpenSide, CpuSnapshot>;
+    }[] = [];
     for (const rate of rates) {
       const perSide = <T>(f: () => T) => Object.fromEntries(OPEN_SIDES.map((t) => [t, f()])) as Record<OpenSide, T>;
-      const row = { rate, results: perSide((): LoadResult[] => []), lateMs: perSide(() => 0), cpu: perSide((): CpuSnapshot => ({})) };
+      const row = {
+        rate,
+        results: perSide((): LoadResult[] => []),
+        lateMs: perSide(() => 0),
+        cpu: perSide((): CpuSnapshot => ({})),
+      };
       for (let r = 0; r < rounds; r++) {
         const order = OPEN_SIDES.map((_, i) => OPEN_SIDES[(i + r) % OPEN_SIDES.length]!);
         for (const t of order) {
           const before = snapshot(roles);
-          const res = await runOpenLoop({ ...targets[t], stream: true, rate, durationMs: openMs, random: seededRandom(rate * 1000 + r) });
+          const res = await runOpenLoop({
+            ...targets[t],
+            stream: true,
+            rate,
+            durationMs: openMs,
+            random: seededRandom(rate * 1000 + r),
+          });
           row.cpu[t] = add(row.cpu[t], diff(before, snapshot(roles)));
           row.results[t].push(res);
           row.lateMs[t] = Math.max(row.lateMs[t], res.lateMs);
@@ -302,7 +421,9 @@ async function main(): Promise<void> {
       const d = summarise(row.results.direct);
       const s = summarise(row.results.service);
       const k = summarise(row.results.portkey);
-      process.stderr.write(`bench: open loop ${rate}/s: added TTFT p99 service ${fmt(s.ttft99 - d.ttft99)} ms, portkey ${fmt(k.ttft99 - d.ttft99)} ms\n`);
+      process.stderr.write(
+        `bench: open loop ${rate}/s: added TTFT p99 service ${fmt(s.ttft99 - d.ttft99)} ms, portkey ${fmt(k.ttft99 - d.ttft99)} ms\n`,
+      );
     }
 
     // Metering must keep up: every request above is one ledger row once the usage stream drains.
@@ -310,12 +431,27 @@ async function main(): Promise<void> {
     const serviceRequests =
       WARMUP_REQUESTS * 4 +
       (a.tracing ? WARMUP_REQUESTS * 2 : 0) +
-      rows.reduce((n, r) => n + [...r.results.service, ...r.results['two workers'], ...r.results.traced].reduce((m, x) => m + served(x), 0), 0) +
+      rows.reduce(
+        (n, r) =>
+          n +
+          [...r.results.service, ...r.results['two workers'], ...r.results.traced].reduce((m, x) => m + served(x), 0),
+        0,
+      ) +
       openRows.reduce((n, r) => n + r.results.service.reduce((m, x) => m + served(x), 0), 0);
-    const backlog = async () => (await Promise.all([...usageStreamKeys(config), ...usageStreamKeys(config2), ...(a.tracing ? usageStreamKeys(loadConfig(envTraced)) : [])].map((k) => ctx.redis.xlen(k)))).reduce((a, b) => a + b, 0);
+    const backlog = async () =>
+      (
+        await Promise.all(
+          [
+            ...usageStreamKeys(config),
+            ...usageStreamKeys(config2),
+            ...(a.tracing ? usageStreamKeys(loadConfig(envTraced)) : []),
+          ].map((k) => ctx.redis.xlen(k)),
+        )
+      ).reduce((a, b) => a + b, 0);
     const backlogAtEnd = await backlog();
     const drainStart = performance.now();
-    while ((await backlog()) > 0 && performance.now() - drainStart < 30_000) await new Promise((r) => setTimeout(r, 50));
+    while ((await backlog()) > 0 && performance.now() - drainStart < 30_000)
+      await new Promise((r) => setTimeout(r, 50));
     const drainMs = performance.now() - drainStart;
     const recorded = await countUsage(ctx, account.id);
 
@@ -328,7 +464,11 @@ async function main(): Promise<void> {
     const keyKinds = [
       { name: 'relay log (`rlog`)', match: new RegExp(`^${prefix}:rlog:`), ttlSeconds: relayTtlSeconds },
       { name: 'request state (`req`)', match: new RegExp(`^${prefix}:req:`), ttlSeconds: relayTtlSeconds },
-      { name: 'settled marker (`limits:…:settled`)', match: new RegExp(`^${prefix}:limits:\\{[^}]+\\}:settled:`), ttlSeconds: config.limits.settledMarkerTtlMs / 1000 },
+      {
+        name: 'settled marker (`limits:…:settled`)',
+        match: new RegExp(`^${prefix}:limits:\\{[^}]+\\}:settled:`),
+        ttlSeconds: config.limits.settledMarkerTtlMs / 1000,
+      },
     ];
     const memoryRedis = new Redis(config.redis.url);
     const redisMemory: { mode: 'stream' | 'json'; figures: RequestKeyFigures }[] = [];
@@ -351,30 +491,48 @@ async function main(): Promise<void> {
     // the web process says it holds none.
     web.child.kill('SIGTERM');
     await exited(web.child);
-    const idleWeb = await startProcess(path.join(dist, 'src/http/server.js'), { ...env, LOG_LEVEL: 'info' }, /listening on (http:\/\/[^\s"]+)/, [
-      '--expose-gc',
-      '--require',
-      path.join(root, 'bench', 'gc-on-signal.cjs'),
-    ]);
+    const idleWeb = await startProcess(
+      path.join(dist, 'src/http/server.js'),
+      { ...env, LOG_LEVEL: 'info' },
+      /listening on (http:\/\/[^\s"]+)/,
+      ['--expose-gc', '--require', path.join(root, 'bench', 'gc-on-signal.cjs')],
+    );
     const idleBase = idleWeb.match[1]!;
     const idleUrl = `${idleBase}/v1/chat/completions`;
     let collections = 0;
-    idleWeb.child.stderr!.on('data', (d: Buffer) => (collections += (d.toString().match(/gc-on-signal: collected/g) ?? []).length));
+    idleWeb.child.stderr!.on(
+      'data',
+      (d: Buffer) => (collections += (d.toString().match(/gc-on-signal: collected/g) ?? []).length),
+    );
     const collect = async () => {
       const want = collections + 1;
       idleWeb.child.kill('SIGUSR2');
       while (collections < want) await new Promise((r) => setTimeout(r, 10));
-      return { rss: rssMiB(idleWeb.child.pid!), heap: (await metricValue(idleBase, 'nodejs_heap_size_used_bytes')) / (1024 * 1024) };
+      return {
+        rss: rssMiB(idleWeb.child.pid!),
+        heap: (await metricValue(idleBase, 'nodejs_heap_size_used_bytes')) / (1024 * 1024),
+      };
     };
-    await runLoad({ url: idleUrl, apiKey: key.key, body: { model: model.id, messages }, stream: true, concurrency: 8, requests: 100 });
+    await runLoad({
+      url: idleUrl,
+      apiKey: key.key,
+      body: { model: model.id, messages },
+      stream: true,
+      concurrency: 8,
+      requests: 100,
+    });
     const streams = Number(a.streams);
     const idleBefore = await collect();
-    const held = await holdStreams({ url: idleUrl, apiKey: key.key, body: { model: model.id, messages, user: 'ttft=600000' } }, streams);
+    const held = await holdStreams(
+      { url: idleUrl, apiKey: key.key, body: { model: model.id, messages, user: 'ttft=600000' } },
+      streams,
+    );
     const idleOpen = await collect();
     const relayingOpen = await metricValue(idleBase, 'completion_requests_relaying');
     held.close();
     const closeStart = performance.now();
-    while ((await metricValue(idleBase, 'completion_requests_relaying')) > 0 && performance.now() - closeStart < 60_000) await new Promise((r) => setTimeout(r, 100));
+    while ((await metricValue(idleBase, 'completion_requests_relaying')) > 0 && performance.now() - closeStart < 60_000)
+      await new Promise((r) => setTimeout(r, 100));
     const releasedMs = performance.now() - closeStart;
     const relayingClosed = await metricValue(idleBase, 'completion_requests_relaying');
     const idleClosed = await collect();
@@ -382,9 +540,13 @@ async function main(): Promise<void> {
     await exited(idleWeb.child);
 
     const lines: string[] = [];
-    lines.push(`Upstream: ${a.tokens} tokens per answer, time to first token 0 ms, ${a['itl-ms']} ms between tokens; ${rounds} interleaved rounds per row.`);
+    lines.push(
+      `Upstream: ${a.tokens} tokens per answer, time to first token 0 ms, ${a['itl-ms']} ms between tokens; ${rounds} interleaved rounds per row.`,
+    );
     lines.push('');
-    lines.push('| mode | concurrency | TTFT p50 direct / service (added) ms | TTFT p99 direct / service (added) ms | total p50 direct / service (added) ms | total p99 direct / service (added) ms | req/s direct / service | errors |');
+    lines.push(
+      '| mode | concurrency | TTFT p50 direct / service (added) ms | TTFT p99 direct / service (added) ms | total p50 direct / service (added) ms | total p99 direct / service (added) ms | req/s direct / service | errors |',
+    );
     lines.push('|---|---|---|---|---|---|---|---|');
     const out: unknown[] = [];
     for (const row of rows) {
@@ -407,9 +569,13 @@ async function main(): Promise<void> {
       );
     }
     lines.push('');
-    lines.push('Reference, in the same rounds: a bare pass-through proxy in Node (bench/pass-through.ts: no auth, no limits, no queue, no Redis) against the same upstream.');
+    lines.push(
+      'Reference, in the same rounds: a bare pass-through proxy in Node (bench/pass-through.ts: no auth, no limits, no queue, no Redis) against the same upstream.',
+    );
     lines.push('');
-    lines.push('| mode | concurrency | added TTFT p50 ms | added TTFT p99 ms | added total p50 ms | added total p99 ms | req/s direct / pass-through | errors |');
+    lines.push(
+      '| mode | concurrency | added TTFT p50 ms | added TTFT p99 ms | added total p50 ms | added total p99 ms | req/s direct / pass-through | errors |',
+    );
     lines.push('|---|---|---|---|---|---|---|---|');
     for (const row of rows) {
       const d = summarise(row.results.direct);
@@ -424,7 +590,9 @@ async function main(): Promise<void> {
         'against the same upstream. Added is over the direct path of the same row; ✓ marks where the service is at least as good.',
     );
     lines.push('');
-    lines.push('| mode | concurrency | added TTFT p50 service / Portkey ms | added TTFT p99 service / Portkey ms | req/s service / Portkey | service ahead | errors service / Portkey |');
+    lines.push(
+      '| mode | concurrency | added TTFT p50 service / Portkey ms | added TTFT p99 service / Portkey ms | req/s service / Portkey | service ahead | errors service / Portkey |',
+    );
     lines.push('|---|---|---|---|---|---|---|');
     let ahead = 0;
     for (const row of rows) {
@@ -444,14 +612,21 @@ async function main(): Promise<void> {
     lines.push('');
     lines.push(
       `Open loop: streams arrive as a Poisson process at a fixed rate for ${fmt(openMs / 1000)} s per side and round (${rounds} rounds, the same arrival times on every side), ` +
-        'whether or not earlier ones have finished; time to first token is counted from each request\'s scheduled arrival. Added is over the direct path at the same rate.',
+        "whether or not earlier ones have finished; time to first token is counted from each request's scheduled arrival. Added is over the direct path at the same rate.",
     );
     lines.push('');
-    lines.push('| rate /s | side | requests | added TTFT p50 ms | added TTFT p99 ms | added TTFT p99.9 ms | total p99 ms | CPU ms per request | errors |');
+    lines.push(
+      '| rate /s | side | requests | added TTFT p50 ms | added TTFT p99 ms | added TTFT p99.9 ms | total p99 ms | CPU ms per request | errors |',
+    );
     lines.push('|---|---|---|---|---|---|---|---|---|');
     for (const row of openRows) {
       const d = summarise(row.results.direct);
-      const ownCpu: Record<OpenSide, string[]> = { direct: [], service: ['web', 'worker', 'redis', 'postgres'], portkey: ['portkey'], 'pass-through': ['pass-through'] };
+      const ownCpu: Record<OpenSide, string[]> = {
+        direct: [],
+        service: ['web', 'worker', 'redis', 'postgres'],
+        portkey: ['portkey'],
+        'pass-through': ['pass-through'],
+      };
       for (const t of OPEN_SIDES) {
         const x = summarise(row.results[t]);
         const cpu = ownCpu[t].reduce((sum, r) => sum + (row.cpu[t][r] ?? 0), 0) / Math.max(1, x.n);
@@ -477,7 +652,9 @@ async function main(): Promise<void> {
       return { ours: ours / wall, machine: row.machineMs[side] / wall };
     };
     lines.push('');
-    lines.push('CPU per request, ms, by process (through the service; "all" is every process of the benchmark, idle ones included; the last two columns are the whole direct and pass-through runs):');
+    lines.push(
+      'CPU per request, ms, by process (through the service; "all" is every process of the benchmark, idle ones included; the last two columns are the whole direct and pass-through runs):',
+    );
     lines.push('');
     lines.push(`| mode | concurrency | ${CPU_ROLES.join(' | ')} | all | direct | pass-through |`);
     lines.push(`|---|---|${CPU_ROLES.map(() => '---|').join('')}---|---|---|`);
@@ -496,14 +673,18 @@ async function main(): Promise<void> {
           '(to the fake upstream, which drops them). CPU per request of web + worker + Redis + Postgres:',
       );
       lines.push('');
-      lines.push('| mode | concurrency | service ms | traced ms | tracing costs | req/s service / traced | errors traced |');
+      lines.push(
+        '| mode | concurrency | service ms | traced ms | tracing costs | req/s service / traced | errors traced |',
+      );
       lines.push('|---|---|---|---|---|---|---|');
       for (const row of rows) {
         const plain = perRequest(row, 'service')('web', 'worker', 'redis', 'postgres');
         const withTraces = perRequest(row, 'traced')(...TRACED_ROLES, 'redis', 'postgres');
         const s = summarise(row.results.service);
         const t = summarise(row.results.traced);
-        lines.push(`| ${row.mode} | ${row.concurrency} | ${fmt2(plain)} | ${fmt2(withTraces)} | **${fmt((100 * (withTraces - plain)) / plain)}%** | ${fmt(s.rps)} / ${fmt(t.rps)} | ${t.errors} |`);
+        lines.push(
+          `| ${row.mode} | ${row.concurrency} | ${fmt2(plain)} | ${fmt2(withTraces)} | **${fmt((100 * (withTraces - plain)) / plain)}%** | ${fmt(s.rps)} / ${fmt(t.rps)} | ${t.errors} |`,
+        );
       }
     }
     const c32 = rows.find((r) => r.mode === 'stream' && r.concurrency === 32);
@@ -519,11 +700,13 @@ async function main(): Promise<void> {
     lines.push('');
     lines.push(
       'One worker process against two, in the same rounds: the same web configuration and load, the second copy of the service with two worker processes behind its one web process. ' +
-        'Cores busy is CPU time over wall time during that side\'s runs, for the benchmark\'s own processes and for the whole machine (anything else running on it included), out of ' +
+        "Cores busy is CPU time over wall time during that side's runs, for the benchmark's own processes and for the whole machine (anything else running on it included), out of " +
         `${cpuCount()} cores.`,
     );
     lines.push('');
-    lines.push('| mode | concurrency | req/s 1 / 2 workers (ratio) | TTFT p50 1 / 2 workers ms | TTFT p99 1 / 2 workers ms | total p50 1 / 2 workers ms | total p99 1 / 2 workers ms | cores busy, ours 1 / 2 workers | cores busy, machine 1 / 2 workers | errors |');
+    lines.push(
+      '| mode | concurrency | req/s 1 / 2 workers (ratio) | TTFT p50 1 / 2 workers ms | TTFT p99 1 / 2 workers ms | total p50 1 / 2 workers ms | total p99 1 / 2 workers ms | cores busy, ours 1 / 2 workers | cores busy, machine 1 / 2 workers | errors |',
+    );
     lines.push('|---|---|---|---|---|---|---|---|---|---|');
     for (const row of rows) {
       const s = summarise(row.results.service);
@@ -536,7 +719,9 @@ async function main(): Promise<void> {
       );
     }
     lines.push('');
-    lines.push('CPU per request with two workers, ms, by process (the last column is "all" with one worker, from the table above):');
+    lines.push(
+      'CPU per request with two workers, ms, by process (the last column is "all" with one worker, from the table above):',
+    );
     lines.push('');
     const twoWorkerColumns = ['web', 'worker 1', 'worker 2', 'redis', 'postgres', 'upstream', 'load generator'];
     lines.push(`| mode | concurrency | ${twoWorkerColumns.join(' | ')} | all | all, 1 worker |`);
@@ -545,7 +730,9 @@ async function main(): Promise<void> {
       const w = perRequest(row, 'two workers');
       const s = perRequest(row, 'service');
       const cells = [...TWO_WORKER_ROLES, 'redis', 'postgres', 'upstream', 'load generator'].map((r) => w(r));
-      lines.push(`| ${row.mode} | ${row.concurrency} | ${cells.map(fmt2).join(' | ')} | ${fmt2(w(...allRoles(row, 'two workers')))} | ${fmt2(s(...allRoles(row, 'service')))} |`);
+      lines.push(
+        `| ${row.mode} | ${row.concurrency} | ${cells.map(fmt2).join(' | ')} | ${fmt2(w(...allRoles(row, 'two workers')))} | ${fmt2(s(...allRoles(row, 'service')))} |`,
+      );
     }
     lines.push('');
     lines.push(
@@ -553,11 +740,15 @@ async function main(): Promise<void> {
         'MEMORY USAGE of each key (up to 100 per kind), times how long the key lives after its request ends.',
     );
     lines.push('');
-    lines.push('| mode | key | keys per request | bytes per key | TTL after the end, s (observed) | byte-seconds per request |');
+    lines.push(
+      '| mode | key | keys per request | bytes per key | TTL after the end, s (observed) | byte-seconds per request |',
+    );
     lines.push('|---|---|---|---|---|---|');
     for (const { mode, figures } of redisMemory) {
       for (const k of figures.kinds) {
-        lines.push(`| ${mode} | ${k.name} | ${fmt2(k.keysPerRequest)} | ${fmt(k.bytesPerKey)} | ${fmt(k.ttlSeconds)} (${fmt(k.observedTtlSeconds)}) | ${(k.bytesPerRequest * k.ttlSeconds).toFixed(0)} |`);
+        lines.push(
+          `| ${mode} | ${k.name} | ${fmt2(k.keysPerRequest)} | ${fmt(k.bytesPerKey)} | ${fmt(k.ttlSeconds)} (${fmt(k.observedTtlSeconds)}) | ${(k.bytesPerRequest * k.ttlSeconds).toFixed(0)} |`,
+        );
       }
     }
     lines.push('');
@@ -590,9 +781,23 @@ async function main(): Promise<void> {
           at: new Date().toISOString(),
           portkey: PORTKEY_VERSION,
           rows: out,
-          openLoop: openRows.map((r) => ({ rate: r.rate, lateMs: r.lateMs, cpuMs: r.cpu, ...Object.fromEntries(OPEN_SIDES.map((t) => [t, summarise(r.results[t])])) })),
+          openLoop: openRows.map((r) => ({
+            rate: r.rate,
+            lateMs: r.lateMs,
+            cpuMs: r.cpu,
+            ...Object.fromEntries(OPEN_SIDES.map((t) => [t, summarise(r.results[t])])),
+          })),
           redisMemory,
-          idle: { streams, established: held.established, before: idleBefore, open: idleOpen, closed: idleClosed, relayingOpen, relayingClosed, releasedMs },
+          idle: {
+            streams,
+            established: held.established,
+            before: idleBefore,
+            open: idleOpen,
+            closed: idleClosed,
+            relayingOpen,
+            relayingClosed,
+            releasedMs,
+          },
         },
         null,
         2,

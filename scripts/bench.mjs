@@ -20,7 +20,11 @@ await main(async () => {
   const redis = await ensureRedis();
   const env = { ...process.env, DATABASE_URL: postgres.url, REDIS_URL: redis.url };
   await migrate(env);
-  const child = spawn(process.execPath, [path.join(OUT_DIR, 'bench', bench.entry), ...args], { cwd: ROOT, env, stdio: 'inherit' });
+  const child = spawn(process.execPath, [path.join(OUT_DIR, 'bench', bench.entry), ...args], {
+    cwd: ROOT,
+    env,
+    stdio: 'inherit',
+  });
   const code = await new Promise((resolve) => child.once('exit', (c) => resolve(c ?? 1)));
   await postgres.stop();
   await redis.stop();

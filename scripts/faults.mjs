@@ -8,7 +8,11 @@ import { OUT_DIR, ROOT, build, ensureDependencies, main } from './lib/setup.mjs'
 await main(async () => {
   ensureDependencies();
   build();
-  const child = spawn(process.execPath, ['--enable-source-maps', path.join(OUT_DIR, 'test', 'faults', 'run.js'), ...process.argv.slice(2)], { cwd: ROOT, stdio: 'inherit' });
+  const child = spawn(
+    process.execPath,
+    ['--enable-source-maps', path.join(OUT_DIR, 'test', 'faults', 'run.js'), ...process.argv.slice(2)],
+    { cwd: ROOT, stdio: 'inherit' },
+  );
   const forward = (sig) => child.kill(sig);
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);

@@ -7,7 +7,9 @@ const config = loadConfigOrExit();
 const db = createDb(config);
 try {
   const applied = await migrateToLatest(db);
-  process.stdout.write(applied.length ? `migrations applied: ${applied.join(', ')}\n` : 'migrations: already up to date\n');
+  process.stdout.write(
+    applied.length ? `migrations applied: ${applied.join(', ')}\n` : 'migrations: already up to date\n',
+  );
 } catch (err) {
   process.stderr.write(`migration failed: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exitCode = 1;

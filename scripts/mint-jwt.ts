@@ -40,7 +40,10 @@ const email = args[0]!;
 
 const config = loadConfigOrExit();
 if (config.auth.jwt.secret === undefined) {
-  fail(78, 'this service verifies JWTs against JWT_JWKS_URL: tokens come from that identity provider and cannot be minted here (mint-jwt needs JWT_SECRET)');
+  fail(
+    78,
+    'this service verifies JWTs against JWT_JWKS_URL: tokens come from that identity provider and cannot be minted here (mint-jwt needs JWT_SECRET)',
+  );
 }
 
 const db = await openDb(config);
@@ -48,7 +51,9 @@ try {
   const account = await findAccountByEmail(db, email);
   if (!account) fail(65, `no account with the email address ${email}`);
   if (account.verified_at === null) {
-    process.stderr.write(`mint-jwt: note: ${email} has not verified its email address; the service answers 403 until it does\n`);
+    process.stderr.write(
+      `mint-jwt: note: ${email} has not verified its email address; the service answers 403 until it does\n`,
+    );
   }
   const token = await mintJwt(config, systemClock, { sub: account.id, email: account.email });
   process.stdout.write(`${token}\n`);

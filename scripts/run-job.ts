@@ -43,7 +43,8 @@ while (args.length) {
   else usage(`unknown option ${flag}`);
 }
 if (name !== 'status' && !isJobName(name)) usage(`unknown job ${name}`);
-if (month !== undefined && (name === 'reconcile' || !parseMonthKey(month))) usage(name === 'reconcile' ? '--month does not apply to reconcile' : `--month must be YYYY-MM (got ${month})`);
+if (month !== undefined && (name === 'reconcile' || !parseMonthKey(month)))
+  usage(name === 'reconcile' ? '--month does not apply to reconcile' : `--month must be YYYY-MM (got ${month})`);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 for (const a of accounts) if (!UUID.test(a)) usage(`--account must be an account id (a UUID), got ${a}`);
 
@@ -56,23 +57,30 @@ let code = 0;
 try {
   if (name === 'status') {
     for (const r of await recentRuns(app.db, 20)) {
-      say(`${r.job.padEnd(10)} ${r.period_key.padEnd(10)} ${r.status.padEnd(9)} started ${r.started_at.toISOString()}${r.finished_at ? ` finished ${r.finished_at.toISOString()}` : ''}`);
+      say(
+        `${r.job.padEnd(10)} ${r.period_key.padEnd(10)} ${r.status.padEnd(9)} started ${r.started_at.toISOString()}${r.finished_at ? ` finished ${r.finished_at.toISOString()}` : ''}`,
+      );
     }
   } else {
     const job = JOBS[name];
     const period = month ?? latestDuePeriod(job.granularity, job.cron(config), app.clock.now());
     if (job.name === 'invoices' && parseMonthKey(period)!.end.getTime() > app.clock.now().getTime()) {
-      usage(`month ${period} has not ended yet; only a finished month can be invoiced (on-demand invoices cover the current month)`);
+      usage(
+        `month ${period} has not ended yet; only a finished month can be invoiced (on-demand invoices cover the current month)`,
+      );
     }
     say(`${job.name} ${period}: starting${accounts.length ? ` for ${accounts.length} account(s)` : ''}`);
     const r = await runJob(app, job, period, { force: true, accounts, inProcess: here, progress: say });
     if (r.outcome === 'busy') {
-      say(`${job.name} ${period}: another scheduler or run-job is running this period right now; try again when it has finished`);
+      say(
+        `${job.name} ${period}: another scheduler or run-job is running this period right now; try again when it has finished`,
+      );
       code = 75;
     } else if (r.outcome === 'ran') {
       say(`${job.name} ${period}: ${r.ok ? 'succeeded' : 'FAILED'}`);
       if (!r.ok) {
-        if (r.summary.error) say(`  error: ${typeof r.summary.error === 'string' ? r.summary.error : JSON.stringify(r.summary.error)}`);
+        if (r.summary.error)
+          say(`  error: ${typeof r.summary.error === 'string' ? r.summary.error : JSON.stringify(r.summary.error)}`);
         code = 1;
       }
     }

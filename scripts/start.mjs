@@ -27,7 +27,10 @@ await main(async () => {
     stopping = true;
     say('stopping web, worker and scheduler');
     const exits = [...children.values()].map(
-      (child) => new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', resolve))),
+      (child) =>
+        new Promise((resolve) =>
+          child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', resolve),
+        ),
     );
     for (const child of children.values()) if (child.exitCode === null) child.kill('SIGTERM');
     await Promise.all(exits);
@@ -39,7 +42,12 @@ await main(async () => {
   for (const [role, entry] of ROLES) {
     // Own process group: the terminal's Ctrl-C reaches only this supervisor, which then stops
     // each child once, gracefully, instead of every process receiving the signal at once.
-    const child = spawn(process.execPath, ['--enable-source-maps', path.join(ROOT, entry)], { cwd: ROOT, env, stdio: 'inherit', detached: true });
+    const child = spawn(process.execPath, ['--enable-source-maps', path.join(ROOT, entry)], {
+      cwd: ROOT,
+      env,
+      stdio: 'inherit',
+      detached: true,
+    });
     children.set(role, child);
     child.once('exit', (code, signal) => {
       if (!stopping) {
@@ -58,7 +66,9 @@ await main(async () => {
     try {
       const res = await fetch(`${base}/health`);
       await res.arrayBuffer();
-      process.stdout.write(`\nService running at ${base}  (API under ${base}/v1, docs at ${base}/docs; Ctrl-C stops everything)\n\n`);
+      process.stdout.write(
+        `\nService running at ${base}  (API under ${base}/v1, docs at ${base}/docs; Ctrl-C stops everything)\n\n`,
+      );
       return;
     } catch {
       await new Promise((r) => setTimeout(r, 100));

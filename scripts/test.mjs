@@ -4,7 +4,23 @@
 // prefix, removed at the end.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { OUT_DIR, ROOT, build, checkStructure, createDatabase, dropDatabase, ensureChromium, ensureDependencies, ensurePgBouncer, ensurePostgres, ensurePrometheus, ensureRedis, main, migrate, say } from './lib/setup.mjs';
+import {
+  OUT_DIR,
+  ROOT,
+  build,
+  checkStructure,
+  createDatabase,
+  dropDatabase,
+  ensureChromium,
+  ensureDependencies,
+  ensurePgBouncer,
+  ensurePostgres,
+  ensurePrometheus,
+  ensureRedis,
+  main,
+  migrate,
+  say,
+} from './lib/setup.mjs';
 
 /**
  * The part of the suite that runs again on a Redis Cluster: completions end to end, limits,
@@ -49,9 +65,16 @@ await main(async () => {
   const clusterOnly = process.argv.includes('--cluster');
   const files = args.filter((a) => a.endsWith('.js'));
   // A provider's tests live in its folder under src/providers/ (CONVENTIONS: a provider is one folder).
-  const specs = files.length ? [] : [path.join(OUT_DIR, 'test', '**', '*.test.js'), path.join(OUT_DIR, 'src', 'providers', '**', '*.test.js')];
+  const specs = files.length
+    ? []
+    : [path.join(OUT_DIR, 'test', '**', '*.test.js'), path.join(OUT_DIR, 'src', 'providers', '**', '*.test.js')];
   let code = clusterOnly ? 0 : await mocha([...specs, ...args], env);
-  if (code === 0 && (clusterOnly || files.length === 0)) code = await clusterRun(clusterOnly && files.length ? args : [...CLUSTER_SUITE.map((f) => path.join(OUT_DIR, f)), ...args], env, runId);
+  if (code === 0 && (clusterOnly || files.length === 0))
+    code = await clusterRun(
+      clusterOnly && files.length ? args : [...CLUSTER_SUITE.map((f) => path.join(OUT_DIR, f)), ...args],
+      env,
+      runId,
+    );
 
   say('cleaning up the test database and Redis keys');
   await dropDatabase(postgres.serverUrl, dbName).catch((err) => say(`could not drop ${dbName}: ${err.message}`));
@@ -65,7 +88,11 @@ await main(async () => {
 /** Runs mocha over `specs` with `env`; resolves with its exit code. */
 async function mocha(specs, env) {
   const args = ['--require', path.join(OUT_DIR, 'test', 'support', 'hooks.js'), ...specs];
-  const child = spawn(process.execPath, ['--enable-source-maps', path.join(ROOT, 'node_modules', 'mocha', 'bin', 'mocha.js'), ...args], { cwd: ROOT, env, stdio: 'inherit' });
+  const child = spawn(
+    process.execPath,
+    ['--enable-source-maps', path.join(ROOT, 'node_modules', 'mocha', 'bin', 'mocha.js'), ...args],
+    { cwd: ROOT, env, stdio: 'inherit' },
+  );
   const forward = (sig) => child.kill(sig);
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);
@@ -84,7 +111,12 @@ async function clusterRun(specs, env, runId) {
   const cluster = await new LocalRedisCluster({ masters: 3 }).start();
   try {
     const { REDIS_URL: _oneServer, ...rest } = env;
-    const clusterEnv = { ...rest, REDIS_CLUSTER_NODES: cluster.seeds, REDIS_SHARDS: '3', REDIS_PREFIX: `test_${runId}_cluster` };
+    const clusterEnv = {
+      ...rest,
+      REDIS_CLUSTER_NODES: cluster.seeds,
+      REDIS_SHARDS: '3',
+      REDIS_PREFIX: `test_${runId}_cluster`,
+    };
     say(`Redis Cluster part: ${specs.length} file(s) on ${cluster.seeds}`);
     return await mocha([...specs, '--grep', '\\[one Redis server\\]', '--invert'], clusterEnv);
   } finally {

@@ -8,7 +8,11 @@ import { PROVIDERS, type ProviderSettings } from './providers/providers.js';
 export type Env = Record<string, string | undefined>;
 
 export class ConfigError extends Error {
-  constructor(readonly variable: string, expected: string, got: string | undefined) {
+  constructor(
+    readonly variable: string,
+    expected: string,
+    got: string | undefined,
+  ) {
     super(`${variable} must be ${expected}${got === undefined ? ' (it is not set)' : ` (got ${JSON.stringify(got)})`}`);
     this.name = 'ConfigError';
   }
@@ -18,7 +22,14 @@ export type NodeEnv = 'development' | 'test' | 'production';
 export type MailTransport = 'dev-outbox' | 'postmark';
 export type ModelBackend = 'local' | 'catalog';
 /** OTEL_TRACES_SAMPLER's values this service honours (OpenTelemetry's standard names). */
-export const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+export const TRACE_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
 export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
 
 export interface TierLimits {
@@ -173,7 +184,12 @@ export interface Config {
     /** The ratio of the traceidratio samplers, 0 to 1. */
     samplerRatio: number;
     /** The batch span processor's settings (OTEL_BSP_*). */
-    batch: { scheduledDelayMillis: number; exportTimeoutMillis: number; maxQueueSize: number; maxExportBatchSize: number };
+    batch: {
+      scheduledDelayMillis: number;
+      exportTimeoutMillis: number;
+      maxQueueSize: number;
+      maxExportBatchSize: number;
+    };
   };
   scheduler: {
     invoiceCron: string;
@@ -250,7 +266,12 @@ class Reader {
 
   list(name: string, fallback: string[]): string[] {
     const v = this.raw(name);
-    return v === undefined ? fallback : v.split(',').map((s) => s.trim()).filter(Boolean);
+    return v === undefined
+      ? fallback
+      : v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
   }
 
   /** A comma-separated list of browser origins, each exactly scheme://host[:port] as a browser sends it. */
@@ -262,7 +283,12 @@ class Reader {
       } catch {
         origin = undefined;
       }
-      if (origin === undefined || origin === 'null' || origin !== o) throw new ConfigError(name, 'a comma-separated list of origins such as https://app.example.com (no path, no trailing slash)', o);
+      if (origin === undefined || origin === 'null' || origin !== o)
+        throw new ConfigError(
+          name,
+          'a comma-separated list of origins such as https://app.example.com (no path, no trailing slash)',
+          o,
+        );
       return o;
     });
   }
@@ -285,7 +311,8 @@ class Reader {
 
   cron(name: string, fallback: string): string {
     const v = this.str(name, fallback);
-    if (v.split(/\s+/).length < 5 || v.split(/\s+/).length > 6) throw new ConfigError(name, 'a cron expression of 5 or 6 fields', v);
+    if (v.split(/\s+/).length < 5 || v.split(/\s+/).length > 6)
+      throw new ConfigError(name, 'a cron expression of 5 or 6 fields', v);
     return v;
   }
 }
@@ -299,7 +326,8 @@ function statementTimeout(r: Reader): number {
   const v = r.raw(name);
   if (v === undefined) return 10_000;
   if (v === '0') return 0;
-  if (!/^\d+$/.test(v) || Number(v) < 100 || Number(v) > 600_000) throw new ConfigError(name, 'an integer from 100 to 600000, or 0 to leave it to the server', v);
+  if (!/^\d+$/.test(v) || Number(v) < 100 || Number(v) > 600_000)
+    throw new ConfigError(name, 'an integer from 100 to 600000, or 0 to leave it to the server', v);
   return Number(v);
 }
 
@@ -313,31 +341,45 @@ export function loadConfig(env: Env = process.env): Config {
 
   const port = r.int('PORT', 8080, 0, 65535);
   const host = r.str('HOST', '127.0.0.1');
-  const publicBaseUrl = r.url('PUBLIC_BASE_URL', `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`, ['http', 'https']);
+  const publicBaseUrl = r.url(
+    'PUBLIC_BASE_URL',
+    `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`,
+    ['http', 'https'],
+  );
 
   const devDefault = (name: string, local: string): string | undefined => {
     if (r.raw(name) === undefined && production) throw new ConfigError(name, 'set in production', undefined);
     return local;
   };
-  const dbUrl = r.url('DATABASE_URL', devDefault('DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/completions_dev'), ['postgres', 'postgresql']);
+  const dbUrl = r.url(
+    'DATABASE_URL',
+    devDefault('DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/completions_dev'),
+    ['postgres', 'postgresql'],
+  );
   const clusterNodes = r.list('REDIS_CLUSTER_NODES', []).map((node) => {
     const m = /^(?<host>[^:\s]+|\[[0-9a-fA-F:]+\]):(?<port>\d{1,5})$/.exec(node);
     const port = Number(m?.groups?.port);
-    if (!m || port < 1 || port > 65535) throw new ConfigError('REDIS_CLUSTER_NODES', 'a comma-separated list of host:port', node);
+    if (!m || port < 1 || port > 65535)
+      throw new ConfigError('REDIS_CLUSTER_NODES', 'a comma-separated list of host:port', node);
     return { host: m.groups!.host!.replace(/^\[|\]$/g, ''), port };
   });
   if (clusterNodes.length > 0 && r.raw('REDIS_URL') !== undefined) {
     throw new ConfigError('REDIS_URL', 'unset when REDIS_CLUSTER_NODES is set (one or the other)', r.raw('REDIS_URL'));
   }
-  const redisUrl = clusterNodes.length > 0 ? '' : r.url('REDIS_URL', devDefault('REDIS_URL', 'redis://127.0.0.1:6379'), ['redis', 'rediss']);
+  const redisUrl =
+    clusterNodes.length > 0
+      ? ''
+      : r.url('REDIS_URL', devDefault('REDIS_URL', 'redis://127.0.0.1:6379'), ['redis', 'rediss']);
   const redisPrefix = r.str('REDIS_PREFIX', 'svc');
   // The prefix is part of every hash tag ({prefix:…}); a brace in it would change which part of a key is hashed.
   if (/[{}]/.test(redisPrefix)) throw new ConfigError('REDIS_PREFIX', 'without { or }', redisPrefix);
 
   const jwtSecret = r.optional('JWT_SECRET');
   const jwksUrl = r.optionalUrl('JWT_JWKS_URL', ['http', 'https']);
-  if (jwtSecret !== undefined && jwtSecret.length < 32) throw new ConfigError('JWT_SECRET', 'at least 32 characters', '<hidden>');
-  if (jwtSecret !== undefined && jwksUrl !== undefined) throw new ConfigError('JWT_JWKS_URL', 'unset when JWT_SECRET is set (choose one)', jwksUrl);
+  if (jwtSecret !== undefined && jwtSecret.length < 32)
+    throw new ConfigError('JWT_SECRET', 'at least 32 characters', '<hidden>');
+  if (jwtSecret !== undefined && jwksUrl !== undefined)
+    throw new ConfigError('JWT_JWKS_URL', 'unset when JWT_SECRET is set (choose one)', jwksUrl);
   if (jwtSecret === undefined && jwksUrl === undefined && production) {
     throw new ConfigError('JWT_SECRET', 'set in production (or JWT_JWKS_URL)', undefined);
   }
@@ -345,10 +387,19 @@ export function loadConfig(env: Env = process.env): Config {
   const algorithms = r.list('JWT_ALGORITHMS', defaultAlgs);
   const allowed = jwksUrl !== undefined ? ASYM_ALGS : HS_ALGS;
   for (const a of algorithms) {
-    if (!allowed.includes(a)) throw new ConfigError('JWT_ALGORITHMS', `a list of ${allowed.join('/')} for the configured key`, algorithms.join(','));
+    if (!allowed.includes(a))
+      throw new ConfigError(
+        'JWT_ALGORITHMS',
+        `a list of ${allowed.join('/')} for the configured key`,
+        algorithms.join(','),
+      );
   }
 
-  const mailTransport = r.oneOf<MailTransport>('MAIL_TRANSPORT', ['dev-outbox', 'postmark'], production ? 'postmark' : 'dev-outbox');
+  const mailTransport = r.oneOf<MailTransport>(
+    'MAIL_TRANSPORT',
+    ['dev-outbox', 'postmark'],
+    production ? 'postmark' : 'dev-outbox',
+  );
   const postmarkToken = r.optional('POSTMARK_SERVER_TOKEN');
   if (mailTransport === 'postmark' && postmarkToken === undefined) {
     throw new ConfigError('POSTMARK_SERVER_TOKEN', 'set when MAIL_TRANSPORT is postmark', undefined);
@@ -357,12 +408,19 @@ export function loadConfig(env: Env = process.env): Config {
   // auto: with no provider key on a non-production machine every model is served by the
   // built-in local model, so the whole product works offline.
   const backendSetting = r.oneOf('MODEL_BACKEND', ['auto', 'local', 'catalog'], 'auto');
-  const anyKey = PROVIDERS.some((p) => Object.values(p.settings).some((s: Setting) => s.kind === 'key' && r.optional(s.variable) !== undefined));
-  const backend: ModelBackend = backendSetting === 'auto' ? (anyKey || production ? 'catalog' : 'local') : backendSetting;
+  const anyKey = PROVIDERS.some((p) =>
+    Object.values(p.settings).some((s: Setting) => s.kind === 'key' && r.optional(s.variable) !== undefined),
+  );
+  const backend: ModelBackend =
+    backendSetting === 'auto' ? (anyKey || production ? 'catalog' : 'local') : backendSetting;
 
   const headersTimeoutMs = r.int('HTTP_HEADERS_TIMEOUT_MS', 20_000, 100, 600_000);
   if (r.int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 100, 600_000) < headersTimeoutMs) {
-    throw new ConfigError('HTTP_REQUEST_TIMEOUT_MS', `at least HTTP_HEADERS_TIMEOUT_MS (${headersTimeoutMs})`, r.raw('HTTP_REQUEST_TIMEOUT_MS'));
+    throw new ConfigError(
+      'HTTP_REQUEST_TIMEOUT_MS',
+      `at least HTTP_HEADERS_TIMEOUT_MS (${headersTimeoutMs})`,
+      r.raw('HTTP_REQUEST_TIMEOUT_MS'),
+    );
   }
 
   const config: Config = {
@@ -377,7 +435,13 @@ export function loadConfig(env: Env = process.env): Config {
       requestTimeoutMs: r.int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 100, 600_000),
       corsOrigins: r.origins('CORS_ORIGINS'),
     },
-    log: { level: r.oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], nodeEnv === 'test' ? 'warn' : 'info') },
+    log: {
+      level: r.oneOf(
+        'LOG_LEVEL',
+        ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+        nodeEnv === 'test' ? 'warn' : 'info',
+      ),
+    },
     db: {
       url: dbUrl,
       poolSize: r.int('DB_POOL_SIZE', 10, 1, 200),
@@ -387,7 +451,9 @@ export function loadConfig(env: Env = process.env): Config {
     redis: { url: redisUrl, clusterNodes, prefix: redisPrefix, shards: r.int('REDIS_SHARDS', 1, 1, 256) },
     auth: {
       jwt: {
-        secret: jwtSecret ?? (production || jwksUrl !== undefined ? undefined : 'dev-only-jwt-secret-change-me-0123456789abcdef'),
+        secret:
+          jwtSecret ??
+          (production || jwksUrl !== undefined ? undefined : 'dev-only-jwt-secret-change-me-0123456789abcdef'),
         jwksUrl,
         algorithms,
         issuer: r.optional('JWT_ISSUER'),
@@ -537,7 +603,8 @@ function testClockAt(r: Reader, nodeEnv: string): Date | undefined {
  */
 function adminToken(r: Reader): string | undefined {
   const v = r.optional('ADMIN_TOKEN');
-  if (v !== undefined && !/^[\x21-\x7e]{32,}$/.test(v)) throw new ConfigError('ADMIN_TOKEN', 'at least 32 printable ASCII characters without spaces', '<hidden>');
+  if (v !== undefined && !/^[\x21-\x7e]{32,}$/.test(v))
+    throw new ConfigError('ADMIN_TOKEN', 'at least 32 printable ASCII characters without spaces', '<hidden>');
   return v;
 }
 
@@ -547,15 +614,23 @@ function adminToken(r: Reader): string | undefined {
  */
 function tracing(r: Reader): Config['tracing'] {
   const base = r.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http', 'https']);
-  const endpoint = r.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http', 'https']) ?? (base === undefined ? undefined : `${base}/v1/traces`);
+  const endpoint =
+    r.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http', 'https']) ??
+    (base === undefined ? undefined : `${base}/v1/traces`);
   const disabled = r.bool('OTEL_SDK_DISABLED', false);
   const sampler = r.oneOf<TraceSampler>('OTEL_TRACES_SAMPLER', TRACE_SAMPLERS, 'parentbased_always_on');
   const rawRatio = r.raw('OTEL_TRACES_SAMPLER_ARG');
   const samplerRatio = rawRatio === undefined ? 1 : Number(rawRatio);
-  if (Number.isNaN(samplerRatio) || samplerRatio < 0 || samplerRatio > 1) throw new ConfigError('OTEL_TRACES_SAMPLER_ARG', 'a ratio from 0 to 1', rawRatio);
+  if (Number.isNaN(samplerRatio) || samplerRatio < 0 || samplerRatio > 1)
+    throw new ConfigError('OTEL_TRACES_SAMPLER_ARG', 'a ratio from 0 to 1', rawRatio);
   const maxQueueSize = r.int('OTEL_BSP_MAX_QUEUE_SIZE', 2048, 1, 1_000_000);
   const maxExportBatchSize = r.int('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1, 1_000_000);
-  if (maxExportBatchSize > maxQueueSize) throw new ConfigError('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', `at most OTEL_BSP_MAX_QUEUE_SIZE (${maxQueueSize})`, String(maxExportBatchSize));
+  if (maxExportBatchSize > maxQueueSize)
+    throw new ConfigError(
+      'OTEL_BSP_MAX_EXPORT_BATCH_SIZE',
+      `at most OTEL_BSP_MAX_QUEUE_SIZE (${maxQueueSize})`,
+      String(maxExportBatchSize),
+    );
   return {
     enabled: endpoint !== undefined && !disabled,
     endpoint,
@@ -582,7 +657,8 @@ const invoicingConcurrency = (r: Reader): number => r.int('INVOICING_CONCURRENCY
 const lockPoolSize = (r: Reader): number => r.int('DB_LOCK_POOL_SIZE', invoicingConcurrency(r) + 2, 2, 200);
 
 /** Accounts a worker invoices at once: INVOICING_CONCURRENCY, as far as its lock pool allows beside a run's claim. */
-export const invoicingSlots = (c: Pick<Config, 'db' | 'invoicing'>): number => Math.max(1, Math.min(c.invoicing.concurrency, c.db.lockPoolSize - 1));
+export const invoicingSlots = (c: Pick<Config, 'db' | 'invoicing'>): number =>
+  Math.max(1, Math.min(c.invoicing.concurrency, c.db.lockPoolSize - 1));
 
 /**
  * Stripe allows about 100 operations per second in live mode and 25 in test mode; the default

@@ -60,7 +60,10 @@ export class AppContext {
     stripe?: Stripe | null;
   } = {};
 
-  constructor(readonly config: Config, readonly opts: ContextOptions) {
+  constructor(
+    readonly config: Config,
+    readonly opts: ContextOptions,
+  ) {
     this.log = opts.logger ?? createLogger(config, opts.role);
     this.metrics = createMetrics(opts.role);
     // A setting, exported so that an alert can compare the queue's depth with its bound.
@@ -72,7 +75,14 @@ export class AppContext {
     this.redis.on('ready', () => this.outages.redis.recovered());
     // A restarted Redis has forgotten the account versions the cache relies on.
     this.redis.on('close', () => this.apiKeyCache.clear());
-    this.limiter = new Limiter({ redis: this.redis, db: this.db, clock: this.clock, config, metrics: this.metrics, outages: this.outages });
+    this.limiter = new Limiter({
+      redis: this.redis,
+      db: this.db,
+      clock: this.clock,
+      config,
+      metrics: this.metrics,
+      outages: this.outages,
+    });
   }
 
   get role(): string {
@@ -94,7 +104,12 @@ export class AppContext {
   }
 
   get signupLimits(): SignupLimits {
-    return (this.built.signupLimits ??= new SignupLimits({ redis: this.redis, clock: this.clock, config: this.config, outages: this.outages }));
+    return (this.built.signupLimits ??= new SignupLimits({
+      redis: this.redis,
+      clock: this.clock,
+      config: this.config,
+      outages: this.outages,
+    }));
   }
 
   get jwtVerifier(): JwtVerifier {
@@ -104,7 +119,12 @@ export class AppContext {
   /** The web process's end of the relay (one subscriber connection, its liveness key). */
   get relayHub(): RelayHub {
     return (this.built.relayHub ??= this.closing(
-      new RelayHub({ redis: this.redis, subscriber: this.redisConnection('subscriber', 'relay-subscriber'), config: this.config, metrics: this.metrics.dispatch }),
+      new RelayHub({
+        redis: this.redis,
+        subscriber: this.redisConnection('subscriber', 'relay-subscriber'),
+        config: this.config,
+        metrics: this.metrics.dispatch,
+      }),
       (hub) => hub.stop(),
     ));
   }
@@ -146,11 +166,18 @@ export class AppContext {
    * answers 503 with this message, while the rest of the service keeps working.
    */
   get stripe(): Stripe {
-    if (this.built.stripe === undefined) this.built.stripe = createStripe(this.config, { pacer: new StripePacer(this.redis, this.config), metrics: this.metrics.stripe }) ?? null;
+    if (this.built.stripe === undefined)
+      this.built.stripe =
+        createStripe(this.config, { pacer: new StripePacer(this.redis, this.config), metrics: this.metrics.stripe }) ??
+        null;
     if (this.built.stripe === null) {
-      throw new AppError('unavailable', 'Billing is not configured on this server (STRIPE_SECRET_KEY is not set), so this operation cannot reach the payment processor.', {
-        code: 'billing_not_configured',
-      });
+      throw new AppError(
+        'unavailable',
+        'Billing is not configured on this server (STRIPE_SECRET_KEY is not set), so this operation cannot reach the payment processor.',
+        {
+          code: 'billing_not_configured',
+        },
+      );
     }
     return this.built.stripe;
   }
@@ -177,7 +204,9 @@ export class AppContext {
     let q = this.queues.get(key);
     if (!q) {
       this.assertOpen(key);
-      q = this.closing(createQueue<T>(this.config, ref, this.redisConnection('queue-producer')) as Queue, (x) => x.close());
+      q = this.closing(createQueue<T>(this.config, ref, this.redisConnection('queue-producer')) as Queue, (x) =>
+        x.close(),
+      );
       this.queues.set(key, q);
     }
     return q as Queue<T>;

@@ -73,7 +73,11 @@ export class AppError extends Error {
   readonly detail: ValidationIssue[] | undefined;
   private readonly explicitType: string | undefined;
 
-  constructor(readonly kind: ErrorKind, message: string, opts: AppErrorOptions = {}) {
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+    opts: AppErrorOptions = {},
+  ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'AppError';
     this.status = opts.status ?? STATUS[kind];

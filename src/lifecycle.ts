@@ -13,14 +13,22 @@ export interface BackgroundService {
  * tracing (when configured), start, and on SIGTERM/SIGINT stop what was started, close the
  * context and send the last spans. A second signal forces exit.
  */
-export function runProcess(role: string, start: (app: AppContext, config: Config) => Promise<{ stop(): Promise<void>; ready?: string }>): void {
+export function runProcess(
+  role: string,
+  start: (app: AppContext, config: Config) => Promise<{ stop(): Promise<void>; ready?: string }>,
+): void {
   const config = loadConfigOrExit();
   const app = createContext(config, { role });
   const tracing = startTracing(config, role, app.log);
   const flushSpans = () =>
     tracing
       .then((t: Tracing) => t.shutdown())
-      .catch((err: unknown) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, `${role}: the last spans could not be sent`));
+      .catch((err: unknown) =>
+        app.log.warn(
+          { reason: err instanceof Error ? err.message : String(err) },
+          `${role}: the last spans could not be sent`,
+        ),
+      );
   let stopper: { stop(): Promise<void> } | undefined;
   let signalled = false;
   const shutdown = (signal: string) => {
@@ -53,18 +61,20 @@ export function runProcess(role: string, start: (app: AppContext, config: Config
   Promise.all([tracing, app.warmUp([app.redis])])
     .then(() => start(app, config))
     .then(
-    (s) => {
-      stopper = s;
-      app.log.info({ modelBackend: config.providers.backend }, s.ready ?? `${role}: ready`);
-    },
-    (err) => {
-      process.stderr.write(`${role} failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
-      void app
-        .close()
-        .then(flushSpans)
-        .finally(() => process.exit(1));
-    },
-  );
+      (s) => {
+        stopper = s;
+        app.log.info({ modelBackend: config.providers.backend }, s.ready ?? `${role}: ready`);
+      },
+      (err) => {
+        process.stderr.write(
+          `${role} failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+        );
+        void app
+          .close()
+          .then(flushSpans)
+          .finally(() => process.exit(1));
+      },
+    );
 }
 
 /** Stops services in reverse start order. */

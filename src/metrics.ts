@@ -36,7 +36,11 @@ function dispatchMetrics(registers: client.Registry[]) {
   for (const reason of DISPATCH_REJECTIONS) rejected.inc({ reason }, 0);
   return {
     rejected,
-    depth: new client.Gauge({ name: 'completion_queue_waiting', help: 'Jobs waiting for a worker, as last seen by this web process', registers }),
+    depth: new client.Gauge({
+      name: 'completion_queue_waiting',
+      help: 'Jobs waiting for a worker, as last seen by this web process',
+      registers,
+    }),
     maxDepth: new client.Gauge({
       name: 'completion_queue_max_depth',
       help: 'QUEUE_MAX_DEPTH: the waiting jobs beyond which web processes refuse completions with 503 queue_full',
@@ -69,8 +73,16 @@ function limiterMetrics(registers: client.Registry[]) {
 /** What a worker's completion jobs do, for operators scaling workers. */
 function completionMetrics(registers: client.Registry[]) {
   return {
-    active: new client.Gauge({ name: 'completion_jobs_active', help: 'Completion jobs this worker is running now', registers }),
-    started: new client.Counter({ name: 'completion_jobs_started_total', help: 'Completion jobs this worker has started', registers }),
+    active: new client.Gauge({
+      name: 'completion_jobs_active',
+      help: 'Completion jobs this worker is running now',
+      registers,
+    }),
+    started: new client.Counter({
+      name: 'completion_jobs_started_total',
+      help: 'Completion jobs this worker has started',
+      registers,
+    }),
     finished: new client.Counter({
       name: 'completion_jobs_finished_total',
       help: "Completion jobs ended, by outcome: completed, cancelled, failed, interrupted (a re-run ended a dead worker's stream), declined (another live worker holds it), expired (handed out again long after its request ended)",
@@ -113,7 +125,11 @@ function completionMetrics(registers: client.Registry[]) {
 
 function meteringMetrics(registers: client.Registry[]) {
   return {
-    recorded: new client.Counter({ name: 'usage_events_recorded_total', help: 'Usage events written to the ledger (duplicates excluded)', registers }),
+    recorded: new client.Counter({
+      name: 'usage_events_recorded_total',
+      help: 'Usage events written to the ledger (duplicates excluded)',
+      registers,
+    }),
     lag: new client.Gauge({
       name: 'usage_metering_lag_seconds',
       help: 'Age of the oldest usage event in the last batch metering read, written or not (0 when the streams are empty): it grows while the ledger cannot be written',

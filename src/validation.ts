@@ -28,13 +28,18 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const NOT_BLANK = /\S/u;
 
 function textIssue(rule: TextRule, s: string): { message: string; kind: string } | undefined {
-  if (LONE_SURROGATE.test(s)) return { message: 'String should be valid Unicode (it holds a lone surrogate)', kind: 'lone_surrogate' };
+  if (LONE_SURROGATE.test(s))
+    return { message: 'String should be valid Unicode (it holds a lone surrogate)', kind: 'lone_surrogate' };
   const bad = (rule === 'text' ? NUL : CONTROL).exec(s);
   if (bad) {
     const code = `U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
-    return { message: `String should not contain control characters (${code} at position ${bad.index})`, kind: 'control_character' };
+    return {
+      message: `String should not contain control characters (${code} at position ${bad.index})`,
+      kind: 'control_character',
+    };
   }
-  if (rule === 'name' && !NOT_BLANK.test(s)) return { message: 'String should have at least one character that is not whitespace', kind: 'blank' };
+  if (rule === 'name' && !NOT_BLANK.test(s))
+    return { message: 'String should have at least one character that is not whitespace', kind: 'blank' };
   return undefined;
 }
 
@@ -53,7 +58,9 @@ export function addSchemaKeywords(target: { addKeyword(def: KeywordDefinition): 
     errors: true,
     validate: function checkText(this: unknown, rule: TextRule, data: string) {
       const issue = textIssue(rule, data);
-      (checkText as { errors?: Partial<ErrorObject>[] }).errors = issue ? [{ keyword: 'x-text', message: issue.message, params: { rule, kind: issue.kind } }] : [];
+      (checkText as { errors?: Partial<ErrorObject>[] }).errors = issue
+        ? [{ keyword: 'x-text', message: issue.message, params: { rule, kind: issue.kind } }]
+        : [];
       return issue === undefined;
     },
   });
@@ -101,7 +108,9 @@ export function validate<T>(schema: JsonSchema, value: unknown, source: Source):
 /** True when `value` satisfies `schema`, for non-request data (config files). */
 export function check(schema: JsonSchema, value: unknown): { ok: true } | { ok: false; issues: ValidationIssue[] } {
   const fn = compile(schema);
-  return fn(value) ? { ok: true } : { ok: false, issues: toIssues(fn.errors ?? [], 'body').map((i) => ({ ...i, loc: i.loc.slice(1) })) };
+  return fn(value)
+    ? { ok: true }
+    : { ok: false, issues: toIssues(fn.errors ?? [], 'body').map((i) => ({ ...i, loc: i.loc.slice(1) })) };
 }
 
 function pathOf(instancePath: string): (string | number)[] {
@@ -154,19 +163,27 @@ function describe(e: ErrorObject): { extra?: string; msg: string; type: string }
     case 'exclusiveMinimum':
       return { msg: `Input should be greater than ${limit}`, type: 'greater_than' };
     case 'enum':
-      return { msg: `Input should be ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(' or ')}`, type: 'enum' };
+      return {
+        msg: `Input should be ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(' or ')}`,
+        type: 'enum',
+      };
     case 'const':
       return { msg: `Input should be ${JSON.stringify(p.allowedValue)}`, type: 'literal_error' };
     case 'pattern':
       return { msg: `String should match pattern '${String(p.pattern)}'`, type: 'string_pattern_mismatch' };
     case 'x-text':
-      return { msg: e.message ?? 'Invalid characters', type: p.kind === 'lone_surrogate' ? 'string_unicode' : p.kind === 'blank' ? 'string_too_short' : 'value_error' };
+      return {
+        msg: e.message ?? 'Invalid characters',
+        type: p.kind === 'lone_surrogate' ? 'string_unicode' : p.kind === 'blank' ? 'string_too_short' : 'value_error',
+      };
     case 'additionalProperties':
       return { extra: String(p.additionalProperty), msg: 'Extra inputs are not permitted', type: 'extra_forbidden' };
     case 'format':
       if (p.format === 'email') return { msg: 'value is not a valid email address', type: 'value_error' };
-      if (p.format === 'date') return { msg: 'Input should be a valid date in the format YYYY-MM-DD', type: 'date_parsing' };
-      if (p.format === 'date-time') return { msg: 'Input should be a valid datetime (ISO 8601)', type: 'datetime_parsing' };
+      if (p.format === 'date')
+        return { msg: 'Input should be a valid date in the format YYYY-MM-DD', type: 'date_parsing' };
+      if (p.format === 'date-time')
+        return { msg: 'Input should be a valid datetime (ISO 8601)', type: 'datetime_parsing' };
       return { msg: `Input should be a valid ${String(p.format)}`, type: 'value_error' };
     default:
       return { msg: e.message ?? 'Invalid value', type: 'value_error' };

@@ -6,7 +6,13 @@ import { settlementOf, type CompletionJob } from '../src/chat/completion-job.js'
 import { cancelChannel, detachedRequest } from '../src/chat/relay-protocol.js';
 import { ResumeGrace } from '../src/chat/resume-grace.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
-import { ClientWatch, ConnectionStability, settledAfterMs, WorkerPresence, workerAliveKey } from '../src/chat/liveness.js';
+import {
+  ClientWatch,
+  ConnectionStability,
+  settledAfterMs,
+  WorkerPresence,
+  workerAliveKey,
+} from '../src/chat/liveness.js';
 import { runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { traceJob } from '../src/chat/completion-tracing.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
@@ -39,7 +45,8 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
     prefix,
     graceMs: config.queue.resumeGraceSeconds * 1000,
     settled: () => stability.stableFor(settledAfterMs(ttl)),
-    onExpired: (requestId) => app.log.info({ requestId }, 'no reader resumed this stream within the grace period; stopping it'),
+    onExpired: (requestId) =>
+      app.log.info({ requestId }, 'no reader resumed this stream within the grace period; stopping it'),
   });
   cancels.on('smessage', (from: string, message: string) => {
     if (from !== channel) return;
@@ -53,7 +60,10 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   // Fail at start-up, not on the first request, when the catalog file is wrong.
   app.checkCatalog();
 
-  const presence = new WorkerPresence(app.redis, prefix, workerId, ttl, () => ({ concurrency: config.queue.workerConcurrency, active: running.size }));
+  const presence = new WorkerPresence(app.redis, prefix, workerId, ttl, () => ({
+    concurrency: config.queue.workerConcurrency,
+    active: running.size,
+  }));
   await presence.start();
   const watch = new ClientWatch(
     app.redis,
@@ -72,14 +82,23 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   const runtime: JobRuntime = {
     app,
     workerId,
-    batch: new RelayBatch(app.redis, { runningSeconds: Math.ceil((config.providers.requestTimeoutMs / 1000) * 3), endedSeconds: config.queue.relayLogTtlSeconds }, (err) => {
-      metrics.relayPublishFailures.inc();
-      if (isDependencyDown(err)) app.outages.redis.failure('relay', err);
-      else app.log.error({ err }, 'Redis refused a relay command');
-    }, config.queue.relayCoalesceMs),
+    batch: new RelayBatch(
+      app.redis,
+      {
+        runningSeconds: Math.ceil((config.providers.requestTimeoutMs / 1000) * 3),
+        endedSeconds: config.queue.relayLogTtlSeconds,
+      },
+      (err) => {
+        metrics.relayPublishFailures.inc();
+        if (isDependencyDown(err)) app.outages.redis.failure('relay', err);
+        else app.log.error({ err }, 'Redis refused a relay command');
+      },
+      config.queue.relayCoalesceMs,
+    ),
     running,
     // The usage stream and the account's quota keys live in different slots: two commands, sent together.
-    record: (job, usage) => Promise.all([appendUsage(app.redis, config, job.shard, usage), app.limiter.settle(settlementOf(job, usage))]),
+    record: (job, usage) =>
+      Promise.all([appendUsage(app.redis, config, job.shard, usage), app.limiter.settle(settlementOf(job, usage))]),
     recordDirectly: (usage) => recordUsageDirectly(app, usage),
     workerAlive: async (id) => {
       // Absence means something only on a connection that has been up long enough (see liveness.ts).
@@ -114,7 +133,8 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       async (job) => {
         const rerun = job.attemptsStarted > 1 || job.stalledCounter > 0;
         // A re-run's wait would count its first run's time as queueing.
-        if (!rerun && job.processedOn !== undefined) metrics.queueWait.observe(Math.max(0, job.processedOn - job.timestamp) / 1000);
+        if (!rerun && job.processedOn !== undefined)
+          metrics.queueWait.observe(Math.max(0, job.processedOn - job.timestamp) / 1000);
         const outcome = await traceJob(job.data, rerun, () => runJob(runtime, job.data, rerun));
         metrics.finished.inc({ outcome });
       },
@@ -128,7 +148,8 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
     worker.on('error', (err) => {
       if (isDependencyDown(err)) app.outages.redis.failure('completion queue', err);
       // A lock lost in a Redis restart: the job was taken over, declined or finished elsewhere.
-      else if (/could not renew lock|Missing lock|Missing key/.test(err.message)) app.log.info({ reason: err.message }, 'a completion job lost its queue lock');
+      else if (/could not renew lock|Missing lock|Missing key/.test(err.message))
+        app.log.info({ reason: err.message }, 'a completion job lost its queue lock');
       else app.log.error({ err }, 'completion worker error');
     });
     worker.on('failed', (job, err) => app.log.error({ jobId: job?.id, err }, 'completion job failed'));

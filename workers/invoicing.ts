@@ -1,6 +1,10 @@
 import type { AppContext } from '../src/context.js';
 import { invoicingSlots } from '../src/config.js';
-import { invoiceMonthAccount, type AccountInvoicingJob, type AccountInvoicingResult } from '../src/billing/monthly-invoicing.service.js';
+import {
+  invoiceMonthAccount,
+  type AccountInvoicingJob,
+  type AccountInvoicingResult,
+} from '../src/billing/monthly-invoicing.service.js';
 import { parseMonthKey } from '../src/billing/periods.js';
 import { createWorker, INVOICING_QUEUE, rateLimited } from '../src/infra/queues.js';
 import { isStripeRateLimit } from '../src/infra/stripe.js';

@@ -16,7 +16,8 @@ class PeriodBusy extends Error {}
 export async function startScheduledWork(app: AppContext): Promise<BackgroundService> {
   let stopping = false;
   // Present at zero from the start, so that increase() counts this process's first failed run too.
-  for (const job of Object.keys(JOBS)) for (const outcome of ['succeeded', 'failed']) app.metrics.scheduler.runs.inc({ job, outcome }, 0);
+  for (const job of Object.keys(JOBS))
+    for (const outcome of ['succeeded', 'failed']) app.metrics.scheduler.runs.inc({ job, outcome }, 0);
   const worker = createWorker<ScheduledWork>(
     app.config,
     SCHEDULED_QUEUE,

@@ -9,8 +9,15 @@ import { SCHEDULED_QUEUE } from '../src/infra/queues.js';
 if (isMain(import.meta.url)) {
   runProcess('scheduler', async (app, config) => {
     const services: BackgroundService[] = [];
-    if (config.scheduler.metricsPort !== undefined) services.push(await startMetricsServer(app, config.scheduler.metricsPort));
-    const scheduler = startScheduler({ queue: app.queue<ScheduledWork>(SCHEDULED_QUEUE), clock: app.clock, log: app.log, config, metrics: app.metrics });
+    if (config.scheduler.metricsPort !== undefined)
+      services.push(await startMetricsServer(app, config.scheduler.metricsPort));
+    const scheduler = startScheduler({
+      queue: app.queue<ScheduledWork>(SCHEDULED_QUEUE),
+      clock: app.clock,
+      log: app.log,
+      config,
+      metrics: app.metrics,
+    });
     services.push(scheduler);
     return { stop: stopAll(services), ready: `scheduler: running ${scheduler.jobs.join(', ')}` };
   });

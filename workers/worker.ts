@@ -11,12 +11,16 @@ import { startScheduledWork } from './scheduled.js';
 if (isMain(import.meta.url)) {
   runProcess('worker', async (app, config) => {
     const services: BackgroundService[] = [];
-    if (config.worker.metricsPort !== undefined) services.push(await startMetricsServer(app, config.worker.metricsPort));
+    if (config.worker.metricsPort !== undefined)
+      services.push(await startMetricsServer(app, config.worker.metricsPort));
     services.push(await startCompletionWorker(app));
     services.push(await startMetering(app));
     services.push(startEmailSender(app));
     services.push(await startScheduledWork(app));
     services.push(await startInvoicingWork(app));
-    return { stop: stopAll(services), ready: `worker: running ${services.map((s) => s.name).join(', ') || 'no services'}` };
+    return {
+      stop: stopAll(services),
+      ready: `worker: running ${services.map((s) => s.name).join(', ') || 'no services'}`,
+    };
   });
 }

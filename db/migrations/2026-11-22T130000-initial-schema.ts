@@ -9,7 +9,12 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('name', 'text', (c) => c.notNull())
     .addColumn('email', 'text', (c) => c.notNull())
     .addColumn('organization', 'text', (c) => c.notNull())
-    .addColumn('tier', 'text', (c) => c.notNull().defaultTo('free').check(sql`tier in ('free', 'paid')`))
+    .addColumn('tier', 'text', (c) =>
+      c
+        .notNull()
+        .defaultTo('free')
+        .check(sql`tier in ('free', 'paid')`),
+    )
     .addColumn('verified_at', 'timestamptz')
     .addColumn('stripe_customer_id', 'text', (c) => c.unique())
     .addColumn('stripe_subscription_id', 'text')
@@ -46,7 +51,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('revoked_at', 'timestamptz')
     .execute();
   // One active key per account.
-  await sql`create unique index api_keys_one_active_per_account on api_keys (account_id) where revoked_at is null`.execute(db);
+  await sql`create unique index api_keys_one_active_per_account on api_keys (account_id) where revoked_at is null`.execute(
+    db,
+  );
 
   await db.schema
     .createTable('email_verification_tokens')
@@ -74,7 +81,11 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addColumn('finalized_at', 'timestamptz')
     .execute();
-  await db.schema.createIndex('invoices_account_period').on('invoices').columns(['account_id', 'period_start']).execute();
+  await db.schema
+    .createIndex('invoices_account_period')
+    .on('invoices')
+    .columns(['account_id', 'period_start'])
+    .execute();
 
   await db.schema
     .createTable('invoice_lines')
@@ -107,8 +118,14 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('recorded_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addColumn('invoice_id', 'uuid', (c) => c.references('invoices.id').onDelete('set null'))
     .execute();
-  await db.schema.createIndex('usage_events_account_created').on('usage_events').columns(['account_id', 'created_at']).execute();
-  await sql`create index usage_events_unbilled on usage_events (account_id, created_at) where invoice_id is null and tier = 'paid'`.execute(db);
+  await db.schema
+    .createIndex('usage_events_account_created')
+    .on('usage_events')
+    .columns(['account_id', 'created_at'])
+    .execute();
+  await sql`create index usage_events_unbilled on usage_events (account_id, created_at) where invoice_id is null and tier = 'paid'`.execute(
+    db,
+  );
 
   await db.schema
     .createTable('processed_webhook_events')
@@ -125,7 +142,12 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('text_body', 'text', (c) => c.notNull())
     .addColumn('html_body', 'text', (c) => c.notNull())
     .addColumn('kind', 'text', (c) => c.notNull())
-    .addColumn('status', 'text', (c) => c.notNull().defaultTo('pending').check(sql`status in ('pending', 'sent', 'failed')`))
+    .addColumn('status', 'text', (c) =>
+      c
+        .notNull()
+        .defaultTo('pending')
+        .check(sql`status in ('pending', 'sent', 'failed')`),
+    )
     .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
     .addColumn('next_attempt_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addColumn('last_error', 'text')
@@ -149,7 +171,18 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
-  for (const t of ['scheduler_runs', 'email_outbox', 'processed_webhook_events', 'usage_events', 'invoice_lines', 'invoices', 'email_verification_tokens', 'api_keys', 'tier_changes', 'accounts']) {
+  for (const t of [
+    'scheduler_runs',
+    'email_outbox',
+    'processed_webhook_events',
+    'usage_events',
+    'invoice_lines',
+    'invoices',
+    'email_verification_tokens',
+    'api_keys',
+    'tier_changes',
+    'accounts',
+  ]) {
     await db.schema.dropTable(t).ifExists().execute();
   }
 }

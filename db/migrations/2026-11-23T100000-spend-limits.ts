@@ -10,7 +10,9 @@ import { sql, type Kysely } from 'kysely';
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .alterTable('accounts')
-    .addColumn('monthly_spend_limit_usd', sql`numeric(9, 2)`, (c) => c.check(sql`monthly_spend_limit_usd > 0 and monthly_spend_limit_usd <= 1000000`))
+    .addColumn('monthly_spend_limit_usd', sql`numeric(9, 2)`, (c) =>
+      c.check(sql`monthly_spend_limit_usd > 0 and monthly_spend_limit_usd <= 1000000`),
+    )
     .execute();
 
   await db.schema

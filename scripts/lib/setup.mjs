@@ -65,7 +65,15 @@ export const OUT_DIR = path.resolve(ROOT, process.env.OUT_DIR || 'dist');
 export function build() {
   say(`building (tsc) into ${path.relative(ROOT, OUT_DIR)}/`);
   const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  const args = [tsc, '-p', path.join(ROOT, 'tsconfig.json'), '--outDir', OUT_DIR, '--tsBuildInfoFile', path.join(OUT_DIR, '.tsbuildinfo')];
+  const args = [
+    tsc,
+    '-p',
+    path.join(ROOT, 'tsconfig.json'),
+    '--outDir',
+    OUT_DIR,
+    '--tsBuildInfoFile',
+    path.join(OUT_DIR, '.tsbuildinfo'),
+  ];
   // BUILD_TOLERATE_ERRORS=1 is for working copies shared with someone mid-change: type errors are
   // printed but the emitted code still runs. CI never sets it, so CI fails on any type error.
   if (process.env.BUILD_TOLERATE_ERRORS === '1') {
@@ -88,7 +96,9 @@ export const CHROMIUM = '/usr/bin/chromium';
 export function ensureChromium() {
   if (process.env.CHROMIUM_PATH ? existsSync(process.env.CHROMIUM_PATH) : existsSync(CHROMIUM)) return;
   if (aptInstall(['chromium']) && existsSync(CHROMIUM)) return;
-  say(`no Chromium at ${CHROMIUM}: install it (apt-get install chromium) or set CHROMIUM_PATH, or the browser tests fail`);
+  say(
+    `no Chromium at ${CHROMIUM}: install it (apt-get install chromium) or set CHROMIUM_PATH, or the browser tests fail`,
+  );
 }
 
 // ---------------------------------------------------------------- PgBouncer
@@ -102,12 +112,15 @@ export const PGBOUNCER = '/usr/sbin/pgbouncer';
  */
 export function ensurePgBouncer() {
   if (process.env.PGBOUNCER_PATH) {
-    if (!existsSync(process.env.PGBOUNCER_PATH)) say(`PGBOUNCER_PATH names ${process.env.PGBOUNCER_PATH}, which does not exist: the pooler tests fail`);
+    if (!existsSync(process.env.PGBOUNCER_PATH))
+      say(`PGBOUNCER_PATH names ${process.env.PGBOUNCER_PATH}, which does not exist: the pooler tests fail`);
     return;
   }
   if (existsSync(PGBOUNCER) || which('pgbouncer')) return;
   if (aptInstall(['pgbouncer']) && existsSync(PGBOUNCER)) return;
-  say(`no PgBouncer at ${PGBOUNCER}: install it (apt-get install pgbouncer) or set PGBOUNCER_PATH, or the pooler tests fail`);
+  say(
+    `no PgBouncer at ${PGBOUNCER}: install it (apt-get install pgbouncer) or set PGBOUNCER_PATH, or the pooler tests fail`,
+  );
 }
 
 // ---------------------------------------------------------------- Prometheus
@@ -123,11 +136,15 @@ export const PROMTOOL = '/usr/bin/promtool';
  */
 export function ensurePrometheus() {
   const named = ['PROMETHEUS_PATH', 'PROMTOOL_PATH'].filter((v) => process.env[v]);
-  for (const v of named) if (!existsSync(process.env[v])) say(`${v} names ${process.env[v]}, which does not exist: the monitoring tests fail`);
+  for (const v of named)
+    if (!existsSync(process.env[v]))
+      say(`${v} names ${process.env[v]}, which does not exist: the monitoring tests fail`);
   if (named.length === 2) return;
   if ((existsSync(PROMETHEUS) || which('prometheus')) && (existsSync(PROMTOOL) || which('promtool'))) return;
   if (aptInstall(['prometheus']) && existsSync(PROMETHEUS) && existsSync(PROMTOOL)) return;
-  say(`no Prometheus at ${PROMETHEUS} and ${PROMTOOL}: install it (apt-get install prometheus) or set PROMETHEUS_PATH and PROMTOOL_PATH, or the monitoring tests fail`);
+  say(
+    `no Prometheus at ${PROMETHEUS} and ${PROMTOOL}: install it (apt-get install prometheus) or set PROMETHEUS_PATH and PROMTOOL_PATH, or the monitoring tests fail`,
+  );
 }
 
 /**
@@ -140,12 +157,27 @@ export function checkStructure() {
   // The service's own code is held to the layer rules; the benchmark and the tests are linted too.
   const service = ['src', 'workers', 'db', 'scripts'];
   const run = (what, bin, args) => {
-    const r = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', ...bin), ...args], { cwd: ROOT, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', ...bin), ...args], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
     if (r.status !== 0) throw new SetupError(`${what}:\n${r.stdout}${r.stderr}`);
   };
-  run('imports break the dependency rules (.dependency-cruiser.cjs)', ['dependency-cruiser', 'bin', 'dependency-cruise.mjs'], ['--config', '.dependency-cruiser.cjs', ...service]);
-  run('lint errors (eslint.config.js)', ['eslint', 'bin', 'eslint.js'], ['--max-warnings', '0', ...service, 'bench', 'test']);
-  run('import cycles in the built code', ['madge', 'bin', 'cli.js'], ['--circular', '--no-spinner', '--extensions', 'js', ...['src', 'workers', 'db'].map((d) => path.join(OUT_DIR, d))]);
+  run(
+    'imports break the dependency rules (.dependency-cruiser.cjs)',
+    ['dependency-cruiser', 'bin', 'dependency-cruise.mjs'],
+    ['--config', '.dependency-cruiser.cjs', ...service],
+  );
+  run(
+    'lint errors (eslint.config.js)',
+    ['eslint', 'bin', 'eslint.js'],
+    ['--max-warnings', '0', ...service, 'bench', 'test'],
+  );
+  run(
+    'import cycles in the built code',
+    ['madge', 'bin', 'cli.js'],
+    ['--circular', '--no-spinner', '--extensions', 'js', ...['src', 'workers', 'db'].map((d) => path.join(OUT_DIR, d))],
+  );
 }
 
 // ---------------------------------------------------------------- Redis
@@ -171,12 +203,19 @@ const PRIVATE_REDIS_PORT = 6390;
 export async function ensureRedis() {
   if (process.env.REDIS_CLUSTER_NODES) {
     // A Redis Cluster of the operator's: nothing to start; one seed node answering is enough to begin.
-    const nodes = process.env.REDIS_CLUSTER_NODES.split(',').map((s) => s.trim()).filter(Boolean);
-    const answers = await Promise.all(nodes.map((n) => {
-      const i = n.lastIndexOf(':');
-      return redisPing(n.slice(0, i).replace(/^\[|\]$/g, ''), Number(n.slice(i + 1)), 3000);
-    }));
-    if (!answers.some(Boolean)) throw new SetupError(`REDIS_CLUSTER_NODES is set to ${process.env.REDIS_CLUSTER_NODES} but no node answers there`);
+    const nodes = process.env.REDIS_CLUSTER_NODES.split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+    const answers = await Promise.all(
+      nodes.map((n) => {
+        const i = n.lastIndexOf(':');
+        return redisPing(n.slice(0, i).replace(/^\[|\]$/g, ''), Number(n.slice(i + 1)), 3000);
+      }),
+    );
+    if (!answers.some(Boolean))
+      throw new SetupError(
+        `REDIS_CLUSTER_NODES is set to ${process.env.REDIS_CLUSTER_NODES} but no node answers there`,
+      );
     return { url: '', clusterNodes: nodes.join(','), chosen: 'from REDIS_CLUSTER_NODES', stop: async () => {} };
   }
   if (process.env.REDIS_URL) {
@@ -186,23 +225,52 @@ export async function ensureRedis() {
     }
     return { url: process.env.REDIS_URL, chosen: 'from REDIS_URL', stop: async () => {} };
   }
-  if (await redisPing('127.0.0.1', 6379)) return { url: 'redis://127.0.0.1:6379', chosen: 'the server on 127.0.0.1:6379', stop: async () => {} };
+  if (await redisPing('127.0.0.1', 6379))
+    return { url: 'redis://127.0.0.1:6379', chosen: 'the server on 127.0.0.1:6379', stop: async () => {} };
   if (await redisPing('127.0.0.1', PRIVATE_REDIS_PORT)) {
     // Possibly another checkout's: the port is the same for every checkout.
-    return { url: `redis://127.0.0.1:${PRIVATE_REDIS_PORT}`, chosen: `a private server already running on 127.0.0.1:${PRIVATE_REDIS_PORT}`, stop: async () => {} };
+    return {
+      url: `redis://127.0.0.1:${PRIVATE_REDIS_PORT}`,
+      chosen: `a private server already running on 127.0.0.1:${PRIVATE_REDIS_PORT}`,
+      stop: async () => {},
+    };
   }
 
   let bin = which('redis-server');
   if (!bin && aptInstall(['redis-server'])) bin = which('redis-server');
   if (!bin) {
-    throw new SetupError('no Redis found: install Redis (apt-get install redis-server, or brew install redis) or set REDIS_URL');
+    throw new SetupError(
+      'no Redis found: install Redis (apt-get install redis-server, or brew install redis) or set REDIS_URL',
+    );
   }
   const dir = path.join(VAR, 'redis');
   mkdirSync(dir, { recursive: true });
   say(`starting a private Redis on 127.0.0.1:${PRIVATE_REDIS_PORT} (data in var/redis)`);
   // Append-only so queued jobs and unmetered usage survive a restart of the private server.
-  run(bin, ['--port', String(PRIVATE_REDIS_PORT), '--bind', '127.0.0.1', '--dir', dir, '--daemonize', 'yes', '--pidfile', path.join(dir, 'redis.pid'),
-    '--logfile', path.join(dir, 'redis.log'), '--appendonly', 'yes', '--save', '', '--maxmemory-policy', 'noeviction'], { quiet: true });
+  run(
+    bin,
+    [
+      '--port',
+      String(PRIVATE_REDIS_PORT),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--daemonize',
+      'yes',
+      '--pidfile',
+      path.join(dir, 'redis.pid'),
+      '--logfile',
+      path.join(dir, 'redis.log'),
+      '--appendonly',
+      'yes',
+      '--save',
+      '',
+      '--maxmemory-policy',
+      'noeviction',
+    ],
+    { quiet: true },
+  );
   for (let i = 0; i < 100; i++) {
     if (await redisPing('127.0.0.1', PRIVATE_REDIS_PORT, 200)) break;
     await new Promise((r) => setTimeout(r, 50));
@@ -274,7 +342,9 @@ function findPgBin(name) {
   if (onPath) return onPath;
   const base = '/usr/lib/postgresql';
   if (!existsSync(base)) return undefined;
-  const versions = readdirSync(base).filter((v) => existsSync(path.join(base, v, 'bin', name))).sort((a, b) => Number(b) - Number(a));
+  const versions = readdirSync(base)
+    .filter((v) => existsSync(path.join(base, v, 'bin', name)))
+    .sort((a, b) => Number(b) - Number(a));
   return versions[0] ? path.join(base, versions[0], 'bin', name) : undefined;
 }
 
@@ -289,13 +359,23 @@ export async function ensurePostgres(dbName) {
     if (state === false) throw new SetupError(`DATABASE_URL is set but Postgres does not answer there`);
     const name = new URL(process.env.DATABASE_URL).pathname.slice(1);
     if (state === 'no-database') await createDatabase(process.env.DATABASE_URL, name);
-    return { serverUrl: process.env.DATABASE_URL, url: process.env.DATABASE_URL, chosen: 'from DATABASE_URL', stop: async () => {} };
+    return {
+      serverUrl: process.env.DATABASE_URL,
+      url: process.env.DATABASE_URL,
+      chosen: 'from DATABASE_URL',
+      stop: async () => {},
+    };
   }
   const users = [...new Set([process.env.PGUSER, 'postgres', os.userInfo().username].filter(Boolean))];
   for (const user of users) {
     const serverUrl = `postgres://${encodeURIComponent(user)}@127.0.0.1:5432/postgres`;
     if ((await pgConnects(serverUrl)) === true) {
-      return { serverUrl, url: await createDatabase(serverUrl, dbName), chosen: 'the server on 127.0.0.1:5432', stop: async () => {} };
+      return {
+        serverUrl,
+        url: await createDatabase(serverUrl, dbName),
+        chosen: 'the server on 127.0.0.1:5432',
+        stop: async () => {},
+      };
     }
   }
   const privateUrl = `postgres://postgres@127.0.0.1:${PRIVATE_PG_PORT}/postgres`;
@@ -312,7 +392,9 @@ async function startPrivatePostgres(dbName) {
   if (!initdb && aptInstall(['postgresql'])) initdb = findPgBin('initdb');
   const pgCtl = findPgBin('pg_ctl');
   if (!initdb || !pgCtl) {
-    throw new SetupError('no PostgreSQL found: install PostgreSQL (apt-get install postgresql, or brew install postgresql) or set DATABASE_URL');
+    throw new SetupError(
+      'no PostgreSQL found: install PostgreSQL (apt-get install postgresql, or brew install postgresql) or set DATABASE_URL',
+    );
   }
   const dir = path.join(VAR, 'postgres');
   const data = path.join(dir, 'data');
@@ -321,20 +403,37 @@ async function startPrivatePostgres(dbName) {
   let asUser = [];
   if (isRoot()) {
     const id = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
-    if (id.status !== 0) throw new SetupError('running as root, Postgres needs a `postgres` system user: install PostgreSQL (apt-get install postgresql) or set DATABASE_URL');
+    if (id.status !== 0)
+      throw new SetupError(
+        'running as root, Postgres needs a `postgres` system user: install PostgreSQL (apt-get install postgresql) or set DATABASE_URL',
+      );
     const uid = Number(id.stdout.trim());
     const gid = Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout.trim());
     chownSync(dir, uid, gid);
     asUser = ['runuser', '-u', 'postgres', '--'];
   }
-  const exec = (bin, args) => (asUser.length ? run(asUser[0], [...asUser.slice(1), bin, ...args], { quiet: true }) : run(bin, args, { quiet: true }));
+  const exec = (bin, args) =>
+    asUser.length
+      ? run(asUser[0], [...asUser.slice(1), bin, ...args], { quiet: true })
+      : run(bin, args, { quiet: true });
   if (!existsSync(path.join(data, 'PG_VERSION'))) {
     say('initialising a private Postgres cluster in var/postgres');
     rmSync(data, { recursive: true, force: true });
     exec(initdb, ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8']);
   }
   say(`starting the private Postgres on 127.0.0.1:${PRIVATE_PG_PORT}`);
-  exec(pgCtl, ['-D', data, '-l', path.join(dir, 'postgres.log'), '-w', '-t', '60', '-o', `-p ${PRIVATE_PG_PORT} -k ${dir} -c listen_addresses=127.0.0.1`, 'start']);
+  exec(pgCtl, [
+    '-D',
+    data,
+    '-l',
+    path.join(dir, 'postgres.log'),
+    '-w',
+    '-t',
+    '60',
+    '-o',
+    `-p ${PRIVATE_PG_PORT} -k ${dir} -c listen_addresses=127.0.0.1`,
+    'start',
+  ]);
   const serverUrl = `postgres://postgres@127.0.0.1:${PRIVATE_PG_PORT}/postgres`;
   return {
     serverUrl,
@@ -362,4 +461,3 @@ export async function main(fn) {
     throw err;
   }
 }
-

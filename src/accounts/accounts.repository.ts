@@ -10,7 +10,10 @@ export type VerificationToken = Selectable<EmailVerificationTokensTable>;
 // each call only supplies the key hash (the builder and compiler cost more than the query).
 const apiKeyLookups = new WeakMap<Db, CompiledQuery<Account & { key_hash: string }>>();
 
-export async function findAccountByApiKeyHash(db: Db, keyHash: string): Promise<(Account & { key_hash: string }) | undefined> {
+export async function findAccountByApiKeyHash(
+  db: Db,
+  keyHash: string,
+): Promise<(Account & { key_hash: string }) | undefined> {
   let compiled = apiKeyLookups.get(db);
   if (!compiled) {
     compiled = db
@@ -46,10 +49,21 @@ export async function findAccountByEmail(db: Db | Trx, email: string): Promise<A
  * concurrent sign-up for the same address wait for the first and then insert nothing, instead
  * of failing on the unique index. Returns undefined when the address was already taken.
  */
-export async function insertAccountIfAbsent(trx: Trx, values: { name: string; email: string; organization: string; now: Date }): Promise<Account | undefined> {
+export async function insertAccountIfAbsent(
+  trx: Trx,
+  values: { name: string; email: string; organization: string; now: Date },
+): Promise<Account | undefined> {
   return trx
     .insertInto('accounts')
-    .values({ name: values.name, email: values.email, organization: values.organization, tier: 'free', verified_at: null, tier_changed_at: values.now, updated_at: values.now })
+    .values({
+      name: values.name,
+      email: values.email,
+      organization: values.organization,
+      tier: 'free',
+      verified_at: null,
+      tier_changed_at: values.now,
+      updated_at: values.now,
+    })
     .onConflict((oc) => oc.expression(sql`lower(email)`).doNothing())
     .returningAll()
     .executeTakeFirst();
@@ -73,10 +87,18 @@ export async function markAccountVerified(trx: Trx, id: string, now: Date): Prom
     .executeTakeFirst();
 }
 
-export async function insertVerificationToken(trx: Trx, values: { accountId: string; tokenHash: string; expiresAt: Date; now: Date }): Promise<void> {
+export async function insertVerificationToken(
+  trx: Trx,
+  values: { accountId: string; tokenHash: string; expiresAt: Date; now: Date },
+): Promise<void> {
   await trx
     .insertInto('email_verification_tokens')
-    .values({ account_id: values.accountId, token_hash: values.tokenHash, expires_at: values.expiresAt, created_at: values.now })
+    .values({
+      account_id: values.accountId,
+      token_hash: values.tokenHash,
+      expires_at: values.expiresAt,
+      created_at: values.now,
+    })
     .execute();
 }
 
@@ -84,7 +106,11 @@ export async function insertVerificationToken(trx: Trx, values: { accountId: str
  * Marks the token used if it is unused and unexpired, in one statement: of two concurrent
  * uses, the second finds used_at already set and gets nothing back.
  */
-export async function useVerificationToken(trx: Trx, tokenHash: string, now: Date): Promise<{ account_id: string } | undefined> {
+export async function useVerificationToken(
+  trx: Trx,
+  tokenHash: string,
+  now: Date,
+): Promise<{ account_id: string } | undefined> {
   return trx
     .updateTable('email_verification_tokens')
     .set({ used_at: now })
@@ -101,18 +127,36 @@ export async function findVerificationToken(db: Db | Trx, tokenHash: string): Pr
 
 /** Every other open link of the account stops working once one of them verified it. */
 export async function closeVerificationTokens(trx: Trx, accountId: string, now: Date): Promise<void> {
-  await trx.updateTable('email_verification_tokens').set({ used_at: now }).where('account_id', '=', accountId).where('used_at', 'is', null).execute();
+  await trx
+    .updateTable('email_verification_tokens')
+    .set({ used_at: now })
+    .where('account_id', '=', accountId)
+    .where('used_at', 'is', null)
+    .execute();
 }
 
 /** Revokes the account's live keys. */
 export async function revokeActiveApiKeys(trx: Trx, accountId: string, now: Date): Promise<void> {
-  await trx.updateTable('api_keys').set({ revoked_at: now }).where('account_id', '=', accountId).where('revoked_at', 'is', null).execute();
+  await trx
+    .updateTable('api_keys')
+    .set({ revoked_at: now })
+    .where('account_id', '=', accountId)
+    .where('revoked_at', 'is', null)
+    .execute();
 }
 
-export async function insertApiKey(trx: Trx, values: { accountId: string; keyHash: string; displayPrefix: string; now: Date }): Promise<void> {
+export async function insertApiKey(
+  trx: Trx,
+  values: { accountId: string; keyHash: string; displayPrefix: string; now: Date },
+): Promise<void> {
   await trx
     .insertInto('api_keys')
-    .values({ account_id: values.accountId, key_hash: values.keyHash, display_prefix: values.displayPrefix, created_at: values.now })
+    .values({
+      account_id: values.accountId,
+      key_hash: values.keyHash,
+      display_prefix: values.displayPrefix,
+      created_at: values.now,
+    })
     .execute();
 }
 
@@ -125,7 +169,12 @@ export async function findAccountByCustomer(db: Db | Trx, customerId: string): P
 }
 
 /** A page of accounts with a Stripe customer, in id order (optionally only the given ones). */
-export async function accountsWithCustomer(db: Db, afterId: string | null, limit: number, only?: string[]): Promise<Account[]> {
+export async function accountsWithCustomer(
+  db: Db,
+  afterId: string | null,
+  limit: number,
+  only?: string[],
+): Promise<Account[]> {
   let q = db.selectFrom('accounts').selectAll().where('stripe_customer_id', 'is not', null).orderBy('id').limit(limit);
   if (afterId !== null) q = q.where('id', '>', afterId);
   if (only && only.length) q = q.where('id', 'in', only);
@@ -143,7 +192,12 @@ export type AccountBillingPatch = Pick<
   | 'checkout_session_id'
 >;
 
-export async function updateAccountBilling(db: Db | Trx, accountId: string, patch: AccountBillingPatch, at: Date): Promise<void> {
+export async function updateAccountBilling(
+  db: Db | Trx,
+  accountId: string,
+  patch: AccountBillingPatch,
+  at: Date,
+): Promise<void> {
   await db
     .updateTable('accounts')
     .set({ ...patch, updated_at: at })
@@ -172,22 +226,45 @@ export async function setOpenCheckoutSession(db: Db, accountId: string, sessionI
 }
 
 export async function setTier(trx: Trx, accountId: string, tier: Tier, at: Date): Promise<void> {
-  await trx.updateTable('accounts').set({ tier, tier_changed_at: at, updated_at: at }).where('id', '=', accountId).execute();
+  await trx
+    .updateTable('accounts')
+    .set({ tier, tier_changed_at: at, updated_at: at })
+    .where('id', '=', accountId)
+    .execute();
 }
 
 /** Sets (a decimal string, "25.00") or removes (null) the account's monthly spending limit. */
-export async function setMonthlySpendLimit(trx: Trx, accountId: string, limitUsd: string | null, at: Date): Promise<Account> {
-  return trx.updateTable('accounts').set({ monthly_spend_limit_usd: limitUsd, updated_at: at }).where('id', '=', accountId).returningAll().executeTakeFirstOrThrow();
+export async function setMonthlySpendLimit(
+  trx: Trx,
+  accountId: string,
+  limitUsd: string | null,
+  at: Date,
+): Promise<Account> {
+  return trx
+    .updateTable('accounts')
+    .set({ monthly_spend_limit_usd: limitUsd, updated_at: at })
+    .where('id', '=', accountId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
 }
 
 /** Of these accounts, the ids of the paid ones with a monthly spending limit. */
 export async function paidAccountsWithSpendLimit(db: Db, ids: readonly string[]): Promise<string[]> {
   if (ids.length === 0) return [];
-  const rows = await db.selectFrom('accounts').select('id').where('id', 'in', [...ids]).where('tier', '=', 'paid').where('monthly_spend_limit_usd', 'is not', null).execute();
+  const rows = await db
+    .selectFrom('accounts')
+    .select('id')
+    .where('id', 'in', [...ids])
+    .where('tier', '=', 'paid')
+    .where('monthly_spend_limit_usd', 'is not', null)
+    .execute();
   return rows.map((r) => r.id);
 }
 
-export async function insertTierChange(trx: Trx, row: { accountId: string; from: Tier; to: Tier; reason: string; at: Date }): Promise<void> {
+export async function insertTierChange(
+  trx: Trx,
+  row: { accountId: string; from: Tier; to: Tier; reason: string; at: Date },
+): Promise<void> {
   await trx
     .insertInto('tier_changes')
     .values({ account_id: row.accountId, from_tier: row.from, to_tier: row.to, reason: row.reason, at: row.at })

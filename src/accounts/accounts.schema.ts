@@ -7,9 +7,21 @@ export const SignupRequest: JsonSchema = {
   type: 'object',
   required: ['name', 'email', 'organization'],
   properties: {
-    name: { type: 'string', maxLength: 100, 'x-text': 'name', description: 'One line, not blank', example: 'Ada Lovelace' },
+    name: {
+      type: 'string',
+      maxLength: 100,
+      'x-text': 'name',
+      description: 'One line, not blank',
+      example: 'Ada Lovelace',
+    },
     email: { type: 'string', format: 'email', maxLength: 254, 'x-text': 'line', example: 'ada@example.com' },
-    organization: { type: 'string', maxLength: 100, 'x-text': 'name', description: 'One line, not blank', example: 'Analytical Engines Ltd' },
+    organization: {
+      type: 'string',
+      maxLength: 100,
+      'x-text': 'name',
+      description: 'One line, not blank',
+      example: 'Analytical Engines Ltd',
+    },
   },
 };
 
@@ -32,7 +44,13 @@ export const VerifyQuery: JsonSchema = {
   type: 'object',
   required: ['token'],
   properties: {
-    token: { type: 'string', minLength: 1, maxLength: 512, 'x-text': 'line', description: 'The token from the verification email link' },
+    token: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 512,
+      'x-text': 'line',
+      description: 'The token from the verification email link',
+    },
   },
 };
 

@@ -59,11 +59,20 @@ export const verificationLink = (app: Pick<AccountsDeps, 'config'>, token: strin
  * The email goes into the outbox in the same transaction, so sign-up never waits on the provider.
  * Attempts are limited per mailbox and per client network first (signup-limits.ts).
  */
-export async function signUp(app: AccountsDeps & { signupLimits: SignupLimits }, input: SignupInput, client: { ip: string }): Promise<{ message: string; email: string }> {
+export async function signUp(
+  app: AccountsDeps & { signupLimits: SignupLimits },
+  input: SignupInput,
+  client: { ip: string },
+): Promise<{ message: string; email: string }> {
   await app.signupLimits.admit({ email: input.email, clientIp: client.ip });
   const now = app.clock.now();
   await transaction(app.db, async (trx) => {
-    const created = await insertAccountIfAbsent(trx, { name: input.name, email: input.email, organization: input.organization, now });
+    const created = await insertAccountIfAbsent(trx, {
+      name: input.name,
+      email: input.email,
+      organization: input.organization,
+      now,
+    });
     // The insert did nothing: the address exists (possibly committed a moment ago by a concurrent sign-up).
     const account = created ?? (await findAccountByEmail(trx, input.email));
     if (!account) throw new Error('sign-up found neither a new nor an existing account for the address');
@@ -79,18 +88,26 @@ export async function signUp(app: AccountsDeps & { signupLimits: SignupLimits },
 async function sendVerificationLink(app: AccountsDeps, trx: Trx, account: Account, now: Date): Promise<void> {
   const { token, hash } = generateVerificationToken();
   const ttl = app.config.auth.verifyTokenTtlMs;
-  await insertVerificationToken(trx, { accountId: account.id, tokenHash: hash, expiresAt: new Date(now.getTime() + ttl), now });
+  await insertVerificationToken(trx, {
+    accountId: account.id,
+    tokenHash: hash,
+    expiresAt: new Date(now.getTime() + ttl),
+    now,
+  });
   await queueEmail(trx, verificationEmail(account, verificationLink(app, token), Math.round(ttl / 3_600_000)), now);
 }
 
 /** Why a verification token was turned down; every case is 400 with its own code. */
 export const TOKEN_ERRORS = {
-  invalid_token: 'This verification link is not valid. Check that the whole link was opened, or sign up again with the same email address to get a new one.',
-  token_used: 'This verification link was already used. The API key was shown when it was first opened; if it is lost, regenerate it.',
+  invalid_token:
+    'This verification link is not valid. Check that the whole link was opened, or sign up again with the same email address to get a new one.',
+  token_used:
+    'This verification link was already used. The API key was shown when it was first opened; if it is lost, regenerate it.',
   token_expired: 'This verification link has expired. Sign up again with the same email address to get a new one.',
 } as const;
 
-const tokenError = (code: keyof typeof TOKEN_ERRORS) => new AppError('invalid_request', TOKEN_ERRORS[code], { code, param: 'token' });
+const tokenError = (code: keyof typeof TOKEN_ERRORS) =>
+  new AppError('invalid_request', TOKEN_ERRORS[code], { code, param: 'token' });
 
 /**
  * Verification: in one transaction the token is used (an UPDATE guarded by used_at IS NULL, so
@@ -137,20 +154,30 @@ async function replaceApiKey(app: AccountsDeps, trx: Trx, accountId: string, now
  * The rate limit (1 per 2 hours per account) is checked before anything changes; an allowed call
  * counts even if the transaction then fails, which errs on the side of the limit.
  */
-export async function regenerateApiKey(app: AccountsDeps & { limiter: Limiter }, accountId: string): Promise<IssuedKeyResult> {
+export async function regenerateApiKey(
+  app: AccountsDeps & { limiter: Limiter },
+  accountId: string,
+): Promise<IssuedKeyResult> {
   const admission = await app.limiter.admitKeyRegeneration(accountId);
   if (!admission.allowed) {
     const retryAfter = Math.max(1, Math.ceil(admission.retryAfterSeconds));
-    throw new AppError('rate_limited', `An API key can be regenerated once every 2 hours. Try again ${describeReset(app.clock.now().getTime(), retryAfter * 1000)}.`, {
-      code: 'rate_limit_exceeded',
-      headers: { ...retryAdvice(retryAfter * 1000), ...regenerationLimitHeaders(retryAfter) },
-    });
+    throw new AppError(
+      'rate_limited',
+      `An API key can be regenerated once every 2 hours. Try again ${describeReset(app.clock.now().getTime(), retryAfter * 1000)}.`,
+      {
+        code: 'rate_limit_exceeded',
+        headers: { ...retryAdvice(retryAfter * 1000), ...regenerationLimitHeaders(retryAfter) },
+      },
+    );
   }
   const now = app.clock.now();
   return transaction(app.db, async (trx) => {
     const account = await lockAccount(trx, accountId);
     if (!account) throw new AppError('authentication', 'The account no longer exists', { code: 'unknown_account' });
-    if (account.verified_at === null) throw new AppError('permission', 'Verify your email address before using the API', { code: 'email_not_verified' });
+    if (account.verified_at === null)
+      throw new AppError('permission', 'Verify your email address before using the API', {
+        code: 'email_not_verified',
+      });
     const apiKey = await replaceApiKey(app, trx, account.id, now);
     app.log.info({ accountId: account.id }, 'API key regenerated; the previous key is revoked');
     return {

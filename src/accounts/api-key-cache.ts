@@ -94,7 +94,8 @@ export class ApiKeyCache {
 
   private put(hash: string, entry: Entry): void {
     // Oldest first out: a Map iterates in insertion order.
-    if (this.entries.size >= MAX_ENTRIES && !this.entries.has(hash)) this.entries.delete(this.entries.keys().next().value!);
+    if (this.entries.size >= MAX_ENTRIES && !this.entries.has(hash))
+      this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(hash, entry);
   }
 }
@@ -112,6 +113,9 @@ export function accountVersionKey(config: Pick<Config, 'redis'>, accountId: stri
  * use. A new random value rather than a counter: a version that expired and was set again can
  * never come back equal to one an entry was read under.
  */
-export async function bumpAccountVersion(deps: { redis: RedisClient; config: Pick<Config, 'redis'> }, accountId: string): Promise<void> {
+export async function bumpAccountVersion(
+  deps: { redis: RedisClient; config: Pick<Config, 'redis'> },
+  accountId: string,
+): Promise<void> {
   await deps.redis.set(accountVersionKey(deps.config, accountId), randomUUID(), 'EX', VERSION_TTL_SECONDS);
 }

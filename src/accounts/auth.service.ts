@@ -23,12 +23,19 @@ export const looksLikeApiKey = (credential: string): boolean => credential.start
 
 function hashOfWellFormed(key: string): string {
   if (!isWellFormedApiKey(key)) {
-    throw new AppError('authentication', 'Incorrect API key provided. Keys look like sk-svc-… and are shown once at verification.', { code: 'invalid_api_key' });
+    throw new AppError(
+      'authentication',
+      'Incorrect API key provided. Keys look like sk-svc-… and are shown once at verification.',
+      { code: 'invalid_api_key' },
+    );
   }
   return hashApiKey(key);
 }
 
-async function readVersion(app: Pick<AuthDeps, 'redis' | 'config'>, accountId: string): Promise<string | null | undefined> {
+async function readVersion(
+  app: Pick<AuthDeps, 'redis' | 'config'>,
+  accountId: string,
+): Promise<string | null | undefined> {
   try {
     return await app.redis.get(accountVersionKey(app.config, accountId));
   } catch {
@@ -39,7 +46,9 @@ async function readVersion(app: Pick<AuthDeps, 'redis' | 'config'>, accountId: s
 async function loadAccount(app: Pick<AuthDeps, 'db'>, hash: string): Promise<Account> {
   const row = await findAccountByApiKeyHash(app.db, hash);
   if (!row || !sameHash(row.key_hash, hash)) {
-    throw new AppError('authentication', 'Incorrect API key provided, or the key was regenerated.', { code: 'invalid_api_key' });
+    throw new AppError('authentication', 'Incorrect API key provided, or the key was regenerated.', {
+      code: 'invalid_api_key',
+    });
   }
   const { key_hash: _omit, ...account } = row;
   assertVerified(account);
@@ -92,7 +101,10 @@ export function forgetCachedApiKey(app: Pick<AuthDeps, 'apiKeyCache'>, key: stri
  * every web process re-reads them on their next use. A failure is logged, not thrown: the change
  * is committed, and Redis being unreachable has already emptied every process's cache.
  */
-export async function invalidateAccountKeys(app: { redis: RedisClient; config: Pick<Config, 'redis'>; log: Logger }, accountId: string): Promise<void> {
+export async function invalidateAccountKeys(
+  app: { redis: RedisClient; config: Pick<Config, 'redis'>; log: Logger },
+  accountId: string,
+): Promise<void> {
   try {
     await bumpAccountVersion(app, accountId);
   } catch (err) {
@@ -113,9 +125,13 @@ export async function authenticateJwt(app: Pick<AuthDeps, 'db' | 'jwtVerifier'>,
   let account: Account | undefined;
   if (typeof claims.sub === 'string' && UUID.test(claims.sub)) account = await findAccountById(app.db, claims.sub);
   // A claim Postgres could not even compare (a NUL, an absurd length) names no account.
-  const email = typeof claims.email === 'string' && claims.email.length <= 254 && !claims.email.includes('\u0000') ? claims.email : undefined;
+  const email =
+    typeof claims.email === 'string' && claims.email.length <= 254 && !claims.email.includes('\u0000')
+      ? claims.email
+      : undefined;
   if (!account && email !== undefined) account = await findAccountByEmail(app.db, email);
-  if (!account) throw new AppError('authentication', 'The token does not name a known account', { code: 'unknown_account' });
+  if (!account)
+    throw new AppError('authentication', 'The token does not name a known account', { code: 'unknown_account' });
   assertVerified(account);
   return account;
 }

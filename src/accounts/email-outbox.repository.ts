@@ -15,7 +15,15 @@ export interface NewOutboxEmail {
 export async function insertOutboxEmail(trx: Trx | Db, email: NewOutboxEmail, now: Date): Promise<string> {
   const row = await trx
     .insertInto('email_outbox')
-    .values({ to_address: email.to, subject: email.subject, text_body: email.text, html_body: email.html, kind: email.kind, next_attempt_at: now, created_at: now })
+    .values({
+      to_address: email.to,
+      subject: email.subject,
+      text_body: email.text,
+      html_body: email.html,
+      kind: email.kind,
+      next_attempt_at: now,
+      created_at: now,
+    })
     .returning('id')
     .executeTakeFirstOrThrow();
   return row.id;
@@ -38,18 +46,37 @@ export async function claimDueEmail(trx: Trx, now: Date): Promise<OutboxRow | un
     .executeTakeFirst();
 }
 
-export async function markEmailSent(trx: Trx, id: string, values: { providerMessageId: string; attempts: number; now: Date }): Promise<void> {
+export async function markEmailSent(
+  trx: Trx,
+  id: string,
+  values: { providerMessageId: string; attempts: number; now: Date },
+): Promise<void> {
   await trx
     .updateTable('email_outbox')
-    .set({ status: 'sent', provider_message_id: values.providerMessageId, attempts: values.attempts, sent_at: values.now, last_error: null })
+    .set({
+      status: 'sent',
+      provider_message_id: values.providerMessageId,
+      attempts: values.attempts,
+      sent_at: values.now,
+      last_error: null,
+    })
     .where('id', '=', id)
     .execute();
 }
 
-export async function markEmailAttemptFailed(trx: Trx, id: string, values: { attempts: number; error: string; nextAttemptAt: Date; giveUp: boolean }): Promise<void> {
+export async function markEmailAttemptFailed(
+  trx: Trx,
+  id: string,
+  values: { attempts: number; error: string; nextAttemptAt: Date; giveUp: boolean },
+): Promise<void> {
   await trx
     .updateTable('email_outbox')
-    .set({ status: values.giveUp ? 'failed' : 'pending', attempts: values.attempts, last_error: values.error.slice(0, 2000), next_attempt_at: values.nextAttemptAt })
+    .set({
+      status: values.giveUp ? 'failed' : 'pending',
+      attempts: values.attempts,
+      last_error: values.error.slice(0, 2000),
+      next_attempt_at: values.nextAttemptAt,
+    })
     .where('id', '=', id)
     .execute();
 }

@@ -4,7 +4,13 @@ import type { Logger } from '../logger.js';
 import type { EmailMetrics } from '../metrics.js';
 import { transaction, type Db, type Trx } from '../infra/db.js';
 import { MailSendError, type MailTransport } from '../infra/mail.js';
-import { claimDueEmail, insertOutboxEmail, markEmailAttemptFailed, markEmailSent, type NewOutboxEmail } from './email-outbox.repository.js';
+import {
+  claimDueEmail,
+  insertOutboxEmail,
+  markEmailAttemptFailed,
+  markEmailSent,
+  type NewOutboxEmail,
+} from './email-outbox.repository.js';
 
 // The outbox pattern: a request that must send mail writes the message into email_outbox in its
 // own transaction and returns; a worker delivers it. The request never waits on the provider,
@@ -57,7 +63,14 @@ export async function deliverOneEmail(app: OutboxDeps, transport: MailTransport)
     if (!row) return undefined;
     const attempts = row.attempts + 1;
     try {
-      const { messageId } = await transport.send({ id: row.id, to: row.to_address, subject: row.subject, text: row.text_body, html: row.html_body, kind: row.kind });
+      const { messageId } = await transport.send({
+        id: row.id,
+        to: row.to_address,
+        subject: row.subject,
+        text: row.text_body,
+        html: row.html_body,
+        kind: row.kind,
+      });
       await markEmailSent(trx, row.id, { providerMessageId: messageId, attempts, now: app.clock.now() });
       app.log.info({ outboxId: row.id, kind: row.kind, attempts, providerMessageId: messageId }, 'email sent');
       return 'sent';
@@ -69,7 +82,11 @@ export async function deliverOneEmail(app: OutboxDeps, transport: MailTransport)
       const message = err instanceof Error ? err.message : String(err);
       await markEmailAttemptFailed(trx, row.id, { attempts, error: message, nextAttemptAt, giveUp });
       const log = { outboxId: row.id, kind: row.kind, attempts, error: message, ...(giveUp ? {} : { nextAttemptAt }) };
-      if (giveUp) app.log.error(log, permanent ? 'email rejected by the provider; not retrying' : 'email failed too many times; giving up');
+      if (giveUp)
+        app.log.error(
+          log,
+          permanent ? 'email rejected by the provider; not retrying' : 'email failed too many times; giving up',
+        );
       else app.log.warn(log, 'email send failed; will retry');
       return giveUp ? 'failed' : 'retry';
     }
@@ -85,7 +102,11 @@ export async function deliverOneEmail(app: OutboxDeps, transport: MailTransport)
  * start only once a first claim found something, so a poll of an empty outbox (nearly every
  * poll) costs one transaction, not one per claimer.
  */
-export async function deliverDueEmails(app: OutboxDeps, transport: MailTransport, opts: { parallel?: number; max?: number } = {}): Promise<number> {
+export async function deliverDueEmails(
+  app: OutboxDeps,
+  transport: MailTransport,
+  opts: { parallel?: number; max?: number } = {},
+): Promise<number> {
   const max = opts.max ?? 1000;
   if (max < 1 || (await deliverOneEmail(app, transport)) === undefined) return 0;
   let attempted = 1;

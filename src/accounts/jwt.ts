@@ -1,4 +1,11 @@
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, SignJWT, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import {
+  createRemoteJWKSet,
+  errors as joseErrors,
+  jwtVerify,
+  SignJWT,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+} from 'jose';
 import type { Config } from '../config.js';
 import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
@@ -16,10 +23,18 @@ export function createJwtVerifier(config: Config, clock: Clock): JwtVerifier {
   const jwt = config.auth.jwt;
   let key: Uint8Array | JWTVerifyGetKey;
   if (jwt.secret !== undefined) key = new TextEncoder().encode(jwt.secret);
-  else if (jwt.jwksUrl !== undefined) key = createRemoteJWKSet(new URL(jwt.jwksUrl), { timeoutDuration: 3000, cooldownDuration: 30_000 });
+  else if (jwt.jwksUrl !== undefined)
+    key = createRemoteJWKSet(new URL(jwt.jwksUrl), { timeoutDuration: 3000, cooldownDuration: 30_000 });
   else {
     return {
-      verify: () => Promise.reject(new AppError('unavailable', 'JWT authentication is not configured on this server (set JWT_SECRET or JWT_JWKS_URL)', { code: 'jwt_not_configured' })),
+      verify: () =>
+        Promise.reject(
+          new AppError(
+            'unavailable',
+            'JWT authentication is not configured on this server (set JWT_SECRET or JWT_JWKS_URL)',
+            { code: 'jwt_not_configured' },
+          ),
+        ),
     };
   }
   return {
@@ -38,11 +53,15 @@ export function createJwtVerifier(config: Config, clock: Clock): JwtVerifier {
         // Our key set being unreachable says nothing about the token: 503, so the client retries
         // instead of discarding a good token.
         if (jwt.jwksUrl !== undefined && keySetUnavailable(err)) {
-          throw new AppError('unavailable', 'The token cannot be checked right now (the signing key set is unreachable); retry shortly', {
-            code: 'jwks_unavailable',
-            headers: { 'Retry-After': '5' },
-            cause: err,
-          });
+          throw new AppError(
+            'unavailable',
+            'The token cannot be checked right now (the signing key set is unreachable); retry shortly',
+            {
+              code: 'jwks_unavailable',
+              headers: { 'Retry-After': '5' },
+              cause: err,
+            },
+          );
         }
         throw new AppError('authentication', describeJwtError(err), { code: 'invalid_token', cause: err });
       }
@@ -52,8 +71,10 @@ export function createJwtVerifier(config: Config, clock: Clock): JwtVerifier {
 
 function describeJwtError(err: unknown): string {
   if (err instanceof joseErrors.JWTExpired) return 'The token has expired';
-  if (err instanceof joseErrors.JWTClaimValidationFailed) return `The token's "${err.claim}" claim is not valid (${err.reason})`;
-  if (err instanceof joseErrors.JOSEAlgNotAllowed) return 'The token is signed with an algorithm this server does not accept';
+  if (err instanceof joseErrors.JWTClaimValidationFailed)
+    return `The token's "${err.claim}" claim is not valid (${err.reason})`;
+  if (err instanceof joseErrors.JOSEAlgNotAllowed)
+    return 'The token is signed with an algorithm this server does not accept';
   if (err instanceof joseErrors.JWSSignatureVerificationFailed) return 'The token signature is not valid';
   if (err instanceof joseErrors.JWKSNoMatchingKey) return 'No key matches the token';
   return 'The token is malformed or not valid';
@@ -69,7 +90,8 @@ function keySetUnavailable(err: unknown): boolean {
 /** Signs a token the configured verifier accepts (shared-secret configurations only). */
 export async function mintJwt(config: Config, clock: Clock, claims: { sub: string; email: string }): Promise<string> {
   const jwt = config.auth.jwt;
-  if (jwt.secret === undefined) throw new Error('minting needs JWT_SECRET; with JWT_JWKS_URL tokens come from your identity provider');
+  if (jwt.secret === undefined)
+    throw new Error('minting needs JWT_SECRET; with JWT_JWKS_URL tokens come from your identity provider');
   const now = Math.floor(clock.now().getTime() / 1000);
   let builder = new SignJWT({ email: claims.email })
     .setProtectedHeader({ alg: jwt.algorithms[0] ?? 'HS256', typ: 'JWT' })

@@ -20,10 +20,23 @@ export class SignupLimits {
   private readonly byAddress: RateLimiterRedis;
   private readonly byClient: RateLimiterRedis;
 
-  constructor(private readonly deps: { redis: RedisClient; clock: Clock; config: Pick<Config, 'redis' | 'limits'>; outages: { redis: OutageLog } }) {
+  constructor(
+    private readonly deps: {
+      redis: RedisClient;
+      clock: Clock;
+      config: Pick<Config, 'redis' | 'limits'>;
+      outages: { redis: OutageLog };
+    },
+  ) {
     const { perAddressPerHour, perClientPerHour } = deps.config.limits.signup;
     const make = (what: string, points: number) =>
-      new RateLimiterRedis({ storeClient: deps.redis, keyPrefix: redisKey(deps.config, 'signup', what), points, duration: HOUR_SECONDS, rejectIfRedisNotReady: true });
+      new RateLimiterRedis({
+        storeClient: deps.redis,
+        keyPrefix: redisKey(deps.config, 'signup', what),
+        points,
+        duration: HOUR_SECONDS,
+        rejectIfRedisNotReady: true,
+      });
     this.byAddress = make('address', perAddressPerHour);
     this.byClient = make('client', perClientPerHour);
   }
@@ -39,10 +52,14 @@ export class SignupLimits {
       await this.byAddress.consume(mailboxKey(input.email));
     } catch (err) {
       if (err instanceof RateLimiterRes) {
-        throw new AppError('rate_limited', `${REFUSAL} Try again ${describeReset(this.deps.clock.now().getTime(), err.msBeforeNext)}.`, {
-          code: 'rate_limit_exceeded',
-          headers: retryAdvice(err.msBeforeNext),
-        });
+        throw new AppError(
+          'rate_limited',
+          `${REFUSAL} Try again ${describeReset(this.deps.clock.now().getTime(), err.msBeforeNext)}.`,
+          {
+            code: 'rate_limit_exceeded',
+            headers: retryAdvice(err.msBeforeNext),
+          },
+        );
       }
       this.deps.outages.redis.failure('sign-up limits', err);
       throw new AppError('unavailable', 'Sign-up is temporarily unavailable. Please retry shortly.', {
@@ -60,7 +77,10 @@ export class SignupLimits {
  */
 export function mailboxKey(email: string): string {
   const [local = '', domain = ''] = email.toLowerCase().split(/@(?=[^@]*$)/);
-  return createHash('sha256').update(`${local.replace(/\+.*$/, '')}@${domain}`).digest('hex').slice(0, 32);
+  return createHash('sha256')
+    .update(`${local.replace(/\+.*$/, '')}@${domain}`)
+    .digest('hex')
+    .slice(0, 32);
 }
 
 /**
@@ -71,7 +91,10 @@ export function clientNetworkKey(ip: string): string {
   if (!ipaddr.isValid(ip)) return `other:${ip}`;
   const addr = ipaddr.process(ip);
   if (addr.kind() === 'ipv4') return addr.toString();
-  return `${(addr as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
+  return `${(addr as ipaddr.IPv6).parts
+    .slice(0, 4)
+    .map((p) => p.toString(16))
+    .join(':')}::/64`;
 }
 
 const REFUSAL = 'Too many sign-up attempts for this email address or from your network.';

@@ -4,20 +4,39 @@ import { SpendLimitSchema } from './spend-limit.schema.js';
 export const HistoryQuery: JsonSchema = {
   type: 'object',
   properties: {
-    start_date: { type: 'string', format: 'date', description: 'First day of the period (UTC, inclusive), YYYY-MM-DD. Default: the 1st of the month eleven months before end_date.', example: '2026-01-01' },
-    end_date: { type: 'string', format: 'date', description: 'Last day of the period (UTC, inclusive), YYYY-MM-DD, on or after start_date. Default: today.', example: '2026-11-22' },
+    start_date: {
+      type: 'string',
+      format: 'date',
+      description:
+        'First day of the period (UTC, inclusive), YYYY-MM-DD. Default: the 1st of the month eleven months before end_date.',
+      example: '2026-01-01',
+    },
+    end_date: {
+      type: 'string',
+      format: 'date',
+      description: 'Last day of the period (UTC, inclusive), YYYY-MM-DD, on or after start_date. Default: today.',
+      example: '2026-11-22',
+    },
   },
 };
 
 const integer = (description: string): JsonSchema => ({ type: 'integer', minimum: 0, description });
-const decimal = (description: string, example: string): JsonSchema => ({ type: 'string', pattern: '^-?\\d+(\\.\\d+)?$', description, example });
+const decimal = (description: string, example: string): JsonSchema => ({
+  type: 'string',
+  pattern: '^-?\\d+(\\.\\d+)?$',
+  description,
+  example,
+});
 
 const figures = {
   requests: integer('Requests'),
   prompt_tokens: integer('Prompt (input) tokens'),
   completion_tokens: integer('Completion (output) tokens'),
   total_tokens: integer('prompt_tokens + completion_tokens'),
-  cost_usd: decimal('Exact cost in USD of paid-tier requests, unrounded (free-tier requests cost nothing)', '0.0123456'),
+  cost_usd: decimal(
+    'Exact cost in USD of paid-tier requests, unrounded (free-tier requests cost nothing)',
+    '0.0123456',
+  ),
   cost_cents: integer('The cost as it is invoiced: rounded half up to the cent per model, then summed'),
   cost: decimal('cost_cents as a currency amount', '0.01'),
 };
@@ -45,11 +64,18 @@ export const UsageSchema: JsonSchema = {
       items: {
         type: 'object',
         required: ['model', 'billable_requests', ...figureKeys],
-        properties: { model: { type: 'string' }, billable_requests: integer('Requests made on the paid tier'), ...figures },
+        properties: {
+          model: { type: 'string' },
+          billable_requests: integer('Requests made on the paid tier'),
+          ...figures,
+        },
       },
     },
     total: { type: 'object', required: figureKeys, properties: figures },
-    spend_limit: { ...SpendLimitSchema, description: 'The monthly spending limit and what is left of it (as GET /v1/billing/spend-limit answers)' },
+    spend_limit: {
+      ...SpendLimitSchema,
+      description: 'The monthly spending limit and what is left of it (as GET /v1/billing/spend-limit answers)',
+    },
   },
 };
 
@@ -61,7 +87,7 @@ const InvoiceLine: JsonSchema = {
     requests: integer('Requests covered'),
     prompt_tokens: integer('Prompt tokens covered'),
     completion_tokens: integer('Completion tokens covered'),
-    cost_usd: decimal('Exact sum of the covered requests\' cost', '1.2345678'),
+    cost_usd: decimal("Exact sum of the covered requests' cost", '1.2345678'),
     amount_cents: integer('cost_usd rounded half up to the cent: what this line bills'),
     amount: decimal('amount_cents as a currency amount', '1.23'),
   },
@@ -69,14 +95,30 @@ const InvoiceLine: JsonSchema = {
 
 export const InvoiceSchema: JsonSchema = {
   type: 'object',
-  required: ['id', 'stripe_invoice_id', 'kind', 'period_start', 'period_end', 'status', 'currency', 'amount_cents', 'amount', 'hosted_invoice_url', 'created_at'],
+  required: [
+    'id',
+    'stripe_invoice_id',
+    'kind',
+    'period_start',
+    'period_end',
+    'status',
+    'currency',
+    'amount_cents',
+    'amount',
+    'hosted_invoice_url',
+    'created_at',
+  ],
   properties: {
     id: { type: 'string', format: 'uuid', description: "This service's invoice id" },
     stripe_invoice_id: { type: ['string', 'null'], description: 'The Stripe invoice (in_…)' },
     kind: { type: 'string', enum: ['monthly', 'on_demand'] },
     period_start: { type: 'string', format: 'date-time' },
     period_end: { type: 'string', format: 'date-time', description: 'Exclusive' },
-    status: { type: 'string', enum: ['draft', 'open', 'paid', 'void', 'uncollectible'], description: "draft: being issued; otherwise Stripe's status as last seen" },
+    status: {
+      type: 'string',
+      enum: ['draft', 'open', 'paid', 'void', 'uncollectible'],
+      description: "draft: being issued; otherwise Stripe's status as last seen",
+    },
     currency: { type: 'string' },
     amount_cents: integer('The sum of the rounded lines'),
     amount: decimal('amount_cents as a currency amount', '12.34'),
@@ -92,23 +134,44 @@ export const GenerateInvoiceSchema: JsonSchema = {
   properties: {
     status: { type: 'string', enum: ['invoiced', 'nothing_to_invoice'] },
     message: { type: 'string' },
-    invoice: { oneOf: [InvoiceSchema, { type: 'null' }], description: 'The invoice created (with its lines), or null when there was nothing to invoice' },
+    invoice: {
+      oneOf: [InvoiceSchema, { type: 'null' }],
+      description: 'The invoice created (with its lines), or null when there was nothing to invoice',
+    },
   },
 };
 
 export const HistorySchema: JsonSchema = {
   type: 'object',
-  required: ['object', 'start_date', 'end_date', 'currency', 'invoices', 'months', 'total_invoiced_cents', 'total_invoiced'],
+  required: [
+    'object',
+    'start_date',
+    'end_date',
+    'currency',
+    'invoices',
+    'months',
+    'total_invoiced_cents',
+    'total_invoiced',
+  ],
   properties: {
     object: { type: 'string', const: 'billing.history' },
     start_date: { type: 'string', format: 'date' },
     end_date: { type: 'string', format: 'date' },
     currency: { type: 'string' },
-    invoices: { type: 'array', items: InvoiceSchema, description: 'Invoices whose period overlaps the dates, oldest first' },
+    invoices: {
+      type: 'array',
+      items: InvoiceSchema,
+      description: 'Invoices whose period overlaps the dates, oldest first',
+    },
     months: {
       type: 'array',
-      description: 'Usage per calendar month (UTC) for months that overlap the dates and have usage; each month is counted whole',
-      items: { type: 'object', required: ['month', ...figureKeys], properties: { month: { type: 'string', example: '2026-10' }, ...figures } },
+      description:
+        'Usage per calendar month (UTC) for months that overlap the dates and have usage; each month is counted whole',
+      items: {
+        type: 'object',
+        required: ['month', ...figureKeys],
+        properties: { month: { type: 'string', example: '2026-10' }, ...figures },
+      },
     },
     total_invoiced_cents: integer('Sum of the listed invoices that were issued (not draft or void)'),
     total_invoiced: decimal('total_invoiced_cents as a currency amount', '12.34'),

@@ -33,7 +33,13 @@ export interface UsageFigures {
 }
 
 type Count = string | number | bigint;
-type UsageRow = { requests: Count; prompt_tokens: Count; completion_tokens: Count; cost_usd: string; cost_cents: string | bigint };
+type UsageRow = {
+  requests: Count;
+  prompt_tokens: Count;
+  completion_tokens: Count;
+  cost_usd: string;
+  cost_cents: string | bigint;
+};
 
 /** The figures of one ledger aggregate row, as every usage body shows them. */
 function figuresOf(r: UsageRow): UsageFigures {
@@ -80,11 +86,18 @@ function sumDecimals(values: string[]): string {
 }
 
 /** GET /v1/billing/usage: this month to date, per model and in total, and the spending limit. */
-export async function currentUsage(app: BillingDeps, account: Pick<Account, 'id' | 'tier' | 'monthly_spend_limit_usd'>): Promise<CurrentUsage> {
+export async function currentUsage(
+  app: BillingDeps,
+  account: Pick<Account, 'id' | 'tier' | 'monthly_spend_limit_usd'>,
+): Promise<CurrentUsage> {
   const now = app.clock.now();
   const month = monthOf(now);
   const rows = await monthUsageByModel(app.db, account.id, month.start);
-  const models: ModelUsage[] = rows.map((r) => ({ model: r.model, billable_requests: toSafeInteger(r.paid_requests), ...figuresOf(r) }));
+  const models: ModelUsage[] = rows.map((r) => ({
+    model: r.model,
+    billable_requests: toSafeInteger(r.paid_requests),
+    ...figuresOf(r),
+  }));
   const cents = rows.reduce((n, r) => n + BigInt(r.cost_cents), 0n);
   const total: UsageFigures = {
     requests: models.reduce((n, m) => n + m.requests, 0),
@@ -135,14 +148,22 @@ export async function billingHistory(app: BillingDeps, accountId: string, q: His
   const endDate = q.end_date ?? dayKey(app.clock.now());
   const startDate = q.start_date ?? dayKey(addMonths(monthOf(parseDay(endDate)), -11).start);
   if (endDate < startDate) {
-    throw validationError([{ loc: ['query', 'end_date'], msg: `end_date (${endDate}) must be on or after start_date (${startDate})`, type: 'value_error' }]);
+    throw validationError([
+      {
+        loc: ['query', 'end_date'],
+        msg: `end_date (${endDate}) must be on or after start_date (${startDate})`,
+        type: 'value_error',
+      },
+    ]);
   }
   const from = parseDay(startDate);
   const to = addDays(parseDay(endDate), 1);
   const invoices = (await listInvoices(app.db, accountId, from, to)).map((r) => invoiceView(r));
   const rows = await usageByMonth(app.db, accountId, monthOf(from).start, monthOf(parseDay(endDate)).start);
   const months = rows.map((r) => ({ month: r.month, ...figuresOf(r) }));
-  const invoiced = invoices.filter((i) => i.status !== 'draft' && i.status !== 'void').reduce((n, i) => n + BigInt(i.amount_cents), 0n);
+  const invoiced = invoices
+    .filter((i) => i.status !== 'draft' && i.status !== 'void')
+    .reduce((n, i) => n + BigInt(i.amount_cents), 0n);
   return {
     object: 'billing.history',
     start_date: startDate,

@@ -4,7 +4,13 @@ import { AppError } from '../errors.js';
 import { transaction, type Db } from '../infra/db.js';
 import type { Account } from '../accounts/accounts.repository.js';
 import { aggregateReservedUsage, releaseUsage, reserveUsage } from '../usage/usage.repository.js';
-import { findInvoice, insertDraftInvoice, insertInvoiceLines, setInvoiceAmountFromLines, type InvoiceRow } from './invoices.repository.js';
+import {
+  findInvoice,
+  insertDraftInvoice,
+  insertInvoiceLines,
+  setInvoiceAmountFromLines,
+  type InvoiceRow,
+} from './invoices.repository.js';
 import type { Month } from './periods.js';
 
 // The local half of an invoice (step 1 of invoicing.service.ts): the draft, the ledger rows it
@@ -43,13 +49,21 @@ export async function reserveDraft(
       // A line worth less than half a cent would bill nothing: its rows stay unbilled and join a
       // later invoice, where they add up, so sub-cent usage is deferred rather than lost.
       const zero = lines.filter((l) => BigInt(l.amount_cents) === 0n);
-      await releaseUsage(trx, draft.id, zero.map((l) => l.model));
+      await releaseUsage(
+        trx,
+        draft.id,
+        zero.map((l) => l.model),
+      );
       const billed = lines.filter((l) => BigInt(l.amount_cents) > 0n);
       if (billed.length === 0) throw NOTHING;
       if (account.stripe_customer_id === null) {
-        throw new AppError('conflict', 'This account owes paid-tier usage but has no payment processor customer to invoice; contact support.', {
-          code: 'no_billing_customer',
-        });
+        throw new AppError(
+          'conflict',
+          'This account owes paid-tier usage but has no payment processor customer to invoice; contact support.',
+          {
+            code: 'no_billing_customer',
+          },
+        );
       }
       await insertInvoiceLines(trx, draft.id, billed);
       await setInvoiceAmountFromLines(trx, draft.id);

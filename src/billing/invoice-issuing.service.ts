@@ -6,7 +6,13 @@ import { callStripe, isStripeError, stripeFailure, type Stripe } from '../infra/
 import type { Logger } from '../logger.js';
 import type { BillingMetrics } from '../metrics.js';
 import type { Account } from '../accounts/accounts.repository.js';
-import { invoiceLines, markInvoiceIssued, setLineItemId, setStripeInvoiceId, type InvoiceRow } from './invoices.repository.js';
+import {
+  invoiceLines,
+  markInvoiceIssued,
+  setLineItemId,
+  setStripeInvoiceId,
+  type InvoiceRow,
+} from './invoices.repository.js';
 import { invoiceView, type InvoiceView } from './invoices.presenter.js';
 import { toSafeInteger } from './money.js';
 import { monthOf, unixSeconds } from './periods.js';
@@ -24,7 +30,10 @@ export interface IssuingDeps {
   stripe: Stripe;
 }
 
-function describeLine(line: { model: string; requests: number; prompt_tokens: string; completion_tokens: string }, label: string): string {
+function describeLine(
+  line: { model: string; requests: number; prompt_tokens: string; completion_tokens: string },
+  label: string,
+): string {
   const n = (s: string | number) => BigInt(s).toLocaleString('en-US');
   return `${line.model}: ${n(line.prompt_tokens)} prompt + ${n(line.completion_tokens)} completion tokens, ${n(line.requests)} requests (${label})`;
 }
@@ -35,7 +44,11 @@ function periodLabel(inv: InvoiceRow): string {
 }
 
 /** An invoice we may have created before crashing, found by the local id we put in its metadata. */
-async function findStripeInvoice(stripe: Stripe, customer: string, localId: string): Promise<Stripe.Invoice | undefined> {
+async function findStripeInvoice(
+  stripe: Stripe,
+  customer: string,
+  localId: string,
+): Promise<Stripe.Invoice | undefined> {
   for await (const inv of stripe.invoices.list({ customer, limit: 100 })) {
     if (inv.metadata?.invoice_id === localId) return inv;
   }
@@ -52,10 +65,19 @@ async function findStripeItems(stripe: Stripe, stripeInvoiceId: string): Promise
 }
 
 /** Steps 2 and 3, for a fresh draft or one a crashed run left behind (`resuming`). */
-export async function issueInvoice(app: IssuingDeps, conn: Db, account: Account, draft: InvoiceRow, resuming: boolean): Promise<InvoiceView> {
+export async function issueInvoice(
+  app: IssuingDeps,
+  conn: Db,
+  account: Account,
+  draft: InvoiceRow,
+  resuming: boolean,
+): Promise<InvoiceView> {
   const stripe = app.stripe;
   const customer = account.stripe_customer_id;
-  if (customer === null) throw new AppError('conflict', 'The account has no payment processor customer to invoice.', { code: 'no_billing_customer' });
+  if (customer === null)
+    throw new AppError('conflict', 'The account has no payment processor customer to invoice.', {
+      code: 'no_billing_customer',
+    });
   const key = draft.idempotency_key;
   const label = periodLabel(draft);
   const lines = await invoiceLines(conn, draft.id);
@@ -65,7 +87,8 @@ export async function issueInvoice(app: IssuingDeps, conn: Db, account: Account,
     stripeInvoice = await callStripe('reading the invoice', () => stripe.invoices.retrieve(draft.stripe_invoice_id!));
   } else {
     // Stripe keeps idempotency keys for 24 hours; a draft resumed later is found by its metadata.
-    if (resuming) stripeInvoice = await callStripe('looking for the invoice', () => findStripeInvoice(stripe, customer, draft.id));
+    if (resuming)
+      stripeInvoice = await callStripe('looking for the invoice', () => findStripeInvoice(stripe, customer, draft.id));
     stripeInvoice ??= await callStripe('creating the invoice', () =>
       stripe.invoices.create(
         {
@@ -87,7 +110,10 @@ export async function issueInvoice(app: IssuingDeps, conn: Db, account: Account,
 
   if (stripeInvoice.status === 'draft') {
     const pending = lines.filter((l) => l.stripe_invoice_item_id === null);
-    const existing = resuming && pending.length ? await callStripe('listing the invoice items', () => findStripeItems(stripe, stripeId)) : new Map<string, string>();
+    const existing =
+      resuming && pending.length
+        ? await callStripe('listing the invoice items', () => findStripeItems(stripe, stripeId))
+        : new Map<string, string>();
     for (const line of pending) {
       let itemId = existing.get(line.model);
       if (itemId === undefined) {
@@ -114,19 +140,36 @@ export async function issueInvoice(app: IssuingDeps, conn: Db, account: Account,
         );
         itemId = item.id;
         if (app.config.faults.crashAfterInvoiceItem) {
-          app.log.warn({ invoiceId: draft.id, itemId }, 'failpoint crash-after-invoice-item: dying before recording the item');
+          app.log.warn(
+            { invoiceId: draft.id, itemId },
+            'failpoint crash-after-invoice-item: dying before recording the item',
+          );
           process.kill(process.pid, 'SIGKILL');
         }
       }
       await setLineItemId(conn, draft.id, line.model, itemId);
     }
-    stripeInvoice = await callStripe('finalizing the invoice', () => stripe.invoices.finalizeInvoice(stripeId, { auto_advance: true }, { idempotencyKey: `${key}:finalize` }));
+    stripeInvoice = await callStripe('finalizing the invoice', () =>
+      stripe.invoices.finalizeInvoice(stripeId, { auto_advance: true }, { idempotencyKey: `${key}:finalize` }),
+    );
   }
 
   if (BigInt(stripeInvoice.total) !== BigInt(draft.amount_cents)) {
     // Never mark it issued: the ledger and Stripe disagree, which a person must look at.
-    app.log.error({ invoiceId: draft.id, stripeInvoiceId: stripeId, ledgerCents: draft.amount_cents, stripeCents: stripeInvoice.total }, 'invoice total differs from the ledger');
-    throw new AppError('internal', `Stripe invoice ${stripeId} totals ${stripeInvoice.total} cents but the ledger says ${draft.amount_cents}`, { code: 'invoice_mismatch' });
+    app.log.error(
+      {
+        invoiceId: draft.id,
+        stripeInvoiceId: stripeId,
+        ledgerCents: draft.amount_cents,
+        stripeCents: stripeInvoice.total,
+      },
+      'invoice total differs from the ledger',
+    );
+    throw new AppError(
+      'internal',
+      `Stripe invoice ${stripeId} totals ${stripeInvoice.total} cents but the ledger says ${draft.amount_cents}`,
+      { code: 'invoice_mismatch' },
+    );
   }
 
   if (stripeInvoice.status === 'open') {
@@ -134,16 +177,36 @@ export async function issueInvoice(app: IssuingDeps, conn: Db, account: Account,
       stripeInvoice = await stripe.invoices.sendInvoice(stripeId, {}, { idempotencyKey: `${key}:send` });
     } catch (err) {
       // A refused send (not a failed call) leaves a valid, finalized invoice that Stripe charges anyway.
-      if (!isStripeError(err) || err.type !== 'StripeInvalidRequestError') throw stripeFailure(err, 'sending the invoice');
-      app.log.warn({ invoiceId: draft.id, stripeInvoiceId: stripeId, err: err.message }, 'Stripe refused to send the invoice; it stays finalized and is charged automatically');
+      if (!isStripeError(err) || err.type !== 'StripeInvalidRequestError')
+        throw stripeFailure(err, 'sending the invoice');
+      app.log.warn(
+        { invoiceId: draft.id, stripeInvoiceId: stripeId, err: err.message },
+        'Stripe refused to send the invoice; it stays finalized and is charged automatically',
+      );
     }
   }
 
-  const finalizedAt = stripeInvoice.status_transitions?.finalized_at ? new Date(stripeInvoice.status_transitions.finalized_at * 1000) : app.clock.now();
-  const issued = await markInvoiceIssued(conn, draft.id, { status: stripeInvoice.status ?? 'open', hostedInvoiceUrl: stripeInvoice.hosted_invoice_url ?? null, finalizedAt });
+  const finalizedAt = stripeInvoice.status_transitions?.finalized_at
+    ? new Date(stripeInvoice.status_transitions.finalized_at * 1000)
+    : app.clock.now();
+  const issued = await markInvoiceIssued(conn, draft.id, {
+    status: stripeInvoice.status ?? 'open',
+    hostedInvoiceUrl: stripeInvoice.hosted_invoice_url ?? null,
+    finalizedAt,
+  });
   const m = app.metrics.billing;
   m.invoicesCreated.inc({ kind: draft.kind });
   m.invoicedCents.inc({ kind: draft.kind }, toSafeInteger(draft.amount_cents));
-  app.log.info({ accountId: account.id, invoiceId: draft.id, stripeInvoiceId: stripeId, amountCents: draft.amount_cents, kind: draft.kind, resumed: resuming }, 'invoice issued');
+  app.log.info(
+    {
+      accountId: account.id,
+      invoiceId: draft.id,
+      stripeInvoiceId: stripeId,
+      amountCents: draft.amount_cents,
+      kind: draft.kind,
+      resumed: resuming,
+    },
+    'invoice issued',
+  );
   return invoiceView(issued, await invoiceLines(conn, draft.id));
 }

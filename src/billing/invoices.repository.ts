@@ -18,10 +18,21 @@ export async function findInvoice(db: Db | Trx, id: string): Promise<InvoiceRow 
 
 /** Invoices reserved locally but not yet issued in Stripe (a run that stopped half way). */
 export async function findDraftInvoices(db: Db | Trx, accountId: string): Promise<InvoiceRow[]> {
-  return db.selectFrom('invoices').selectAll().where('account_id', '=', accountId).where('status', '=', 'draft').orderBy('created_at').execute();
+  return db
+    .selectFrom('invoices')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .where('status', '=', 'draft')
+    .orderBy('created_at')
+    .execute();
 }
 
-export async function countInvoices(db: Db | Trx, accountId: string, kind: InvoiceKind, periodStart: Date): Promise<number> {
+export async function countInvoices(
+  db: Db | Trx,
+  accountId: string,
+  kind: InvoiceKind,
+  periodStart: Date,
+): Promise<number> {
   const r = await db
     .selectFrom('invoices')
     .select((eb) => eb.fn.countAll<string>().as('n'))
@@ -34,7 +45,15 @@ export async function countInvoices(db: Db | Trx, accountId: string, kind: Invoi
 
 export async function insertDraftInvoice(
   trx: Trx,
-  v: { accountId: string; kind: InvoiceKind; periodStart: Date; periodEnd: Date; idempotencyKey: string; currency: string; createdAt: Date },
+  v: {
+    accountId: string;
+    kind: InvoiceKind;
+    periodStart: Date;
+    periodEnd: Date;
+    idempotencyKey: string;
+    currency: string;
+    createdAt: Date;
+  },
 ): Promise<InvoiceRow> {
   return trx
     .insertInto('invoices')
@@ -75,7 +94,9 @@ export async function insertInvoiceLines(trx: Trx, invoiceId: string, lines: New
 
 /** The invoice total is computed by Postgres as the sum of its rounded lines. */
 export async function setInvoiceAmountFromLines(trx: Trx, invoiceId: string): Promise<void> {
-  await sql`update invoices set amount_cents = (select coalesce(sum(amount_cents), 0) from invoice_lines where invoice_id = ${invoiceId}) where id = ${invoiceId}`.execute(trx);
+  await sql`update invoices set amount_cents = (select coalesce(sum(amount_cents), 0) from invoice_lines where invoice_id = ${invoiceId}) where id = ${invoiceId}`.execute(
+    trx,
+  );
 }
 
 export async function invoiceLines(db: Db | Trx, invoiceId: string): Promise<InvoiceLineRow[]> {
@@ -87,10 +108,19 @@ export async function setStripeInvoiceId(db: Db, invoiceId: string, stripeInvoic
 }
 
 export async function setLineItemId(db: Db, invoiceId: string, model: string, itemId: string): Promise<void> {
-  await db.updateTable('invoice_lines').set({ stripe_invoice_item_id: itemId }).where('invoice_id', '=', invoiceId).where('model', '=', model).execute();
+  await db
+    .updateTable('invoice_lines')
+    .set({ stripe_invoice_item_id: itemId })
+    .where('invoice_id', '=', invoiceId)
+    .where('model', '=', model)
+    .execute();
 }
 
-export async function markInvoiceIssued(db: Db, invoiceId: string, v: { status: string; hostedInvoiceUrl: string | null; finalizedAt: Date }): Promise<InvoiceRow> {
+export async function markInvoiceIssued(
+  db: Db,
+  invoiceId: string,
+  v: { status: string; hostedInvoiceUrl: string | null; finalizedAt: Date },
+): Promise<InvoiceRow> {
   return db
     .updateTable('invoices')
     .set({ status: v.status, hosted_invoice_url: v.hostedInvoiceUrl, finalized_at: v.finalizedAt })
@@ -118,7 +148,13 @@ export async function listInvoices(db: Db, accountId: string, from: Date, to: Da
 
 /** Issued invoices Stripe may still move on (paid, voided, uncollectible) without telling us. */
 export async function openInvoicesOf(db: Db, accountId: string): Promise<InvoiceRow[]> {
-  return db.selectFrom('invoices').selectAll().where('account_id', '=', accountId).where('status', '=', 'open').where('stripe_invoice_id', 'is not', null).execute();
+  return db
+    .selectFrom('invoices')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .where('status', '=', 'open')
+    .where('stripe_invoice_id', 'is not', null)
+    .execute();
 }
 
 /**

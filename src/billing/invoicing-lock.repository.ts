@@ -13,6 +13,11 @@ export { BUSY };
  * Runs `fn` while holding the account's invoicing lock, waiting up to `waitMs` for another holder
  * to finish. BUSY when it never got the lock. `fn` gets the database handle to work with.
  */
-export async function withInvoicingLock<T>(db: Db, accountId: string, waitMs: number, fn: (conn: Db) => Promise<T>): Promise<T | typeof BUSY> {
+export async function withInvoicingLock<T>(
+  db: Db,
+  accountId: string,
+  waitMs: number,
+  fn: (conn: Db) => Promise<T>,
+): Promise<T | typeof BUSY> {
   return withAdvisoryLock(db, { namespace: ACCOUNT_LOCK_NS, name: accountId }, waitMs, () => fn(db));
 }

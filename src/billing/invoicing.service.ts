@@ -11,7 +11,13 @@ import { getAccount } from '../accounts/accounts.service.js';
 import { flushUsage } from '../usage/metering.service.js';
 import { monthlyKey, onDemandKey, reserveDraft, type DraftDeps } from './invoice-drafts.service.js';
 import { issueInvoice, type IssuingDeps } from './invoice-issuing.service.js';
-import { countInvoices, findDraftInvoices, findInvoiceByKey, invoiceLines, type InvoiceRow } from './invoices.repository.js';
+import {
+  countInvoices,
+  findDraftInvoices,
+  findInvoiceByKey,
+  invoiceLines,
+  type InvoiceRow,
+} from './invoices.repository.js';
 import { invoiceView, type InvoiceView } from './invoices.presenter.js';
 import { BUSY, withInvoicingLock } from './invoicing-lock.repository.js';
 import { monthOf, type Month } from './periods.js';
@@ -60,9 +66,15 @@ export type InvoiceRequest = { kind: 'monthly'; month: Month } | { kind: 'on_dem
 // One account
 
 /** Invoices one account; the caller holds its invoicing lock (withInvoicingLock). */
-export async function invoiceAccount(app: DraftDeps & IssuingDeps, conn: Db, account: Account, request: InvoiceRequest): Promise<InvoiceOutcome> {
+export async function invoiceAccount(
+  app: DraftDeps & IssuingDeps,
+  conn: Db,
+  account: Account,
+  request: InvoiceRequest,
+): Promise<InvoiceOutcome> {
   const resumed: InvoiceView[] = [];
-  for (const draft of await findDraftInvoices(conn, account.id)) resumed.push(await issueInvoice(app, conn, account, draft, true));
+  for (const draft of await findDraftInvoices(conn, account.id))
+    resumed.push(await issueInvoice(app, conn, account, draft, true));
 
   let draft: InvoiceRow | undefined;
   if (request.kind === 'monthly') {
@@ -70,19 +82,36 @@ export async function invoiceAccount(app: DraftDeps & IssuingDeps, conn: Db, acc
     const existing = await findInvoiceByKey(conn, key);
     if (existing) {
       const view = invoiceView(existing, await invoiceLines(conn, existing.id));
-      return resumed.some((r) => r.id === existing.id) ? { status: 'invoiced', invoice: view, resumed: true } : { status: 'already_invoiced', invoice: view };
+      return resumed.some((r) => r.id === existing.id)
+        ? { status: 'invoiced', invoice: view, resumed: true }
+        : { status: 'already_invoiced', invoice: view };
     }
     // Everything unbilled up to the month's end: normally that month's usage, plus any row
     // recorded after an earlier month was invoiced (a request in flight at midnight) and
     // sub-cent lines deferred from earlier invoices.
-    draft = await reserveDraft(app, conn, account, { kind: 'monthly', key, from: null, to: request.month.end, periodStart: request.month.start, periodEnd: request.month.end });
+    draft = await reserveDraft(app, conn, account, {
+      kind: 'monthly',
+      key,
+      from: null,
+      to: request.month.end,
+      periodStart: request.month.start,
+      periodEnd: request.month.end,
+    });
   } else {
     const now = app.clock.now();
     const month = monthOf(now);
     const n = (await countInvoices(conn, account.id, 'on_demand', month.start)) + 1;
-    draft = await reserveDraft(app, conn, account, { kind: 'on_demand', key: onDemandKey(account.id, month, n), from: month.start, to: now, periodStart: month.start, periodEnd: now });
+    draft = await reserveDraft(app, conn, account, {
+      kind: 'on_demand',
+      key: onDemandKey(account.id, month, n),
+      from: month.start,
+      to: now,
+      periodStart: month.start,
+      periodEnd: now,
+    });
   }
-  if (draft) return { status: 'invoiced', invoice: await issueInvoice(app, conn, account, draft, false), resumed: false };
+  if (draft)
+    return { status: 'invoiced', invoice: await issueInvoice(app, conn, account, draft, false), resumed: false };
   const last = resumed.at(-1);
   return last ? { status: 'invoiced', invoice: last, resumed: true } : { status: 'nothing_to_invoice', invoice: null };
 }
@@ -110,35 +139,45 @@ export async function generateInvoice(app: InvoicingDeps, accountId: string): Pr
   try {
     await flushUsage(app);
   } catch (err) {
-    throw new AppError('unavailable', 'The usage ledger could not be brought up to date (the queue store is unreachable); no invoice was created. Please retry.', {
-      code: 'metering_unavailable',
-      headers: { 'Retry-After': '5' },
-      cause: err,
-    });
+    throw new AppError(
+      'unavailable',
+      'The usage ledger could not be brought up to date (the queue store is unreachable); no invoice was created. Please retry.',
+      {
+        code: 'metering_unavailable',
+        headers: { 'Retry-After': '5' },
+        cause: err,
+      },
+    );
   }
   const outcome = await withInvoicingLock(app.db, accountId, ON_DEMAND_LOCK_WAIT_MS, async (conn) => {
     const account = await getAccount({ db: conn }, accountId);
     return invoiceAccount(app, conn, account, { kind: 'on_demand' });
   });
   if (outcome === BUSY) {
-    throw new AppError('conflict', 'An invoice for this account is being generated right now; retry in a few seconds.', {
-      code: 'invoice_in_progress',
-      headers: { 'Retry-After': '5' },
-    });
+    throw new AppError(
+      'conflict',
+      'An invoice for this account is being generated right now; retry in a few seconds.',
+      {
+        code: 'invoice_in_progress',
+        headers: { 'Retry-After': '5' },
+      },
+    );
   }
   if (outcome.status === 'nothing_to_invoice') {
     return {
       status: 'nothing_to_invoice',
-      message: 'Nothing to invoice: this month has no paid-tier usage that is not already on an invoice (free-tier usage is not billed). No invoice was created.',
+      message:
+        'Nothing to invoice: this month has no paid-tier usage that is not already on an invoice (free-tier usage is not billed). No invoice was created.',
       invoice: null,
     };
   }
   const inv = outcome.invoice;
   return {
     status: 'invoiced',
-    message: outcome.status === 'invoiced' && outcome.resumed
-      ? `Completed invoice ${inv.stripe_invoice_id} for ${inv.amount} ${inv.currency.toUpperCase()}, which an earlier attempt had started; it was finalized and sent.`
-      : `Invoice ${inv.stripe_invoice_id} for ${inv.amount} ${inv.currency.toUpperCase()} was created, finalized and sent. The usage it covers will not be billed again.`,
+    message:
+      outcome.status === 'invoiced' && outcome.resumed
+        ? `Completed invoice ${inv.stripe_invoice_id} for ${inv.amount} ${inv.currency.toUpperCase()}, which an earlier attempt had started; it was finalized and sent.`
+        : `Invoice ${inv.stripe_invoice_id} for ${inv.amount} ${inv.currency.toUpperCase()} was created, finalized and sent. The usage it covers will not be billed again.`,
     invoice: inv,
   };
 }

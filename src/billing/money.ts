@@ -19,7 +19,8 @@ export function centsToAmount(cents: bigint | string): string {
  */
 export function toSafeInteger(v: bigint | string | number): number {
   const b = typeof v === 'bigint' ? v : BigInt(v);
-  if (b > BigInt(Number.MAX_SAFE_INTEGER) || b < BigInt(Number.MIN_SAFE_INTEGER)) throw new RangeError(`integer ${b} does not fit a JSON number exactly`);
+  if (b > BigInt(Number.MAX_SAFE_INTEGER) || b < BigInt(Number.MIN_SAFE_INTEGER))
+    throw new RangeError(`integer ${b} does not fit a JSON number exactly`);
   return Number(b);
 }
 

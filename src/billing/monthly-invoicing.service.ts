@@ -1,6 +1,13 @@
 import type { RedisClient, RedisRole } from '../infra/redis.js';
 import type { Config } from '../config.js';
-import { createQueueEvents, INVOICING_QUEUE, type Job, type Queue, type QueueEvents, type QueueRef } from '../infra/queues.js';
+import {
+  createQueueEvents,
+  INVOICING_QUEUE,
+  type Job,
+  type Queue,
+  type QueueEvents,
+  type QueueRef,
+} from '../infra/queues.js';
 import { findAccountById } from '../accounts/accounts.repository.js';
 import { flushUsage } from '../usage/metering.service.js';
 import { accountsToInvoice } from './invoices.repository.js';
@@ -49,7 +56,11 @@ const WAIT_SLICE_MS = 5_000;
 export const accountJobId = (month: string, accountId: string): string => `invoice.${month}.${accountId}`;
 
 /** Invoices one account for `month`: the body of an account job, also used by a targeted run. */
-export async function invoiceMonthAccount(app: InvoicingDeps, month: Month, accountId: string): Promise<AccountInvoicingResult> {
+export async function invoiceMonthAccount(
+  app: InvoicingDeps,
+  month: Month,
+  accountId: string,
+): Promise<AccountInvoicingResult> {
   const outcome = await withInvoicingLock(app.db, accountId, JOB_LOCK_WAIT_MS, async (conn) => {
     const account = await findAccountById(conn, accountId);
     if (!account) throw new Error(`no account ${accountId}`);
@@ -57,11 +68,19 @@ export async function invoiceMonthAccount(app: InvoicingDeps, month: Month, acco
   });
   if (outcome === BUSY) throw new Error('another invoicing of this account held its lock for too long');
   if (outcome.status === 'nothing_to_invoice') {
-    return { status: 'nothing_to_invoice', amount_cents: '0', line: `  ${accountId}: nothing to invoice (no billable usage, or under one cent, deferred)` };
+    return {
+      status: 'nothing_to_invoice',
+      amount_cents: '0',
+      line: `  ${accountId}: nothing to invoice (no billable usage, or under one cent, deferred)`,
+    };
   }
   const inv = outcome.invoice;
   if (outcome.status === 'already_invoiced') {
-    return { status: 'already_invoiced', amount_cents: '0', line: `  ${accountId}: already invoiced (${inv.stripe_invoice_id}, ${inv.amount} ${inv.currency.toUpperCase()}, ${inv.status})` };
+    return {
+      status: 'already_invoiced',
+      amount_cents: '0',
+      line: `  ${accountId}: already invoiced (${inv.stripe_invoice_id}, ${inv.amount} ${inv.currency.toUpperCase()}, ${inv.status})`,
+    };
   }
   return {
     status: 'invoiced',
@@ -80,7 +99,10 @@ export async function invoiceMonthAccount(app: InvoicingDeps, month: Month, acco
  */
 export async function invoiceMonth(app: MonthlyInvoicingDeps, month: Month, opts: JobOptions = {}): Promise<JobResult> {
   const now = app.clock.now();
-  if (month.end.getTime() > now.getTime()) throw new Error(`month ${month.key} has not ended yet (it ends ${month.end.toISOString()}); it can only be invoiced after that`);
+  if (month.end.getTime() > now.getTime())
+    throw new Error(
+      `month ${month.key} has not ended yet (it ends ${month.end.toISOString()}); it can only be invoiced after that`,
+    );
   // Without Stripe this throws 503 billing_not_configured before anything is read.
   void app.stripe;
   // A job may start before the process's fail-fast Redis connection is ready.
@@ -105,15 +127,27 @@ export async function invoiceMonth(app: MonthlyInvoicingDeps, month: Month, opts
     progress(`invoices ${month.key}: ${ids.length} account(s) to invoice, one job each on the invoicing queue`);
     await fanOut(app, month, ids, summary, opts);
   }
-  progress(`invoices ${month.key}: ${summary.invoiced} invoiced, ${summary.alreadyInvoiced} already invoiced, ${summary.nothingToInvoice} with nothing to invoice, ${summary.failed} failed`);
+  progress(
+    `invoices ${month.key}: ${summary.invoiced} invoiced, ${summary.alreadyInvoiced} already invoiced, ${summary.nothingToInvoice} with nothing to invoice, ${summary.failed} failed`,
+  );
   return summary.result();
 }
 
 /** Queues one job per account and waits for every one to end, counting each result as it comes. */
-async function fanOut(app: MonthlyInvoicingDeps, month: Month, ids: string[], summary: RunSummary, opts: JobOptions): Promise<void> {
+async function fanOut(
+  app: MonthlyInvoicingDeps,
+  month: Month,
+  ids: string[],
+  summary: RunSummary,
+  opts: JobOptions,
+): Promise<void> {
   const progress = opts.progress ?? (() => undefined);
   const queue = app.queue<AccountInvoicingJob>(INVOICING_QUEUE);
-  const events = createQueueEvents(app.config, INVOICING_QUEUE, app.redisConnection('queue-worker', 'invoicing-events'));
+  const events = createQueueEvents(
+    app.config,
+    INVOICING_QUEUE,
+    app.redisConnection('queue-worker', 'invoicing-events'),
+  );
   try {
     await events.waitUntilReady();
     // A job of this month that failed for good in an earlier run is tried again (queuing it anew
@@ -160,7 +194,11 @@ class Interrupted extends Error {}
  * WAIT_SLICE_MS the run also checks its claim (checkpoint) and reads the job's state itself, so
  * an announcement lost to a Redis failover cannot leave it waiting for ever.
  */
-async function waitFor(job: Job<AccountInvoicingJob, AccountInvoicingResult>, events: QueueEvents, opts: JobOptions): Promise<AccountInvoicingResult> {
+async function waitFor(
+  job: Job<AccountInvoicingJob, AccountInvoicingResult>,
+  events: QueueEvents,
+  opts: JobOptions,
+): Promise<AccountInvoicingResult> {
   for (;;) {
     try {
       return await job.waitUntilFinished(events, WAIT_SLICE_MS);
@@ -174,7 +212,6 @@ async function waitFor(job: Job<AccountInvoicingJob, AccountInvoicingResult>, ev
     }
   }
 }
-
 
 /** The run's counts and failures, reported per account as they come. */
 class RunSummary {
@@ -198,7 +235,12 @@ class RunSummary {
     progress(r.line);
   }
 
-  fail(app: Pick<InvoicingDeps, 'metrics' | 'log'>, accountId: string, err: unknown, progress: (line: string) => void): void {
+  fail(
+    app: Pick<InvoicingDeps, 'metrics' | 'log'>,
+    accountId: string,
+    err: unknown,
+    progress: (line: string) => void,
+  ): void {
     this.accounts += 1;
     this.failed += 1;
     const message = err instanceof Error ? err.message : String(err);

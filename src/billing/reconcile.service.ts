@@ -7,7 +7,13 @@ import { ACTIVE_STATUSES } from '../subscriptions/stripe-subscription.service.js
 import { transaction, type Db } from '../infra/db.js';
 import { changeTier, type TierDeps } from '../subscriptions/tier.service.js';
 import type { Tier } from '../../db/schema/index.js';
-import { type Account, type AccountBillingPatch, accountsWithCustomer, lockAccount, updateAccountBilling } from '../accounts/accounts.repository.js';
+import {
+  type Account,
+  type AccountBillingPatch,
+  accountsWithCustomer,
+  lockAccount,
+  updateAccountBilling,
+} from '../accounts/accounts.repository.js';
 import { openInvoicesOf, setInvoiceStatus } from './invoices.repository.js';
 import type { JobOptions, JobResult } from './job.js';
 
@@ -45,31 +51,57 @@ interface StripeState {
 }
 
 /** What Stripe says the account should be: paid exactly when one of its subscriptions to our price is active. */
-async function readStripeState(app: { config: Pick<Config, 'stripe'> }, stripe: Stripe, account: Account): Promise<StripeState> {
+async function readStripeState(
+  app: { config: Pick<Config, 'stripe'> },
+  stripe: Stripe,
+  account: Account,
+): Promise<StripeState> {
   const customerId = account.stripe_customer_id!;
   const subscriptions: Stripe.Subscription[] = [];
   await callStripe('listing the subscriptions', async () => {
-    for await (const s of stripe.subscriptions.list({ customer: customerId, status: 'all', limit: 100 })) subscriptions.push(s);
+    for await (const s of stripe.subscriptions.list({ customer: customerId, status: 'all', limit: 100 }))
+      subscriptions.push(s);
   });
   const price = app.config.stripe.priceId;
   const ours = subscriptions.filter((s) => price === undefined || s.items.data.some((i) => i.price.id === price));
   const active = ours.filter((s) => ACTIVE_STATUSES.has(s.status));
-  const current = active.find((s) => s.id === account.stripe_subscription_id) ?? active[0] ?? ours.find((s) => s.id === account.stripe_subscription_id) ?? ours[0] ?? null;
+  const current =
+    active.find((s) => s.id === account.stripe_subscription_id) ??
+    active[0] ??
+    ours.find((s) => s.id === account.stripe_subscription_id) ??
+    ours[0] ??
+    null;
 
-  const customer = await callStripe('reading the customer', () => stripe.customers.retrieve(customerId, { expand: ['invoice_settings.default_payment_method'] }));
-  const pm = 'deleted' in customer && customer.deleted ? null : (customer as Stripe.Customer).invoice_settings?.default_payment_method;
-  return { tier: active.length ? 'paid' : 'free', subscription: current, paymentMethod: pm && typeof pm === 'object' ? pm : null };
+  const customer = await callStripe('reading the customer', () =>
+    stripe.customers.retrieve(customerId, { expand: ['invoice_settings.default_payment_method'] }),
+  );
+  const pm =
+    'deleted' in customer && customer.deleted
+      ? null
+      : (customer as Stripe.Customer).invoice_settings?.default_payment_method;
+  return {
+    tier: active.length ? 'paid' : 'free',
+    subscription: current,
+    paymentMethod: pm && typeof pm === 'object' ? pm : null,
+  };
 }
 
 /** Compares one account with Stripe and repairs any drift. */
-export async function reconcileAccount(app: Omit<ReconcileDeps, 'stripe'>, stripe: Stripe, account: Account): Promise<AccountReconciliation> {
+export async function reconcileAccount(
+  app: Omit<ReconcileDeps, 'stripe'>,
+  stripe: Stripe,
+  account: Account,
+): Promise<AccountReconciliation> {
   const state = await readStripeState(app, stripe, account);
   const result = await transaction(app.db, async (trx): Promise<AccountReconciliation> => {
     const locked = await lockAccount(trx, account.id);
     if (!locked) return { account_id: account.id, fixes: [], skipped: 'the account no longer exists' };
     // A tier change that committed since we read the account came from a fresher source (an
     // upgrade or a webhook racing us); judging it by our older reading of Stripe could undo it.
-    if (locked.tier_changed_at.getTime() !== account.tier_changed_at.getTime() || locked.stripe_customer_id !== account.stripe_customer_id) {
+    if (
+      locked.tier_changed_at.getTime() !== account.tier_changed_at.getTime() ||
+      locked.stripe_customer_id !== account.stripe_customer_id
+    ) {
       return { account_id: account.id, fixes: [], skipped: 'the account changed while it was being checked' };
     }
     const fixes: ReconcileFix[] = [];
@@ -128,7 +160,14 @@ async function refreshInvoiceStatuses(app: { db: Db }, stripe: Stripe, accountId
 export async function reconcileAccounts(app: ReconcileDeps, opts: JobOptions = {}): Promise<JobResult> {
   const stripe = app.stripe;
   const progress = opts.progress ?? (() => undefined);
-  const summary = { accounts: 0, fixed: 0, fixes: {} as Record<string, number>, skipped: 0, failed: 0, failures: [] as { account_id: string; error: string }[] };
+  const summary = {
+    accounts: 0,
+    fixed: 0,
+    fixes: {} as Record<string, number>,
+    skipped: 0,
+    failed: 0,
+    failures: [] as { account_id: string; error: string }[],
+  };
   let after: string | null = null;
   for (;;) {
     const page = await accountsWithCustomer(app.db, after, 100, opts.accounts);
@@ -159,6 +198,8 @@ export async function reconcileAccounts(app: ReconcileDeps, opts: JobOptions = {
     }
     after = page.at(-1)!.id;
   }
-  progress(`reconcile: ${summary.accounts} account(s) checked, ${summary.fixed} repaired, ${summary.skipped} skipped, ${summary.failed} failed`);
+  progress(
+    `reconcile: ${summary.accounts} account(s) checked, ${summary.fixed} repaired, ${summary.skipped} skipped, ${summary.failed} failed`,
+  );
   return { ok: summary.failed === 0, summary };
 }

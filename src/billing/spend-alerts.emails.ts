@@ -9,7 +9,8 @@ import { nanoUsdOf } from '../usage/usage-cost.js';
 /** A USD amount for people: rounded half up to the cent ("20.123456" -> "20.12"). */
 const dollars = (usd: string): string => `$${centsToAmount((nanoUsdOf(usd) + 5_000_000n) / 10_000_000n)}`;
 
-const monthName = (m: Month): string => m.start.toLocaleString('en-US', { month: 'long', year: 'numeric', timeZone: 'UTC' });
+const monthName = (m: Month): string =>
+  m.start.toLocaleString('en-US', { month: 'long', year: 'numeric', timeZone: 'UTC' });
 const resetAt = (m: Month): string => `${m.end.toISOString().slice(0, 10)} 00:00 UTC`;
 
 export interface SpendAlertFacts {
@@ -26,7 +27,8 @@ export function spendAlertEmail(f: SpendAlertFacts): NewOutboxEmail {
   const limit = dollars(f.limitUsd);
   const spent = dollars(f.spentUsd);
   const month = monthName(f.month);
-  const change = 'You can raise or remove the limit at any time (PUT or DELETE /v1/billing/spend-limit with your dashboard login).';
+  const change =
+    'You can raise or remove the limit at any time (PUT or DELETE /v1/billing/spend-limit with your dashboard login).';
   const [subject, lines] =
     f.threshold === 80
       ? [
@@ -48,6 +50,8 @@ export function spendAlertEmail(f: SpendAlertFacts): NewOutboxEmail {
     to: f.to.email,
     subject,
     text: [`Hello ${f.to.name},`, '', ...lines, '', change].join('\n'),
-    html: layout(`<p>Hello ${escapeText(f.to.name)},</p>\n${lines.map((l) => `<p>${escapeText(l)}</p>`).join('\n')}\n<p>${escapeText(change)}</p>`),
+    html: layout(
+      `<p>Hello ${escapeText(f.to.name)},</p>\n${lines.map((l) => `<p>${escapeText(l)}</p>`).join('\n')}\n<p>${escapeText(change)}</p>`,
+    ),
   };
 }

@@ -22,7 +22,11 @@ export interface NewSpendAlert {
  * totals has reached against the account's limit (paid accounts with a limit only), inserted
  * unless already there. Returns the rows inserted now: the alerts still to send.
  */
-export async function insertReachedSpendAlerts(trx: Trx, pairs: { accountId: string; month: string }[], now: Date): Promise<NewSpendAlert[]> {
+export async function insertReachedSpendAlerts(
+  trx: Trx,
+  pairs: { accountId: string; month: string }[],
+  now: Date,
+): Promise<NewSpendAlert[]> {
   if (pairs.length === 0) return [];
   const r = await sql<NewSpendAlert>`
     with pairs as (
@@ -53,11 +57,25 @@ export async function insertReachedSpendAlerts(trx: Trx, pairs: { accountId: str
 /** Inserts one alert unless the account has it for that month already; true when inserted. */
 export async function insertSpendAlert(
   trx: Trx,
-  alert: { accountId: string; month: string; threshold: SpendAlertThreshold; limitUsd: string; spentUsd: string; now: Date },
+  alert: {
+    accountId: string;
+    month: string;
+    threshold: SpendAlertThreshold;
+    limitUsd: string;
+    spentUsd: string;
+    now: Date;
+  },
 ): Promise<boolean> {
   const r = await trx
     .insertInto('spend_alerts')
-    .values({ account_id: alert.accountId, month: alert.month, threshold_percent: alert.threshold, monthly_limit_usd: alert.limitUsd, spent_usd: alert.spentUsd, created_at: alert.now })
+    .values({
+      account_id: alert.accountId,
+      month: alert.month,
+      threshold_percent: alert.threshold,
+      monthly_limit_usd: alert.limitUsd,
+      spent_usd: alert.spentUsd,
+      created_at: alert.now,
+    })
     .onConflict((oc) => oc.doNothing())
     .executeTakeFirst();
   return Number(r.numInsertedOrUpdatedRows ?? 0) === 1;

@@ -38,7 +38,9 @@ export async function queueReachedSpendAlerts(app: SpendAlertDeps, events: reado
   }
   if (pairs.size === 0) return 0;
   // One cheap read first: most batches hold no account with a limit, and need no transaction.
-  const limited = new Set(await paidAccountsWithSpendLimit(app.db, [...new Set([...pairs.values()].map((p) => p.accountId))]));
+  const limited = new Set(
+    await paidAccountsWithSpendLimit(app.db, [...new Set([...pairs.values()].map((p) => p.accountId))]),
+  );
   const candidates = [...pairs.values()].filter((p) => limited.has(p.accountId));
   if (candidates.length === 0) return 0;
   return transaction(app.db, async (trx) => {
@@ -46,7 +48,17 @@ export async function queueReachedSpendAlerts(app: SpendAlertDeps, events: reado
     const reached = await insertReachedSpendAlerts(trx, candidates, now);
     for (const a of reached) {
       const month = parseMonthKey(a.month.slice(0, 7))!;
-      await queueEmail(trx, spendAlertEmail({ to: a, threshold: a.threshold_percent, month, limitUsd: a.monthly_limit_usd, spentUsd: a.spent_usd }), now);
+      await queueEmail(
+        trx,
+        spendAlertEmail({
+          to: a,
+          threshold: a.threshold_percent,
+          month,
+          limitUsd: a.monthly_limit_usd,
+          spentUsd: a.spent_usd,
+        }),
+        now,
+      );
     }
     return reached.length;
   });
@@ -70,11 +82,18 @@ export async function alertSpendLimitReached(
       const now = app.clock.now();
       const month = refusal.month.start.toISOString().slice(0, 10);
       if (await insertSpendAlert(trx, { accountId: account.id, month, threshold: 100, limitUsd, spentUsd, now })) {
-        await queueEmail(trx, spendAlertEmail({ to: account, threshold: 100, month: refusal.month, limitUsd, spentUsd }), now);
+        await queueEmail(
+          trx,
+          spendAlertEmail({ to: account, threshold: 100, month: refusal.month, limitUsd, spentUsd }),
+          now,
+        );
       }
     });
   } catch (err) {
-    app.log.warn({ err, accountId: account.id }, 'could not queue the spending-limit alert; the next refusal tries again');
+    app.log.warn(
+      { err, accountId: account.id },
+      'could not queue the spending-limit alert; the next refusal tries again',
+    );
     await app.limiter.forgetSpendRefusal(account.id, refusal.month).catch(() => undefined);
   }
 }

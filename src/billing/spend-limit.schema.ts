@@ -18,19 +18,55 @@ export const SpendLimitBody: JsonSchema = {
   },
 };
 
-const usd = (description: string, example: string): JsonSchema => ({ type: 'string', pattern: '^\\d+\\.\\d{2,9}$', description, example });
+const usd = (description: string, example: string): JsonSchema => ({
+  type: 'string',
+  pattern: '^\\d+\\.\\d{2,9}$',
+  description,
+  example,
+});
 
 export const SpendLimitSchema: JsonSchema = {
   type: 'object',
-  required: ['object', 'monthly_limit_usd', 'enforced', 'month', 'spent_usd', 'reserved_usd', 'remaining_usd', 'resets_at'],
+  required: [
+    'object',
+    'monthly_limit_usd',
+    'enforced',
+    'month',
+    'spent_usd',
+    'reserved_usd',
+    'remaining_usd',
+    'resets_at',
+  ],
   properties: {
     object: { type: 'string', const: 'billing.spend_limit' },
-    monthly_limit_usd: { type: ['string', 'null'], description: 'The limit (two decimals), or null when none is set', example: '25.00' },
-    enforced: { type: 'boolean', description: 'True when a limit is set and the account is on the paid tier (free-tier usage costs nothing)' },
+    monthly_limit_usd: {
+      type: ['string', 'null'],
+      description: 'The limit (two decimals), or null when none is set',
+      example: '25.00',
+    },
+    enforced: {
+      type: 'boolean',
+      description: 'True when a limit is set and the account is on the paid tier (free-tier usage costs nothing)',
+    },
     month: { type: 'string', description: 'The current calendar month (UTC) the figures are for', example: '2026-11' },
-    spent_usd: usd('Paid-tier spend this month: what the ledger holds plus requests finished since, each rounded up to the nano-dollar', '3.1415926'),
-    reserved_usd: usd('Held by requests in flight: the most each can cost, until it ends and its real cost is counted', '0.0412'),
-    remaining_usd: { type: ['string', 'null'], pattern: '^\\d+\\.\\d{2,9}$', description: 'The limit minus spent and reserved, never below 0; null without a limit', example: '21.8172074' },
-    resets_at: { type: 'string', format: 'date-time', description: 'When the month ends and the figures start again from 0 (00:00 UTC on the 1st)' },
+    spent_usd: usd(
+      'Paid-tier spend this month: what the ledger holds plus requests finished since, each rounded up to the nano-dollar',
+      '3.1415926',
+    ),
+    reserved_usd: usd(
+      'Held by requests in flight: the most each can cost, until it ends and its real cost is counted',
+      '0.0412',
+    ),
+    remaining_usd: {
+      type: ['string', 'null'],
+      pattern: '^\\d+\\.\\d{2,9}$',
+      description: 'The limit minus spent and reserved, never below 0; null without a limit',
+      example: '21.8172074',
+    },
+    resets_at: {
+      type: 'string',
+      format: 'date-time',
+      description: 'When the month ends and the figures start again from 0 (00:00 UTC on the 1st)',
+    },
   },
 };

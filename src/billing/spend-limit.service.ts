@@ -42,7 +42,10 @@ export interface SpendLimitView {
  * reservations, from Redis), or, when Redis has no figure for the month (no limited request yet,
  * or Redis is out of reach), the ledger's spend and nothing reserved.
  */
-export async function spendLimitView(app: SpendLimitReadDeps, account: Pick<Account, 'id' | 'tier' | 'monthly_spend_limit_usd'>): Promise<SpendLimitView> {
+export async function spendLimitView(
+  app: SpendLimitReadDeps,
+  account: Pick<Account, 'id' | 'tier' | 'monthly_spend_limit_usd'>,
+): Promise<SpendLimitView> {
   const month = monthOf(app.clock.now());
   const held = await app.limiter.monthSpend(account.id, month).catch(() => undefined);
   const spent = held?.spentNanoUsd ?? (await ledgerSpendNanoUsd(app.db, account.id, month));
@@ -69,8 +72,12 @@ export async function spendLimitView(app: SpendLimitReadDeps, account: Pick<Acco
 function checkRange(limitUsd: string): void {
   const nano = nanoUsdOf(limitUsd);
   const loc = ['body', 'monthly_limit_usd'];
-  if (nano < nanoUsdOf('0.01')) throw validationError([{ loc, msg: 'Input should be greater than or equal to 0.01', type: 'greater_than_equal' }]);
-  if (nano > nanoUsdOf(String(MAX_MONTHLY_LIMIT_USD))) throw validationError([{ loc, msg: `Input should be less than or equal to ${MAX_MONTHLY_LIMIT_USD}`, type: 'less_than_equal' }]);
+  if (nano < nanoUsdOf('0.01'))
+    throw validationError([{ loc, msg: 'Input should be greater than or equal to 0.01', type: 'greater_than_equal' }]);
+  if (nano > nanoUsdOf(String(MAX_MONTHLY_LIMIT_USD)))
+    throw validationError([
+      { loc, msg: `Input should be less than or equal to ${MAX_MONTHLY_LIMIT_USD}`, type: 'less_than_equal' },
+    ]);
 }
 
 /**
@@ -83,10 +90,14 @@ async function writeLimit(app: SpendLimitDeps, accountId: string, limitUsd: stri
     const account = await lockAccount(trx, accountId);
     if (!account) throw new AppError('not_found', 'Account not found', { code: 'account_not_found' });
     if (limitUsd !== null && account.tier !== 'paid') {
-      throw new AppError('permission', 'A spending limit is for the paid tier: free-tier usage costs nothing. Upgrade with POST /v1/subscription/upgrade first.', {
-        code: 'spend_limit_requires_paid_tier',
-        param: 'monthly_limit_usd',
-      });
+      throw new AppError(
+        'permission',
+        'A spending limit is for the paid tier: free-tier usage costs nothing. Upgrade with POST /v1/subscription/upgrade first.',
+        {
+          code: 'spend_limit_requires_paid_tier',
+          param: 'monthly_limit_usd',
+        },
+      );
     }
     const updated = await setMonthlySpendLimit(trx, accountId, limitUsd, app.clock.now());
     onCommit(trx, () => invalidateAccountKeys(app, accountId));
@@ -95,7 +106,11 @@ async function writeLimit(app: SpendLimitDeps, accountId: string, limitUsd: stri
 }
 
 /** PUT /v1/billing/spend-limit: 422 out of range, 403 on the free tier. */
-export async function setSpendLimit(app: SpendLimitDeps, accountId: string, body: { monthly_limit_usd: string }): Promise<SpendLimitView> {
+export async function setSpendLimit(
+  app: SpendLimitDeps,
+  accountId: string,
+  body: { monthly_limit_usd: string },
+): Promise<SpendLimitView> {
   checkRange(body.monthly_limit_usd);
   return spendLimitView(app, await writeLimit(app, accountId, body.monthly_limit_usd));
 }

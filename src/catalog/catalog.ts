@@ -38,7 +38,10 @@ export const PRICE_FLOOR_PER_MILLION = '0.30';
 
 /** A catalog that cannot be served: names the file and the entry and field at fault. */
 export class CatalogError extends Error {
-  constructor(readonly file: string, readonly problems: string[]) {
+  constructor(
+    readonly file: string,
+    readonly problems: string[],
+  ) {
     super(`invalid model catalog ${file} (MODELS_FILE):\n  - ${problems.join('\n  - ')}`);
     this.name = 'CatalogError';
   }
@@ -69,13 +72,21 @@ function where(file: CatalogFile | undefined, loc: (string | number)[]): string 
 // and Claude Haiku 4.5. A class is recognised by the public id or the upstream name, so an
 // operator may still serve one of them from the local model.
 const FREE_CLASSES: { name: string; matches: (m: CatalogModel) => boolean; providers: ProviderName[] }[] = [
-  { name: 'a Gemini Flash-Lite-class model', matches: (m) => /flash-lite/i.test(`${m.id} ${m.upstream_model}`), providers: ['gemini', 'local'] },
+  {
+    name: 'a Gemini Flash-Lite-class model',
+    matches: (m) => /flash-lite/i.test(`${m.id} ${m.upstream_model}`),
+    providers: ['gemini', 'local'],
+  },
   {
     name: 'a Gemini Flash-class model',
     matches: (m) => /flash/i.test(`${m.id} ${m.upstream_model}`) && !/flash-lite/i.test(`${m.id} ${m.upstream_model}`),
     providers: ['gemini', 'local'],
   },
-  { name: 'Claude Haiku 4.5', matches: (m) => /haiku-4[-.]5/i.test(`${m.id} ${m.upstream_model}`), providers: ['anthropic', 'local'] },
+  {
+    name: 'Claude Haiku 4.5',
+    matches: (m) => /haiku-4[-.]5/i.test(`${m.id} ${m.upstream_model}`),
+    providers: ['anthropic', 'local'],
+  },
 ];
 
 /** The rules JSON Schema cannot say: unique ids, the free-tier line-up, the price floor. */
@@ -88,21 +99,29 @@ function semanticProblems(data: CatalogFile): string[] {
     else seen.set(m.id, i);
     for (const field of ['input_price_per_million', 'output_price_per_million'] as const) {
       if (priceMicros(m[field]) < priceMicros(PRICE_FLOOR_PER_MILLION)) {
-        problems.push(`models[${i}].${field} (model "${m.id}"): ${m[field]} is below the service's price floor of ${PRICE_FLOOR_PER_MILLION} USD per 1M tokens`);
+        problems.push(
+          `models[${i}].${field} (model "${m.id}"): ${m[field]} is below the service's price floor of ${PRICE_FLOOR_PER_MILLION} USD per 1M tokens`,
+        );
       }
     }
   });
 
   const free = data.models.filter((m) => m.tiers.includes('free'));
   if (free.length !== 3) {
-    problems.push(`models: the free tier must have exactly 3 models (Gemini Flash, Gemini Flash-Lite, Claude Haiku 4.5); found ${free.length}${free.length ? ` (${free.map((m) => m.id).join(', ')})` : ''}`);
+    problems.push(
+      `models: the free tier must have exactly 3 models (Gemini Flash, Gemini Flash-Lite, Claude Haiku 4.5); found ${free.length}${free.length ? ` (${free.map((m) => m.id).join(', ')})` : ''}`,
+    );
   }
   for (const cls of FREE_CLASSES) {
     const found = free.filter(cls.matches);
     if (found.length !== 1) {
-      problems.push(`models: the free tier must have exactly one ${cls.name}; found ${found.length}${found.length ? ` (${found.map((m) => m.id).join(', ')})` : ''}`);
+      problems.push(
+        `models: the free tier must have exactly one ${cls.name}; found ${found.length}${found.length ? ` (${found.map((m) => m.id).join(', ')})` : ''}`,
+      );
     } else if (!cls.providers.includes(found[0]!.provider)) {
-      problems.push(`models: free-tier model "${found[0]!.id}" is ${cls.name} but its provider is ${found[0]!.provider} (expected ${cls.providers.join(' or ')})`);
+      problems.push(
+        `models: free-tier model "${found[0]!.id}" is ${cls.name} but its provider is ${found[0]!.provider} (expected ${cls.providers.join(' or ')})`,
+      );
     }
   }
   data.models.forEach((m, i) => {
@@ -115,7 +134,9 @@ function semanticProblems(data: CatalogFile): string[] {
   if (prices.length && problems.length === 0) {
     const cheapest = prices.reduce((a, b) => (priceMicros(b) < priceMicros(a) ? b : a));
     if (priceMicros(cheapest) !== priceMicros(PRICE_FLOOR_PER_MILLION)) {
-      problems.push(`models: the cheapest price must be exactly ${PRICE_FLOOR_PER_MILLION} USD per 1M tokens (the advertised "from" price); the cheapest is ${cheapest}`);
+      problems.push(
+        `models: the cheapest price must be exactly ${PRICE_FLOOR_PER_MILLION} USD per 1M tokens (the advertised "from" price); the cheapest is ${cheapest}`,
+      );
     }
   }
   return problems;
@@ -125,7 +146,10 @@ function semanticProblems(data: CatalogFile): string[] {
 export function parseCatalog(raw: unknown, file: string): Catalog {
   const result = check(catalogFileSchema, raw);
   if (!result.ok) {
-    throw new CatalogError(file, result.issues.map((i) => `${where(raw as CatalogFile, i.loc)}: ${i.msg}`));
+    throw new CatalogError(
+      file,
+      result.issues.map((i) => `${where(raw as CatalogFile, i.loc)}: ${i.msg}`),
+    );
   }
   const data = raw as CatalogFile;
   const problems = semanticProblems(data);
@@ -137,7 +161,10 @@ function buildCatalog(data: CatalogFile): Catalog {
   const models = data.models.map((m) => Object.freeze({ ...m, tiers: Object.freeze([...m.tiers]) as Tier[] }));
   const byId = new Map(models.map((m) => [m.id, m]));
   const byTier = new Map<Tier, CatalogModel[]>(
-    (['free', 'paid'] as Tier[]).map((t) => [t, Object.freeze(models.filter((m) => m.tiers.includes(t))) as CatalogModel[]]),
+    (['free', 'paid'] as Tier[]).map((t) => [
+      t,
+      Object.freeze(models.filter((m) => m.tiers.includes(t))) as CatalogModel[],
+    ]),
   );
   const personas = Object.freeze({ ...data.personas });
   return Object.freeze({

@@ -19,7 +19,13 @@ export const ChatMessageSchema: JsonSchema = {
   type: 'object',
   required: ['role', 'content'],
   properties: {
-    role: { type: 'string', maxLength: MAX_ROLE_CHARS, 'x-text': 'line', description: 'system, developer, user or assistant', example: 'user' },
+    role: {
+      type: 'string',
+      maxLength: MAX_ROLE_CHARS,
+      'x-text': 'line',
+      description: 'system, developer, user or assistant',
+      example: 'user',
+    },
     content: { type: 'string', maxLength: MAX_CONTENT_CHARS },
   },
 };
@@ -33,8 +39,19 @@ export const ChatCompletionRequestSchema: JsonSchema = {
   type: 'object',
   required: ['model', 'messages'],
   properties: {
-    model: { type: 'string', maxLength: 50, 'x-text': 'line', description: 'A model available to the caller\'s tier (GET /v1/models)' },
-    messages: { type: 'array', minItems: 1, maxItems: MAX_MESSAGES, items: ChatMessageSchema, description: 'At least one message (as OpenAI requires); at most 100' },
+    model: {
+      type: 'string',
+      maxLength: 50,
+      'x-text': 'line',
+      description: "A model available to the caller's tier (GET /v1/models)",
+    },
+    messages: {
+      type: 'array',
+      minItems: 1,
+      maxItems: MAX_MESSAGES,
+      items: ChatMessageSchema,
+      description: 'At least one message (as OpenAI requires); at most 100',
+    },
     temperature: { type: nullable('number'), minimum: 0, maximum: 2, default: 1 },
     max_tokens: { type: nullable('integer'), minimum: 1, maximum: 8192 },
     top_p: { type: nullable('number'), minimum: 0, maximum: 1, default: 1 },
@@ -43,7 +60,10 @@ export const ChatCompletionRequestSchema: JsonSchema = {
     stream_options: {
       type: nullable('object'),
       properties: {
-        include_usage: { type: nullable('boolean'), description: 'A last chunk carries the usage (and every chunk `"usage": null`)' },
+        include_usage: {
+          type: nullable('boolean'),
+          description: 'A last chunk carries the usage (and every chunk `"usage": null`)',
+        },
         resumable: {
           type: nullable('boolean'),
           description:
@@ -56,7 +76,12 @@ export const ChatCompletionRequestSchema: JsonSchema = {
     frequency_penalty: { type: nullable('number'), minimum: -2, maximum: 2, default: 0 },
     logit_bias: { type: nullable('object'), additionalProperties: { type: 'number' } },
     user: { type: nullable('string'), maxLength: 100, 'x-text': 'line' },
-    persona: { type: nullable('string'), maxLength: 50, 'x-text': 'line', description: 'Name of a configured system prompt' },
+    persona: {
+      type: nullable('string'),
+      maxLength: 50,
+      'x-text': 'line',
+      description: 'Name of a configured system prompt',
+    },
   },
 };
 
@@ -90,10 +115,22 @@ export const UNSUPPORTED_OPENAI_FIELDS: Record<string, { refuse: (value: unknown
     refuse: (v) => (v as { type?: unknown } | null)?.type !== 'text',
     msg: 'Only plain text answers are supported (response_format type "text"); ask for JSON in the messages instead.',
   },
-  logprobs: { refuse: (v) => v === true, msg: 'Log probabilities are not returned by this service; leave logprobs out or false.' },
-  top_logprobs: { refuse: (v) => typeof v === 'number' && v > 0, msg: 'Log probabilities are not returned by this service; leave top_logprobs out.' },
-  max_completion_tokens: { refuse: () => true, msg: 'Use max_tokens (1 to 8192) to bound the answer; max_completion_tokens is not read.' },
-  modalities: { refuse: (v) => Array.isArray(v) && v.some((m) => m !== 'text'), msg: 'Only text answers are supported.' },
+  logprobs: {
+    refuse: (v) => v === true,
+    msg: 'Log probabilities are not returned by this service; leave logprobs out or false.',
+  },
+  top_logprobs: {
+    refuse: (v) => typeof v === 'number' && v > 0,
+    msg: 'Log probabilities are not returned by this service; leave top_logprobs out.',
+  },
+  max_completion_tokens: {
+    refuse: () => true,
+    msg: 'Use max_tokens (1 to 8192) to bound the answer; max_completion_tokens is not read.',
+  },
+  modalities: {
+    refuse: (v) => Array.isArray(v) && v.some((m) => m !== 'text'),
+    msg: 'Only text answers are supported.',
+  },
   audio: { refuse: () => true, msg: 'Audio answers are not supported.' },
 };
 
@@ -122,7 +159,10 @@ export const ChatCompletionSchema: JsonSchema = {
     object: { type: 'string', const: 'chat.completion' },
     created: { type: 'integer', description: 'Unix time in seconds' },
     model: { type: 'string' },
-    system_fingerprint: { type: 'string', description: 'Present when the backend names one (local-model-v1 for the built-in model)' },
+    system_fingerprint: {
+      type: 'string',
+      description: 'Present when the backend names one (local-model-v1 for the built-in model)',
+    },
     choices: {
       type: 'array',
       items: {
@@ -133,10 +173,18 @@ export const ChatCompletionSchema: JsonSchema = {
           message: {
             type: 'object',
             required: ['role', 'content', 'refusal'],
-            properties: { role: { type: 'string', const: 'assistant' }, content: { type: 'string' }, refusal: { type: 'null' } },
+            properties: {
+              role: { type: 'string', const: 'assistant' },
+              content: { type: 'string' },
+              refusal: { type: 'null' },
+            },
           },
           logprobs: { type: 'null' },
-          finish_reason: { type: 'string', description: 'stop when the model finished, length at max_tokens, content_filter when the provider withheld content' },
+          finish_reason: {
+            type: 'string',
+            description:
+              'stop when the model finished, length at max_tokens, content_filter when the provider withheld content',
+          },
         },
       },
     },

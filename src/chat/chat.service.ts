@@ -51,25 +51,44 @@ export interface PrepareDeps {
  * provider can honour every field (422) and is configured (503), and how many tokens to reserve
  * in the daily quota.
  */
-export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatCompletionRequest, relayTo: string): PreparedJob {
+export function prepareCompletion(
+  app: PrepareDeps,
+  account: Account,
+  req: ChatCompletionRequest,
+  relayTo: string,
+): PreparedJob {
   refuseUnsupportedFields(req);
   const resumable = req.stream_options?.resumable === true;
   if (resumable && req.stream !== true) {
-    throw validationError([{ loc: ['body', 'stream_options', 'resumable'], msg: 'Only a stream can be resumed: set stream to true, or leave resumable out', type: 'value_error' }]);
+    throw validationError([
+      {
+        loc: ['body', 'stream_options', 'resumable'],
+        msg: 'Only a stream can be resumed: set stream to true, or leave resumable out',
+        type: 'value_error',
+      },
+    ]);
   }
   const catalog = app.catalog;
   const model = catalog.find(req.model);
   if (!model) {
-    throw new AppError('not_found', `The model \`${req.model}\` does not exist or you do not have access to it. GET /v1/models lists the models your tier may use.`, {
-      code: 'model_not_found',
-      param: 'model',
-    });
+    throw new AppError(
+      'not_found',
+      `The model \`${req.model}\` does not exist or you do not have access to it. GET /v1/models lists the models your tier may use.`,
+      {
+        code: 'model_not_found',
+        param: 'model',
+      },
+    );
   }
   if (!model.tiers.includes(account.tier)) {
-    throw new AppError('permission', `The model \`${model.id}\` needs the paid tier. Upgrade with POST /v1/subscription/upgrade.`, {
-      code: 'model_requires_paid_tier',
-      param: 'model',
-    });
+    throw new AppError(
+      'permission',
+      `The model \`${model.id}\` needs the paid tier. Upgrade with POST /v1/subscription/upgrade.`,
+      {
+        code: 'model_requires_paid_tier',
+        param: 'model',
+      },
+    );
   }
   const messages: ChatMessage[] = req.messages.map((m) => ({ role: m.role, content: m.content }));
   let persona: string | undefined;
@@ -78,7 +97,11 @@ export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatC
     if (persona === undefined) {
       const known = Object.keys(catalog.personas);
       throw validationError([
-        { loc: ['body', 'persona'], msg: `Unknown persona '${req.persona}'; available: ${known.join(', ') || 'none'}`, type: 'value_error' },
+        {
+          loc: ['body', 'persona'],
+          msg: `Unknown persona '${req.persona}'; available: ${known.join(', ') || 'none'}`,
+          type: 'value_error',
+        },
       ]);
     }
   }
@@ -128,7 +151,10 @@ export function prepareCompletion(app: PrepareDeps, account: Account, req: ChatC
  * completion budget (max_tokens, or the default reservation, for each of n choices) at the
  * model's prices, in the ledger's arithmetic.
  */
-export function spendCheckOf(account: Pick<Account, 'tier' | 'monthly_spend_limit_usd'>, job: PreparedJob): SpendCheck | undefined {
+export function spendCheckOf(
+  account: Pick<Account, 'tier' | 'monthly_spend_limit_usd'>,
+  job: PreparedJob,
+): SpendCheck | undefined {
   if (account.tier !== 'paid' || account.monthly_spend_limit_usd === null) return undefined;
   const reserveNanoUsd = requestCostNanoUsd({
     tier: job.tier,

@@ -42,7 +42,12 @@ export interface CompletionJob {
 export type PreparedJob = Omit<CompletionJob, 'shard'>;
 
 /** The ledger entry for a job: prices as admitted, time as admitted, tokens as counted at its end. */
-export function usageOf(job: CompletionJob, status: UsageStatus, promptTokens: number, completionTokens: number): UsageEvent {
+export function usageOf(
+  job: CompletionJob,
+  status: UsageStatus,
+  promptTokens: number,
+  completionTokens: number,
+): UsageEvent {
   return {
     request_id: job.id,
     account_id: job.accountId,
@@ -61,7 +66,10 @@ export function usageOf(job: CompletionJob, status: UsageStatus, promptTokens: n
  * How a job's reservations are settled: with the tokens and cost of its usage, or with nothing
  * when it never ran (withdrawn from the queue). The month is the one it was admitted in, as in the ledger.
  */
-export function settlementOf(job: Pick<CompletionJob, 'id' | 'accountId' | 'created'>, usage?: UsageEvent): SettleInput {
+export function settlementOf(
+  job: Pick<CompletionJob, 'id' | 'accountId' | 'created'>,
+  usage?: UsageEvent,
+): SettleInput {
   return {
     accountId: job.accountId,
     requestId: job.id,

@@ -64,7 +64,11 @@ export function startNow<T>(source: AsyncIterable<T>): AsyncIterable<T> {
  * The provider's events for this job: one whole-answer call where the provider offers it and the
  * client does not stream, otherwise the stream.
  */
-export function answerEvents(provider: Provider, job: CompletionJob, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+export function answerEvents(
+  provider: Provider,
+  job: CompletionJob,
+  signal: AbortSignal,
+): AsyncIterable<CompletionEvent> {
   return !job.stream && provider.complete ? provider.complete(job.params, signal) : provider.stream(job.params, signal);
 }
 
@@ -96,17 +100,40 @@ export function retryDelayMs(attempt: number, retryAfterMs: number | undefined):
 
 export function toRelayError(err: unknown): RelayError {
   if (err instanceof AppError) {
-    return { status: err.status, error: { message: err.message, type: err.type, code: err.code, param: err.param }, headers: err.headers };
+    return {
+      status: err.status,
+      error: { message: err.message, type: err.type, code: err.code, param: err.param },
+      headers: err.headers,
+    };
   }
   if (err instanceof ProviderError) {
     // The upstream's own client errors are the caller's (400); its outages are ours to report (502).
-    const status = err.status === 400 || err.status === 413 || err.status === 422 ? 400 : err.status === 429 ? 503 : 502;
-    const code = err.status === 429 ? 'upstream_rate_limited' : status === 400 ? 'upstream_rejected_request' : 'upstream_error';
+    const status =
+      err.status === 400 || err.status === 413 || err.status === 422 ? 400 : err.status === 429 ? 503 : 502;
+    const code =
+      err.status === 429 ? 'upstream_rate_limited' : status === 400 ? 'upstream_rejected_request' : 'upstream_error';
     // A rate-limited upstream says when to come back; pass that on (bounded, see retryAdvice).
     const headers: Record<string, string> = status === 503 ? retryAdvice(err.retryAfterMs ?? 5000) : {};
-    return { status, error: { message: `The model provider failed: ${err.message}`, type: status === 400 ? 'invalid_request_error' : 'upstream_error', code, param: null }, headers };
+    return {
+      status,
+      error: {
+        message: `The model provider failed: ${err.message}`,
+        type: status === 400 ? 'invalid_request_error' : 'upstream_error',
+        code,
+        param: null,
+      },
+      headers,
+    };
   }
-  return { status: 500, error: { message: 'The completion failed inside the service; please retry.', type: 'server_error', code: 'internal_error', param: null } };
+  return {
+    status: 500,
+    error: {
+      message: 'The completion failed inside the service; please retry.',
+      type: 'server_error',
+      code: 'internal_error',
+      param: null,
+    },
+  };
 }
 
 /** What a stream's worker logs once the upstream has answered in full: a re-run ends the stream with it. */
@@ -138,9 +165,17 @@ export async function finishRecording(
   const { app, publisher } = deps;
   await traceRecord(job, usage.status, async () => {
     try {
-      await publisher.finish(kind, payload, () => deps.record(usage), performance.now() + app.config.queue.redisOutageMaxMs);
+      await publisher.finish(
+        kind,
+        payload,
+        () => deps.record(usage),
+        performance.now() + app.config.queue.redisOutageMaxMs,
+      );
     } catch (err) {
-      app.log.warn({ requestId: job.id, reason: err instanceof Error ? err.message : String(err) }, 'Redis stayed unreachable; recording the usage straight into the ledger');
+      app.log.warn(
+        { requestId: job.id, reason: err instanceof Error ? err.message : String(err) },
+        'Redis stayed unreachable; recording the usage straight into the ledger',
+      );
       await deps.recordDirectly(usage);
     }
   });
@@ -163,7 +198,8 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   let produced = false;
 
   // The first attempt starts when its request went out, which may be before this function ran.
-  let attemptStarted = deps.firstAttempt && deps.firstAttemptStartedAt !== undefined ? deps.firstAttemptStartedAt : performance.now();
+  let attemptStarted =
+    deps.firstAttempt && deps.firstAttemptStartedAt !== undefined ? deps.firstAttemptStartedAt : performance.now();
   let firstTokenAt: number | undefined;
   const upstream = traceUpstream(job, provider.name, attemptStarted);
   const onEvent = (ev: CompletionEvent) => {
@@ -209,9 +245,12 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       if (signal.aborted) break;
       const retryable = err instanceof ProviderError && err.retryable;
       if (!produced && retryable && attempt < app.config.providers.maxRetries) {
-        app.log.warn({ requestId: job.id, attempt, err: (err as Error).message }, 'upstream failed before the first token; retrying');
+        app.log.warn(
+          { requestId: job.id, attempt, err: (err as Error).message },
+          'upstream failed before the first token; retrying',
+        );
         upstream?.retrying(attempt, err);
-        await sleep(retryDelayMs(attempt, (err).retryAfterMs), signal);
+        await sleep(retryDelayMs(attempt, err.retryAfterMs), signal);
         if (signal.aborted) break;
         continue;
       }
@@ -226,7 +265,8 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   // over each choice's whole text, as the client counts what it received. A request the upstream
   // refused before producing anything bills no prompt tokens (providers do not charge them).
   const promptTokens = upstreamUsage?.prompt_tokens ?? (produced ? job.promptTokens : 0);
-  const completionTokens = status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : countChoices(choices);
+  const completionTokens =
+    status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : countChoices(choices);
   upstream?.end({
     status,
     failure,
@@ -246,8 +286,14 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const usageEvent = usageOf(job, status, promptTokens, completionTokens);
   // `cost` follows OpenRouter's usage.cost: USD, exact as the ledger has it (a JSON number keeps
   // its at most 12 decimals to well under a cent for any single request).
-  const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens, cost: Number(requestCostUsd(usageEvent)) };
-  const usageChunk = job.includeUsage && job.stream && status === 'completed' ? publisher.numbered(framer.usage(usage)) : '';
+  const usage = {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+    cost: Number(requestCostUsd(usageEvent)),
+  };
+  const usageChunk =
+    job.includeUsage && job.stream && status === 'completed' ? publisher.numbered(framer.usage(usage)) : '';
   if (job.stream && status === 'completed') {
     publisher.note('usage', JSON.stringify({ usage, done: usageChunk } satisfies LoggedUsage));
     await publisher.flushNow();
@@ -256,10 +302,14 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
 
   if (status === 'completed' && firstTokenAt !== undefined) {
     const afterFirst = (performance.now() - firstTokenAt) / 1000;
-    deps.onUpstreamTiming?.({ ttftSeconds: (firstTokenAt - attemptStarted) / 1000, tokensPerSecond: afterFirst > 0 ? completionTokens / afterFirst : undefined });
+    deps.onUpstreamTiming?.({
+      ttftSeconds: (firstTokenAt - attemptStarted) / 1000,
+      tokensPerSecond: afterFirst > 0 ? completionTokens / afterFirst : undefined,
+    });
   }
 
-  const end = (kind: 'done' | 'final' | 'error', payload: string) => finishRecording(deps, job, kind, payload, usageEvent);
+  const end = (kind: 'done' | 'final' | 'error', payload: string) =>
+    finishRecording(deps, job, kind, payload, usageEvent);
 
   if (status === 'completed') {
     if (job.stream) {
@@ -272,19 +322,33 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
         model: job.model.id,
         ...fingerprint,
         // OpenAI's schema requires `refusal` (null when none); a provider's refusal shows as finish_reason content_filter.
-        choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text, refusal: null }, logprobs: null, finish_reason: c.finish ?? 'stop' })),
+        choices: choices.map((c, index) => ({
+          index,
+          message: { role: 'assistant', content: c.text, refusal: null },
+          logprobs: null,
+          finish_reason: c.finish ?? 'stop',
+        })),
         usage,
       };
       await end('final', JSON.stringify(body));
     }
   } else if (status === 'failed') {
     const relayError = toRelayError(failure);
-    app.log.warn({ requestId: job.id, status: relayError.status, err: failure instanceof Error ? failure.message : String(failure) }, 'completion failed');
+    app.log.warn(
+      {
+        requestId: job.id,
+        status: relayError.status,
+        err: failure instanceof Error ? failure.message : String(failure),
+      },
+      'completion failed',
+    );
     await end('error', JSON.stringify(relayError));
   } else {
     // Cancelled: record what was produced. Normally nobody is listening; should a client still be
     // there (its web process was only thought gone), it must not take the cut answer for a whole one.
-    const cancelled = new AppError('unavailable', 'The completion was stopped before it finished; please retry.', { code: 'request_cancelled' });
+    const cancelled = new AppError('unavailable', 'The completion was stopped before it finished; please retry.', {
+      code: 'request_cancelled',
+    });
     await end('error', JSON.stringify(toRelayError(cancelled)));
   }
   return { status, promptTokens, completionTokens };

@@ -4,7 +4,17 @@
 // the usage ledger's request_id), never prompt or answer text. With tracing off every function here
 // returns at its first line, and nothing is made per chunk either way.
 import { context } from '@opentelemetry/api';
-import { annotateActiveSpan, contextFrom, failSpan, inSpan, startSpan, SpanKind, traceCarrier, tracingEnabled, type Span } from '../infra/tracing.js';
+import {
+  annotateActiveSpan,
+  contextFrom,
+  failSpan,
+  inSpan,
+  startSpan,
+  SpanKind,
+  traceCarrier,
+  tracingEnabled,
+  type Span,
+} from '../infra/tracing.js';
 import { ProviderError } from '../providers/types.js';
 import type { CompletionJob, PreparedJob } from './completion-job.js';
 
@@ -19,7 +29,10 @@ const OUTCOME = 'app.outcome';
 const GEN_AI_PROVIDER_NAMES: Readonly<Record<string, string>> = { gemini: 'gcp.gemini' };
 
 /** The limiter's decision for a request, in a span of its own; the server span learns the request's ids. */
-export function traceAdmission<A extends { allowed: boolean; reason?: string }>(job: PreparedJob, admit: () => Promise<A>): Promise<A> {
+export function traceAdmission<A extends { allowed: boolean; reason?: string }>(
+  job: PreparedJob,
+  admit: () => Promise<A>,
+): Promise<A> {
   if (!tracingEnabled()) return admit();
   annotateActiveSpan(REQUEST_ID, job.id);
   annotateActiveSpan(ACCOUNT_ID, job.accountId);
@@ -35,7 +48,8 @@ export function traceAdmission<A extends { allowed: boolean; reason?: string }>(
 }
 
 /** How a queued request's dispatch ended, as its spans record it; the failures mark the span failed. */
-export type DispatchOutcome = 'final' | 'done' | 'error' | 'gap' | 'idle' | 'cancelled' | 'detached' | 'closed' | 'no_worker' | 'queue_unavailable';
+export type DispatchOutcome =
+  'final' | 'done' | 'error' | 'gap' | 'idle' | 'cancelled' | 'detached' | 'closed' | 'no_worker' | 'queue_unavailable';
 const FAILED: ReadonlySet<DispatchOutcome> = new Set(['error', 'gap', 'idle', 'no_worker', 'queue_unavailable']);
 
 /** The web process's spans of a queued request: the wait for a worker, then the relay of its answer. */
@@ -136,7 +150,8 @@ export interface UpstreamTrace {
   end(result: UpstreamResult): void;
 }
 
-const errorType = (err: unknown): string => (err instanceof ProviderError ? String(err.status) : err instanceof Error ? err.name : 'Error');
+const errorType = (err: unknown): string =>
+  err instanceof ProviderError ? String(err.status) : err instanceof Error ? err.name : 'Error';
 
 /**
  * Starts the upstream call's span (OpenTelemetry's GenAI conventions: `chat {model}`, kind client)

@@ -63,7 +63,10 @@ class QueueDepth {
     if (this.timer) return;
     const refresh = () => {
       const addsBefore = this.adds;
-      Promise.all([Promise.all(this.deps.queues.map((q) => q.getWaitingCount())), readFleet(this.deps.redis, this.deps.config.redis.prefix, Date.now())])
+      Promise.all([
+        Promise.all(this.deps.queues.map((q) => q.getWaitingCount())),
+        readFleet(this.deps.redis, this.deps.config.redis.prefix, Date.now()),
+      ])
         .then(([counts, fleet]) => {
           const n = counts.reduce((a, b) => a + b, 0);
           // A job queued while the counts were read may be missing from them (each shard is read
@@ -143,7 +146,12 @@ function assertQueueHasRoom(app: DispatcherDeps, depth: QueueDepth): void {
  * Queues the job and relays what its worker publishes to `onEvent`, in order. Throws 503 when the
  * queue cannot be reached; `pickedUp` rejects with 503 when no worker takes the job in time.
  */
-async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJob, onEvent: (e: DispatchEvent) => void): Promise<Dispatch> {
+async function dispatch(
+  app: DispatcherDeps,
+  depth: QueueDepth,
+  job: CompletionJob,
+  onEvent: (e: DispatchEvent) => void,
+): Promise<Dispatch> {
   const { hub } = app;
   const queue = app.queues[job.shard]!;
   let expected = 0;
@@ -278,7 +286,9 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
   const pickedUp = (async () => {
     for (;;) {
       let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), app.config.queue.pickupTimeoutMs)));
+      const timedOut = new Promise<'timeout'>(
+        (r) => (timer = setTimeout(() => r('timeout'), app.config.queue.pickupTimeoutMs)),
+      );
       const outcome = await Promise.race([pickup, timedOut]);
       clearTimeout(timer);
       if (outcome !== 'timeout') return;
@@ -359,4 +369,3 @@ export class Dispatcher {
     this.depth.stop();
   }
 }
-

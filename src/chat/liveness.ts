@@ -14,8 +14,10 @@ export const settledAfterMs = (ttlMs: number): number => ttlMs + RECONNECT_MAX_D
 // of all the web processes it serves in one MGET, on a cluster too. Their traffic is a few small
 // writes per process per TTL.
 const fleetTag = (prefix: string): string => hashTag(prefix, 'fleet');
-export const webAliveKey = (prefix: string, instance: string): string => `${prefix}:alive:${fleetTag(prefix)}:web:${instance}`;
-export const workerAliveKey = (prefix: string, workerId: string): string => `${prefix}:alive:${fleetTag(prefix)}:worker:${workerId}`;
+export const webAliveKey = (prefix: string, instance: string): string =>
+  `${prefix}:alive:${fleetTag(prefix)}:web:${instance}`;
+export const workerAliveKey = (prefix: string, workerId: string): string =>
+  `${prefix}:alive:${fleetTag(prefix)}:worker:${workerId}`;
 
 /** Writes `key` with a TTL, renewed four times per TTL and at once after a reconnect; deleted on stop. */
 export class Heartbeat {
@@ -55,7 +57,10 @@ export class Heartbeat {
 export class ConnectionStability {
   private since: number | undefined;
 
-  constructor(redis: RedisClient, private readonly now: () => number = () => performance.now()) {
+  constructor(
+    redis: RedisClient,
+    private readonly now: () => number = () => performance.now(),
+  ) {
     if (redis.status === 'ready') this.since = this.now();
     redis.on('ready', () => (this.since = this.now()));
     redis.on('close', () => (this.since = undefined));
@@ -83,7 +88,10 @@ export class ClientWatch {
   constructor(
     private readonly redis: RedisClient,
     private readonly stability: ConnectionStability,
-    private readonly running: ReadonlyMap<string, { controller: AbortController; relayTo: string; resumable?: boolean }>,
+    private readonly running: ReadonlyMap<
+      string,
+      { controller: AbortController; relayTo: string; resumable?: boolean }
+    >,
     private readonly ttlMs: number,
     private readonly prefix: string,
     private readonly onGone: (requestId: string) => void,
@@ -167,7 +175,11 @@ export class WorkerPresence {
 }
 
 /** The fleet's capacity from the registry, dropping (and deleting) entries whose worker stopped renewing them. */
-export async function readFleet(redis: RedisClient, prefix: string, now: number): Promise<{ workers: number; concurrency: number; active: number }> {
+export async function readFleet(
+  redis: RedisClient,
+  prefix: string,
+  now: number,
+): Promise<{ workers: number; concurrency: number; active: number }> {
   const entries = await redis.hgetall(workerRegistryKey(prefix));
   let workers = 0;
   let concurrency = 0;

@@ -59,7 +59,12 @@ export interface Attached {
 }
 
 /** Undefined when the request is unknown, expired or belongs to another account. One round trip. */
-export async function attachReader(redis: RedisClient, stateKey: string, accountId: string, instance: string): Promise<Attached | undefined> {
+export async function attachReader(
+  redis: RedisClient,
+  stateKey: string,
+  accountId: string,
+  instance: string,
+): Promise<Attached | undefined> {
   const reply = await scripts(redis).readersAttach(stateKey, accountId, readerField(instance));
   if (!reply) return undefined;
   return { stream: reply[0] === '1', counted: Number(reply[1]) === 1 };
@@ -69,7 +74,14 @@ export async function attachReader(redis: RedisClient, stateKey: string, account
  * Counts a reader of a resumable request out and tells the worker running it, which starts the
  * grace period (or lets one already running decide).
  */
-export async function leaveReader(redis: RedisClient, prefix: string, stateKey: string, requestId: string, instance: string, ttlSeconds: number): Promise<void> {
+export async function leaveReader(
+  redis: RedisClient,
+  prefix: string,
+  stateKey: string,
+  requestId: string,
+  instance: string,
+  ttlSeconds: number,
+): Promise<void> {
   const worker = await scripts(redis).readersLeave(stateKey, readerField(instance), ttlSeconds);
   if (worker) await redis.spublish(cancelChannel(prefix, worker), detachNotice(requestId));
 }

@@ -40,7 +40,12 @@ const PAGE = 500;
 
 const UNREADABLE: RelayError = {
   status: 502,
-  error: { message: 'Part of the response was lost between the worker and this server; please retry.', type: 'upstream_error', code: 'relay_interrupted', param: null },
+  error: {
+    message: 'Part of the response was lost between the worker and this server; please retry.',
+    type: 'upstream_error',
+    code: 'relay_interrupted',
+    param: null,
+  },
 };
 
 /** The stream entry id right after `id`, for a range that starts past it. */
@@ -53,7 +58,12 @@ const after = (id: string): string => {
  * The events of a request's stream after event `afterEventId`, from its relay log, to its end.
  * Stops (returns) when `signal` aborts: the reader went away.
  */
-export async function* followRelayLog(deps: FollowDeps, logKey: string, afterEventId: number, signal: AbortSignal): AsyncGenerator<FollowEvent> {
+export async function* followRelayLog(
+  deps: FollowDeps,
+  logKey: string,
+  afterEventId: number,
+  signal: AbortSignal,
+): AsyncGenerator<FollowEvent> {
   let lastEventId = 0;
   let started = false;
   let readThrough: string | undefined;
@@ -97,7 +107,13 @@ export async function* followRelayLog(deps: FollowDeps, logKey: string, afterEve
   /** Reads the log from past the last entry taken to its current end, in pages; true once the stream ended. */
   async function* readOn(): AsyncGenerator<FollowEvent, boolean> {
     for (;;) {
-      const rows = (await deps.redis.xrange(logKey, readThrough === undefined ? '-' : after(readThrough), '+', 'COUNT', PAGE)) as LogRows;
+      const rows = (await deps.redis.xrange(
+        logKey,
+        readThrough === undefined ? '-' : after(readThrough),
+        '+',
+        'COUNT',
+        PAGE,
+      )) as LogRows;
       const events = take(parseLogRows(rows));
       for (const e of events) yield e;
       if (ends(events)) return true;
@@ -125,7 +141,9 @@ export async function* followRelayLog(deps: FollowDeps, logKey: string, afterEve
     while (!signal.aborted) {
       const rows = arrived.shift();
       if (rows) {
-        const fresh = parseLogRows(rows).filter((e) => readThrough === undefined || entryIdAfter(e.entryId, readThrough));
+        const fresh = parseLogRows(rows).filter(
+          (e) => readThrough === undefined || entryIdAfter(e.entryId, readThrough),
+        );
         if (fresh.length === 0) continue;
         idleAt = performance.now() + idleMs;
         const events = take(fresh);

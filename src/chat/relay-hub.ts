@@ -4,7 +4,15 @@ import type { DispatchMetrics } from '../metrics.js';
 import { onResubscribed, type RedisClient } from '../infra/redis.js';
 import { Heartbeat, webAliveKey } from './liveness.js';
 import { leaveReader } from './readers.js';
-import { cancelChannel, decodeRelay, INSTANCE_LENGTH, runningTtlSeconds, relayChannel, requestStateKey, type RelayMessage } from './relay-protocol.js';
+import {
+  cancelChannel,
+  decodeRelay,
+  INSTANCE_LENGTH,
+  runningTtlSeconds,
+  relayChannel,
+  requestStateKey,
+  type RelayMessage,
+} from './relay-protocol.js';
 
 export interface RelayHandler {
   /** A message for this request (undefined: one that could not be read). */
@@ -48,11 +56,22 @@ export class RelayHub {
   private readonly detached = new Set<string>();
   private ready: Promise<void> | undefined;
 
-  constructor(private readonly deps: { redis: RedisClient; subscriber: RedisClient; config: Pick<Config, 'redis' | 'queue' | 'providers'>; metrics: Pick<DispatchMetrics, 'relaying'> }) {
+  constructor(
+    private readonly deps: {
+      redis: RedisClient;
+      subscriber: RedisClient;
+      config: Pick<Config, 'redis' | 'queue' | 'providers'>;
+      metrics: Pick<DispatchMetrics, 'relaying'>;
+    },
+  ) {
     this.prefix = deps.config.redis.prefix;
     this.channel = relayChannel(this.prefix, this.instance);
     this.sub = deps.subscriber;
-    this.heartbeat = new Heartbeat(deps.redis, webAliveKey(this.prefix, this.instance), deps.config.queue.livenessTtlMs);
+    this.heartbeat = new Heartbeat(
+      deps.redis,
+      webAliveKey(this.prefix, this.instance),
+      deps.config.queue.livenessTtlMs,
+    );
     this.sub.on('smessage', (channel: string, raw: string) => {
       if (channel !== this.channel) return;
       const { requestId, message } = decodeRelay(raw);
@@ -67,7 +86,9 @@ export class RelayHub {
 
   /** Subscribes once (ioredis subscribes again by itself after a reconnect) and starts the liveness key. */
   start(): Promise<void> {
-    return (this.ready ??= Promise.all([this.sub.ssubscribe(this.channel), this.heartbeat.start()]).then(() => undefined));
+    return (this.ready ??= Promise.all([this.sub.ssubscribe(this.channel), this.heartbeat.start()]).then(
+      () => undefined,
+    ));
   }
 
   /** Deletes the liveness key: workers stop what they run for this process at once. */
@@ -108,7 +129,14 @@ export class RelayHub {
   async detach(requestId: string): Promise<void> {
     remember(this.detached, requestId);
     try {
-      await leaveReader(this.deps.redis, this.prefix, requestStateKey(this.prefix, this.instance, requestId), requestId, this.instance, runningTtlSeconds(this.deps.config));
+      await leaveReader(
+        this.deps.redis,
+        this.prefix,
+        requestStateKey(this.prefix, this.instance, requestId),
+        requestId,
+        this.instance,
+        runningTtlSeconds(this.deps.config),
+      );
     } catch {
       // Redis is away: the request runs to its end, and is billed for what it produced.
     }

@@ -78,17 +78,21 @@ const webTag = (prefix: string, relayTo: string): string => hashTag(prefix, `w.$
 
 /** The web process's one channel (sharded pub/sub): every message names its request. */
 export const relayChannel = (prefix: string, relayTo: string): string => `${prefix}:relay:${webTag(prefix, relayTo)}`;
-export const relayLogKey = (prefix: string, relayTo: string, requestId: string): string => `${prefix}:rlog:${webTag(prefix, relayTo)}:${requestId}`;
+export const relayLogKey = (prefix: string, relayTo: string, requestId: string): string =>
+  `${prefix}:rlog:${webTag(prefix, relayTo)}:${requestId}`;
 /**
  * How long a running request's state and log live unless renewed: three times the upstream
  * timeout (at least three minutes), so a stream that is still going never loses them.
  */
-export const runningTtlSeconds = (config: Pick<Config, 'providers'>): number => Math.ceil(Math.max(config.providers.requestTimeoutMs / 1000, 60) * 3);
+export const runningTtlSeconds = (config: Pick<Config, 'providers'>): number =>
+  Math.ceil(Math.max(config.providers.requestTimeoutMs / 1000, 60) * 3);
 
 /** Who runs the request, whether its usage is recorded, who may read it back and who reads it. */
-export const requestStateKey = (prefix: string, relayTo: string, requestId: string): string => `${prefix}:req:${webTag(prefix, relayTo)}:${requestId}`;
+export const requestStateKey = (prefix: string, relayTo: string, requestId: string): string =>
+  `${prefix}:req:${webTag(prefix, relayTo)}:${requestId}`;
 /** A worker process's one cancellation channel: a message is the id of a request to stop, or a detach notice. */
-export const cancelChannel = (prefix: string, workerId: string): string => `${prefix}:cancel:${hashTag(prefix, `k.${workerId}`)}`;
+export const cancelChannel = (prefix: string, workerId: string): string =>
+  `${prefix}:cancel:${hashTag(prefix, `k.${workerId}`)}`;
 
 /**
  * On a worker's cancel channel: a reader of a resumable request left (its client went away). The
@@ -96,7 +100,8 @@ export const cancelChannel = (prefix: string, workerId: string): string => `${pr
  * means "stop now".
  */
 export const detachNotice = (requestId: string): string => `d|${requestId}`;
-export const detachedRequest = (message: string): string | undefined => (message.startsWith('d|') ? message.slice(2) : undefined);
+export const detachedRequest = (message: string): string | undefined =>
+  message.startsWith('d|') ? message.slice(2) : undefined;
 
 /** The request state's field counting a web process's readers of the request (resumable requests). */
 export const READER_FIELD_PREFIX = 'r.';
@@ -110,7 +115,8 @@ export const INSTANCE_LENGTH = 8;
 const COMPLETION_ID = new RegExp(`^chatcmpl-([A-Za-z0-9_-]{${INSTANCE_LENGTH}})[A-Za-z0-9_-]{16}$`);
 
 export function completionId(instance: string): string {
-  if (instance.length !== INSTANCE_LENGTH) throw new Error(`a web process instance name has ${INSTANCE_LENGTH} characters, not '${instance}'`);
+  if (instance.length !== INSTANCE_LENGTH)
+    throw new Error(`a web process instance name has ${INSTANCE_LENGTH} characters, not '${instance}'`);
   return `chatcmpl-${instance}${randomIdPart(12)}`;
 }
 

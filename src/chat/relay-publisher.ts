@@ -1,5 +1,15 @@
 import { replicated, type ChainableCommander, type RedisClient } from '../infra/redis.js';
-import { encodeRelay, kindCode, logEntryId, readerField, relayChannel, relayLogKey, requestStateKey, type LogKind, type RelayKind } from './relay-protocol.js';
+import {
+  encodeRelay,
+  kindCode,
+  logEntryId,
+  readerField,
+  relayChannel,
+  relayLogKey,
+  requestStateKey,
+  type LogKind,
+  type RelayKind,
+} from './relay-protocol.js';
 import { withEventId } from './sse.js';
 
 /**
@@ -14,7 +24,12 @@ export interface RelayTarget {
 }
 
 export function relayTarget(prefix: string, relayTo: string, requestId: string): RelayTarget {
-  return { requestId, channel: relayChannel(prefix, relayTo), logKey: relayLogKey(prefix, relayTo, requestId), stateKey: requestStateKey(prefix, relayTo, requestId) };
+  return {
+    requestId,
+    channel: relayChannel(prefix, relayTo),
+    logKey: relayLogKey(prefix, relayTo, requestId),
+    stateKey: requestStateKey(prefix, relayTo, requestId),
+  };
 }
 
 export interface RelayTtls {
@@ -86,7 +101,14 @@ export interface ClaimedRequest {
  * A worker's first step with a job. A first run takes the request and announces `picked` (seq 0).
  * A job someone else holds is taken only with `force` (its owner is known to be dead).
  */
-export async function claimRequest(redis: RedisClient, target: RelayTarget, workerId: string, ttlSeconds: number, request: ClaimedRequest, force = false): Promise<Claim> {
+export async function claimRequest(
+  redis: RedisClient,
+  target: RelayTarget,
+  workerId: string,
+  ttlSeconds: number,
+  request: ClaimedRequest,
+  force = false,
+): Promise<Claim> {
   const r = redis as ClaimRedis;
   if (typeof r.relayClaim !== 'function') r.defineCommand('relayClaim', { numberOfKeys: 3, lua: CLAIM_LUA });
   const reader = request.resumableFor === undefined ? '' : readerField(request.resumableFor);
@@ -104,7 +126,12 @@ export async function claimRequest(redis: RedisClient, target: RelayTarget, work
   );
   // This worker as the previous owner: a retried claim whose first reply was lost (it had taken the
   // request then). That is still a first run, not a take-over.
-  return { taken: Number(taken) === 1, previousOwner: owner === workerId ? '' : owner, recorded: recorded === '1', leftBeforeClaim: Number(left) === 1 };
+  return {
+    taken: Number(taken) === 1,
+    previousOwner: owner === workerId ? '' : owner,
+    recorded: recorded === '1',
+    leftBeforeClaim: Number(left) === 1,
+  };
 }
 
 export interface Message {
@@ -314,7 +341,10 @@ export class RelayPublisher {
     this.inFlight = this.unsent.length;
     if (count > 0 && performance.now() - this.lastTtlRefresh > (this.batch.ttls.runningSeconds * 1000) / 3) {
       this.lastTtlRefresh = performance.now();
-      tx.expire(this.target.logKey, this.batch.ttls.runningSeconds).expire(this.target.stateKey, this.batch.ttls.runningSeconds);
+      tx.expire(this.target.logKey, this.batch.ttls.runningSeconds).expire(
+        this.target.stateKey,
+        this.batch.ttls.runningSeconds,
+      );
       count += 2;
     }
     return { through: this.unsent.at(-1), count };
@@ -366,7 +396,7 @@ export class RelayPublisher {
     this.push({ seq: this.seq++, kind, payload });
     const last = this.unsent.at(-1)!;
     let recorded = false;
-    for (let confirmations = 0; ; ) {
+    for (let confirmations = 0; ;) {
       try {
         if (!recorded) {
           await record();
@@ -388,7 +418,11 @@ export class RelayPublisher {
           throw err;
         }
         this.confirm(through, replies.slice(0, count));
-        if (confirmations++ >= END_CONFIRMATIONS || (await replicated(this.batch.redis, this.target.logKey, END_REPLICA_WAIT_MS))) return;
+        if (
+          confirmations++ >= END_CONFIRMATIONS ||
+          (await replicated(this.batch.redis, this.target.logKey, END_REPLICA_WAIT_MS))
+        )
+          return;
       } catch (err) {
         if (performance.now() > deadline) throw err;
         // A cluster stays 'ready' while one master fails over: pause between tries either way.

@@ -48,7 +48,12 @@ export class ResumeGrace {
     if (job.controller.signal.aborted) return;
     let readers: boolean | undefined;
     try {
-      if (this.deps.settled()) readers = await readersAlive(this.deps.redis, this.deps.prefix, requestStateKey(this.deps.prefix, job.relayTo, requestId));
+      if (this.deps.settled())
+        readers = await readersAlive(
+          this.deps.redis,
+          this.deps.prefix,
+          requestStateKey(this.deps.prefix, job.relayTo, requestId),
+        );
     } catch {
       readers = undefined;
     }

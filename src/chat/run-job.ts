@@ -8,7 +8,15 @@ import { AppError } from '../errors.js';
 import type { Provider } from '../providers/types.js';
 import type { CompletionMetrics } from '../metrics.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
-import { answerEvents, countChoices, finishRecording, runCompletion, startNow, toRelayError, type LoggedUsage } from './completion-runner.js';
+import {
+  answerEvents,
+  countChoices,
+  finishRecording,
+  runCompletion,
+  startNow,
+  toRelayError,
+  type LoggedUsage,
+} from './completion-runner.js';
 import { deliveredText, lastEventIdOf, readRelayLog, type LogEntry } from './relay-log.js';
 import type { GraceJob, ResumeGrace } from './resume-grace.js';
 import { claimRequest, relayTarget, RelayPublisher, type RelayBatch, type RelayTarget } from './relay-publisher.js';
@@ -71,7 +79,11 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
   if (rt.running.has(job.id)) return 'declined';
   const target = relayTarget(app.config.redis.prefix, job.relayTo, job.id);
   const ttl = runningTtlSeconds(app.config);
-  const running: RunningJob = { controller: new AbortController(), relayTo: job.relayTo, resumable: job.resumable === true };
+  const running: RunningJob = {
+    controller: new AbortController(),
+    relayTo: job.relayTo,
+    resumable: job.resumable === true,
+  };
   rt.running.set(job.id, running);
   rt.metrics.active.set(rt.running.size);
   try {
@@ -87,11 +99,18 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     // to the time to first token. Not for a job BullMQ has started before: its first run may have
     // answered already, and a request sent only to be aborted may still be billed by the provider.
     const firstAttemptStartedAt = performance.now();
-    let firstAttempt = refused === undefined && !mayBeRerun ? startNow(answerEvents(provider!, job, running.controller.signal)) : undefined;
+    let firstAttempt =
+      refused === undefined && !mayBeRerun
+        ? startNow(answerEvents(provider!, job, running.controller.signal))
+        : undefined;
 
     // A job fetched just before Redis went away is claimed once it is back (bounded, like the record).
     const deadline = performance.now() + app.config.queue.redisOutageMaxMs;
-    const claimed = { accountId: job.accountId, stream: job.stream, resumableFor: running.resumable ? job.relayTo : undefined };
+    const claimed = {
+      accountId: job.accountId,
+      stream: job.stream,
+      resumableFor: running.resumable ? job.relayTo : undefined,
+    };
     const claimOnce = async (force = false) => {
       for (;;) {
         try {
@@ -125,12 +144,26 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     // (every worker was down for minutes between its end and the queue's record of it). Running it
     // again would cost an upstream call and settle its quota twice; its client, if one were still
     // there, is told to retry.
-    if (mayBeRerun && claim.previousOwner === '' && app.clock.now().getTime() - job.created * 1000 > app.config.queue.rerunHorizonMs) {
+    if (
+      mayBeRerun &&
+      claim.previousOwner === '' &&
+      app.clock.now().getTime() - job.created * 1000 > app.config.queue.rerunHorizonMs
+    ) {
       running.controller.abort('expired');
       app.log.warn({ requestId: job.id }, 'job handed out again long after its request; not running it');
-      const expired = new AppError('unavailable', 'The request expired before a worker could answer it; please retry.', { code: 'request_expired' });
+      const expired = new AppError(
+        'unavailable',
+        'The request expired before a worker could answer it; please retry.',
+        { code: 'request_expired' },
+      );
       const publisher = new RelayPublisher(rt.batch, target, { seq: 1, eventId: 0 });
-      await finishRecording({ ...runnerDeps(rt, job), publisher }, job, 'error', JSON.stringify(toRelayError(expired)), usageOf(job, 'failed', 0, 0));
+      await finishRecording(
+        { ...runnerDeps(rt, job), publisher },
+        job,
+        'error',
+        JSON.stringify(toRelayError(expired)),
+        usageOf(job, 'failed', 0, 0),
+      );
       return 'expired';
     }
 
@@ -152,7 +185,13 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     running.publisher = publisher;
     if (running.detached) publisher.stopPublishing();
     if (refused !== undefined) {
-      await finishRecording({ ...runnerDeps(rt, job), publisher }, job, 'error', JSON.stringify(toRelayError(refused)), usageOf(job, 'failed', 0, 0));
+      await finishRecording(
+        { ...runnerDeps(rt, job), publisher },
+        job,
+        'error',
+        JSON.stringify(toRelayError(refused)),
+        usageOf(job, 'failed', 0, 0),
+      );
       return 'failed';
     }
     const outcome = await runCompletion(job, {
@@ -169,7 +208,8 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
         if (tokensPerSecond !== undefined) rt.metrics.upstreamTokensPerSecond.observe(labels, tokensPerSecond);
       },
     });
-    if (outcome.status === 'cancelled') rt.metrics.cancellations.inc({ cause: String(running.controller.signal.reason ?? 'client_cancelled') });
+    if (outcome.status === 'cancelled')
+      rt.metrics.cancellations.inc({ cause: String(running.controller.signal.reason ?? 'client_cancelled') });
     return outcome.status;
   } finally {
     clearTimeout(running.graceTimer);
@@ -191,7 +231,12 @@ function runnerDeps(rt: JobRuntime, job: CompletionJob) {
  * A re-run after the worker that held the request died: what its client was sent decides. Returns
  * undefined when the client saw nothing, so the request is to be answered afresh.
  */
-async function takeOver(rt: JobRuntime, job: CompletionJob, target: RelayTarget, log: LogEntry[]): Promise<JobOutcome | undefined> {
+async function takeOver(
+  rt: JobRuntime,
+  job: CompletionJob,
+  target: RelayTarget,
+  log: LogEntry[],
+): Promise<JobOutcome | undefined> {
   const { app } = rt;
   if (log.some((e) => e.kind === 'done' || e.kind === 'final' || e.kind === 'error')) return 'declined';
   const lastSeq = Math.max(0, ...log.map((e) => e.seq));
@@ -201,16 +246,38 @@ async function takeOver(rt: JobRuntime, job: CompletionJob, target: RelayTarget,
   if (logged) {
     // The whole answer was relayed; only the end was missing.
     const { usage, done } = JSON.parse(logged.payload) as LoggedUsage;
-    app.log.warn({ requestId: job.id }, 'job re-run after its worker stopped between the answer and its record; closing the stream');
-    await finishRecording(deps, job, 'done', done, usageOf(job, 'completed', usage.prompt_tokens, usage.completion_tokens));
+    app.log.warn(
+      { requestId: job.id },
+      'job re-run after its worker stopped between the answer and its record; closing the stream',
+    );
+    await finishRecording(
+      deps,
+      job,
+      'done',
+      done,
+      usageOf(job, 'completed', usage.prompt_tokens, usage.completion_tokens),
+    );
     return 'completed';
   }
   const text = deliveredText(log, job.params.n ?? 1);
   if (!text.some((t) => t !== '')) return undefined;
   // Part of an answer was relayed: resuming it is not possible, repeating it would garble it.
-  app.log.warn({ requestId: job.id }, 'job re-run after its worker stopped mid-stream; ending the stream and billing what was delivered');
+  app.log.warn(
+    { requestId: job.id },
+    'job re-run after its worker stopped mid-stream; ending the stream and billing what was delivered',
+  );
   const completion = countChoices(text.map((t) => ({ text: t })));
-  const err = new AppError('upstream', 'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.', { code: 'worker_interrupted' });
-  await finishRecording(deps, job, 'error', JSON.stringify(toRelayError(err)), usageOf(job, 'failed', job.promptTokens, completion));
+  const err = new AppError(
+    'upstream',
+    'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.',
+    { code: 'worker_interrupted' },
+  );
+  await finishRecording(
+    deps,
+    job,
+    'error',
+    JSON.stringify(toRelayError(err)),
+    usageOf(job, 'failed', job.promptTokens, completion),
+  );
   return 'interrupted';
 }

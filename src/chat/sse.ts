@@ -19,8 +19,14 @@ export const withEventId = (id: number, event: string): string => `id: ${id}\n${
 export const doneEvent = (id: number): string => withEventId(id, 'data: [DONE]\n\n');
 
 /** An error after the stream has started: an event clients (and the OpenAI SDK) read as an error. */
-export function errorEvent(id: number, error: { message: string; type: string; code: string | null; param: string | null }): string {
-  return withEventId(id, `data: ${JSON.stringify({ error: { message: error.message, type: error.type, code: error.code, param: error.param } })}\n\n`);
+export function errorEvent(
+  id: number,
+  error: { message: string; type: string; code: string | null; param: string | null },
+): string {
+  return withEventId(
+    id,
+    `data: ${JSON.stringify({ error: { message: error.message, type: error.type, code: error.code, param: error.param } })}\n\n`,
+  );
 }
 
 const ID_LINE = 'id: ';
@@ -40,7 +46,7 @@ export function lastEventIdIn(events: string): number | undefined {
 
 /** The events of a run whose sequence number is above `after` (ids rise within a run). */
 export function eventsAfter(events: string, after: number): string {
-  for (let at = 0; at < events.length; ) {
+  for (let at = 0; at < events.length;) {
     const id = idAt(events, at);
     if (id !== undefined && id > after) return at === 0 ? events : events.slice(at);
     const end = events.indexOf('\n\n', at);
@@ -62,7 +68,10 @@ export interface ChunkFramer {
  * schema has system_fingerprint as an optional string, never null, so it is left out when the
  * provider names none.
  */
-export function chunkFramer(job: Pick<CompletionJob, 'id' | 'created' | 'model' | 'includeUsage'>, fingerprint: string | undefined): ChunkFramer {
+export function chunkFramer(
+  job: Pick<CompletionJob, 'id' | 'created' | 'model' | 'includeUsage'>,
+  fingerprint: string | undefined,
+): ChunkFramer {
   const fingerprintField = fingerprint === undefined ? '' : `"system_fingerprint":${JSON.stringify(fingerprint)},`;
   const head = `{"id":${JSON.stringify(job.id)},"object":"chat.completion.chunk","created":${job.created},"model":${JSON.stringify(job.model.id)},${fingerprintField}"choices":[`;
   const tail = job.includeUsage ? '],"usage":null}\n\n' : ']}\n\n';

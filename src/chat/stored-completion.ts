@@ -65,11 +65,21 @@ function completionOfStream(entries: readonly LogEntry[]): string {
  * The completion `requestId` of `accountId`: undefined when there is none (an id this service did
  * not make, another account's, or one whose log has expired). One round trip.
  */
-export async function findCompletion(redis: RedisClient, prefix: string, accountId: string, requestId: string): Promise<StoredCompletion | undefined> {
+export async function findCompletion(
+  redis: RedisClient,
+  prefix: string,
+  accountId: string,
+  requestId: string,
+): Promise<StoredCompletion | undefined> {
   const origin = originOf(requestId);
   if (origin === undefined) return undefined;
   // The state and the log share a slot (the origin web process's hash tag): one MULTI reads both.
-  const replies = (await redis.multi().hget(requestStateKey(prefix, origin, requestId), 'account').xrange(relayLogKey(prefix, origin, requestId), '-', '+').exec()) ?? [];
+  const replies =
+    (await redis
+      .multi()
+      .hget(requestStateKey(prefix, origin, requestId), 'account')
+      .xrange(relayLogKey(prefix, origin, requestId), '-', '+')
+      .exec()) ?? [];
   const [[accountErr, owner] = [null, null], [logErr, rows] = [null, []]] = replies;
   if (accountErr) throw accountErr;
   if (logErr) throw logErr;

@@ -12,7 +12,14 @@ export interface HealthReport {
   checks: {
     postgres: { status: CheckStatus; latency_ms?: number; error?: string };
     redis: { status: CheckStatus; latency_ms?: number; error?: string };
-    queue: { status: CheckStatus; waiting?: number; active?: number; workers?: number; capacity?: number; error?: string };
+    queue: {
+      status: CheckStatus;
+      waiting?: number;
+      active?: number;
+      workers?: number;
+      capacity?: number;
+      error?: string;
+    };
   };
   down: string[];
   /** Extra facts other features add (for example which model backend serves completions). */
@@ -51,7 +58,10 @@ export async function checkHealth(app: HealthDeps, info: Record<string, unknown>
     timed(() => pingDatabase(app.db)),
     timed(() => app.redis.ping()),
     timed(async () => {
-      const [counts, fleet] = await Promise.all([Promise.all(app.completionQueues.map((q) => q.getJobCounts('waiting', 'active'))), readFleet(app.redis, app.config.redis.prefix, Date.now())]);
+      const [counts, fleet] = await Promise.all([
+        Promise.all(app.completionQueues.map((q) => q.getJobCounts('waiting', 'active'))),
+        readFleet(app.redis, app.config.redis.prefix, Date.now()),
+      ]);
       const sum = (state: 'waiting' | 'active') => counts.reduce((n, c) => n + (c[state] ?? 0), 0);
       return { waiting: sum('waiting'), active: sum('active'), workers: fleet.workers, capacity: fleet.concurrency };
     }),
@@ -59,8 +69,14 @@ export async function checkHealth(app: HealthDeps, info: Record<string, unknown>
   const report: HealthReport = {
     status: 'ok',
     checks: {
-      postgres: pg.status === 'fulfilled' ? { status: 'ok', latency_ms: pg.value.ms } : { status: 'down', error: message(pg.reason) },
-      redis: redis.status === 'fulfilled' ? { status: 'ok', latency_ms: redis.value.ms } : { status: 'down', error: message(redis.reason) },
+      postgres:
+        pg.status === 'fulfilled'
+          ? { status: 'ok', latency_ms: pg.value.ms }
+          : { status: 'down', error: message(pg.reason) },
+      redis:
+        redis.status === 'fulfilled'
+          ? { status: 'ok', latency_ms: redis.value.ms }
+          : { status: 'down', error: message(redis.reason) },
       queue:
         queue.status === 'fulfilled'
           ? { status: 'ok', ...queue.value.value }

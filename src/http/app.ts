@@ -38,7 +38,8 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
       },
       authenticate(spec.auth, app, { deferKeyCheck: spec.deferKeyCheck ?? false }),
     ];
-    if ((spec.method === 'post' || spec.method === 'put') && (spec.body || spec.rawBody)) stack.push(jsonBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, spec.rawBody));
+    if ((spec.method === 'post' || spec.method === 'put') && (spec.body || spec.rawBody))
+      stack.push(jsonBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, spec.rawBody));
     if (spec.params) {
       const schema = spec.params;
       stack.push(async (ctx, next) => {
@@ -50,7 +51,10 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
       const schema = spec.query;
       stack.push(async (ctx, next) => {
         const bad = badlyEncodedQueryParam(ctx.querystring);
-        if (bad !== undefined) throw validationError([{ loc: ['query', bad], msg: 'Value is not valid UTF-8 once percent-decoded', type: 'string_unicode' }]);
+        if (bad !== undefined)
+          throw validationError([
+            { loc: ['query', bad], msg: 'Value is not valid UTF-8 once percent-decoded', type: 'string_unicode' },
+          ]);
         ctx.state.query = validate(schema, { ...ctx.query }, 'query');
         await next();
       });
@@ -59,7 +63,9 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
       const schema = spec.headers;
       const names = Object.keys(schema.properties ?? {});
       stack.push(async (ctx, next) => {
-        const present = names.filter((name) => ctx.headers[name] !== undefined).map((name) => [name, ctx.headers[name]]);
+        const present = names
+          .filter((name) => ctx.headers[name] !== undefined)
+          .map((name) => [name, ctx.headers[name]]);
         ctx.state.headers = validate(schema, Object.fromEntries(present), 'header');
         await next();
       });
@@ -70,7 +76,10 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
       stack.push(async (ctx, next) => {
         const body = ctx.state.body;
         if (body === undefined) {
-          if (required) throw new AppError('validation', 'Body required', { detail: [{ loc: ['body'], msg: 'Field required', type: 'missing' }] });
+          if (required)
+            throw new AppError('validation', 'Body required', {
+              detail: [{ loc: ['body'], msg: 'Field required', type: 'missing' }],
+            });
         } else {
           ctx.state.body = validate(schema, body, 'body');
         }
@@ -100,13 +109,17 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
   koa.use(
     router.allowedMethods({
       throw: true,
-      methodNotAllowed: () => new AppError('invalid_request', 'Method not allowed for this URL', { status: 405, code: 'method_not_allowed' }),
-      notImplemented: () => new AppError('invalid_request', 'Method not implemented', { status: 501, code: 'not_implemented' }),
+      methodNotAllowed: () =>
+        new AppError('invalid_request', 'Method not allowed for this URL', { status: 405, code: 'method_not_allowed' }),
+      notImplemented: () =>
+        new AppError('invalid_request', 'Method not implemented', { status: 501, code: 'not_implemented' }),
     }),
   );
   // Sets (rather than throws) the 404, so allowedMethods above can still turn it into a 405.
   koa.use((ctx) => {
-    const notFound = new AppError('not_found', `Unknown request URL: ${ctx.method} ${ctx.path}`, { code: 'unknown_url' });
+    const notFound = new AppError('not_found', `Unknown request URL: ${ctx.method} ${ctx.path}`, {
+      code: 'unknown_url',
+    });
     ctx.status = notFound.status;
     ctx.body = notFound.toBody();
   });

@@ -18,12 +18,16 @@ const HTTPValidationError: JsonSchema = {
     detail: { type: 'array', items: { $ref: '#/components/schemas/ValidationError' } },
     error: {
       type: 'object',
-      description: 'The first failing field in the OpenAI error shape, for clients (the OpenAI SDKs) that read only `error`.',
+      description:
+        'The first failing field in the OpenAI error shape, for clients (the OpenAI SDKs) that read only `error`.',
       required: ['message', 'type', 'code', 'param'],
       properties: {
-        message: { type: 'string', example: "Invalid 'messages[0].content': String should have at most 50000 characters" },
+        message: {
+          type: 'string',
+          example: "Invalid 'messages[0].content': String should have at most 50000 characters",
+        },
         type: { type: 'string', const: 'invalid_request_error' },
-        code: { type: ['string', 'null'], description: 'The first entry\'s `type`' },
+        code: { type: ['string', 'null'], description: "The first entry's `type`" },
         param: { type: ['string', 'null'], example: 'messages[0].content' },
       },
     },
@@ -75,13 +79,20 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
     for (const [status, spec] of Object.entries(r.responses)) {
       const content: Record<string, unknown> = {};
       // An error status without a schema of its own answers with the one error envelope.
-      const schema = spec.schema ?? (Number(status) >= 400 ? { $ref: '#/components/schemas/ErrorResponse' } : undefined);
+      const schema =
+        spec.schema ?? (Number(status) >= 400 ? { $ref: '#/components/schemas/ErrorResponse' } : undefined);
       content['application/json'] = schema ? { schema } : {};
       for (const media of spec.alsoAs ?? []) content[media] = { schema: { type: 'string' } };
       responses[status] = {
         description: spec.description,
         content,
-        ...(spec.headers ? { headers: Object.fromEntries(Object.entries(spec.headers).map(([h, d]) => [h, { description: d, schema: { type: 'string' } }])) } : {}),
+        ...(spec.headers
+          ? {
+              headers: Object.fromEntries(
+                Object.entries(spec.headers).map(([h, d]) => [h, { description: d, schema: { type: 'string' } }]),
+              ),
+            }
+          : {}),
       };
     }
     if (r.params || r.query || r.headers || r.body) {
@@ -94,10 +105,20 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
     responses['429'] ??= errorRef('Rate limit exceeded; retry with exponential backoff');
     responses['500'] ??= errorRef('Server error');
 
-    const parameters = [...parametersOf(r.params, 'path'), ...parametersOf(r.query, 'query'), ...parametersOf(r.headers, 'header')];
+    const parameters = [
+      ...parametersOf(r.params, 'path'),
+      ...parametersOf(r.query, 'query'),
+      ...parametersOf(r.headers, 'header'),
+    ];
 
     const security =
-      r.auth === 'none' ? [] : r.auth === 'api_key' ? [{ ApiKey: [] }] : r.auth === 'jwt' ? [{ JWT: [] }] : [{ ApiKey: [] }, { JWT: [] }];
+      r.auth === 'none'
+        ? []
+        : r.auth === 'api_key'
+          ? [{ ApiKey: [] }]
+          : r.auth === 'jwt'
+            ? [{ JWT: [] }]
+            : [{ ApiKey: [] }, { JWT: [] }];
 
     (paths[openApiPath(r.path)] ??= {})[r.method] = {
       operationId: r.operationId,
@@ -117,7 +138,8 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
     info: {
       title: 'Chat Completion, Account and Billing Service',
       version: '1.0.0',
-      description: 'OpenAI-compatible chat completions with self-serve accounts, a free tier and a pay-as-you-go paid tier billed monthly.',
+      description:
+        'OpenAI-compatible chat completions with self-serve accounts, a free tier and a pay-as-you-go paid tier billed monthly.',
     },
     servers: [{ url: serverUrl }],
     paths,

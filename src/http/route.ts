@@ -104,14 +104,15 @@ export const openApiPath = (path: string): string => path.replace(PATH_PARAM, '{
 export function checkPathParams(spec: Pick<RouteSpec, 'method' | 'path' | 'params'>): void {
   const where = `${spec.method.toUpperCase()} ${spec.path}`;
   const inPath = pathParamNames(spec.path);
-  const declared = Object.keys((spec.params?.properties ?? {}));
+  const declared = Object.keys(spec.params?.properties ?? {});
   const list = (names: string[]) => `[${names.join(', ')}]`;
   if (inPath.length !== declared.length || inPath.some((n) => !declared.includes(n))) {
     throw new Error(`${where}: path parameters ${list(inPath)} but params declares ${list(declared)}`);
   }
   const required = (spec.params?.required ?? []) as string[];
   const optional = inPath.filter((n) => !required.includes(n));
-  if (optional.length) throw new Error(`${where}: params must require every path parameter (${optional.join(', ')} is optional)`);
+  if (optional.length)
+    throw new Error(`${where}: params must require every path parameter (${optional.join(', ')} is optional)`);
 }
 
 /** The account an authenticated route runs for; the auth middleware guarantees it. */

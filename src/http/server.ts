@@ -27,7 +27,14 @@ export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Pro
   const callback = koa.callback();
   // Koa's handler settles its own errors (onerror); the promise it returns carries nothing.
   const handle: http.RequestListener = (req, res) => void callback(req, res);
-  const server = http.createServer({ headersTimeout: headersTimeoutMs, requestTimeout: requestTimeoutMs, connectionsCheckingInterval: Math.min(30_000, Math.ceil(headersTimeoutMs / 4)) }, handle);
+  const server = http.createServer(
+    {
+      headersTimeout: headersTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(30_000, Math.ceil(headersTimeoutMs / 4)),
+    },
+    handle,
+  );
   // Longer than the 60 s idle timeout of common load balancers, so they close idle connections first.
   server.keepAliveTimeout = 65_000;
 

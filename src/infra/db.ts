@@ -1,4 +1,13 @@
-import { Kysely, PostgresAdapter, PostgresDialect, sql, type ControlledTransaction, type PostgresDialectConfig, type RawBuilder, type Transaction } from 'kysely';
+import {
+  Kysely,
+  PostgresAdapter,
+  PostgresDialect,
+  sql,
+  type ControlledTransaction,
+  type PostgresDialectConfig,
+  type RawBuilder,
+  type Transaction,
+} from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config.js';
 import type { Database } from '../../db/schema/index.js';
@@ -48,7 +57,10 @@ export function createDb(config: Config): Db {
   // allowExitOnIdle: an idle lock connection never keeps a finished script running.
   const locks = openPool(config, config.db.lockPoolSize, { allowExitOnIdle: true });
   const lockDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: locks }) });
-  const both = { connect: () => queries.connect(), end: async () => void (await Promise.all([queries.end(), locks.end()])) };
+  const both = {
+    connect: () => queries.connect(),
+    end: async () => void (await Promise.all([queries.end(), locks.end()])),
+  };
   const db = new Kysely<Database>({ dialect: new ServiceDialect({ pool: both }, lockDb) });
   lockPools.set(db, lockDb);
   return db;
@@ -73,7 +85,10 @@ export async function transaction<T>(db: Db, fn: (trx: Trx) => Promise<T>): Prom
 /** Leaves `work` to run after the transaction commits; the transaction must come from transaction(). */
 export function onCommit(trx: Trx, work: () => Promise<void>): void {
   const pending = afterCommit.get(trx);
-  if (!pending) throw new Error('onCommit needs a transaction started with transaction() from infra/db; its after-commit work would be lost');
+  if (!pending)
+    throw new Error(
+      'onCommit needs a transaction started with transaction() from infra/db; its after-commit work would be lost',
+    );
   pending.push(work);
 }
 
@@ -90,7 +105,8 @@ export interface HeldLock {
   isHeld(): Promise<boolean>;
 }
 
-const lockArgs = (key: LockKey): RawBuilder<unknown> => ('id' in key ? sql`${key.id.toString()}::bigint` : sql`${key.namespace}::int, hashtext(${key.name})`);
+const lockArgs = (key: LockKey): RawBuilder<unknown> =>
+  'id' in key ? sql`${key.id.toString()}::bigint` : sql`${key.namespace}::int, hashtext(${key.name})`;
 
 /**
  * Takes `key` in a transaction of its own on the lock pool, waiting up to `waitMs` (0: not at all)
@@ -107,7 +123,9 @@ async function takeLock(locks: Db, key: LockKey, waitMs: number): Promise<Contro
   try {
     // Idle by design while its holder works, so no idle-in-transaction timeout may end it; a wait
     // is bounded by lock_timeout, which statement_timeout must not cut short.
-    await sql`select set_config('idle_in_transaction_session_timeout', '0', true), set_config('statement_timeout', '0', true), set_config('lock_timeout', ${`${Math.max(1, waitMs)}ms`}, true)`.execute(trx);
+    await sql`select set_config('idle_in_transaction_session_timeout', '0', true), set_config('statement_timeout', '0', true), set_config('lock_timeout', ${`${Math.max(1, waitMs)}ms`}, true)`.execute(
+      trx,
+    );
     let granted: boolean;
     if (waitMs > 0) {
       granted = await sql`select pg_advisory_xact_lock(${lockArgs(key)})`.execute(trx).then(
@@ -118,7 +136,9 @@ async function takeLock(locks: Db, key: LockKey, waitMs: number): Promise<Contro
         },
       );
     } else {
-      granted = (await sql<{ ok: boolean }>`select pg_try_advisory_xact_lock(${lockArgs(key)}) as ok`.execute(trx)).rows[0]?.ok === true;
+      granted =
+        (await sql<{ ok: boolean }>`select pg_try_advisory_xact_lock(${lockArgs(key)}) as ok`.execute(trx)).rows[0]
+          ?.ok === true;
     }
     if (granted) return trx;
   } catch (err) {
@@ -130,9 +150,16 @@ async function takeLock(locks: Db, key: LockKey, waitMs: number): Promise<Contro
 }
 
 /** Releases a lock taken by takeLock; a transaction whose connection is gone has released it already. */
-const endLock = (trx: ControlledTransaction<Database>): Promise<unknown> => trx.rollback().execute().catch(() => undefined);
+const endLock = (trx: ControlledTransaction<Database>): Promise<unknown> =>
+  trx
+    .rollback()
+    .execute()
+    .catch(() => undefined);
 
-async function lockStillHeld(trx: ControlledTransaction<Database>, key: { namespace: number; name: string }): Promise<boolean> {
+async function lockStillHeld(
+  trx: ControlledTransaction<Database>,
+  key: { namespace: number; name: string },
+): Promise<boolean> {
   const r = await sql<{ held: boolean }>`
     select exists (
       select 1 from pg_locks
@@ -149,9 +176,15 @@ async function lockStillHeld(trx: ControlledTransaction<Database>, key: { namesp
  * `waitMs` for another holder to finish. LOCK_BUSY when it never got the lock. `fn` works on `db`
  * as usual: the lock's transaction holds only the lock.
  */
-export async function withAdvisoryLock<T>(db: Db, key: { namespace: number; name: string }, waitMs: number, fn: (lock: HeldLock) => Promise<T>): Promise<T | typeof LOCK_BUSY> {
+export async function withAdvisoryLock<T>(
+  db: Db,
+  key: { namespace: number; name: string },
+  waitMs: number,
+  fn: (lock: HeldLock) => Promise<T>,
+): Promise<T | typeof LOCK_BUSY> {
   const locks = lockPools.get(db);
-  if (!locks) throw new Error('withAdvisoryLock needs the handle createDb returned, not a transaction or a connection of it');
+  if (!locks)
+    throw new Error('withAdvisoryLock needs the handle createDb returned, not a transaction or a connection of it');
   const trx = await takeLock(locks, key, waitMs);
   if (!trx) return LOCK_BUSY;
   try {
@@ -178,7 +211,8 @@ class PoolerSafeAdapter extends PostgresAdapter {
 
   override async acquireMigrationLock(db: Kysely<unknown>): Promise<void> {
     const trx = await takeLock(this.locks, KYSELY_MIGRATION_LOCK, MIGRATION_LOCK_WAIT_MS);
-    if (!trx) throw new Error(`another migration held the migration lock for ${MIGRATION_LOCK_WAIT_MS / 60_000} minutes`);
+    if (!trx)
+      throw new Error(`another migration held the migration lock for ${MIGRATION_LOCK_WAIT_MS / 60_000} minutes`);
     this.held.set(db, trx);
   }
 
@@ -190,7 +224,10 @@ class PoolerSafeAdapter extends PostgresAdapter {
 }
 
 class ServiceDialect extends PostgresDialect {
-  constructor(config: PostgresDialectConfig, private readonly locks: Db) {
+  constructor(
+    config: PostgresDialectConfig,
+    private readonly locks: Db,
+  ) {
     super(config);
   }
 

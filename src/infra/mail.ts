@@ -23,7 +23,11 @@ export interface MailTransport {
 
 /** A failed send. `permanent` means the same request can never succeed, so retrying is pointless. */
 export class MailSendError extends Error {
-  constructor(message: string, readonly permanent: boolean, options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    readonly permanent: boolean,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.name = 'MailSendError';
   }
@@ -40,7 +44,9 @@ export function createMailTransport(config: Config, log: Logger): MailTransport 
 export function postmarkTransport(config: Config): MailTransport {
   const token = config.mail.postmark.serverToken;
   if (token === undefined) throw new Error('POSTMARK_SERVER_TOKEN is required for the postmark mail transport');
-  const options: { timeout: number; useHttps?: boolean; requestHost?: string } = { timeout: config.mail.sendTimeoutMs / 1000 };
+  const options: { timeout: number; useHttps?: boolean; requestHost?: string } = {
+    timeout: config.mail.sendTimeoutMs / 1000,
+  };
   if (config.mail.postmark.apiBase !== undefined) {
     const base = new URL(config.mail.postmark.apiBase);
     options.useHttps = base.protocol === 'https:';
@@ -60,7 +66,8 @@ export function postmarkTransport(config: Config): MailTransport {
           MessageStream: 'outbound',
           Tag: message.kind,
         });
-        if (res.ErrorCode !== 0) throw new MailSendError(`Postmark refused the message: ${res.Message} (ErrorCode ${res.ErrorCode})`, false);
+        if (res.ErrorCode !== 0)
+          throw new MailSendError(`Postmark refused the message: ${res.Message} (ErrorCode ${res.ErrorCode})`, false);
         return { messageId: res.MessageID };
       } catch (err) {
         if (err instanceof MailSendError) throw err;
@@ -69,7 +76,9 @@ export function postmarkTransport(config: Config): MailTransport {
         // sending it again gets the same answer. 401, 429, 5xx and network errors can clear up.
         const permanent = e.statusCode === 422;
         const detail = e.statusCode ? `HTTP ${e.statusCode}, ErrorCode ${e.code ?? 0}` : 'no response';
-        throw new MailSendError(`Postmark send failed (${detail}): ${e.message ?? String(err)}`, permanent, { cause: err });
+        throw new MailSendError(`Postmark send failed (${detail}): ${e.message ?? String(err)}`, permanent, {
+          cause: err,
+        });
       }
     },
   };
@@ -87,7 +96,14 @@ export function devOutboxTransport(config: Config, log: Logger): MailTransport {
     async send(message) {
       await mkdir(dir, { recursive: true });
       const stem = `${new Date().toISOString().replace(/[:.]/g, '-')}-${message.id}`;
-      const envelope = { id: message.id, from: config.mail.from, to: message.to, subject: message.subject, kind: message.kind, text: message.text };
+      const envelope = {
+        id: message.id,
+        from: config.mail.from,
+        to: message.to,
+        subject: message.subject,
+        kind: message.kind,
+        text: message.text,
+      };
       // Written whole, then renamed: whoever watches the folder never reads half a message.
       const put = async (file: string, content: string) => {
         await writeFile(`${file}.partial`, content);
@@ -96,8 +112,12 @@ export function devOutboxTransport(config: Config, log: Logger): MailTransport {
       await put(path.join(dir, `${stem}.html`), message.html);
       await put(path.join(dir, `${stem}.json`), `${JSON.stringify(envelope, null, 2)}\n`);
       const link = /https?:\/\/\S+/.exec(message.text)?.[0];
-      log.info({ to: message.to, subject: message.subject, file: path.join(dir, `${stem}.json`), ...(link ? { link } : {}) },
-        link ? `dev-outbox: "${message.subject}" for ${message.to}; open ${link}` : `dev-outbox: "${message.subject}" for ${message.to}`);
+      log.info(
+        { to: message.to, subject: message.subject, file: path.join(dir, `${stem}.json`), ...(link ? { link } : {}) },
+        link
+          ? `dev-outbox: "${message.subject}" for ${message.to}; open ${link}`
+          : `dev-outbox: "${message.subject}" for ${message.to}`,
+      );
       return { messageId: `dev-${stem}` };
     },
   };

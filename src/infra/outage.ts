@@ -2,7 +2,16 @@
 // opposed to a query or command that is wrong. The web edge answers the first kind with 503 and
 // Retry-After (a client can come back), never 500.
 
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
 
 // Postgres SQLSTATEs: class 08 (connection exception), shutting down or starting up, too many connections.
 const PG_UNAVAILABLE = /^(08...|57P01|57P02|57P03|53300)$/;
@@ -27,7 +36,8 @@ const MESSAGES = [
   'Too many Cluster redirections',
 ];
 
-const REDIS_WORDS = /Connection is closed|Stream isn't writeable|max retries per request|MaxRetriesPerRequest|Command timed out|CLUSTERDOWN|TRYAGAIN|MOVED|Cluster isn't ready|startup nodes|slots cache|Cluster redirections|EXECABORT/;
+const REDIS_WORDS =
+  /Connection is closed|Stream isn't writeable|max retries per request|MaxRetriesPerRequest|Command timed out|CLUSTERDOWN|TRYAGAIN|MOVED|Cluster isn't ready|startup nodes|slots cache|Cluster redirections|EXECABORT/;
 
 /** True when `err` (or its cause) says Postgres or Redis could not be reached. */
 export function isDependencyDown(err: unknown, depth = 0): boolean {
@@ -40,7 +50,8 @@ export function isDependencyDown(err: unknown, depth = 0): boolean {
   // Redis discarded (EXECABORT) because a queued command met a failover lists those in previousErrors.
   if (Array.isArray(e.errors) && e.errors.some((x) => isDependencyDown(x, depth + 1))) return true;
   const previous = (err as { previousErrors?: unknown }).previousErrors;
-  if (Array.isArray(previous) && previous.length > 0 && previous.every((x) => isDependencyDown(x, depth + 1))) return true;
+  if (Array.isArray(previous) && previous.length > 0 && previous.every((x) => isDependencyDown(x, depth + 1)))
+    return true;
   return isDependencyDown(e.cause, depth + 1);
 }
 
@@ -85,7 +96,10 @@ export class OutageLog {
     this.lastFailure = this.now();
     if (this.since !== undefined) return;
     this.since = this.now();
-    this.log.warn({ dependency: this.dependency, source, reason: err instanceof Error ? err.message : String(err) }, `${this.dependency} is unreachable; failures are counted until it answers again`);
+    this.log.warn(
+      { dependency: this.dependency, source, reason: err instanceof Error ? err.message : String(err) },
+      `${this.dependency} is unreachable; failures are counted until it answers again`,
+    );
   }
 
   /** The dependency answered: ends the outage, if there was one, with its length and counts. */
@@ -109,7 +123,10 @@ export class OutageLog {
   private report(): void {
     if (this.since === undefined) return;
     const seconds = Math.round((this.lastFailure - this.since) / 100) / 10;
-    this.log.warn({ dependency: this.dependency, seconds, failures: this.counts }, `${this.dependency} answers again after about ${seconds} s of failures`);
+    this.log.warn(
+      { dependency: this.dependency, seconds, failures: this.counts },
+      `${this.dependency} answers again after about ${seconds} s of failures`,
+    );
     this.since = undefined;
     this.counts = {};
   }

@@ -18,13 +18,19 @@ export type QueueRef = string | { name: string; shard: number };
  * shard has a slot of its own, so a sharded queue spreads over the cluster's masters.
  */
 export function bullPrefix(config: Pick<Config, 'redis'>, queue: QueueRef): string {
-  const tag = typeof queue === 'string' ? hashTag(config.redis.prefix, `q.${queue}`) : shardTag(config.redis.prefix, queue.shard, config.redis.shards);
+  const tag =
+    typeof queue === 'string'
+      ? hashTag(config.redis.prefix, `q.${queue}`)
+      : shardTag(config.redis.prefix, queue.shard, config.redis.shards);
   return `${config.redis.prefix}:bull:${tag}`;
 }
 
 function nameOf(queue: QueueRef): string {
   // The completion queue exists only as shards: by its bare name it would be another, empty queue.
-  if (queue === COMPLETIONS_QUEUE) throw new TypeError(`the ${COMPLETIONS_QUEUE} queue is sharded: name a shard ({ name, shard }, see completionShards)`);
+  if (queue === COMPLETIONS_QUEUE)
+    throw new TypeError(
+      `the ${COMPLETIONS_QUEUE} queue is sharded: name a shard ({ name, shard }, see completionShards)`,
+    );
   return typeof queue === 'string' ? queue : queue.name;
 }
 
@@ -60,7 +66,11 @@ export function createWorker<T = unknown, R = unknown>(
  * A queue's event stream, read over `connection`, which it blocks on: a connection of its own of
  * the 'queue-worker' role. Its owner closes both.
  */
-export function createQueueEvents(config: Pick<Config, 'redis'>, queue: QueueRef, connection: RedisClient): QueueEvents {
+export function createQueueEvents(
+  config: Pick<Config, 'redis'>,
+  queue: QueueRef,
+  connection: RedisClient,
+): QueueEvents {
   return new QueueEvents(nameOf(queue), { connection, prefix: bullPrefix(config, queue), autorun: true });
 }
 
@@ -86,8 +96,16 @@ export interface QueueListing {
 export function everyQueue(config: Pick<Config, 'redis'>): QueueListing[] {
   const shards = completionShards(config);
   return [
-    ...shards.map((ref) => ({ ref, label: `${ref.name}.${ref.shard}`, purpose: `Chat completion requests from the web tier, run by the workers (shard ${ref.shard + 1} of ${shards.length})` })),
-    { ref: SCHEDULED_QUEUE, label: SCHEDULED_QUEUE, purpose: 'Scheduled work the scheduler enqueues: invoicing a month, reconciling with Stripe, the usage roll-up' },
+    ...shards.map((ref) => ({
+      ref,
+      label: `${ref.name}.${ref.shard}`,
+      purpose: `Chat completion requests from the web tier, run by the workers (shard ${ref.shard + 1} of ${shards.length})`,
+    })),
+    {
+      ref: SCHEDULED_QUEUE,
+      label: SCHEDULED_QUEUE,
+      purpose: 'Scheduled work the scheduler enqueues: invoicing a month, reconciling with Stripe, the usage roll-up',
+    },
     { ref: INVOICING_QUEUE, label: INVOICING_QUEUE, purpose: 'One job per account of a monthly invoicing run' },
   ];
 }

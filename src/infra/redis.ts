@@ -76,7 +76,8 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
  * still connecting would fail, since request paths keep no offline queue).
  */
 export async function whenReady(client: RedisClient): Promise<void> {
-  const ready = (c: Redis | Cluster) => (c.status === 'ready' ? Promise.resolve() : new Promise<void>((resolve) => c.once('ready', () => resolve())));
+  const ready = (c: Redis | Cluster) =>
+    c.status === 'ready' ? Promise.resolve() : new Promise<void>((resolve) => c.once('ready', () => resolve()));
   await ready(client);
   if (client instanceof Cluster) await Promise.all(client.nodes('master').map(ready));
 }

@@ -11,7 +11,10 @@ export type { Stripe };
  * every call waits for its turn under the deployment-wide STRIPE_MAX_OPS_PER_SECOND; with
  * metrics, every answer is counted by status.
  */
-export function createStripe(config: Config, opts: { pacer?: StripePacer; metrics?: StripeMetrics } = {}): Stripe | undefined {
+export function createStripe(
+  config: Config,
+  opts: { pacer?: StripePacer; metrics?: StripeMetrics } = {},
+): Stripe | undefined {
   const { secretKey, apiBase, timeoutMs, maxNetworkRetries } = config.stripe;
   if (secretKey === undefined) return undefined;
   const base = apiBase === undefined ? undefined : new URL(apiBase);
@@ -64,16 +67,23 @@ export const stripeConfigured = (config: Pick<Config, 'stripe'>): boolean => con
  * `receivedAtMs` comes from the injected clock; the signature's timestamp must be within
  * Stripe's default tolerance of it, which bounds replay of a captured request.
  */
-export function verifyWebhookEvent(payload: string, signature: string, secret: string, receivedAtMs: number): Stripe.Event {
+export function verifyWebhookEvent(
+  payload: string,
+  signature: string,
+  secret: string,
+  receivedAtMs: number,
+): Stripe.Event {
   return Stripe.webhooks.constructEvent(payload, signature, secret, undefined, undefined, receivedAtMs);
 }
 
-export const isStripeError = (err: unknown): err is Stripe.errors.StripeError => err instanceof Stripe.errors.StripeError;
+export const isStripeError = (err: unknown): err is Stripe.errors.StripeError =>
+  err instanceof Stripe.errors.StripeError;
 
 /** A Stripe "No such …" answer to a retrieve of an id the caller gave us. */
 /** Stripe answered 429: too many calls for its rate limit (the deployment's, shared by every process). */
 export const isStripeRateLimit = (err: unknown): boolean =>
-  err instanceof Stripe.errors.StripeRateLimitError || (err instanceof AppError && err.cause instanceof Stripe.errors.StripeRateLimitError);
+  err instanceof Stripe.errors.StripeRateLimitError ||
+  (err instanceof AppError && err.cause instanceof Stripe.errors.StripeRateLimitError);
 
 export const isResourceMissing = (err: unknown): boolean => isStripeError(err) && err.code === 'resource_missing';
 
@@ -86,22 +96,33 @@ export const isResourceMissing = (err: unknown): boolean => isStripeError(err) &
 export function stripeFailure(err: unknown, doing: string): AppError {
   if (err instanceof AppError) return err;
   if (!isStripeError(err)) {
-    return new AppError('upstream', `Unexpected failure while ${doing} with the payment processor`, { code: 'payment_processor_error', cause: err });
+    return new AppError('upstream', `Unexpected failure while ${doing} with the payment processor`, {
+      code: 'payment_processor_error',
+      cause: err,
+    });
   }
   const requestId = err.requestId ? ` (Stripe request ${err.requestId})` : '';
   if (err instanceof Stripe.errors.StripeConnectionError) {
-    return new AppError('unavailable', `The payment processor did not answer in time while ${doing}; nothing was changed. Please retry.`, {
-      code: 'payment_processor_unavailable',
-      headers: { 'Retry-After': '5' },
-      cause: err,
-    });
+    return new AppError(
+      'unavailable',
+      `The payment processor did not answer in time while ${doing}; nothing was changed. Please retry.`,
+      {
+        code: 'payment_processor_unavailable',
+        headers: { 'Retry-After': '5' },
+        cause: err,
+      },
+    );
   }
   if (err instanceof Stripe.errors.StripeRateLimitError) {
-    return new AppError('unavailable', `The payment processor is busy (rate limited) while ${doing}; nothing was changed. Please retry shortly.`, {
-      code: 'payment_processor_busy',
-      headers: { 'Retry-After': '5' },
-      cause: err,
-    });
+    return new AppError(
+      'unavailable',
+      `The payment processor is busy (rate limited) while ${doing}; nothing was changed. Please retry shortly.`,
+      {
+        code: 'payment_processor_busy',
+        headers: { 'Retry-After': '5' },
+        cause: err,
+      },
+    );
   }
   if (err instanceof Stripe.errors.StripeCardError) {
     return new AppError('invalid_request', `The card was declined while ${doing}: ${err.message}`, {
@@ -111,21 +132,33 @@ export function stripeFailure(err: unknown, doing: string): AppError {
     });
   }
   if (err instanceof Stripe.errors.StripeAuthenticationError || err instanceof Stripe.errors.StripePermissionError) {
-    return new AppError('unavailable', `The payment processor refused this server's credentials while ${doing}; billing is misconfigured.`, {
-      code: 'billing_misconfigured',
-      cause: err,
-    });
+    return new AppError(
+      'unavailable',
+      `The payment processor refused this server's credentials while ${doing}; billing is misconfigured.`,
+      {
+        code: 'billing_misconfigured',
+        cause: err,
+      },
+    );
   }
   if (err instanceof Stripe.errors.StripeAPIError) {
-    return new AppError('upstream', `The payment processor failed while ${doing}${requestId}; nothing was changed. Please retry.`, {
-      code: 'payment_processor_error',
-      cause: err,
-    });
+    return new AppError(
+      'upstream',
+      `The payment processor failed while ${doing}${requestId}; nothing was changed. Please retry.`,
+      {
+        code: 'payment_processor_error',
+        cause: err,
+      },
+    );
   }
-  return new AppError('upstream', `The payment processor rejected a request while ${doing}${requestId}: ${err.message}`, {
-    code: 'payment_processor_rejected',
-    cause: err,
-  });
+  return new AppError(
+    'upstream',
+    `The payment processor rejected a request while ${doing}${requestId}: ${err.message}`,
+    {
+      code: 'payment_processor_rejected',
+      cause: err,
+    },
+  );
 }
 
 /** Runs one Stripe call, turning its failure into the service's error. */

@@ -52,7 +52,11 @@ export function tracingEnabled(): boolean {
  * starts work; otherwise loads nothing. Export failures are two warnings per outage (OutageLog),
  * not a line per failed batch.
  */
-export async function startTracing(config: Pick<Config, 'tracing' | 'env'>, role: string, log: OutageLogger & { info(obj: object, msg: string): void }): Promise<Tracing> {
+export async function startTracing(
+  config: Pick<Config, 'tracing' | 'env'>,
+  role: string,
+  log: OutageLogger & { info(obj: object, msg: string): void },
+): Promise<Tracing> {
   const settings = config.tracing;
   if (!settings.enabled || settings.endpoint === undefined) return { shutdown: () => Promise.resolve() };
   const [sdk, { OTLPTraceExporter }, { defaultResource, resourceFromAttributes }] = await Promise.all([
@@ -69,7 +73,10 @@ export async function startTracing(config: Pick<Config, 'tracing' | 'env'>, role
     parentbased_always_off: () => new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() }),
     parentbased_traceidratio: () => new sdk.ParentBasedSampler({ root: ratio() }),
   } satisfies Record<Config['tracing']['sampler'], unknown>;
-  const exporter = reportingOutages(new OTLPTraceExporter({ url: settings.endpoint }), new OutageLog(log, 'OTLP endpoint'));
+  const exporter = reportingOutages(
+    new OTLPTraceExporter({ url: settings.endpoint }),
+    new OutageLog(log, 'OTLP endpoint'),
+  );
   const provider = new sdk.NodeTracerProvider({
     resource: defaultResource().merge(
       resourceFromAttributes({
@@ -87,7 +94,10 @@ export async function startTracing(config: Pick<Config, 'tracing' | 'env'>, role
   // The async-hooks context manager (a span active across awaits) and the W3C trace context propagator.
   provider.register();
   tracer = trace.getTracer('completions-service', SERVICE_VERSION);
-  log.info({ endpoint: settings.endpoint, sampler: settings.sampler, ratio: settings.samplerRatio }, 'tracing: sending spans over OTLP/HTTP');
+  log.info(
+    { endpoint: settings.endpoint, sampler: settings.sampler, ratio: settings.samplerRatio },
+    'tracing: sending spans over OTLP/HTTP',
+  );
   return { shutdown: () => provider.shutdown() };
 }
 
@@ -108,7 +118,12 @@ function reportingOutages(exporter: SpanExporter, outage: OutageLog): SpanExport
 }
 
 /** Starts a span under `parent` (by default the active span); NO_SPAN when tracing is off. */
-export function startSpan(name: string, kind: SpanKind = SpanKind.INTERNAL, parent?: Context, startTime?: TimeInput): Span {
+export function startSpan(
+  name: string,
+  kind: SpanKind = SpanKind.INTERNAL,
+  parent?: Context,
+  startTime?: TimeInput,
+): Span {
   return tracer === undefined ? NO_SPAN : tracer.startSpan(name, { kind, startTime }, parent ?? context.active());
 }
 
@@ -121,7 +136,12 @@ export function withSpan<T>(span: Span, fn: () => T, parent: Context = context.a
  * Runs `fn` inside a new span, active for it, and ends the span when `fn` settles (a throw marks it
  * failed, by the error's name: messages can quote what a client sent).
  */
-export async function inSpan<T>(name: string, fn: (span: Span) => Promise<T>, kind: SpanKind = SpanKind.INTERNAL, parent?: Context): Promise<T> {
+export async function inSpan<T>(
+  name: string,
+  fn: (span: Span) => Promise<T>,
+  kind: SpanKind = SpanKind.INTERNAL,
+  parent?: Context,
+): Promise<T> {
   if (tracer === undefined) return fn(NO_SPAN);
   const from = parent ?? context.active();
   const span = tracer.startSpan(name, { kind }, from);

@@ -31,7 +31,8 @@ export const ceilSeconds = (ms: number): number => Math.max(1, Math.ceil(ms / 10
 export function nearestWindow(windows: RequestWindow[]): RequestWindow {
   let best: RequestWindow | undefined;
   for (const w of windows) {
-    if (!best || remaining(w) < remaining(best) || (remaining(w) === remaining(best) && w.resetMs > best.resetMs)) best = w;
+    if (!best || remaining(w) < remaining(best) || (remaining(w) === remaining(best) && w.resetMs > best.resetMs))
+      best = w;
   }
   if (!best) throw new Error('nearestWindow needs at least one window');
   return best;
@@ -48,7 +49,11 @@ export function openAiDuration(ms: number): string {
   return `${s}s`;
 }
 
-export function rateLimitHeaders(windows: RequestWindow[], tokens: TokenQuota, retryAfterMs?: number): Record<string, string> {
+export function rateLimitHeaders(
+  windows: RequestWindow[],
+  tokens: TokenQuota,
+  retryAfterMs?: number,
+): Record<string, string> {
   const w = nearestWindow(windows);
   const headers: Record<string, string> = {
     'X-RateLimit-Limit': String(w.limit),

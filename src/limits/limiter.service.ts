@@ -145,14 +145,23 @@ function scripts(app: LimiterDeps): LimiterRedis {
 const scriptNow = (app: LimiterDeps): string => (app.clock === systemClock ? '' : String(app.clock.now().getTime()));
 
 // The hash tag keeps every key of one account in one cluster slot, as a multi-key script needs.
-const accountKey = (config: Pick<Config, 'redis'>, accountId: string, ...parts: string[]): string => redisKey(config, 'limits', `{${accountId}}`, ...parts);
+const accountKey = (config: Pick<Config, 'redis'>, accountId: string, ...parts: string[]): string =>
+  redisKey(config, 'limits', `{${accountId}}`, ...parts);
 
-function usageKeys(config: Pick<Config, 'redis'>, accountId: string): [counters: string, reservations: string, reserved: string] {
-  return [accountKey(config, accountId, 'counters'), accountKey(config, accountId, 'reservations'), accountKey(config, accountId, 'reserved')];
+function usageKeys(
+  config: Pick<Config, 'redis'>,
+  accountId: string,
+): [counters: string, reservations: string, reserved: string] {
+  return [
+    accountKey(config, accountId, 'counters'),
+    accountKey(config, accountId, 'reservations'),
+    accountKey(config, accountId, 'reserved'),
+  ];
 }
 
 /** The hash holding an account's spend of one UTC month (see SPEND in limiter.scripts.ts). */
-const spendKey = (config: Pick<Config, 'redis'>, accountId: string, month: Month): string => accountKey(config, accountId, 'spend', month.key);
+const spendKey = (config: Pick<Config, 'redis'>, accountId: string, month: Month): string =>
+  accountKey(config, accountId, 'spend', month.key);
 
 function unavailable(app: LimiterDeps, err: unknown): AppError {
   app.metrics.limiter.unavailable.inc();
@@ -170,7 +179,8 @@ function requireId(name: string, value: string): void {
 }
 
 function requireTokenCount(name: string, value: number): void {
-  if (!Number.isSafeInteger(value) || value < 0) throw new TypeError(`${name} must be a non-negative integer (got ${value})`);
+  if (!Number.isSafeInteger(value) || value < 0)
+    throw new TypeError(`${name} must be a non-negative integer (got ${value})`);
 }
 
 /**
@@ -271,11 +281,21 @@ async function ledgerSpend(app: LimiterDeps, accountId: string, month: Month): P
 }
 
 function requireNano(name: string, value: bigint): void {
-  if (typeof value !== 'bigint' || value < 0n || value > BigInt(Number.MAX_SAFE_INTEGER)) throw new TypeError(`${name} must be a bigint from 0 to 2^53 - 1 (got ${String(value)})`);
+  if (typeof value !== 'bigint' || value < 0n || value > BigInt(Number.MAX_SAFE_INTEGER))
+    throw new TypeError(`${name} must be a bigint from 0 to 2^53 - 1 (got ${String(value)})`);
 }
 
 function toAdmission(limits: TierLimits, reply: number[]): Admission {
-  const [allowed, reason, retryAfterMs, now, minuteCount, hourCount, dayCount, tokensUsed] = reply.map(Number) as [number, number, number, number, number, number, number, number];
+  const [allowed, reason, retryAfterMs, now, minuteCount, hourCount, dayCount, tokensUsed] = reply.map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const until = (size: number) => (Math.floor(now / size) + 1) * size - now;
   const windows: RequestWindow[] = [
     { name: 'minute', limit: limits.requestsPerMinute, used: minuteCount, resetMs: until(MINUTE) },
@@ -284,7 +304,8 @@ function toAdmission(limits: TierLimits, reply: number[]): Admission {
   ];
   const tokens = { limit: limits.tokensPerDay, used: tokensUsed, resetMs: until(DAY) };
   if (allowed === 1) return { allowed: true, retryAfterSeconds: 0, headers: rateLimitHeaders(windows, tokens) };
-  if (reason === 3) return { allowed: false, reason: 'spend', retryAfterSeconds: 0, now, headers: rateLimitHeaders(windows, tokens) };
+  if (reason === 3)
+    return { allowed: false, reason: 'spend', retryAfterSeconds: 0, now, headers: rateLimitHeaders(windows, tokens) };
   const refusing = nearestWindow(windows);
   return {
     allowed: false,
@@ -316,15 +337,24 @@ export function admissionError(admission: Admission): AppError {
   // Retry-After then, see retryAdvice) by the moment the window resets.
   const waitMs = admission.retryAfterSeconds * 1000;
   const short = 'Retry-After' in admission.headers;
-  const wait = short ? `Please try again in ${admission.retryAfterSeconds}s.` : `Try again ${describeReset(admission.now ?? Date.now(), waitMs)}; retrying sooner will not succeed.`;
+  const wait = short
+    ? `Please try again in ${admission.retryAfterSeconds}s.`
+    : `Try again ${describeReset(admission.now ?? Date.now(), waitMs)}; retrying sooner will not succeed.`;
   if (admission.reason === 'tokens') {
-    return new AppError('insufficient_quota', `You have used your daily token quota, or this request's token reservation does not fit in what is left of it. ${wait}`, {
-      code: 'insufficient_quota',
-      headers: admission.headers,
-    });
+    return new AppError(
+      'insufficient_quota',
+      `You have used your daily token quota, or this request's token reservation does not fit in what is left of it. ${wait}`,
+      {
+        code: 'insufficient_quota',
+        headers: admission.headers,
+      },
+    );
   }
   const per = admission.window && !short ? ` (${admission.window.limit} per ${admission.window.name})` : '';
-  return new AppError('rate_limited', `Rate limit reached for requests${per}. ${wait}`, { code: 'rate_limit_exceeded', headers: admission.headers });
+  return new AppError('rate_limited', `Rate limit reached for requests${per}. ${wait}`, {
+    code: 'rate_limit_exceeded',
+    headers: admission.headers,
+  });
 }
 
 const atMinute = (d: Date): string => d.toISOString().replace(/:\d\d\.\d{3}Z$/, 'Z');
@@ -403,16 +433,25 @@ async function monthSpend(app: LimiterDeps, accountId: string, month: Month): Pr
  * sliding cooldown: the next regeneration is allowed exactly that long after the last allowed one.
  * An allowed call counts at once, so call it just before regenerating.
  */
-async function admitKeyRegeneration(app: LimiterDeps, accountId: string): Promise<{ allowed: boolean; retryAfterSeconds: number }> {
+async function admitKeyRegeneration(
+  app: LimiterDeps,
+  accountId: string,
+): Promise<{ allowed: boolean; retryAfterSeconds: number }> {
   requireId('accountId', accountId);
   let reply: number[];
   try {
-    reply = await scripts(app).limitsCooldown(accountKey(app.config, accountId, 'key-regeneration'), scriptNow(app), app.config.auth.regenerateWindowMs);
+    reply = await scripts(app).limitsCooldown(
+      accountKey(app.config, accountId, 'key-regeneration'),
+      scriptNow(app),
+      app.config.auth.regenerateWindowMs,
+    );
   } catch (err) {
     throw unavailable(app, err);
   }
   const [allowed, retryAfterMs] = reply.map(Number) as [number, number];
-  return allowed === 1 ? { allowed: true, retryAfterSeconds: 0 } : { allowed: false, retryAfterSeconds: ceilSeconds(retryAfterMs) };
+  return allowed === 1
+    ? { allowed: true, retryAfterSeconds: 0 }
+    : { allowed: false, retryAfterSeconds: ceilSeconds(retryAfterMs) };
 }
 
 /**
@@ -450,4 +489,3 @@ export class Limiter {
     return admitKeyRegeneration(this.deps, accountId);
   }
 }
-

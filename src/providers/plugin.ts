@@ -56,7 +56,9 @@ export interface ProviderPlugin<N extends string = string, S extends SettingsSch
 }
 
 /** Checks a plug-in's shape and keeps its literal name and settings for the types derived from the list. */
-export function defineProvider<const N extends string, const S extends SettingsSchema>(plugin: ProviderPlugin<N, S>): ProviderPlugin<N, S> {
+export function defineProvider<const N extends string, const S extends SettingsSchema>(
+  plugin: ProviderPlugin<N, S>,
+): ProviderPlugin<N, S> {
   return plugin;
 }
 
@@ -66,6 +68,9 @@ export function variablesOf(plugin: ProviderPlugin): string[] {
 }
 
 /** True when every key the schema declares has a value, so the provider can be called. */
-export function isConfigured<S extends SettingsSchema>(schema: S, values: SettingsOf<S>): values is ConfiguredSettings<S> {
+export function isConfigured<S extends SettingsSchema>(
+  schema: S,
+  values: SettingsOf<S>,
+): values is ConfiguredSettings<S> {
   return Object.entries(schema).every(([field, s]) => s.kind !== 'key' || values[field] !== undefined);
 }

@@ -8,7 +8,11 @@ import type { Provider } from './types.js';
 // Every plug-in's adapter module (and its SDK) loads here, once, with the registry: the list in
 // providers.ts only names them, so config.ts reads the providers' settings without loading one.
 const PLUGINS = new Map<string, { plugin: ProviderPlugin; adapter: ProviderAdapter }>(
-  await Promise.all(PROVIDERS.map(async (plugin: ProviderPlugin) => [plugin.name, { plugin, adapter: await plugin.adapter() }] as const)),
+  await Promise.all(
+    PROVIDERS.map(
+      async (plugin: ProviderPlugin) => [plugin.name, { plugin, adapter: await plugin.adapter() }] as const,
+    ),
+  ),
 );
 
 /** What the registry reads of a catalog model: providers know nothing of the catalog beyond this. */
@@ -18,9 +22,13 @@ export interface ServedModel {
 }
 
 function unavailable(model: ServedModel): AppError {
-  return new AppError('unavailable', `Model ${model.id} is unavailable: its provider (${model.provider}) is not configured on this server`, {
-    code: 'model_unavailable',
-  });
+  return new AppError(
+    'unavailable',
+    `Model ${model.id} is unavailable: its provider (${model.provider}) is not configured on this server`,
+    {
+      code: 'model_unavailable',
+    },
+  );
 }
 
 /**
@@ -40,10 +48,16 @@ export class ProviderRegistry {
     const found = PLUGINS.get(name);
     if (!found) throw unavailable(model);
     const { plugin, adapter } = found;
-    if (providers.backend === 'local' && name !== 'local') return this.once(`local-as-${name}`, () => new LocalProvider(providers.local, adapter.rules));
+    if (providers.backend === 'local' && name !== 'local')
+      return this.once(`local-as-${name}`, () => new LocalProvider(providers.local, adapter.rules));
     const settings = providers[name];
     if (!isConfigured(plugin.settings, settings)) throw unavailable(model);
-    return this.once(name, () => adapter.create(settings, { timeoutMs: providers.requestTimeoutMs, defaultMaxTokens: limits.defaultCompletionReservation }));
+    return this.once(name, () =>
+      adapter.create(settings, {
+        timeoutMs: providers.requestTimeoutMs,
+        defaultMaxTokens: limits.defaultCompletionReservation,
+      }),
+    );
   }
 
   private once(key: string, make: () => Provider): Provider {

@@ -36,7 +36,13 @@ function toHeaders(raw: http.IncomingHttpHeaders): Headers {
 }
 
 /** POSTs `body` as JSON; resolves with a 2xx answer, throws UpstreamHttpError (with the error body read) otherwise. */
-async function post(url: string, headers: Record<string, string>, body: unknown, accept: string, signal: AbortSignal): Promise<http.IncomingMessage> {
+async function post(
+  url: string,
+  headers: Record<string, string>,
+  body: unknown,
+  accept: string,
+  signal: AbortSignal,
+): Promise<http.IncomingMessage> {
   const u = new URL(url);
   const payload = JSON.stringify(body);
   const secure = u.protocol === 'https:';
@@ -48,7 +54,12 @@ async function post(url: string, headers: Record<string, string>, body: unknown,
         port: u.port || (secure ? 443 : 80),
         path: `${u.pathname}${u.search}`,
         agent: secure ? agents.https : agents.http,
-        headers: { ...headers, 'content-type': 'application/json', accept, 'content-length': Buffer.byteLength(payload) },
+        headers: {
+          ...headers,
+          'content-type': 'application/json',
+          accept,
+          'content-length': Buffer.byteLength(payload),
+        },
         signal,
       },
       resolve,
@@ -75,7 +86,12 @@ async function readText(res: http.IncomingMessage): Promise<string> {
 }
 
 /** Yields the `data` of each SSE event; throws UpstreamHttpError for a non-2xx answer. */
-export async function* postForEvents(url: string, headers: Record<string, string>, body: unknown, signal: AbortSignal): AsyncGenerator<string> {
+export async function* postForEvents(
+  url: string,
+  headers: Record<string, string>,
+  body: unknown,
+  signal: AbortSignal,
+): AsyncGenerator<string> {
   const res = await post(url, headers, body, 'text/event-stream', signal);
   const ready: string[] = [];
   const parser = createParser({ onEvent: (e) => ready.push(e.data) });
@@ -87,7 +103,12 @@ export async function* postForEvents(url: string, headers: Record<string, string
 }
 
 /** The parsed JSON answer (read to its end, so the connection goes back to the pool); throws UpstreamHttpError for a non-2xx answer. */
-export async function postForJson(url: string, headers: Record<string, string>, body: unknown, signal: AbortSignal): Promise<unknown> {
+export async function postForJson(
+  url: string,
+  headers: Record<string, string>,
+  body: unknown,
+  signal: AbortSignal,
+): Promise<unknown> {
   const res = await post(url, headers, body, 'application/json', signal);
   return JSON.parse(await readText(res)) as unknown;
 }

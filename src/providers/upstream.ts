@@ -24,7 +24,10 @@ export class UpstreamCall {
   timedOut = false;
   private completed = false;
 
-  constructor(private readonly caller: AbortSignal, private readonly timeoutMs: number) {
+  constructor(
+    private readonly caller: AbortSignal,
+    private readonly timeoutMs: number,
+  ) {
     caller.addEventListener('abort', this.onAbort, { once: true });
     this.timer = setTimeout(() => {
       this.timedOut = true;
@@ -63,7 +66,10 @@ export class UpstreamCall {
    */
   failure(err: unknown, provider: string, classify: (err: unknown) => ProviderError): Error {
     if (this.caller.aborted) return abortError();
-    if (this.timedOut) return new ProviderError(`${provider} sent nothing for ${this.timeoutMs} ms`, 504, true, undefined, { cause: err });
+    if (this.timedOut)
+      return new ProviderError(`${provider} sent nothing for ${this.timeoutMs} ms`, 504, true, undefined, {
+        cause: err,
+      });
     if (err instanceof ProviderError) return err;
     return classify(err);
   }
@@ -110,8 +116,20 @@ export function retryAfterMs(headers: Headers | undefined, now: number = Date.no
 }
 
 /** A ProviderError for an upstream HTTP error status, retryable or not by status. */
-export function httpFailure(provider: string, status: number, message: string, retryAfter?: number, cause?: unknown): ProviderError {
-  return new ProviderError(`${provider} answered ${status}: ${message}`, status, isRetryableStatus(status), retryAfter, { cause });
+export function httpFailure(
+  provider: string,
+  status: number,
+  message: string,
+  retryAfter?: number,
+  cause?: unknown,
+): ProviderError {
+  return new ProviderError(
+    `${provider} answered ${status}: ${message}`,
+    status,
+    isRetryableStatus(status),
+    retryAfter,
+    { cause },
+  );
 }
 
 /** A ProviderError for a connection that failed or broke before the answer was complete. */
@@ -122,14 +140,21 @@ export function connectionFailure(provider: string, err: unknown): ProviderError
 
 /** The 422 for a request field the provider cannot honour, shaped like the web tier's own 422s. */
 export function unsupported(field: string, msg: string, loc: (string | number)[] = [field]): AppError {
-  return new AppError('validation', msg, { param: field, detail: [{ loc: ['body', ...loc], msg, type: 'value_error' }] });
+  return new AppError('validation', msg, {
+    param: field,
+    detail: [{ loc: ['body', ...loc], msg, type: 'value_error' }],
+  });
 }
 
 /** Roles every upstream understands; others are rejected up front rather than by the upstream. */
 export function checkRoles(messages: readonly ChatMessage[], allowed: readonly string[], provider: string): void {
   messages.forEach((m, i) => {
     if (!allowed.includes(m.role)) {
-      throw unsupported('messages', `Role "${m.role}" is not supported by ${provider} models; use one of ${allowed.join(', ')}`, ['messages', i, 'role']);
+      throw unsupported(
+        'messages',
+        `Role "${m.role}" is not supported by ${provider} models; use one of ${allowed.join(', ')}`,
+        ['messages', i, 'role'],
+      );
     }
   });
 }

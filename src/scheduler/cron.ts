@@ -11,7 +11,8 @@ export function nextFireAtOrAfter(expression: string, at: Date): Date {
   try {
     const matcher = (task as unknown as { timeMatcher?: { getNextMatch?: (from: Date) => Date } }).timeMatcher;
     // getNextMatch looks strictly after its argument, to the second.
-    if (typeof matcher?.getNextMatch === 'function') return matcher.getNextMatch(new Date(Math.ceil(at.getTime() / 1000) * 1000 - 1000));
+    if (typeof matcher?.getNextMatch === 'function')
+      return matcher.getNextMatch(new Date(Math.ceil(at.getTime() / 1000) * 1000 - 1000));
     const start = Math.ceil(at.getTime() / 60_000) * 60_000;
     for (let t = start; t < start + 400 * 86_400_000; t += 60_000) if (task.match(new Date(t))) return new Date(t);
     throw new Error(`cron expression "${expression}" never fires`);

@@ -39,11 +39,21 @@ export type JobRunnerDeps = JobDeps & { db: Db; clock: Clock; log: Logger; metri
  * succeeded is skipped unless forced. Every account-level step is idempotent as well, so even a
  * run that lost its claim mid-account could not bill twice.
  */
-export async function runJob(app: JobRunnerDeps, job: JobDefinition, period: string, opts: RunOptions = {}): Promise<RunOutcome> {
+export async function runJob(
+  app: JobRunnerDeps,
+  job: JobDefinition,
+  period: string,
+  opts: RunOptions = {},
+): Promise<RunOutcome> {
   const m = app.metrics.scheduler;
-  const stopCheck = () => (opts.shouldStop?.() ? Promise.reject(new RunInterrupted('the process running it is stopping')) : Promise.resolve());
+  const stopCheck = () =>
+    opts.shouldStop?.() ? Promise.reject(new RunInterrupted('the process running it is stopping')) : Promise.resolve();
   if (opts.accounts?.length) {
-    const result = await job.run(app, period, { accounts: opts.accounts, progress: opts.progress, checkpoint: stopCheck });
+    const result = await job.run(app, period, {
+      accounts: opts.accounts,
+      progress: opts.progress,
+      checkpoint: stopCheck,
+    });
     return { outcome: 'ran', ...result };
   }
   const outcome = await withRunClaim(app.db, job.name, period, async (claim): Promise<RunOutcome> => {
@@ -61,7 +71,11 @@ export async function runJob(app: JobRunnerDeps, job: JobDefinition, period: str
     let ok: boolean;
     let summary: Record<string, unknown>;
     try {
-      ({ ok, summary } = await job.run(app, period, { progress: opts.progress, inProcess: opts.inProcess, checkpoint }));
+      ({ ok, summary } = await job.run(app, period, {
+        progress: opts.progress,
+        inProcess: opts.inProcess,
+        checkpoint,
+      }));
     } catch (err) {
       ok = false;
       summary = { error: err instanceof Error ? err.message : String(err) };

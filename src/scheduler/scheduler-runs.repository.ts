@@ -14,23 +14,42 @@ export { BUSY };
  * holds it. `claim.isHeld()` is the fencing check: false, or a rejection, once the claim's
  * connection is gone.
  */
-export async function withRunClaim<T>(db: Db, job: string, period: string, fn: (claim: HeldLock) => Promise<T>): Promise<T | typeof BUSY> {
+export async function withRunClaim<T>(
+  db: Db,
+  job: string,
+  period: string,
+  fn: (claim: HeldLock) => Promise<T>,
+): Promise<T | typeof BUSY> {
   return withAdvisoryLock(db, { namespace: JOB_LOCK_NS, name: `${job}:${period}` }, 0, fn);
 }
 
 export async function findRun(db: Db, job: string, period: string) {
-  return db.selectFrom('scheduler_runs').selectAll().where('job', '=', job).where('period_key', '=', period).executeTakeFirst();
+  return db
+    .selectFrom('scheduler_runs')
+    .selectAll()
+    .where('job', '=', job)
+    .where('period_key', '=', period)
+    .executeTakeFirst();
 }
 
 export async function markRunStarted(db: Db, job: string, period: string, at: Date): Promise<void> {
   await db
     .insertInto('scheduler_runs')
     .values({ job, period_key: period, status: 'running', started_at: at, finished_at: null })
-    .onConflict((oc) => oc.columns(['job', 'period_key']).doUpdateSet({ status: 'running', started_at: at, finished_at: null }))
+    .onConflict((oc) =>
+      oc.columns(['job', 'period_key']).doUpdateSet({ status: 'running', started_at: at, finished_at: null }),
+    )
     .execute();
 }
 
-export async function markRunFinished(db: Db, job: string, period: string, status: 'succeeded' | 'failed', at: Date, details: unknown): Promise<void> {
+export async function markRunFinished(
+  db: Db,
+  job: string,
+  period: string,
+  status: 'succeeded' | 'failed',
+  at: Date,
+  details: unknown,
+): Promise<void> {
   await db
     .updateTable('scheduler_runs')
     .set({ status, finished_at: at, details: JSON.stringify(details) })

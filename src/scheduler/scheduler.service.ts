@@ -50,20 +50,32 @@ export function startScheduler(deps: SchedulerDeps): Scheduler {
   // Without Stripe there is nobody to invoice or reconcile with (no account can be paid).
   const jobs = Object.values(JOBS).filter((job) => !job.needsStripe || stripeConfigured(config));
   const left = Object.values(JOBS).filter((job) => !jobs.includes(job));
-  if (left.length) log.warn({ jobs: left.map((j) => j.name) }, 'STRIPE_SECRET_KEY is not set: these jobs are not scheduled');
+  if (left.length)
+    log.warn({ jobs: left.map((j) => j.name) }, 'STRIPE_SECRET_KEY is not set: these jobs are not scheduled');
 
   const handOver = async (reason: string) => {
     for (const job of jobs) {
       if (stopping) return;
-      const work: ScheduledWork = { job: job.name, period: latestDuePeriod(job.granularity, job.cron(config), deps.clock.now()) };
+      const work: ScheduledWork = {
+        job: job.name,
+        period: latestDuePeriod(job.granularity, job.cron(config), deps.clock.now()),
+      };
       try {
         // A period another process holds is tried again with backoff; a failed one is removed, so
         // the next wake can hand it over again.
-        await deps.queue.add(job.name, work, { jobId: scheduledJobId(work), attempts: 6, backoff: { type: 'exponential', delay: 10_000 }, removeOnFail: true });
+        await deps.queue.add(job.name, work, {
+          jobId: scheduledJobId(work),
+          attempts: 6,
+          backoff: { type: 'exponential', delay: 10_000 },
+          removeOnFail: true,
+        });
         deps.metrics.scheduler.enqueued.inc({ job: job.name });
         log.debug({ ...work, reason }, 'scheduler: handed a due period to the workers');
       } catch (err) {
-        log.warn({ ...work, reason, err: err instanceof Error ? err.message : String(err) }, 'scheduler: could not queue a due period; the next wake retries');
+        log.warn(
+          { ...work, reason, err: err instanceof Error ? err.message : String(err) },
+          'scheduler: could not queue a due period; the next wake retries',
+        );
       }
     }
   };
@@ -79,7 +91,13 @@ export function startScheduler(deps: SchedulerDeps): Scheduler {
     error: (msg: string | Error, err?: Error) => log.error({ component: 'node-cron', err: err ?? msg }, String(msg)),
     debug: (msg: string | Error) => log.debug({ component: 'node-cron' }, String(msg)),
   };
-  const tasks: ScheduledTask[] = jobs.map((job) => schedule(job.cron(config), () => wake(`cron:${job.name}`), { timezone: 'UTC', name: `scheduler:${job.name}`, logger }));
+  const tasks: ScheduledTask[] = jobs.map((job) =>
+    schedule(job.cron(config), () => wake(`cron:${job.name}`), {
+      timezone: 'UTC',
+      name: `scheduler:${job.name}`,
+      logger,
+    }),
+  );
   void wake('start');
 
   return {

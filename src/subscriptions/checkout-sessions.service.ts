@@ -6,7 +6,13 @@ import { type Account, findAccountById, setOpenCheckoutSession } from '../accoun
 import { getAccount } from '../accounts/accounts.service.js';
 import { subscribeAndUpgrade, type PaidTierDeps } from './paid-tier.service.js';
 import { usablePaymentMethod } from './setup-intents.service.js';
-import { cardOf, defaultPaymentMethod, ensureCustomer, idOf, setDefaultPaymentMethod } from './stripe-customer.service.js';
+import {
+  cardOf,
+  defaultPaymentMethod,
+  ensureCustomer,
+  idOf,
+  setDefaultPaymentMethod,
+} from './stripe-customer.service.js';
 import { priceIdOf } from './stripe-subscription.service.js';
 import { ALREADY_PAID, subscriptionResult, type SubscriptionResult } from './subscription-result.presenter.js';
 
@@ -56,49 +62,95 @@ export interface ReadyCheckout {
  * still the account's open session (a session is used once), and a succeeded setup intent.
  * Returns an already-paid result instead when there is nothing left to do.
  */
-export async function checkCompletedSession(app: { db: Db }, session: Stripe.Checkout.Session): Promise<ReadyCheckout | SubscriptionResult> {
+export async function checkCompletedSession(
+  app: { db: Db },
+  session: Stripe.Checkout.Session,
+): Promise<ReadyCheckout | SubscriptionResult> {
   if (session.mode !== 'setup') {
-    throw new AppError('invalid_request', 'This checkout session was not created by the upgrade endpoint.', { code: 'checkout_session_unknown', param: 'session_id' });
+    throw new AppError('invalid_request', 'This checkout session was not created by the upgrade endpoint.', {
+      code: 'checkout_session_unknown',
+      param: 'session_id',
+    });
   }
   const accountId = session.metadata?.account_id ?? session.client_reference_id;
   const account = accountId && UUID.test(accountId) ? await findAccountById(app.db, accountId) : undefined;
   if (!account) {
-    throw new AppError('not_found', 'This checkout session does not belong to any account of this service.', { code: 'checkout_session_unknown', param: 'session_id' });
+    throw new AppError('not_found', 'This checkout session does not belong to any account of this service.', {
+      code: 'checkout_session_unknown',
+      param: 'session_id',
+    });
   }
   const customerId = idOf(session.customer);
-  if (customerId === null || customerId !== account.stripe_customer_id || (session.client_reference_id !== null && session.client_reference_id !== account.id)) {
-    throw new AppError('permission', "This checkout session's customer is not the account's customer.", { code: 'checkout_session_not_yours', param: 'session_id' });
+  if (
+    customerId === null ||
+    customerId !== account.stripe_customer_id ||
+    (session.client_reference_id !== null && session.client_reference_id !== account.id)
+  ) {
+    throw new AppError('permission', "This checkout session's customer is not the account's customer.", {
+      code: 'checkout_session_not_yours',
+      param: 'session_id',
+    });
   }
   if (account.tier === 'paid') return subscriptionResult(account, 'already_paid', ALREADY_PAID);
   if (session.status !== 'complete') {
-    throw new AppError('conflict', session.status === 'expired' ? 'This checkout session expired; call the upgrade endpoint again for a new one.' : 'This checkout session is not completed yet.', {
-      code: session.status === 'expired' ? 'checkout_session_expired' : 'checkout_not_complete',
-      param: 'session_id',
-    });
+    throw new AppError(
+      'conflict',
+      session.status === 'expired'
+        ? 'This checkout session expired; call the upgrade endpoint again for a new one.'
+        : 'This checkout session is not completed yet.',
+      {
+        code: session.status === 'expired' ? 'checkout_session_expired' : 'checkout_not_complete',
+        param: 'session_id',
+      },
+    );
   }
   if (account.checkout_session_id !== session.id) {
-    throw new AppError('conflict', 'This checkout session was already used or replaced by a newer one; call the upgrade endpoint again.', {
-      code: 'checkout_session_used',
-      param: 'session_id',
-    });
+    throw new AppError(
+      'conflict',
+      'This checkout session was already used or replaced by a newer one; call the upgrade endpoint again.',
+      {
+        code: 'checkout_session_used',
+        param: 'session_id',
+      },
+    );
   }
   const si = session.setup_intent;
   if (!si || typeof si === 'string') {
-    throw new AppError('conflict', 'The checkout session carries no setup intent.', { code: 'payment_method_not_attached', param: 'session_id' });
+    throw new AppError('conflict', 'The checkout session carries no setup intent.', {
+      code: 'payment_method_not_attached',
+      param: 'session_id',
+    });
   }
   const paymentMethod = usablePaymentMethod(si, customerId);
   return { account, customerId, setupIntent: si, paymentMethod };
 }
 
-async function finishCheckout(app: Omit<PaidTierDeps, 'stripe'>, stripe: Stripe, session: Stripe.Checkout.Session, reason: string): Promise<SubscriptionResult> {
+async function finishCheckout(
+  app: Omit<PaidTierDeps, 'stripe'>,
+  stripe: Stripe,
+  session: Stripe.Checkout.Session,
+  reason: string,
+): Promise<SubscriptionResult> {
   const ready = await checkCompletedSession(app, session);
   if (!('paymentMethod' in ready)) return ready;
   const { account, customerId, setupIntent, paymentMethod } = ready;
   await setDefaultPaymentMethod(stripe, account, customerId, paymentMethod.id, setupIntent.id);
-  return subscribeAndUpgrade(app, stripe, account, customerId, { id: paymentMethod.id, summary: cardOf(paymentMethod) }, reason);
+  return subscribeAndUpgrade(
+    app,
+    stripe,
+    account,
+    customerId,
+    { id: paymentMethod.id, summary: cardOf(paymentMethod) },
+    reason,
+  );
 }
 
-async function openCheckoutSession(app: Pick<CheckoutDeps, 'db' | 'clock' | 'config'>, stripe: Stripe, account: Account, customerId: string): Promise<Stripe.Checkout.Session> {
+async function openCheckoutSession(
+  app: Pick<CheckoutDeps, 'db' | 'clock' | 'config'>,
+  stripe: Stripe,
+  account: Account,
+  customerId: string,
+): Promise<Stripe.Checkout.Session> {
   const base = app.config.http.publicBaseUrl;
   // A new key per free spell and per replaced session: an expired session is followed by a fresh one.
   const key = `checkout:${account.id}:${account.tier_changed_at.getTime()}:${account.checkout_session_id ?? 'first'}`;
@@ -139,7 +191,8 @@ export async function upgrade(app: CheckoutDeps, accountId: string): Promise<Sub
   if (current.tier === 'paid') return subscriptionResult(current, 'already_paid', ALREADY_PAID);
 
   const pm = await defaultPaymentMethod(stripe, customerId);
-  if (pm) return subscribeAndUpgrade(app, stripe, current, customerId, { id: pm.id, summary: cardOf(pm) }, 'api_upgrade');
+  if (pm)
+    return subscribeAndUpgrade(app, stripe, current, customerId, { id: pm.id, summary: cardOf(pm) }, 'api_upgrade');
 
   if (current.checkout_session_id !== null) {
     const open = await retrieveSession(stripe, current.checkout_session_id);
@@ -155,7 +208,10 @@ export async function completeCheckout(app: PaidTierDeps, sessionId: string): Pr
   const stripe = app.stripe;
   const session = await retrieveSession(stripe, sessionId);
   if (!session) {
-    throw new AppError('not_found', `No checkout session ${sessionId} exists at the payment processor.`, { code: 'checkout_session_not_found', param: 'session_id' });
+    throw new AppError('not_found', `No checkout session ${sessionId} exists at the payment processor.`, {
+      code: 'checkout_session_not_found',
+      param: 'session_id',
+    });
   }
   return finishCheckout(app, stripe, session, 'checkout_success');
 }
@@ -164,6 +220,7 @@ export async function completeCheckout(app: PaidTierDeps, sessionId: string): Pr
 export function checkoutCancelled(): { status: 'checkout_cancelled'; message: string } {
   return {
     status: 'checkout_cancelled',
-    message: 'Checkout was cancelled. Nothing was charged and your tier is unchanged. You can start again with POST /v1/subscription/upgrade.',
+    message:
+      'Checkout was cancelled. Nothing was charged and your tier is unchanged. You can start again with POST /v1/subscription/upgrade.',
   };
 }

@@ -57,7 +57,13 @@ export async function activatePaidTier(
       stripe_subscription_id: sub.id,
       subscription_status: sub.status,
       checkout_session_id: null,
-      ...(card ? { default_payment_method_id: card.id, payment_method_brand: card.summary.brand, payment_method_last4: card.summary.last4 } : {}),
+      ...(card
+        ? {
+            default_payment_method_id: card.id,
+            payment_method_brand: card.summary.brand,
+            payment_method_last4: card.summary.last4,
+          }
+        : {}),
     },
     at,
   );
@@ -77,17 +83,29 @@ export async function subscribeAndUpgrade(
 ): Promise<SubscriptionResult> {
   const sub = await createSubscription(app, stripe, account, customerId);
   if (!ACTIVE_STATUSES.has(sub.status)) {
-    throw new AppError('conflict', `The payment processor created the subscription in status "${sub.status}", so the account stays free. Update the payment method and try again.`, {
-      code: 'subscription_not_active',
-    });
+    throw new AppError(
+      'conflict',
+      `The payment processor created the subscription in status "${sub.status}", so the account stays free. Update the payment method and try again.`,
+      {
+        code: 'subscription_not_active',
+      },
+    );
   }
   const at = app.clock.now();
   const done = await transaction(app.db, (trx) => activatePaidTier(app, trx, at, account, sub, card, reason));
   if (done.outcome === 'stale') {
-    throw new AppError('conflict', 'The account changed tier while this upgrade was in progress; nothing was applied. Please retry.', { code: 'tier_changed_concurrently' });
+    throw new AppError(
+      'conflict',
+      'The account changed tier while this upgrade was in progress; nothing was applied. Please retry.',
+      { code: 'tier_changed_concurrently' },
+    );
   }
   if (done.outcome === 'already_paid') return subscriptionResult(done.account, 'already_paid', ALREADY_PAID);
-  return subscriptionResult(done.account, 'upgraded', 'The account is now on the paid tier (pay-as-you-go, billed monthly for actual usage; nothing was charged now).');
+  return subscriptionResult(
+    done.account,
+    'upgraded',
+    'The account is now on the paid tier (pay-as-you-go, billed monthly for actual usage; nothing was charged now).',
+  );
 }
 
 /**
@@ -95,11 +113,17 @@ export async function subscribeAndUpgrade(
  * The cancellation creates no final invoice: usage already incurred stays in our records and is
  * invoiced by the billing feature, so nothing is lost.
  */
-export async function downgrade(app: TierDeps & Pick<PaidTierDeps, 'db' | 'clock' | 'stripe'>, accountId: string): Promise<SubscriptionResult> {
+export async function downgrade(
+  app: TierDeps & Pick<PaidTierDeps, 'db' | 'clock' | 'stripe'>,
+  accountId: string,
+): Promise<SubscriptionResult> {
   const account = await getAccount(app, accountId);
-  if (account.tier === 'free') return subscriptionResult(account, 'already_free', 'The account is already on the free tier.');
+  if (account.tier === 'free')
+    return subscriptionResult(account, 'already_free', 'The account is already on the free tier.');
   const stripe = app.stripe;
-  const sub = account.stripe_subscription_id ? await cancelSubscription(stripe, account.id, account.stripe_subscription_id) : null;
+  const sub = account.stripe_subscription_id
+    ? await cancelSubscription(stripe, account.id, account.stripe_subscription_id)
+    : null;
   const at = app.clock.now();
   const after = await transaction(app.db, async (trx) => {
     const locked = await lockAccount(trx, accountId);
@@ -108,5 +132,9 @@ export async function downgrade(app: TierDeps & Pick<PaidTierDeps, 'db' | 'clock
     await changeTier(app, trx, accountId, 'free', 'api_downgrade', at);
     return lockAccount(trx, accountId);
   });
-  return subscriptionResult(after ?? account, 'downgraded', 'The account is now on the free tier and the subscription is cancelled. Usage already incurred will still be invoiced.');
+  return subscriptionResult(
+    after ?? account,
+    'downgraded',
+    'The account is now on the free tier and the subscription is cancelled. Usage already incurred will still be invoiced.',
+  );
 }

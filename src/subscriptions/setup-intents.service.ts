@@ -23,7 +23,10 @@ async function retrieveSetupIntent(stripe: Stripe, setupIntentId: string): Promi
     return await stripe.setupIntents.retrieve(setupIntentId, { expand: ['payment_method'] });
   } catch (err) {
     if (isResourceMissing(err)) {
-      throw new AppError('not_found', `No setup intent ${setupIntentId} exists at the payment processor.`, { code: 'setup_intent_not_found', param: 'setup_intent_id' });
+      throw new AppError('not_found', `No setup intent ${setupIntentId} exists at the payment processor.`, {
+        code: 'setup_intent_not_found',
+        param: 'setup_intent_id',
+      });
     }
     throw stripeFailure(err, 'reading the setup intent');
   }
@@ -35,13 +38,20 @@ async function retrieveSetupIntent(stripe: Stripe, setupIntentId: string): Promi
  */
 export function usablePaymentMethod(si: Stripe.SetupIntent, customerId: string | null): Stripe.PaymentMethod {
   if (customerId === null || idOf(si.customer) !== customerId) {
-    throw new AppError('permission', 'This setup intent belongs to another customer.', { code: 'setup_intent_not_yours', param: 'setup_intent_id' });
-  }
-  if (si.status !== 'succeeded') {
-    throw new AppError('conflict', `The setup intent has not succeeded (its status is "${si.status}"); finish adding the card first.`, {
-      code: 'setup_intent_not_succeeded',
+    throw new AppError('permission', 'This setup intent belongs to another customer.', {
+      code: 'setup_intent_not_yours',
       param: 'setup_intent_id',
     });
+  }
+  if (si.status !== 'succeeded') {
+    throw new AppError(
+      'conflict',
+      `The setup intent has not succeeded (its status is "${si.status}"); finish adding the card first.`,
+      {
+        code: 'setup_intent_not_succeeded',
+        param: 'setup_intent_id',
+      },
+    );
   }
   const pm = si.payment_method;
   if (!pm || typeof pm === 'string' || idOf(pm.customer) !== customerId) {
@@ -54,7 +64,11 @@ export function usablePaymentMethod(si: Stripe.SetupIntent, customerId: string |
 }
 
 /** POST /v1/subscription/confirm-upgrade: the setup-intent path to the paid tier. */
-export async function confirmUpgrade(app: PaidTierDeps, accountId: string, setupIntentId: string): Promise<SubscriptionResult> {
+export async function confirmUpgrade(
+  app: PaidTierDeps,
+  accountId: string,
+  setupIntentId: string,
+): Promise<SubscriptionResult> {
   const account = await getAccount(app, accountId);
   if (account.tier === 'paid') return subscriptionResult(account, 'already_paid', ALREADY_PAID);
   const stripe = app.stripe;
@@ -63,7 +77,14 @@ export async function confirmUpgrade(app: PaidTierDeps, accountId: string, setup
   const pm = usablePaymentMethod(si, account.stripe_customer_id);
   const customerId = account.stripe_customer_id!;
   await setDefaultPaymentMethod(stripe, account, customerId, pm.id, si.id);
-  return subscribeAndUpgrade(app, stripe, account, customerId, { id: pm.id, summary: cardOf(pm) }, 'setup_intent_upgrade');
+  return subscribeAndUpgrade(
+    app,
+    stripe,
+    account,
+    customerId,
+    { id: pm.id, summary: cardOf(pm) },
+    'setup_intent_upgrade',
+  );
 }
 
 /**
@@ -72,13 +93,22 @@ export async function confirmUpgrade(app: PaidTierDeps, accountId: string, setup
  * for the setup-intent upgrade path and to fix a card after a failed payment moved them to free.
  * A fresh intent per request (keyed by the request id): an unused intent costs nothing.
  */
-export async function startPaymentMethodUpdate(app: Pick<PaidTierDeps, 'db' | 'clock' | 'stripe'>, accountId: string, requestId: string): Promise<SetupIntentResult> {
+export async function startPaymentMethodUpdate(
+  app: Pick<PaidTierDeps, 'db' | 'clock' | 'stripe'>,
+  accountId: string,
+  requestId: string,
+): Promise<SetupIntentResult> {
   const account = await getAccount(app, accountId);
   const stripe = app.stripe;
   const customerId = await ensureCustomer(app, stripe, account);
   const si = await callStripe('creating the setup intent', () =>
     stripe.setupIntents.create(
-      { customer: customerId, usage: 'off_session', allowed_payment_method_types: ['card'], metadata: { account_id: account.id } },
+      {
+        customer: customerId,
+        usage: 'off_session',
+        allowed_payment_method_types: ['card'],
+        metadata: { account_id: account.id },
+      },
       { idempotencyKey: `setup-intent:${account.id}:${requestId}` },
     ),
   );
@@ -95,14 +125,27 @@ export async function startPaymentMethodUpdate(app: Pick<PaidTierDeps, 'db' | 'c
 }
 
 /** POST /v1/subscription/confirm-payment-update: the new card becomes the default for future invoices. */
-export async function confirmPaymentUpdate(app: Pick<PaidTierDeps, 'db' | 'clock' | 'stripe'>, accountId: string, setupIntentId: string): Promise<SubscriptionResult> {
+export async function confirmPaymentUpdate(
+  app: Pick<PaidTierDeps, 'db' | 'clock' | 'stripe'>,
+  accountId: string,
+  setupIntentId: string,
+): Promise<SubscriptionResult> {
   const account = await getAccount(app, accountId);
   const stripe = app.stripe;
   const si = await retrieveSetupIntent(stripe, setupIntentId);
   const pm = usablePaymentMethod(si, account.stripe_customer_id);
   await setDefaultPaymentMethod(stripe, account, account.stripe_customer_id!, pm.id, si.id);
   const card = cardOf(pm);
-  await updateAccountBilling(app.db, account.id, { default_payment_method_id: pm.id, payment_method_brand: card.brand, payment_method_last4: card.last4 }, app.clock.now());
+  await updateAccountBilling(
+    app.db,
+    account.id,
+    { default_payment_method_id: pm.id, payment_method_brand: card.brand, payment_method_last4: card.last4 },
+    app.clock.now(),
+  );
   const after = await getAccount(app, accountId);
-  return subscriptionResult(after, 'payment_method_updated', 'The new payment method is the default for future invoices.');
+  return subscriptionResult(
+    after,
+    'payment_method_updated',
+    'The new payment method is the default for future invoices.',
+  );
 }

@@ -10,7 +10,8 @@ export interface PaymentMethodOnFile {
   last4: string | null;
 }
 
-export const idOf = (v: string | { id: string } | null | undefined): string | null => (v == null ? null : typeof v === 'string' ? v : v.id);
+export const idOf = (v: string | { id: string } | null | undefined): string | null =>
+  v == null ? null : typeof v === 'string' ? v : v.id;
 
 export function cardOf(pm: Stripe.PaymentMethod): PaymentMethodOnFile {
   return { brand: pm.card?.brand ?? pm.type ?? null, last4: pm.card?.last4 ?? null };
@@ -21,7 +22,11 @@ export async function ensureCustomer(app: { db: Db; clock: Clock }, stripe: Stri
   if (account.stripe_customer_id !== null) return account.stripe_customer_id;
   const customer = await callStripe('creating the customer', () =>
     stripe.customers.create(
-      { email: account.email, name: account.name, metadata: { account_id: account.id, organization: account.organization } },
+      {
+        email: account.email,
+        name: account.name,
+        metadata: { account_id: account.id, organization: account.organization },
+      },
       { idempotencyKey: `customer:${account.id}` },
     ),
   );
@@ -45,7 +50,13 @@ export async function defaultPaymentMethod(stripe: Stripe, customerId: string): 
  * intent that collected it: each card change is its own operation, so returning to an earlier
  * card later is a new write rather than a replay.
  */
-export async function setDefaultPaymentMethod(stripe: Stripe, account: Account, customerId: string, paymentMethodId: string, setupIntentId: string): Promise<void> {
+export async function setDefaultPaymentMethod(
+  stripe: Stripe,
+  account: Account,
+  customerId: string,
+  paymentMethodId: string,
+  setupIntentId: string,
+): Promise<void> {
   await callStripe('setting the default payment method', () =>
     stripe.customers.update(
       customerId,

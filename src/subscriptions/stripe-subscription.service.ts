@@ -10,9 +10,13 @@ export const ENDED_STATUSES: ReadonlySet<string> = new Set(['canceled', 'unpaid'
 export function priceIdOf(app: { config: Pick<Config, 'stripe'> }): string {
   const price = app.config.stripe.priceId;
   if (price === undefined) {
-    throw new AppError('unavailable', 'Billing is not configured on this server (STRIPE_PRICE_ID is not set), so no subscription can be created.', {
-      code: 'billing_not_configured',
-    });
+    throw new AppError(
+      'unavailable',
+      'Billing is not configured on this server (STRIPE_PRICE_ID is not set), so no subscription can be created.',
+      {
+        code: 'billing_not_configured',
+      },
+    );
   }
   return price;
 }
@@ -23,7 +27,12 @@ export function priceIdOf(app: { config: Pick<Config, 'stripe'> }): string {
  * free spell (retries, a second click, the webhook racing the browser) yields the same
  * subscription, while an upgrade after a later downgrade gets a new one.
  */
-export async function createSubscription(app: { config: Pick<Config, 'stripe'> }, stripe: Stripe, account: Account, customerId: string): Promise<Stripe.Subscription> {
+export async function createSubscription(
+  app: { config: Pick<Config, 'stripe'> },
+  stripe: Stripe,
+  account: Account,
+  customerId: string,
+): Promise<Stripe.Subscription> {
   const price = priceIdOf(app);
   return callStripe('creating the subscription', () =>
     stripe.subscriptions.create(
@@ -34,7 +43,11 @@ export async function createSubscription(app: { config: Pick<Config, 'stripe'> }
 }
 
 /** Cancels unless Stripe already ended it; a subscription Stripe no longer knows counts as ended. */
-export async function cancelSubscription(stripe: Stripe, accountId: string, subscriptionId: string): Promise<Stripe.Subscription | null> {
+export async function cancelSubscription(
+  stripe: Stripe,
+  accountId: string,
+  subscriptionId: string,
+): Promise<Stripe.Subscription | null> {
   let sub: Stripe.Subscription;
   try {
     sub = await stripe.subscriptions.retrieve(subscriptionId);
@@ -44,6 +57,10 @@ export async function cancelSubscription(stripe: Stripe, accountId: string, subs
   }
   if (ENDED_STATUSES.has(sub.status)) return sub;
   return callStripe('cancelling the subscription', () =>
-    stripe.subscriptions.cancel(subscriptionId, { invoice_now: false, prorate: false }, { idempotencyKey: `cancel-subscription:${accountId}:${subscriptionId}` }),
+    stripe.subscriptions.cancel(
+      subscriptionId,
+      { invoice_now: false, prorate: false },
+      { idempotencyKey: `cancel-subscription:${accountId}:${subscriptionId}` },
+    ),
   );
 }

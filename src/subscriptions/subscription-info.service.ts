@@ -43,7 +43,12 @@ export async function subscriptionInfo(app: SubscriptionInfoDeps, accountId: str
     checkout_pending: account.tier === 'free' && account.checkout_session_id !== null,
     models: app.catalog
       .forTier(account.tier)
-      .map((m) => ({ id: m.id, provider: m.provider, input_price_per_million: m.input_price_per_million, output_price_per_million: m.output_price_per_million })),
+      .map((m) => ({
+        id: m.id,
+        provider: m.provider,
+        input_price_per_million: m.input_price_per_million,
+        output_price_per_million: m.output_price_per_million,
+      })),
     limits: {
       requests_per_minute: limits.requestsPerMinute,
       requests_per_hour: limits.requestsPerHour,

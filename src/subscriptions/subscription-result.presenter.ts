@@ -32,7 +32,12 @@ export function paymentMethodOf(account: Account): PaymentMethodOnFile | null {
   return { brand: account.payment_method_brand, last4: account.payment_method_last4 };
 }
 
-export function subscriptionResult(account: Account, status: SubscriptionOutcome, message: string, extra: Partial<SubscriptionResult> = {}): SubscriptionResult {
+export function subscriptionResult(
+  account: Account,
+  status: SubscriptionOutcome,
+  message: string,
+  extra: Partial<SubscriptionResult> = {},
+): SubscriptionResult {
   return {
     status,
     tier: account.tier,

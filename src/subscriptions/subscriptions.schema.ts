@@ -2,7 +2,13 @@ import type { JsonSchema } from '../validation.js';
 import { SpendLimitSchema } from '../billing/spend-limit.schema.js';
 
 // Stripe ids are at most 255 characters; anything longer is not one.
-const stripeId = (prefix: string, what: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: 255, 'x-text': 'line', description: `${what} (${prefix}…)` });
+const stripeId = (prefix: string, what: string): JsonSchema => ({
+  type: 'string',
+  minLength: 1,
+  maxLength: 255,
+  'x-text': 'line',
+  description: `${what} (${prefix}…)`,
+});
 
 export const SetupIntentQuery: JsonSchema = {
   type: 'object',
@@ -19,7 +25,10 @@ export const SessionQuery: JsonSchema = {
 const PaymentMethod: JsonSchema = {
   type: ['object', 'null'],
   description: 'The default payment method on file: brand and last 4 digits only.',
-  properties: { brand: { type: ['string', 'null'], example: 'visa' }, last4: { type: ['string', 'null'], example: '4242' } },
+  properties: {
+    brand: { type: ['string', 'null'], example: 'visa' },
+    last4: { type: ['string', 'null'], example: '4242' },
+  },
 };
 
 export const SubscriptionResultSchema: JsonSchema = {
@@ -34,10 +43,16 @@ export const SubscriptionResultSchema: JsonSchema = {
     tier: { type: 'string', enum: ['free', 'paid'] },
     message: { type: 'string' },
     subscription_id: { type: ['string', 'null'] },
-    subscription_status: { type: ['string', 'null'], description: "Stripe's subscription status as last seen (active, canceled, ...)" },
+    subscription_status: {
+      type: ['string', 'null'],
+      description: "Stripe's subscription status as last seen (active, canceled, ...)",
+    },
     payment_method: PaymentMethod,
     checkout_session_id: { type: 'string', description: 'Only with status checkout_required' },
-    checkout_url: { type: 'string', description: 'Only with status checkout_required: the hosted checkout page to open' },
+    checkout_url: {
+      type: 'string',
+      description: 'Only with status checkout_required: the hosted checkout page to open',
+    },
     checkout_expires_at: { type: 'string', format: 'date-time' },
   },
 };
@@ -83,7 +98,11 @@ export const SubscriptionInfoSchema: JsonSchema = {
       },
     },
     limits: { type: 'object', description: "The tier's rate limits" },
-    spend_limit: { ...SpendLimitSchema, description: 'The monthly spending limit and what is left of it this month (as GET /v1/billing/spend-limit answers)' },
+    spend_limit: {
+      ...SpendLimitSchema,
+      description:
+        'The monthly spending limit and what is left of it this month (as GET /v1/billing/spend-limit answers)',
+    },
   },
 };
 

@@ -27,7 +27,14 @@ export interface TierChange {
  * Model access and rate limits read the tier through the API key cache, which the change
  * invalidates once committed, so it applies to the account's next request.
  */
-export async function changeTier(app: TierDeps, trx: Trx, accountId: string, to: Tier, reason: string, at: Date): Promise<TierChange> {
+export async function changeTier(
+  app: TierDeps,
+  trx: Trx,
+  accountId: string,
+  to: Tier,
+  reason: string,
+  at: Date,
+): Promise<TierChange> {
   const account = await lockAccount(trx, accountId);
   if (!account) throw new Error(`changeTier: no account ${accountId}`);
   if (account.tier === to) return { changed: false, from: account.tier, to };

@@ -1,7 +1,11 @@
 import type { Db, Trx } from '../infra/db.js';
 
 export async function isWebhookEventProcessed(db: Db | Trx, eventId: string): Promise<boolean> {
-  const row = await db.selectFrom('processed_webhook_events').select('event_id').where('event_id', '=', eventId).executeTakeFirst();
+  const row = await db
+    .selectFrom('processed_webhook_events')
+    .select('event_id')
+    .where('event_id', '=', eventId)
+    .executeTakeFirst();
   return row !== undefined;
 }
 

@@ -4,12 +4,23 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { AppError, isAppError } from '../errors.js';
 import { transaction, type Db, type Trx } from '../infra/db.js';
-import { isResourceMissing, stripeConfigured, stripeFailure, verifyWebhookEvent, type Stripe } from '../infra/stripe.js';
+import {
+  isResourceMissing,
+  stripeConfigured,
+  stripeFailure,
+  verifyWebhookEvent,
+  type Stripe,
+} from '../infra/stripe.js';
 import { findAccountByCustomer, lockAccount, updateAccountBilling } from '../accounts/accounts.repository.js';
 import { checkCompletedSession } from './checkout-sessions.service.js';
 import { activatePaidTier } from './paid-tier.service.js';
 import { cardOf, defaultPaymentMethod, idOf, setDefaultPaymentMethod } from './stripe-customer.service.js';
-import { ACTIVE_STATUSES, cancelSubscription, createSubscription, ENDED_STATUSES } from './stripe-subscription.service.js';
+import {
+  ACTIVE_STATUSES,
+  cancelSubscription,
+  createSubscription,
+  ENDED_STATUSES,
+} from './stripe-subscription.service.js';
 import { changeTier } from './tier.service.js';
 import { claimWebhookEvent, isWebhookEventProcessed } from './webhook-events.repository.js';
 
@@ -25,7 +36,12 @@ export interface WebhookDeps {
 }
 
 /** The four Stripe events that move an account between tiers (the interface's webhook table). */
-export const HANDLED_EVENTS = ['checkout.session.completed', 'customer.subscription.created', 'customer.subscription.deleted', 'invoice.payment_failed'] as const;
+export const HANDLED_EVENTS = [
+  'checkout.session.completed',
+  'customer.subscription.created',
+  'customer.subscription.deleted',
+  'invoice.payment_failed',
+] as const;
 type HandledEvent = (typeof HANDLED_EVENTS)[number];
 const isHandled = (type: string): type is HandledEvent => (HANDLED_EVENTS as readonly string[]).includes(type);
 
@@ -52,14 +68,23 @@ const ignore = (why: string): Plan => ({ ignored: why });
  * id commit in one transaction: a redelivery finds the id and does nothing; a crash before the
  * commit leaves neither, and Stripe's redelivery repeats the (idempotent) Stripe writes.
  */
-export async function handleWebhook(app: WebhookDeps, rawBody: string | undefined, signature: string | undefined): Promise<WebhookResult> {
+export async function handleWebhook(
+  app: WebhookDeps,
+  rawBody: string | undefined,
+  signature: string | undefined,
+): Promise<WebhookResult> {
   const secret = app.config.stripe.webhookSecret;
   if (secret === undefined) {
-    throw new AppError('unavailable', 'Webhooks are not configured on this server (STRIPE_WEBHOOK_SECRET is not set); the event cannot be verified.', {
-      code: 'webhook_not_configured',
-    });
+    throw new AppError(
+      'unavailable',
+      'Webhooks are not configured on this server (STRIPE_WEBHOOK_SECRET is not set); the event cannot be verified.',
+      {
+        code: 'webhook_not_configured',
+      },
+    );
   }
-  if (!signature) throw new AppError('invalid_request', 'Missing Stripe-Signature header', { code: 'invalid_signature' });
+  if (!signature)
+    throw new AppError('invalid_request', 'Missing Stripe-Signature header', { code: 'invalid_signature' });
   let event: Stripe.Event;
   try {
     event = verifyWebhookEvent(rawBody ?? '', signature, secret, app.clock.now().getTime());
@@ -77,8 +102,15 @@ export async function handleWebhook(app: WebhookDeps, rawBody: string | undefine
   }
   if (!stripeConfigured(app.config)) {
     // Acknowledged, not recorded: the current state cannot be read without an API key.
-    app.log.warn({ eventId: event.id, type: event.type }, 'webhook acknowledged but not processed: STRIPE_SECRET_KEY is not set, so the current state cannot be retrieved');
-    return { ...base, outcome: 'not_processed', detail: 'STRIPE_SECRET_KEY is not set; the current state cannot be retrieved' };
+    app.log.warn(
+      { eventId: event.id, type: event.type },
+      'webhook acknowledged but not processed: STRIPE_SECRET_KEY is not set, so the current state cannot be retrieved',
+    );
+    return {
+      ...base,
+      outcome: 'not_processed',
+      detail: 'STRIPE_SECRET_KEY is not set; the current state cannot be retrieved',
+    };
   }
 
   const plan = await planEffect(app, app.stripe, event.type, event.data.object as unknown as { id: string });
@@ -122,7 +154,9 @@ async function retrieve<T>(doing: string, call: () => Promise<T>): Promise<T | n
 }
 
 async function planCheckoutCompleted(app: WebhookDeps, stripe: Stripe, sessionId: string): Promise<Plan> {
-  const session = await retrieve('reading the checkout session', () => stripe.checkout.sessions.retrieve(sessionId, { expand: ['setup_intent.payment_method'] }));
+  const session = await retrieve('reading the checkout session', () =>
+    stripe.checkout.sessions.retrieve(sessionId, { expand: ['setup_intent.payment_method'] }),
+  );
   if (!session) return ignore('the checkout session no longer exists');
   let ready;
   try {
@@ -151,7 +185,8 @@ async function planSubscriptionCreated(app: WebhookDeps, stripe: Stripe, subscri
   if (!sub) return ignore('the subscription no longer exists');
   if (!ACTIVE_STATUSES.has(sub.status)) return ignore(`the subscription is now ${sub.status}`);
   const price = app.config.stripe.priceId;
-  if (price !== undefined && !sub.items.data.some((item) => item.price.id === price)) return ignore('the subscription is not for the pay-as-you-go price');
+  if (price !== undefined && !sub.items.data.some((item) => item.price.id === price))
+    return ignore('the subscription is not for the pay-as-you-go price');
   const customerId = idOf(sub.customer);
   const account = customerId ? await findAccountByCustomer(app.db, customerId) : undefined;
   if (!account) return ignore('the subscription belongs to no account of this service');
@@ -167,7 +202,13 @@ async function planSubscriptionCreated(app: WebhookDeps, stripe: Stripe, subscri
           stripe_subscription_id: sub.id,
           subscription_status: sub.status,
           checkout_session_id: null,
-          ...(pm ? { default_payment_method_id: pm.id, payment_method_brand: cardOf(pm).brand, payment_method_last4: cardOf(pm).last4 } : {}),
+          ...(pm
+            ? {
+                default_payment_method_id: pm.id,
+                payment_method_brand: cardOf(pm).brand,
+                payment_method_last4: cardOf(pm).last4,
+              }
+            : {}),
         },
         at,
       );
@@ -206,17 +247,21 @@ async function planSubscriptionEnded(app: WebhookDeps, stripe: Stripe, subscript
 async function planPaymentFailed(app: WebhookDeps, stripe: Stripe, invoiceId: string): Promise<Plan> {
   const invoice = await retrieve('reading the invoice', () => stripe.invoices.retrieve(invoiceId));
   if (!invoice) return ignore('the invoice no longer exists');
-  if (invoice.status === 'paid' || invoice.status === 'void' || invoice.status === 'draft') return ignore(`the invoice is now ${invoice.status}`);
+  if (invoice.status === 'paid' || invoice.status === 'void' || invoice.status === 'draft')
+    return ignore(`the invoice is now ${invoice.status}`);
   const customerId = idOf(invoice.customer);
   const account = customerId ? await findAccountByCustomer(app.db, customerId) : undefined;
   if (!account) return ignore('the invoice belongs to no account of this service');
   if (account.tier === 'free') return ignore('the account is already on the free tier');
-  const sub = account.stripe_subscription_id ? await cancelSubscription(stripe, account.id, account.stripe_subscription_id) : null;
+  const sub = account.stripe_subscription_id
+    ? await cancelSubscription(stripe, account.id, account.stripe_subscription_id)
+    : null;
   return {
     effect: async (trx, at) => {
       const locked = await lockAccount(trx, account.id);
       if (!locked || locked.tier === 'free') return 'no_change';
-      if (sub && locked.stripe_subscription_id === sub.id) await updateAccountBilling(trx, locked.id, { subscription_status: sub.status }, at);
+      if (sub && locked.stripe_subscription_id === sub.id)
+        await updateAccountBilling(trx, locked.id, { subscription_status: sub.status }, at);
       await changeTier(app, trx, locked.id, 'free', 'webhook:invoice.payment_failed', at);
       return 'downgraded';
     },

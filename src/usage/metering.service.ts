@@ -53,7 +53,8 @@ export async function drainUsageOnce(app: MeteringDeps, redis: RedisClient, opts
   try {
     let total = 0;
     for (const key of keys) total += await drainStream(app, redis, key, { ...opts, blockMs: undefined }, pass);
-    if (total === 0 && opts.blockMs !== undefined) total = await drainStream(app, redis, keys[blockTurn++ % keys.length]!, opts, pass);
+    if (total === 0 && opts.blockMs !== undefined)
+      total = await drainStream(app, redis, keys[blockTurn++ % keys.length]!, opts, pass);
     finished = true;
     return total;
   } finally {
@@ -81,23 +82,43 @@ export interface MeteringDeps {
  * any point re-delivers and never double counts. Before the acknowledgement, the spending-limit
  * alerts the new rows reach are queued: a failure there re-delivers the batch too, so none is lost.
  */
-async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, opts: DrainOptions, pass: Pass): Promise<number> {
+async function drainStream(
+  app: MeteringDeps,
+  redis: RedisClient,
+  key: string,
+  opts: DrainOptions,
+  pass: Pass,
+): Promise<number> {
   const consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
   const count = opts.count ?? 500;
 
   // This consumer's own entries that a failed batch left unacknowledged come first (a Postgres
   // outage): they are retried at once when Postgres answers, not after the reclaim wait.
-  const own = (await (redis.xreadgroup as (...a: (string | number)[]) => Promise<unknown>)('GROUP', METERING_GROUP, consumer, 'COUNT', count, 'STREAMS', key, '0')) as [string, Entries][] | null;
+  const own = (await (redis.xreadgroup as (...a: (string | number)[]) => Promise<unknown>)(
+    'GROUP',
+    METERING_GROUP,
+    consumer,
+    'COUNT',
+    count,
+    'STREAMS',
+    key,
+    '0',
+  )) as [string, Entries][] | null;
   let entries: Entries = (own?.[0]?.[1] ?? []).filter(([, fields]) => fields !== null);
   if (entries.length === 0) {
-    const claimed = (await redis.xautoclaim(key, METERING_GROUP, consumer, RECLAIM_IDLE_MS, '0-0', 'COUNT', count)) as [string, Entries, string[]?];
+    const claimed = (await redis.xautoclaim(key, METERING_GROUP, consumer, RECLAIM_IDLE_MS, '0-0', 'COUNT', count)) as [
+      string,
+      Entries,
+      string[]?,
+    ];
     entries = claimed[1] ?? [];
   }
   if (entries.length === 0) {
     const args: (string | number)[] = ['GROUP', METERING_GROUP, consumer, 'COUNT', count];
     if (opts.blockMs !== undefined) args.push('BLOCK', opts.blockMs);
     args.push('STREAMS', key, '>');
-    const reply = (await (redis.xreadgroup as (...a: (string | number)[]) => Promise<unknown>)(...args)) as [string, Entries][] | null;
+    const reply = (await (redis.xreadgroup as (...a: (string | number)[]) => Promise<unknown>)(...args)) as
+      [string, Entries][] | null;
     entries = reply?.[0]?.[1] ?? [];
   }
   if (entries.length === 0) return 0;
@@ -112,7 +133,11 @@ async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, o
   const inserted = await insertUsageEvents(app.db, events);
   await queueReachedSpendAlerts(app, events);
   const ids = entries.map(([id]) => id);
-  await redis.multi().xack(key, METERING_GROUP, ...ids).xdel(key, ...ids).exec();
+  await redis
+    .multi()
+    .xack(key, METERING_GROUP, ...ids)
+    .xdel(key, ...ids)
+    .exec();
   countLedgerRows(app.metrics.metering, inserted);
   return entries.length;
 }
@@ -121,7 +146,10 @@ async function drainStream(app: MeteringDeps, redis: RedisClient, key: string, o
  * Writes one request's usage straight to the ledger, for a worker that could not reach the usage
  * stream in time. The ledger is keyed by request id, so a later copy from the stream is dropped.
  */
-export async function recordUsageDirectly(app: Pick<MeteringDeps, 'db' | 'clock' | 'metrics'>, usage: UsageEvent): Promise<void> {
+export async function recordUsageDirectly(
+  app: Pick<MeteringDeps, 'db' | 'clock' | 'metrics'>,
+  usage: UsageEvent,
+): Promise<void> {
   countLedgerRows(app.metrics.metering, await insertUsageEvents(app.db, [usage]));
   await queueReachedSpendAlerts(app, [usage]);
 }
@@ -131,11 +159,15 @@ function countLedgerRows(m: MeteringMetrics, inserted: UsageEvent[]): void {
   m.recorded.inc(inserted.length);
   // The ledger's cost_usd, which is the catalog price on either tier (requestCostUsd answers what
   // is billed, nothing on the free tier): the free tier's is what it gives away.
-  for (const e of inserted) m.costUsd.inc({ tier: e.tier, model: e.model }, Number(requestCostUsd({ ...e, tier: 'paid' })));
+  for (const e of inserted)
+    m.costUsd.inc({ tier: e.tier, model: e.model }, Number(requestCostUsd({ ...e, tier: 'paid' })));
 }
 
 /** Drains until no stream has anything new (for invoices and tests). */
-export async function flushUsage(app: MeteringDeps & { redis: RedisClient }, redis: RedisClient = app.redis): Promise<number> {
+export async function flushUsage(
+  app: MeteringDeps & { redis: RedisClient },
+  redis: RedisClient = app.redis,
+): Promise<number> {
   await ensureMeteringGroups(redis, app.config);
   let total = 0;
   for (;;) {

@@ -13,12 +13,18 @@ const scaled = (price: string): bigint => {
   return BigInt(`${whole}${fraction.padEnd(PRICE_DECIMALS, '0')}`);
 };
 
-type Priced = Pick<UsageEvent, 'tier' | 'prompt_tokens' | 'completion_tokens' | 'input_price_per_million' | 'output_price_per_million'>;
+type Priced = Pick<
+  UsageEvent,
+  'tier' | 'prompt_tokens' | 'completion_tokens' | 'input_price_per_million' | 'output_price_per_million'
+>;
 
 /** The exact cost in 10^-12 USD, the ledger's own precision; 0 on the free tier. */
 function picoUsd(e: Priced): bigint {
   if (e.tier === 'free') return 0n;
-  return BigInt(e.prompt_tokens) * scaled(e.input_price_per_million) + BigInt(e.completion_tokens) * scaled(e.output_price_per_million);
+  return (
+    BigInt(e.prompt_tokens) * scaled(e.input_price_per_million) +
+    BigInt(e.completion_tokens) * scaled(e.output_price_per_million)
+  );
 }
 
 /** A fixed-point integer as a decimal string without trailing zeros (at least `minDecimals` kept). */

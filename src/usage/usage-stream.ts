@@ -16,10 +16,12 @@ export const usageStreamKey = (config: Pick<Config, 'redis'>, shard: number): st
   redisKey(config, 'usage', shardTag(config.redis.prefix, shard, config.redis.shards));
 
 /** Every shard's usage stream. */
-export const usageStreamKeys = (config: Pick<Config, 'redis'>): string[] => Array.from({ length: config.redis.shards }, (_, i) => usageStreamKey(config, i));
+export const usageStreamKeys = (config: Pick<Config, 'redis'>): string[] =>
+  Array.from({ length: config.redis.shards }, (_, i) => usageStreamKey(config, i));
 
 /** The shard a request's usage goes to (its completion queue's, when it has one). */
-export const usageShardOf = (config: Pick<Config, 'redis'>, shard: number | undefined): number => (shard ?? 0) % config.redis.shards;
+export const usageShardOf = (config: Pick<Config, 'redis'>, shard: number | undefined): number =>
+  (shard ?? 0) % config.redis.shards;
 
 /** How long an append waits for a replica of its master, and how many appends it makes at most. */
 const REPLICA_WAIT_MS = 1000;
@@ -31,7 +33,12 @@ const APPENDS = 3;
  * asynchronous, and a failover just after the append would otherwise lose what the client was
  * told it used. A second copy is harmless (the ledger keeps one row per request).
  */
-export async function appendUsage(redis: RedisClient, config: Pick<Config, 'redis'>, shard: number | undefined, event: UsageEvent): Promise<void> {
+export async function appendUsage(
+  redis: RedisClient,
+  config: Pick<Config, 'redis'>,
+  shard: number | undefined,
+  event: UsageEvent,
+): Promise<void> {
   const key = usageStreamKey(config, usageShardOf(config, shard));
   for (let append = 1; ; append++) {
     await redis.xadd(key, '*', 'e', JSON.stringify(event));

@@ -78,7 +78,9 @@ export async function monthPaidCostNanoUsd(db: Db, accountId: string, month: Dat
   const r = await sql<{ nano: string }>`
     select ceil(coalesce(sum(cost_usd), 0) * 1000000000)::bigint::text as nano
       from usage_monthly_totals
-     where account_id = ${accountId} and month = ${month.toISOString().slice(0, 10)}::date and tier = 'paid'`.execute(db);
+     where account_id = ${accountId} and month = ${month.toISOString().slice(0, 10)}::date and tier = 'paid'`.execute(
+    db,
+  );
   return r.rows[0]?.nano ?? '0';
 }
 
@@ -125,7 +127,13 @@ export async function usageByMonth(db: Db, accountId: string, from: Date, to: Da
  * Marks the account's unbilled paid-tier rows created in [from, to) (from = null: everything
  * before `to`) as belonging to the invoice. Rows of free-tier requests are never billable.
  */
-export async function reserveUsage(trx: Trx, invoiceId: string, accountId: string, from: Date | null, to: Date): Promise<number> {
+export async function reserveUsage(
+  trx: Trx,
+  invoiceId: string,
+  accountId: string,
+  from: Date | null,
+  to: Date,
+): Promise<number> {
   let q = trx
     .updateTable('usage_events')
     .set({ invoice_id: invoiceId })
@@ -170,7 +178,12 @@ export async function aggregateReservedUsage(trx: Trx, invoiceId: string): Promi
 /** Gives rows of these models back to the unbilled pool (lines that would bill zero cents). */
 export async function releaseUsage(trx: Trx, invoiceId: string, models: string[]): Promise<void> {
   if (models.length === 0) return;
-  await trx.updateTable('usage_events').set({ invoice_id: null }).where('invoice_id', '=', invoiceId).where('model', 'in', models).execute();
+  await trx
+    .updateTable('usage_events')
+    .set({ invoice_id: null })
+    .where('invoice_id', '=', invoiceId)
+    .where('model', 'in', models)
+    .execute();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -197,7 +210,9 @@ export async function rebuildMonthTotals(trx: Trx, monthStart: Date, monthEnd: D
     )
     select count(*)::text as n
       from truth t full join kept k using (account_id, model, tier)
-     where (t.requests, t.prompt_tokens, t.completion_tokens, t.cost_usd) is distinct from (k.requests, k.prompt_tokens, k.completion_tokens, k.cost_usd)`.execute(trx);
+     where (t.requests, t.prompt_tokens, t.completion_tokens, t.cost_usd) is distinct from (k.requests, k.prompt_tokens, k.completion_tokens, k.cost_usd)`.execute(
+    trx,
+  );
   const n = Number(drift.rows[0]?.n ?? 0);
   if (n > 0) {
     await sql`delete from usage_monthly_totals where month = ${month}::date`.execute(trx);
@@ -210,4 +225,3 @@ export async function rebuildMonthTotals(trx: Trx, monthStart: Date, monthEnd: D
   }
   return n;
 }
-

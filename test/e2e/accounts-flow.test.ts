@@ -25,7 +25,12 @@ describe('sign-up to first completion to key regeneration, across two web proces
 
   before(async () => {
     fake = await new FakePostmark().start();
-    const env = { ...fake.env(), JWT_SECRET: 'flow-test-secret-0123456789-abcdefghijk', LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000' };
+    const env = {
+      ...fake.env(),
+      JWT_SECRET: 'flow-test-secret-0123456789-abcdefghijk',
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '5000',
+    };
     app = createContext(testConfig(env), { role: 'test' });
     [web1, web2, worker] = await Promise.all([startRole('web', env), startRole('web', env), startRole('worker', env)]);
   });
@@ -47,7 +52,10 @@ describe('sign-up to first completion to key regeneration, across two web proces
     const r = await post(`${web1.url}/v1/auth/signup`, { name: 'Ada Lovelace', email, organization: 'Engines Ltd' });
     expect(r.status).to.equal(200);
     expect(r.body.email).to.equal(email);
-    const [message] = await eventually(async () => (fake.accepted(email).length ? fake.accepted(email) : undefined), 'the verification email to reach Postmark');
+    const [message] = await eventually(
+      async () => (fake.accepted(email).length ? fake.accepted(email) : undefined),
+      'the verification email to reach Postmark',
+    );
     expect(message!.Subject).to.equal('Verify your email address');
     expect(verificationLinkIn(message!.TextBody!).link).to.include('/v1/auth/verify?token=');
   });
@@ -68,7 +76,11 @@ describe('sign-up to first completion to key regeneration, across two web proces
   });
 
   it('regenerates the key with a JWT; the old key is refused at once by the other web process, the new one works there', async () => {
-    const account = await app.db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirstOrThrow();
+    const account = await app.db
+      .selectFrom('accounts')
+      .selectAll()
+      .where('email', '=', email)
+      .executeTakeFirstOrThrow();
     const jwt = await mintJwt(app.config, app.clock, { sub: account.id, email });
     // The other process has the old key in its cache from here on (the first use ties the key to
     // its account, the second caches the account).
@@ -76,16 +88,25 @@ describe('sign-up to first completion to key regeneration, across two web proces
     const r = await post(`${web1.url}/v1/auth/regenerate-api-key`, undefined, { bearer: jwt });
     expect(r.status).to.equal(200);
     secondKey = r.body.api_key;
-    expect(secondKey).to.match(/^sk-svc-/).and.not.equal(firstKey);
+    expect(secondKey)
+      .to.match(/^sk-svc-/)
+      .and.not.equal(firstKey);
 
-    const refused = await chat(web2.url, firstKey).then(() => undefined, (e: unknown) => e);
+    const refused = await chat(web2.url, firstKey).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(refused).to.be.instanceOf(OpenAI.AuthenticationError);
     expect((refused as InstanceType<typeof OpenAI.AuthenticationError>).code).to.equal('invalid_api_key');
     expect((await chat(web2.url, secondKey)).object).to.equal('chat.completion');
   });
 
   it('refuses a second regeneration within 2 hours with 429 and the reset time, on either process', async () => {
-    const account = await app.db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirstOrThrow();
+    const account = await app.db
+      .selectFrom('accounts')
+      .selectAll()
+      .where('email', '=', email)
+      .executeTakeFirstOrThrow();
     const jwt = await mintJwt(app.config, app.clock, { sub: account.id, email });
     const r = await post(`${web2.url}/v1/auth/regenerate-api-key`, undefined, { bearer: jwt });
     expect(r.status).to.equal(429);

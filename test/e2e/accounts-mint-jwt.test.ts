@@ -9,7 +9,11 @@ import { createTestAccount } from '../support/accounts.js';
 import { testConfig, testEnv, uniqueEmail } from '../support/env.js';
 
 const SCRIPT = fileURLToPath(new URL('../../scripts/mint-jwt.js', import.meta.url));
-const JWT_ENV = { JWT_SECRET: 'mint-jwt-test-secret-0123456789-abcdefgh', JWT_ISSUER: 'https://frontend.example.test', JWT_AUDIENCE: 'completions-api' };
+const JWT_ENV = {
+  JWT_SECRET: 'mint-jwt-test-secret-0123456789-abcdefgh',
+  JWT_ISSUER: 'https://frontend.example.test',
+  JWT_AUDIENCE: 'completions-api',
+};
 
 /** Runs the compiled script (what `npm run --silent mint-jwt -- EMAIL` runs) to completion. */
 function mintJwtCli(args: string[], env: Env): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -37,7 +41,12 @@ describe('npm run mint-jwt -- EMAIL', () => {
     const token = r.stdout.trim();
     expect((await authenticateJwt(app, token)).id).to.equal(account.id);
     const claims = decodeJwt(token);
-    expect(claims).to.include({ sub: account.id, email: account.email, iss: JWT_ENV.JWT_ISSUER, aud: JWT_ENV.JWT_AUDIENCE });
+    expect(claims).to.include({
+      sub: account.id,
+      email: account.email,
+      iss: JWT_ENV.JWT_ISSUER,
+      aud: JWT_ENV.JWT_AUDIENCE,
+    });
     expect(claims.exp! - claims.iat!).to.equal(3600);
   });
 
@@ -45,7 +54,10 @@ describe('npm run mint-jwt -- EMAIL', () => {
     const { account } = await createTestAccount(app);
     const r = await mintJwtCli([account.email], { ...JWT_ENV, JWT_SECRET: 'a-different-secret-0123456789-abcdefghij' });
     expect(r.code).to.equal(0);
-    const err = await authenticateJwt(app, r.stdout.trim()).then(() => undefined, (e: unknown) => e);
+    const err = await authenticateJwt(app, r.stdout.trim()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).to.have.property('status', 401);
   });
 

@@ -51,7 +51,8 @@ describe('the queue dashboard in a real browser (headless Chromium)', function (
     // The overview: a card per queue, with its total.
     const card = page.locator('main li', { has: page.getByRole('link', { name: 'completions.0', exact: true }) });
     await card.getByText('3 Jobs').waitFor();
-    for (const other of ['scheduled', 'invoicing']) await page.locator('main').getByRole('link', { name: other, exact: true }).waitFor();
+    for (const other of ['scheduled', 'invoicing'])
+      await page.locator('main').getByRole('link', { name: other, exact: true }).waitFor();
 
     // The queue's own page: its counts by status.
     await card.getByRole('link', { name: 'completions.0', exact: true }).click();

@@ -23,7 +23,9 @@ describe('worker capacity: bursts absorbed, saturation refused at once', functio
     // 30 tokens at 10 a second: each stream lasts about three seconds once started.
     const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '10' };
     const [web] = await Promise.all([start('web', env), start('worker', env)]);
-    const streams = Array.from({ length: 300 }, () => openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask));
+    const streams = Array.from({ length: 300 }, () =>
+      openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask),
+    );
     const firstTokenAt: number[] = [];
     const endedAt: number[] = [];
     await Promise.all(
@@ -40,9 +42,17 @@ describe('worker capacity: bursts absorbed, saturation refused at once', functio
   });
 
   it('answers 503 server_overloaded at once, with Retry-After, when every worker is busy and jobs already wait', async () => {
-    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5', WORKER_CONCURRENCY: '2', QUEUE_PICKUP_TIMEOUT_MS: '30000' };
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '5',
+      WORKER_CONCURRENCY: '2',
+      QUEUE_PICKUP_TIMEOUT_MS: '30000',
+    };
     const [web] = await Promise.all([start('web', env), start('worker', env)]);
-    const busy = [0, 1].map(() => openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...ask, max_tokens: 100 }));
+    const busy = [0, 1].map(() =>
+      openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...ask, max_tokens: 100 }),
+    );
     await Promise.all(busy.map((s) => s.waitFor(1)));
     await eventually(async () => {
       const h = await get(`${web.url}/health`);
@@ -58,7 +68,10 @@ describe('worker capacity: bursts absorbed, saturation refused at once', functio
     // A probe sent before the web process's own view caught up is queued; it gives up (and its job
     // is withdrawn) rather than wait for a slot.
     const refused = await eventually(async () => {
-      const r = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey, signal: AbortSignal.timeout(500) }).catch(() => undefined);
+      const r = await post(`${web.url}/v1/chat/completions`, ask, {
+        bearer: account.apiKey,
+        signal: AbortSignal.timeout(500),
+      }).catch(() => undefined);
       return r?.status === 503 ? r : undefined;
     }, 'the web process to see the queue and refuse');
     expect(refused.body.error.code).to.equal('server_overloaded');

@@ -9,12 +9,16 @@ import { rolesPerTest } from '../support/processes.js';
 import { openStream, readSse } from '../support/sse.js';
 
 const usageRow = (app: AppContext, requestId: string) =>
-  eventually(() => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(), `usage row ${requestId}`);
+  eventually(
+    () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(),
+    `usage row ${requestId}`,
+  );
 
 const chunkId = (e: string) => (JSON.parse(e) as { id: string }).id;
 
 /** Jobs waiting on every shard of the completion queue. */
-const waitingJobs = async (ctx: AppContext): Promise<number> => (await Promise.all(ctx.completionQueues.map((q) => q.getWaitingCount()))).reduce((a, b) => a + b, 0);
+const waitingJobs = async (ctx: AppContext): Promise<number> =>
+  (await Promise.all(ctx.completionQueues.map((q) => q.getWaitingCount()))).reduce((a, b) => a + b, 0);
 
 describe('chat completions when things go wrong', () => {
   let app: AppContext;
@@ -29,7 +33,11 @@ describe('chat completions when things go wrong', () => {
   });
   after(async () => app.close());
 
-  const ask = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Tell me a long story' }], max_tokens: 400 };
+  const ask = {
+    model: 'gemini-2.5-flash',
+    messages: [{ role: 'user', content: 'Tell me a long story' }],
+    max_tokens: 400,
+  };
 
   it('aborts the upstream and records only the tokens produced when the client disconnects', async () => {
     // 20 tokens a second: the answer would take 20 s; the client leaves after the first chunk.
@@ -43,7 +51,9 @@ describe('chat completions when things go wrong', () => {
     const row = await usageRow(app, id);
     expect(row.status).to.equal('cancelled');
     // Aborted within a second: at 20 tokens/s at most ~20 more tokens than the client had seen.
-    expect(row.completion_tokens).to.be.greaterThan(0).and.lessThan(2 + 25);
+    expect(row.completion_tokens)
+      .to.be.greaterThan(0)
+      .and.lessThan(2 + 25);
     expect(row.prompt_tokens).to.be.greaterThan(0);
   });
 
@@ -70,7 +80,10 @@ describe('chat completions when things go wrong', () => {
     const env = { REDIS_PREFIX: isolatedPrefix(), QUEUE_MAX_DEPTH: '2', QUEUE_PICKUP_TIMEOUT_MS: '20000' };
     const web = await start('web', env);
     // No worker: two requests wait in the queue and fill it.
-    const waiting = [openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask), openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask)];
+    const waiting = [
+      openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask),
+      openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask),
+    ];
     const ctx = createContext(testConfig({ REDIS_PREFIX: env.REDIS_PREFIX }), { role: 'test' });
     await eventually(async () => ((await waitingJobs(ctx)) === 2 ? true : undefined), 'two jobs waiting');
     await ctx.close();
@@ -90,7 +103,8 @@ describe('chat completions when things go wrong', () => {
     try {
       await ctx.warmUp([ctx.redis]);
       // A real Redis error inside BullMQ's add script: its event stream key holds a string, so XADD fails (WRONGTYPE).
-      for (const shard of completionShards(config)) await ctx.redis.set(`${bullPrefix(config, shard)}:${COMPLETIONS_QUEUE}:events`, 'not a stream');
+      for (const shard of completionShards(config))
+        await ctx.redis.set(`${bullPrefix(config, shard)}:${COMPLETIONS_QUEUE}:events`, 'not a stream');
       const r = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey });
       expect(r.status).to.equal(503);
       expect(r.body.error.code).to.equal('queue_unavailable');
@@ -121,7 +135,12 @@ describe('chat completions when things go wrong', () => {
   });
 
   it('ends the stream with an error event when its worker dies mid-stream, and records the partial usage once', async () => {
-    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20', QUEUE_STALLED_INTERVAL_MS: '500' };
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '20',
+      QUEUE_STALLED_INTERVAL_MS: '500',
+    };
     const web = await start('web', env);
     const first = await start('worker', env);
     const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask);
@@ -147,7 +166,13 @@ describe('chat completions when things go wrong', () => {
     try {
       // 100 tokens, 50 ms apart: the first worker is killed well before the answer ends.
       openai.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
-      const env = { REDIS_PREFIX: isolatedPrefix(), QUEUE_STALLED_INTERVAL_MS: '500', MODEL_BACKEND: 'catalog', OPENAI_BASE_URL: `${openai.url}/v1`, OPENAI_API_KEY: openai.apiKey };
+      const env = {
+        REDIS_PREFIX: isolatedPrefix(),
+        QUEUE_STALLED_INTERVAL_MS: '500',
+        MODEL_BACKEND: 'catalog',
+        OPENAI_BASE_URL: `${openai.url}/v1`,
+        OPENAI_API_KEY: openai.apiKey,
+      };
       const web = await start('web', env);
       const first = await start('worker', env);
       const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...ask, model: 'gpt-4.1-mini' });
@@ -166,7 +191,12 @@ describe('chat completions when things go wrong', () => {
   });
 
   it('loses no usage when a worker is killed between the upstream answer and recording it', async () => {
-    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000', QUEUE_STALLED_INTERVAL_MS: '500' };
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '5000',
+      QUEUE_STALLED_INTERVAL_MS: '500',
+    };
     const web = await start('web', env);
     const doomed = await start('worker', { ...env, FAULT_INJECT: 'crash-before-record' });
     const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...ask, max_tokens: 30 });
@@ -183,7 +213,12 @@ describe('chat completions when things go wrong', () => {
   });
 
   it('still answers a non-streaming request whose worker is killed before recording: the re-run answers it, recorded once', async () => {
-    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000', QUEUE_STALLED_INTERVAL_MS: '500' };
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '5000',
+      QUEUE_STALLED_INTERVAL_MS: '500',
+    };
     const web = await start('web', env);
     const doomed = await start('worker', { ...env, FAULT_INJECT: 'crash-before-record' });
     const answer = post(`${web.url}/v1/chat/completions`, { ...ask, max_tokens: 30 }, { bearer: account.apiKey });

@@ -10,7 +10,11 @@ import { rolesPerTest } from '../support/processes.js';
 import { openStream, postStream } from '../support/sse.js';
 
 const usageRow = (app: AppContext, requestId: string) =>
-  eventually(() => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(), `usage row ${requestId}`, 20_000);
+  eventually(
+    () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(),
+    `usage row ${requestId}`,
+    20_000,
+  );
 
 /** What a client received, choice by choice, from the data of its SSE events. */
 function receivedText(events: string[], n: number): string[] {
@@ -30,7 +34,10 @@ async function jobStarted(redisUrl: string, prefix: string): Promise<string> {
   const redis = new Redis(redisUrl);
   try {
     // A request's state key ends with its id: <prefix>:req:{<web process's tag>}:<id>.
-    return await eventually(async () => (await redis.keys(`${prefix}:req:*`))[0]?.split('}:').at(-1), 'a worker to claim the job');
+    return await eventually(
+      async () => (await redis.keys(`${prefix}:req:*`))[0]?.split('}:').at(-1),
+      'a worker to claim the job',
+    );
   } finally {
     redis.disconnect();
   }
@@ -53,10 +60,20 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
   });
   after(async () => app.close());
 
-  const story = (max_tokens: number, n = 1) => ({ model: 'gemini-2.5-flash', messages: [{ role: 'user', content: `Tell me a long story ${Math.random()}` }], max_tokens, n });
+  const story = (max_tokens: number, n = 1) => ({
+    model: 'gemini-2.5-flash',
+    messages: [{ role: 'user', content: `Tell me a long story ${Math.random()}` }],
+    max_tokens,
+    n,
+  });
 
   it('bills an interrupted stream exactly the tokens its client received when its worker is killed', async () => {
-    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '40', QUEUE_STALLED_INTERVAL_MS: '1000' };
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '40',
+      QUEUE_STALLED_INTERVAL_MS: '1000',
+    };
     const web = await start('web', env);
     const first = await start('worker', env);
     const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, story(400, 2));
@@ -78,7 +95,12 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
     let env: Record<string, string>;
     beforeEach(async () => {
       redis = await new PrivateRedis().start();
-      env = { REDIS_URL: redis.url, REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '10' };
+      env = {
+        REDIS_URL: redis.url,
+        REDIS_PREFIX: isolatedPrefix(),
+        LOCAL_MODEL_TTFT_MS: '0',
+        LOCAL_MODEL_TOKENS_PER_SECOND: '10',
+      };
     });
     afterEach(async () => redis.stop());
 
@@ -109,10 +131,16 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
       await redis.start();
       await s.finished;
       const lines = await eventually(async () => {
-        const parsed = worker.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string; failures?: Record<string, number> });
+        const parsed = worker
+          .output()
+          .split('\n')
+          .filter((l) => l.startsWith('{'))
+          .map((l) => JSON.parse(l) as { level: number; msg: string; failures?: Record<string, number> });
         return parsed.some((l) => l.msg.startsWith('Redis answers again')) ? parsed : undefined;
       }, 'the worker to report the end of the outage');
-      expect(lines.filter((l) => l.msg === 'Redis is unreachable; failures are counted until it answers again')).to.have.length(1);
+      expect(
+        lines.filter((l) => l.msg === 'Redis is unreachable; failures are counted until it answers again'),
+      ).to.have.length(1);
       const end = lines.filter((l) => l.msg.startsWith('Redis answers again'));
       expect(end).to.have.length(1);
       expect(Object.values(end[0]!.failures ?? {}).reduce((a, b) => a + b, 0)).to.be.greaterThan(0);
@@ -138,7 +166,9 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
     // The local model answers with 30 to 120 tokens; at 5 a second, six seconds at least.
     const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5' };
     const [web] = await Promise.all([start('web', env), start('worker', env)]);
-    const answer = post(`${web.url}/v1/chat/completions`, story(400), { bearer: account.apiKey }).catch(() => undefined);
+    const answer = post(`${web.url}/v1/chat/completions`, story(400), { bearer: account.apiKey }).catch(
+      () => undefined,
+    );
     const requestId = await jobStarted(process.env.REDIS_URL!, env.REDIS_PREFIX);
     await web.stop('SIGKILL');
     await answer;

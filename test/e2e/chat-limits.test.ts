@@ -72,7 +72,8 @@ describe('rate limits at the chat endpoint', () => {
 
   it('admits again once the minute window has passed', async () => {
     const { apiKey } = await createTestAccount(app, { tier: 'free' });
-    for (let i = 0; i < 20; i++) expect((await post(`${webs[0]!.url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
+    for (let i = 0; i < 20; i++)
+      expect((await post(`${webs[0]!.url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
     expect((await post(`${webs[1]!.url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(429);
     clock.advance(60_000);
     expect((await post(`${webs[1]!.url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
@@ -90,7 +91,8 @@ describe('rate limits at the chat endpoint', () => {
 
   /** Two requests: the first ties the key to its account on that web instance, the second caches the account. */
   const cacheKeyOn = async (url: string, apiKey: string) => {
-    for (let i = 0; i < 2; i++) expect((await post(`${url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
+    for (let i = 0; i < 2; i++)
+      expect((await post(`${url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
   };
 
   it('admits under the new tier on an instance that had the key cached, once the change has committed', async () => {
@@ -128,7 +130,8 @@ describe('rate limits at the chat endpoint', () => {
     const monitor = await monitorRedis(process.env.REDIS_URL!);
     const touched: string[] = [];
     monitor.on(({ source, args }) => {
-      if (source !== 'lua' && args.some((x) => x.includes(`${prefix}:authv:`))) touched.push(String(args[0]).toLowerCase());
+      if (source !== 'lua' && args.some((x) => x.includes(`${prefix}:authv:`)))
+        touched.push(String(args[0]).toLowerCase());
     });
     try {
       expect((await post(`${webs[0]!.url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
@@ -141,7 +144,10 @@ describe('rate limits at the chat endpoint', () => {
   it('refuses a request whose token reservation does not fit the day with 429 insufficient_quota', async () => {
     const { apiKey } = await createTestAccount(app, { tier: 'free' });
     // 15 messages of 50,000 characters: far more prompt tokens than the free tier's 100,000 a day.
-    const huge = { ...ask, messages: Array.from({ length: 15 }, () => ({ role: 'user', content: 'hello '.repeat(8_333) })) };
+    const huge = {
+      ...ask,
+      messages: Array.from({ length: 15 }, () => ({ role: 'user', content: 'hello '.repeat(8_333) })),
+    };
     const r = await post(`${webs[0]!.url}/v1/chat/completions`, huge, { bearer: apiKey });
     expect(r.status).to.equal(429);
     expect(r.body.error).to.include({ type: 'insufficient_quota', code: 'insufficient_quota' });
@@ -155,7 +161,10 @@ describe('rate limits at the chat endpoint', () => {
   it('says a request larger than the whole daily token quota must be made smaller, not retried', async () => {
     const { apiKey } = await createTestAccount(app, { tier: 'free' });
     // 15 messages of 50,000 characters: more prompt tokens than the free tier's 100,000 a day.
-    const huge = { ...ask, messages: Array.from({ length: 15 }, () => ({ role: 'user', content: 'hello '.repeat(8_333) })) };
+    const huge = {
+      ...ask,
+      messages: Array.from({ length: 15 }, () => ({ role: 'user', content: 'hello '.repeat(8_333) })),
+    };
     const r = await post(`${webs[0]!.url}/v1/chat/completions`, huge, { bearer: apiKey });
     expect(r.status).to.equal(429);
     expect(r.body.error.code).to.equal('insufficient_quota');
@@ -169,14 +178,19 @@ describe('rate limits at the chat endpoint', () => {
     monitor.on(({ source, args }) => {
       // Commands a script runs inside Redis show with source "lua": they are not round trips.
       if (source === 'lua') return;
-      log.push({ source, cmd: String(args[0]).toLowerCase(), limits: args.some((a) => a.includes(`${prefix}:limits:`)) });
+      log.push({
+        source,
+        cmd: String(args[0]).toLowerCase(),
+        limits: args.some((a) => a.includes(`${prefix}:limits:`)),
+      });
     });
     try {
       const r = await post(`${webs[0]!.url}/v1/chat/completions`, ask, { bearer: apiKey });
       expect(r.status).to.equal(200);
       // The settlement is recorded just after the response; wait for it to show.
       const deadline = Date.now() + 5000;
-      while (log.filter((l) => l.limits).length < 2 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 20));
+      while (log.filter((l) => l.limits).length < 2 && Date.now() < deadline)
+        await new Promise((res) => setTimeout(res, 20));
     } finally {
       monitor.stop();
     }

@@ -86,7 +86,10 @@ describe('chat completions through web and worker processes (built-in local mode
 
   it('streams n choices, each with its own index and finish_reason', async () => {
     const s = await postStream(url, { ...ask, n: 3 }, free.apiKey);
-    const finished = s.chunks.flatMap((c) => c.choices).filter((ch: any) => ch.finish_reason !== null).map((ch: any) => ch.index);
+    const finished = s.chunks
+      .flatMap((c) => c.choices)
+      .filter((ch: any) => ch.finish_reason !== null)
+      .map((ch: any) => ch.index);
     expect(finished.sort()).to.deep.equal([0, 1, 2]);
   });
 
@@ -115,12 +118,25 @@ describe('chat completions through web and worker processes (built-in local mode
     expect(r.body.usage.cost).to.equal(Number(row.cost_usd));
   });
 
-  it('puts usage.cost in a stream\'s usage chunk, and 0 on the free tier', async () => {
-    const paidStream = await postStream(url, { ...ask, stream: true, stream_options: { include_usage: true } }, paid.apiKey);
-    const freeStream = await postStream(url, { ...ask, stream: true, stream_options: { include_usage: true } }, free.apiKey);
+  it("puts usage.cost in a stream's usage chunk, and 0 on the free tier", async () => {
+    const paidStream = await postStream(
+      url,
+      { ...ask, stream: true, stream_options: { include_usage: true } },
+      paid.apiKey,
+    );
+    const freeStream = await postStream(
+      url,
+      { ...ask, stream: true, stream_options: { include_usage: true } },
+      free.apiKey,
+    );
     const paidUsage = paidStream.chunks.at(-1).usage;
     const row = await eventually(
-      () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', paidStream.chunks[0].id).executeTakeFirst(),
+      () =>
+        app.db
+          .selectFrom('usage_events')
+          .selectAll()
+          .where('request_id', '=', paidStream.chunks[0].id)
+          .executeTakeFirst(),
       'the usage row',
     );
     expect(paidUsage.cost).to.equal(Number(row.cost_usd)).and.to.be.greaterThan(0);
@@ -149,16 +165,41 @@ describe('chat completions through web and worker processes (built-in local mode
   it('refuses OpenAI parameters that would change the answer and cannot be honoured, with 422 naming each', async () => {
     const r = await post(
       url,
-      { ...ask, tools: [{ type: 'function', function: { name: 'f' } }], response_format: { type: 'json_object' }, logprobs: true, max_completion_tokens: 5 },
+      {
+        ...ask,
+        tools: [{ type: 'function', function: { name: 'f' } }],
+        response_format: { type: 'json_object' },
+        logprobs: true,
+        max_completion_tokens: 5,
+      },
       { bearer: free.apiKey },
     );
     expect(r.status).to.equal(422);
-    expect(r.body.detail.map((d: { loc: unknown }) => d.loc)).to.have.deep.members([['body', 'tools'], ['body', 'response_format'], ['body', 'logprobs'], ['body', 'max_completion_tokens']]);
-    expect(r.body.detail.find((d: { loc: string[] }) => d.loc[1] === 'max_completion_tokens').msg).to.match(/Use max_tokens/);
+    expect(r.body.detail.map((d: { loc: unknown }) => d.loc)).to.have.deep.members([
+      ['body', 'tools'],
+      ['body', 'response_format'],
+      ['body', 'logprobs'],
+      ['body', 'max_completion_tokens'],
+    ]);
+    expect(r.body.detail.find((d: { loc: string[] }) => d.loc[1] === 'max_completion_tokens').msg).to.match(
+      /Use max_tokens/,
+    );
   });
 
   it('accepts those parameters at the values that ask for nothing, and ignores fields it does not know', async () => {
-    const r = await post(url, { ...ask, tools: [], response_format: { type: 'text' }, logprobs: false, tool_choice: null, seed: 7, metadata: { a: 'b' } }, { bearer: free.apiKey });
+    const r = await post(
+      url,
+      {
+        ...ask,
+        tools: [],
+        response_format: { type: 'text' },
+        logprobs: false,
+        tool_choice: null,
+        seed: 7,
+        metadata: { a: 'b' },
+      },
+      { bearer: free.apiKey },
+    );
     expect(r.status).to.equal(200);
     expect(r.body.object).to.equal('chat.completion');
   });
@@ -166,11 +207,16 @@ describe('chat completions through web and worker processes (built-in local mode
   it('refuses an empty messages list with 422 at body.messages', async () => {
     const r = await post(url, { ...ask, messages: [] }, { bearer: free.apiKey });
     expect(r.status).to.equal(422);
-    expect(r.body.detail).to.deep.equal([{ loc: ['body', 'messages'], msg: 'List should have at least 1 items', type: 'too_short' }]);
+    expect(r.body.detail).to.deep.equal([
+      { loc: ['body', 'messages'], msg: 'List should have at least 1 items', type: 'too_short' },
+    ]);
   });
 
   it('refuses a role no provider understands with 422 at the client’s own message index, persona or not', async () => {
-    const messages = [{ role: 'user', content: 'hi' }, { role: 'robot', content: 'beep' }];
+    const messages = [
+      { role: 'user', content: 'hi' },
+      { role: 'robot', content: 'beep' },
+    ];
     for (const extra of [{}, { persona: 'concise' }]) {
       const r = await post(url, { ...ask, ...extra, messages }, { bearer: free.apiKey });
       expect(r.status).to.equal(422);
@@ -186,7 +232,18 @@ describe('chat completions through web and worker processes (built-in local mode
   });
 
   it('answers out-of-bounds fields with 422, one entry per field', async () => {
-    const r = await post(url, { model: 'x'.repeat(51), messages: [{ role: 'user', content: 'hi' }], temperature: 2.5, n: 6, max_tokens: 0, stop: ['a', 'b', 'c', 'd', 'e'] }, { bearer: free.apiKey });
+    const r = await post(
+      url,
+      {
+        model: 'x'.repeat(51),
+        messages: [{ role: 'user', content: 'hi' }],
+        temperature: 2.5,
+        n: 6,
+        max_tokens: 0,
+        stop: ['a', 'b', 'c', 'd', 'e'],
+      },
+      { bearer: free.apiKey },
+    );
     expect(r.status).to.equal(422);
     expect(r.body.detail.map((d: any) => d.loc)).to.have.deep.members([
       ['body', 'model'],
@@ -201,13 +258,22 @@ describe('chat completions through web and worker processes (built-in local mode
     const client = (key: string) => new OpenAI({ apiKey: key, baseURL: `${web.url}/v1`, maxRetries: 0 });
 
     it('creates a non-streaming completion', async () => {
-      const c = await client(free.apiKey).chat.completions.create({ model: 'gemini-2.5-flash-lite', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
+      const c = await client(free.apiKey).chat.completions.create({
+        model: 'gemini-2.5-flash-lite',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 10,
+      });
       expect(c.choices[0]!.message.content).to.be.a('string').that.is.not.empty;
       expect(c.usage!.total_tokens).to.be.greaterThan(0);
     });
 
     it('streams a completion', async () => {
-      const stream = await client(free.apiKey).chat.completions.create({ model: 'gemini-2.5-flash-lite', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10, stream: true });
+      const stream = await client(free.apiKey).chat.completions.create({
+        model: 'gemini-2.5-flash-lite',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 10,
+        stream: true,
+      });
       let text = '';
       let finish: string | null = null;
       for await (const chunk of stream) {
@@ -221,16 +287,28 @@ describe('chat completions through web and worker processes (built-in local mode
     it('raises its typed errors for 401, 403, 404 and 422', async () => {
       const bad = client('sk-svc-' + 'A'.repeat(49));
       const req = { model: 'gemini-2.5-flash', messages: [{ role: 'user' as const, content: 'hi' }] };
-      await bad.chat.completions.create(req).then(() => expect.fail('401 expected'), (e) => expect(e).to.be.instanceOf(OpenAI.AuthenticationError));
+      await bad.chat.completions.create(req).then(
+        () => expect.fail('401 expected'),
+        (e) => expect(e).to.be.instanceOf(OpenAI.AuthenticationError),
+      );
       await client(free.apiKey)
         .chat.completions.create({ ...req, model: 'claude-sonnet-4-5' })
-        .then(() => expect.fail('403 expected'), (e) => expect(e).to.be.instanceOf(OpenAI.PermissionDeniedError));
+        .then(
+          () => expect.fail('403 expected'),
+          (e) => expect(e).to.be.instanceOf(OpenAI.PermissionDeniedError),
+        );
       await client(free.apiKey)
         .chat.completions.create({ ...req, model: 'nope' })
-        .then(() => expect.fail('404 expected'), (e) => expect(e).to.be.instanceOf(OpenAI.NotFoundError));
+        .then(
+          () => expect.fail('404 expected'),
+          (e) => expect(e).to.be.instanceOf(OpenAI.NotFoundError),
+        );
       await client(free.apiKey)
         .chat.completions.create({ ...req, temperature: 3 })
-        .then(() => expect.fail('422 expected'), (e) => expect(e).to.be.instanceOf(OpenAI.UnprocessableEntityError));
+        .then(
+          () => expect.fail('422 expected'),
+          (e) => expect(e).to.be.instanceOf(OpenAI.UnprocessableEntityError),
+        );
     });
   });
 });

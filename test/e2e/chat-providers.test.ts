@@ -33,7 +33,12 @@ describe('completions for every provider, from sign-up on, through web and worke
   const answer = DEFAULT_TOKENS.join('');
 
   before(async () => {
-    [postmark, openai, anthropic, gemini] = await Promise.all([new FakePostmark().start(), startFakeOpenAI(), startFakeAnthropic(), startFakeGemini()]);
+    [postmark, openai, anthropic, gemini] = await Promise.all([
+      new FakePostmark().start(),
+      startFakeOpenAI(),
+      startFakeAnthropic(),
+      startFakeGemini(),
+    ]);
     const common = { ...postmark.env(), REDIS_PREFIX: isolatedPrefix(), UPSTREAM_MAX_RETRIES: '2' };
     const providers = {
       ...common,
@@ -45,14 +50,30 @@ describe('completions for every provider, from sign-up on, through web and worke
       GEMINI_BASE_URL: gemini.url,
       GEMINI_API_KEY: gemini.apiKey,
     };
-    const local = { ...common, REDIS_PREFIX: isolatedPrefix(), MODEL_BACKEND: 'local', LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000' };
+    const local = {
+      ...common,
+      REDIS_PREFIX: isolatedPrefix(),
+      MODEL_BACKEND: 'local',
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '5000',
+    };
     app = createContext(testConfig(providers), { role: 'test' });
-    procs.push(...(await Promise.all([startRole('web', providers), startRole('worker', providers), startRole('web', local), startRole('worker', local)])));
+    procs.push(
+      ...(await Promise.all([
+        startRole('web', providers),
+        startRole('worker', providers),
+        startRole('web', local),
+        startRole('worker', local),
+      ])),
+    );
     web = procs[0]!;
     localWeb = procs[2]!;
 
     await post(`${web.url}/v1/auth/signup`, { name: 'Grace Hopper', email, organization: 'Navy' });
-    const [message] = await eventually(async () => (postmark.accepted(email).length ? postmark.accepted(email) : undefined), 'the verification email');
+    const [message] = await eventually(
+      async () => (postmark.accepted(email).length ? postmark.accepted(email) : undefined),
+      'the verification email',
+    );
     const verified = await get(`${web.url}/v1/auth/verify?token=${verificationLinkIn(message!.TextBody!).token}`);
     expect(verified.status).to.equal(200);
     apiKey = verified.body.api_key;
@@ -78,7 +99,11 @@ describe('completions for every provider, from sign-up on, through web and worke
 
   for (const [model, fake] of models) {
     it(`answers a non-streaming request for ${model} from its provider`, async () => {
-      const c = await sdk(web.url).chat.completions.create({ model, messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 50 });
+      const c = await sdk(web.url).chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: 'Hello?' }],
+        max_tokens: 50,
+      });
       expect(c.model).to.equal(model);
       expect(c.choices[0]!.message.content).to.equal(answer);
       expect(c.choices[0]!.finish_reason).to.equal('stop');
@@ -87,7 +112,11 @@ describe('completions for every provider, from sign-up on, through web and worke
     });
 
     it(`streams ${model} from its provider, ending with [DONE]`, async () => {
-      const s = await postStream(`${web.url}/v1/chat/completions`, { model, messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 50 }, apiKey);
+      const s = await postStream(
+        `${web.url}/v1/chat/completions`,
+        { model, messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 50 },
+        apiKey,
+      );
       expect(s.status).to.equal(200);
       expect(s.events.at(-1)).to.equal('[DONE]');
       expect(s.chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).to.equal(answer);
@@ -99,9 +128,20 @@ describe('completions for every provider, from sign-up on, through web and worke
     for (const [model] of models) {
       const ask = { model, messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 50 };
       const r = await post(`${web.url}/v1/chat/completions`, ask, { bearer: apiKey });
-      expect(openAiIssues('CreateChatCompletionResponse', r.body), `${model}: ${JSON.stringify(r.body)}`).to.deep.equal([]);
-      const s = await postStream(`${web.url}/v1/chat/completions`, { ...ask, stream_options: { include_usage: true } }, apiKey);
-      s.chunks.forEach((chunk, i) => expect(openAiIssues('CreateChatCompletionStreamResponse', chunk), `${model} chunk ${i}: ${JSON.stringify(chunk)}`).to.deep.equal([]));
+      expect(openAiIssues('CreateChatCompletionResponse', r.body), `${model}: ${JSON.stringify(r.body)}`).to.deep.equal(
+        [],
+      );
+      const s = await postStream(
+        `${web.url}/v1/chat/completions`,
+        { ...ask, stream_options: { include_usage: true } },
+        apiKey,
+      );
+      s.chunks.forEach((chunk, i) =>
+        expect(
+          openAiIssues('CreateChatCompletionStreamResponse', chunk),
+          `${model} chunk ${i}: ${JSON.stringify(chunk)}`,
+        ).to.deep.equal([]),
+      );
     }
   });
 
@@ -114,28 +154,46 @@ describe('completions for every provider, from sign-up on, through web and worke
     expect(openai.requests.map((r) => r.body.stream)).to.deep.equal([false, true]);
     expect(openai.requests[1]!.body.stream_options).to.deep.equal({ include_usage: true });
     expect(anthropic.requests.map((r) => r.body.stream)).to.deep.equal([false, true]);
-    expect(gemini.requests.map((r) => r.path.replace(/^.*:/, ''))).to.deep.equal(['generateContent', 'streamGenerateContent?alt=sse']);
+    expect(gemini.requests.map((r) => r.path.replace(/^.*:/, ''))).to.deep.equal([
+      'generateContent',
+      'streamGenerateContent?alt=sse',
+    ]);
   });
 
   it('answers and streams from the built-in local model, naming it in system_fingerprint', async () => {
-    const c = await sdk(localWeb.url).chat.completions.create({ model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 12 });
+    const c = await sdk(localWeb.url).chat.completions.create({
+      model: 'claude-sonnet-4-5',
+      messages: [{ role: 'user', content: 'Hello?' }],
+      max_tokens: 12,
+    });
     expect(c.system_fingerprint).to.equal('local-model-v1');
     expect(c.usage!.completion_tokens).to.equal(12);
-    const s = await postStream(`${localWeb.url}/v1/chat/completions`, { model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 12 }, apiKey);
+    const s = await postStream(
+      `${localWeb.url}/v1/chat/completions`,
+      { model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'Hello?' }], max_tokens: 12 },
+      apiKey,
+    );
     expect(s.events.at(-1)).to.equal('[DONE]');
     expect(s.chunks[0].system_fingerprint).to.equal('local-model-v1');
   });
 
   it('retries an upstream 500 that comes before the first token, and the client never sees it', async () => {
     openai.nextResponse({ status: 500, message: 'upstream hiccup' });
-    const c = await sdk(web.url).chat.completions.create({ model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Hello?' }] });
+    const c = await sdk(web.url).chat.completions.create({
+      model: 'gpt-4.1-mini',
+      messages: [{ role: 'user', content: 'Hello?' }],
+    });
     expect(c.choices[0]!.message.content).to.equal(answer);
     expect(openai.requests).to.have.length(2);
   });
 
   it('answers 503 with Retry-After when the upstream keeps answering 429', async () => {
     openai.script({ status: 429, message: 'Rate limit reached', retryAfterMs: 5 });
-    const r = await post(`${web.url}/v1/chat/completions`, { model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Hello?' }] }, { bearer: apiKey });
+    const r = await post(
+      `${web.url}/v1/chat/completions`,
+      { model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Hello?' }] },
+      { bearer: apiKey },
+    );
     expect(r.status).to.equal(503);
     expect(r.body.error).to.include({ code: 'upstream_rate_limited', type: 'upstream_error' });
     // The upstream asked for 5 ms: the client is told the smallest whole second.
@@ -145,14 +203,22 @@ describe('completions for every provider, from sign-up on, through web and worke
 
   it("answers an upstream failure relayed from the worker with a body in the shape of OpenAI's ErrorResponse", async () => {
     gemini.nextResponse({ status: 400, message: 'Invalid value at generation_config' });
-    const r = await post(`${web.url}/v1/chat/completions`, { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Hello?' }] }, { bearer: apiKey });
+    const r = await post(
+      `${web.url}/v1/chat/completions`,
+      { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Hello?' }] },
+      { bearer: apiKey },
+    );
     expect(r.status).to.equal(400);
     expect(openAiIssues('ErrorResponse', r.body)).to.deep.equal([]);
   });
 
-  it('passes an upstream 400 on as a 400 with the provider\'s message, without retrying', async () => {
+  it("passes an upstream 400 on as a 400 with the provider's message, without retrying", async () => {
     gemini.nextResponse({ status: 400, message: 'Invalid value at generation_config' });
-    const r = await post(`${web.url}/v1/chat/completions`, { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Hello?' }] }, { bearer: apiKey });
+    const r = await post(
+      `${web.url}/v1/chat/completions`,
+      { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Hello?' }] },
+      { bearer: apiKey },
+    );
     expect(r.status).to.equal(400);
     expect(r.body.error.message).to.include('Invalid value at generation_config');
     expect(gemini.requests).to.have.length(1);
@@ -160,12 +226,19 @@ describe('completions for every provider, from sign-up on, through web and worke
 
   it('ends a stream with an error event and [DONE] when the upstream fails mid-stream, and records the partial usage', async () => {
     anthropic.nextResponse({ failAfter: 3 });
-    const s = await postStream(`${web.url}/v1/chat/completions`, { model: 'claude-haiku-4-5', messages: [{ role: 'user', content: 'Hello?' }] }, apiKey);
+    const s = await postStream(
+      `${web.url}/v1/chat/completions`,
+      { model: 'claude-haiku-4-5', messages: [{ role: 'user', content: 'Hello?' }] },
+      apiKey,
+    );
     expect(s.status).to.equal(200);
     expect(s.events.at(-1)).to.equal('[DONE]');
     const error = JSON.parse(s.events.at(-2)!);
     expect(error.error.type).to.equal('upstream_error');
-    const text = s.chunks.filter((c) => c.choices).map((c) => c.choices[0]?.delta?.content ?? '').join('');
+    const text = s.chunks
+      .filter((c) => c.choices)
+      .map((c) => c.choices[0]?.delta?.content ?? '')
+      .join('');
     expect(text).to.equal(DEFAULT_TOKENS.slice(0, 3).join(''));
     const row = await eventually(
       () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', s.chunks[0].id).executeTakeFirst(),
@@ -177,10 +250,19 @@ describe('completions for every provider, from sign-up on, through web and worke
   });
 
   it('answers 503 model_unavailable for a model whose provider has no key, never a stand-in answer', async () => {
-    const env = { REDIS_PREFIX: isolatedPrefix(), MODEL_BACKEND: 'catalog', GEMINI_API_KEY: gemini.apiKey, GEMINI_BASE_URL: gemini.url };
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      MODEL_BACKEND: 'catalog',
+      GEMINI_API_KEY: gemini.apiKey,
+      GEMINI_BASE_URL: gemini.url,
+    };
     const [w, k] = await Promise.all([startRole('web', env), startRole('worker', env)]);
     procs.push(w, k);
-    const r = await post(`${w.url}/v1/chat/completions`, { model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Hello?' }] }, { bearer: apiKey });
+    const r = await post(
+      `${w.url}/v1/chat/completions`,
+      { model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Hello?' }] },
+      { bearer: apiKey },
+    );
     expect(r.status).to.equal(503);
     expect(r.body.error.code).to.equal('model_unavailable');
   });

@@ -31,14 +31,23 @@ const sdk = (web: RoleProcess, apiKey: string) => new OpenAI({ apiKey, baseURL: 
 
 /** Reads a resumed stream to its end through the official SDK, from after event `after`. */
 async function sdkResume(web: RoleProcess, apiKey: string, id: string, after: number): Promise<string> {
-  const stream = await sdk(web, apiKey).get<Stream<ChatCompletionChunk>>(`/chat/completions/${id}/stream`, { stream: true, headers: { 'Last-Event-ID': String(after) } });
+  const stream = await sdk(web, apiKey).get<Stream<ChatCompletionChunk>>(`/chat/completions/${id}/stream`, {
+    stream: true,
+    headers: { 'Last-Event-ID': String(after) },
+  });
   let text = '';
   for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
   return text;
 }
 
 /** A resumed stream read raw, after event `after` (sent as Last-Event-ID, or as ?starting_after). */
-async function resume(web: RoleProcess, apiKey: string, id: string, after?: number, as: 'header' | 'query' = 'header'): Promise<SseResult> {
+async function resume(
+  web: RoleProcess,
+  apiKey: string,
+  id: string,
+  after?: number,
+  as: 'header' | 'query' = 'header',
+): Promise<SseResult> {
   const query = after !== undefined && as === 'query' ? `?starting_after=${after}` : '';
   const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` };
   if (after !== undefined && as === 'header') headers['last-event-id'] = String(after);
@@ -55,20 +64,35 @@ async function dropAfter(web: RoleProcess, apiKey: string, body: object, n: numb
 }
 
 const ledgerRow = (app: AppContext, requestId: string) =>
-  eventually(() => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(), `usage row ${requestId}`, 20_000);
+  eventually(
+    () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(),
+    `usage row ${requestId}`,
+    20_000,
+  );
 
-const ledgerRows = (app: AppContext, accountId: string) => app.db.selectFrom('usage_events').selectAll().where('account_id', '=', accountId).execute();
+const ledgerRows = (app: AppContext, accountId: string) =>
+  app.db.selectFrom('usage_events').selectAll().where('account_id', '=', accountId).execute();
 
 /** Waits until the completion has ended (its retrieval no longer says it runs). */
 const ended = (web: RoleProcess, apiKey: string, id: string) =>
-  eventually(async () => {
-    const r = await get(`${web.url}/v1/chat/completions/${id}`, { bearer: apiKey });
-    return r.status === 409 && r.body.error.code === 'completion_in_progress' ? undefined : r;
-  }, `completion ${id} to end`, 20_000);
+  eventually(
+    async () => {
+      const r = await get(`${web.url}/v1/chat/completions/${id}`, { bearer: apiKey });
+      return r.status === 409 && r.body.error.code === 'completion_in_progress' ? undefined : r;
+    },
+    `completion ${id} to end`,
+    20_000,
+  );
 
 describe('resumable streams and completion retrieval (two web processes, one worker)', () => {
   // 20 tokens a second: a 40-token answer takes two seconds, time enough to drop a connection mid-stream.
-  const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20', RELAY_LOG_TTL_SECONDS: '10', RESUME_GRACE_SECONDS: '60' };
+  const env = {
+    REDIS_PREFIX: isolatedPrefix(),
+    LOCAL_MODEL_TTFT_MS: '0',
+    LOCAL_MODEL_TOKENS_PER_SECOND: '20',
+    RELAY_LOG_TTL_SECONDS: '10',
+    RESUME_GRACE_SECONDS: '60',
+  };
   const body = { ...ask, max_tokens: 40 };
   let app: AppContext;
   let webs: RoleProcess[];
@@ -79,9 +103,16 @@ describe('resumable streams and completion retrieval (two web processes, one wor
 
   before(async () => {
     app = createContext(testConfig(env), { role: 'test' });
-    [webs, worker] = await Promise.all([Promise.all([startRole('web', env), startRole('web', env)]), startRole('worker', env)]);
+    [webs, worker] = await Promise.all([
+      Promise.all([startRole('web', env), startRole('web', env)]),
+      startRole('worker', env),
+    ]);
     const reference = await createTestAccount(app, { tier: 'paid' });
-    whole = await postStream(`${webs[0]!.url}/v1/chat/completions`, { ...body, stream_options: { include_usage: true } }, reference.apiKey);
+    whole = await postStream(
+      `${webs[0]!.url}/v1/chat/completions`,
+      { ...body, stream_options: { include_usage: true } },
+      reference.apiKey,
+    );
   });
   beforeEach(async () => {
     user = await createTestAccount(app, { tier: 'paid' });
@@ -192,14 +223,24 @@ describe('resumable streams and completion retrieval (two web processes, one wor
     const first = await postStream(`${webs[0]!.url}/v1/chat/completions`, body, user.apiKey);
     const other = await createTestAccount(app, { tier: 'paid' });
     const id = idOf(first.events);
-    for (const url of [`${webs[1]!.url}/v1/chat/completions/${id}/stream`, `${webs[1]!.url}/v1/chat/completions/${id}`]) {
+    for (const url of [
+      `${webs[1]!.url}/v1/chat/completions/${id}/stream`,
+      `${webs[1]!.url}/v1/chat/completions/${id}`,
+    ]) {
       const r = await get(url, { bearer: other.apiKey });
       expect(r.status).to.equal(404);
-      expect(r.body.error).to.include({ type: 'not_found_error', code: 'completion_not_found', param: 'completion_id' });
+      expect(r.body.error).to.include({
+        type: 'not_found_error',
+        code: 'completion_not_found',
+        param: 'completion_id',
+      });
     }
     await sdk(webs[1]!, other.apiKey)
       .chat.completions.retrieve(id)
-      .then(() => expect.fail('404 expected'), (e) => expect(e).to.be.instanceOf(OpenAI.NotFoundError));
+      .then(
+        () => expect.fail('404 expected'),
+        (e) => expect(e).to.be.instanceOf(OpenAI.NotFoundError),
+      );
   });
 
   it('answers 404 for an id it never made', async () => {
@@ -214,12 +255,19 @@ describe('resumable streams and completion retrieval (two web processes, one wor
     const first = await postStream(`${webs[0]!.url}/v1/chat/completions`, body, user.apiKey);
     const id = idOf(first.events);
     expect((await get(`${webs[1]!.url}/v1/chat/completions/${id}`, { bearer: user.apiKey })).status).to.equal(200);
-    const gone = await eventually(async () => {
-      const r = await get(`${webs[1]!.url}/v1/chat/completions/${id}`, { bearer: user.apiKey });
-      return r.status === 404 ? r : undefined;
-    }, 'the completion to expire', 25_000, 250);
+    const gone = await eventually(
+      async () => {
+        const r = await get(`${webs[1]!.url}/v1/chat/completions/${id}`, { bearer: user.apiKey });
+        return r.status === 404 ? r : undefined;
+      },
+      'the completion to expire',
+      25_000,
+      250,
+    );
     expect(gone.body.error.code).to.equal('completion_not_found');
-    expect((await get(`${webs[1]!.url}/v1/chat/completions/${id}/stream`, { bearer: user.apiKey })).status).to.equal(404);
+    expect((await get(`${webs[1]!.url}/v1/chat/completions/${id}/stream`, { bearer: user.apiKey })).status).to.equal(
+      404,
+    );
   });
 
   it('refuses a Last-Event-ID or starting_after that is not a non-negative integer with 422', async () => {
@@ -236,17 +284,35 @@ describe('resumable streams and completion retrieval (two web processes, one wor
   });
 
   it('refuses stream_options.resumable without stream: true with 422', async () => {
-    const r = await post(`${webs[0]!.url}/v1/chat/completions`, { ...body, stream: false, stream_options: { resumable: true } }, { bearer: user.apiKey });
+    const r = await post(
+      `${webs[0]!.url}/v1/chat/completions`,
+      { ...body, stream: false, stream_options: { resumable: true } },
+      { bearer: user.apiKey },
+    );
     expect(r.status).to.equal(422);
     expect(r.body.detail[0].loc).to.deep.equal(['body', 'stream_options', 'resumable']);
   });
 
   it('openai SDK retrieves a finished streamed completion as a chat.completion, its usage with cost as billed', async () => {
-    const first = await postStream(`${webs[0]!.url}/v1/chat/completions`, { ...body, stream_options: { include_usage: true } }, user.apiKey);
+    const first = await postStream(
+      `${webs[0]!.url}/v1/chat/completions`,
+      { ...body, stream_options: { include_usage: true } },
+      user.apiKey,
+    );
     const id = idOf(first.events);
     const c = await sdk(webs[1]!, user.apiKey).chat.completions.retrieve(id);
-    const usageChunk = JSON.parse(first.events.at(-2)!) as { usage: object; system_fingerprint: string; created: number };
-    expect(c).to.deep.include({ id, object: 'chat.completion', model: body.model, created: usageChunk.created, system_fingerprint: usageChunk.system_fingerprint });
+    const usageChunk = JSON.parse(first.events.at(-2)!) as {
+      usage: object;
+      system_fingerprint: string;
+      created: number;
+    };
+    expect(c).to.deep.include({
+      id,
+      object: 'chat.completion',
+      model: body.model,
+      created: usageChunk.created,
+      system_fingerprint: usageChunk.system_fingerprint,
+    });
     expect(c.choices).to.have.length(1);
     expect(c.choices[0]!.message).to.deep.equal({ role: 'assistant', content: textOf(whole.events), refusal: null });
     expect(c.choices[0]!.finish_reason).to.equal('length');
@@ -274,7 +340,13 @@ describe('resumable streams and completion retrieval (two web processes, one wor
 describe('the grace period of a resumable stream whose client left (RESUME_GRACE_SECONDS)', () => {
   // 5 tokens a second against a grace of 2 s: an answer outlasts the grace by far, so only a
   // reader keeps it going; heartbeats every 100 ms show between tokens.
-  const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5', RESUME_GRACE_SECONDS: '2', STREAM_HEARTBEAT_MS: '100' };
+  const env = {
+    REDIS_PREFIX: isolatedPrefix(),
+    LOCAL_MODEL_TTFT_MS: '0',
+    LOCAL_MODEL_TOKENS_PER_SECOND: '5',
+    RESUME_GRACE_SECONDS: '2',
+    STREAM_HEARTBEAT_MS: '100',
+  };
   const resumable = { ...ask, stream_options: { resumable: true } };
   let app: AppContext;
   let web: RoleProcess;
@@ -319,20 +391,33 @@ describe('the grace period of a resumable stream whose client left (RESUME_GRACE
   });
 
   it(`follows a running request for all its readers on one web process with one Redis connection ${ONE_REDIS_SERVER}`, async () => {
-    const tailConnections = async () => ((await app.redis.client('LIST')) as string).split('\n').filter((line) => line.includes(` name=${env.REDIS_PREFIX}:relay-log-tail `)).length;
+    const tailConnections = async () =>
+      ((await app.redis.client('LIST')) as string)
+        .split('\n')
+        .filter((line) => line.includes(` name=${env.REDIS_PREFIX}:relay-log-tail `)).length;
     const dropped = await dropAfter(web, user.apiKey, { ...resumable, max_tokens: 30 }, 2);
     const url = `${web.url}/v1/chat/completions/${dropped.id}/stream`;
-    const readers = Array.from({ length: 5 }, () => openGetStream(url, user.apiKey, { 'last-event-id': String(dropped.lastId) }));
-    await eventually(async () => ((await tailConnections()) === 1 ? true : undefined), 'one tail connection for the five readers');
+    const readers = Array.from({ length: 5 }, () =>
+      openGetStream(url, user.apiKey, { 'last-event-id': String(dropped.lastId) }),
+    );
+    await eventually(
+      async () => ((await tailConnections()) === 1 ? true : undefined),
+      'one tail connection for the five readers',
+    );
     await Promise.all(readers.map((r) => r.finished));
     for (const r of readers) expect(r.events.at(-1)).to.equal('[DONE]');
-    await eventually(async () => ((await tailConnections()) === 0 ? true : undefined), 'the tail connection closed after the last reader');
+    await eventually(
+      async () => ((await tailConnections()) === 0 ? true : undefined),
+      'the tail connection closed after the last reader',
+    );
   });
 
   it('starts the grace period again when the last reader leaves', async () => {
     const body = { ...resumable, max_tokens: 80 };
     const dropped = await dropAfter(web, user.apiKey, body, 2);
-    const reader = openGetStream(`${web.url}/v1/chat/completions/${dropped.id}/stream`, user.apiKey, { 'last-event-id': String(dropped.lastId) });
+    const reader = openGetStream(`${web.url}/v1/chat/completions/${dropped.id}/stream`, user.apiKey, {
+      'last-event-id': String(dropped.lastId),
+    });
     await reader.waitFor(3);
     reader.controller.abort();
     await reader.finished;

@@ -13,7 +13,12 @@ import { postStream } from '../support/sse.js';
 describe('a fleet of two web and two worker processes', () => {
   const prefix = isolatedPrefix();
   // Every process's clock stands at one instant, so a burst never straddles a rate-limit window.
-  const env = { REDIS_PREFIX: prefix, TEST_CLOCK_AT: new Date().toISOString(), WORKER_CONCURRENCY: '20', LOCAL_MODEL_TTFT_MS: '0' };
+  const env = {
+    REDIS_PREFIX: prefix,
+    TEST_CLOCK_AT: new Date().toISOString(),
+    WORKER_CONCURRENCY: '20',
+    LOCAL_MODEL_TTFT_MS: '0',
+  };
   let app: AppContext;
   let webs: RoleProcess[];
   let workers: RoleProcess[];
@@ -24,7 +29,11 @@ describe('a fleet of two web and two worker processes', () => {
     metricsPorts = [await freePort(), await freePort()];
     [webs, workers] = await Promise.all([
       Promise.all([startRole('web', env), startRole('web', env)]),
-      Promise.all(metricsPorts.map((port) => startRole('worker', { ...env, LOCAL_MODEL_TOKENS_PER_SECOND: '40', WORKER_METRICS_PORT: String(port) }))),
+      Promise.all(
+        metricsPorts.map((port) =>
+          startRole('worker', { ...env, LOCAL_MODEL_TOKENS_PER_SECOND: '40', WORKER_METRICS_PORT: String(port) }),
+        ),
+      ),
     ]);
   });
   after(async () => {
@@ -44,7 +53,11 @@ describe('a fleet of two web and two worker processes', () => {
     const { apiKey, account } = await createTestAccount(app, { tier: 'paid' });
     const before = await Promise.all(metricsPorts.map(completedBy));
     // Thirty streams at once where each worker takes twenty at most: both must serve some.
-    const streams = await Promise.all(Array.from({ length: 30 }, (_, i) => postStream(`${webs[i % 2]!.url}/v1/chat/completions`, { ...ask, stream: true }, apiKey)));
+    const streams = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        postStream(`${webs[i % 2]!.url}/v1/chat/completions`, { ...ask, stream: true }, apiKey),
+      ),
+    );
     for (const s of streams) {
       expect(s.status).to.equal(200);
       expect(s.events.at(-1)).to.equal('[DONE]');
@@ -55,7 +68,11 @@ describe('a fleet of two web and two worker processes', () => {
     expect(served[1]).to.be.above(0);
     const ids = streams.map((s) => (JSON.parse(s.events[0]!) as { id: string }).id);
     const rows = await eventually(async () => {
-      const r = await app.db.selectFrom('usage_events').select('request_id').where('account_id', '=', account.id).execute();
+      const r = await app.db
+        .selectFrom('usage_events')
+        .select('request_id')
+        .where('account_id', '=', account.id)
+        .execute();
       return r.length >= 30 ? r : undefined;
     }, 'the thirty requests in the ledger');
     expect(rows.map((r) => r.request_id).sort()).to.deep.equal([...ids].sort());
@@ -63,7 +80,9 @@ describe('a fleet of two web and two worker processes', () => {
 
   it('admits exactly the free tier’s 20 requests a minute of 30 sent at once through both web processes', async () => {
     const { apiKey } = await createTestAccount(app, { tier: 'free' });
-    const results = await Promise.all(Array.from({ length: 30 }, (_, i) => post(`${webs[i % 2]!.url}/v1/chat/completions`, ask, { bearer: apiKey })));
+    const results = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => post(`${webs[i % 2]!.url}/v1/chat/completions`, ask, { bearer: apiKey })),
+    );
     expect(results.filter((r) => r.status === 200)).to.have.length(20);
     expect(results.filter((r) => r.status === 429)).to.have.length(10);
   });
@@ -71,14 +90,18 @@ describe('a fleet of two web and two worker processes', () => {
   it('refuses a regenerated key at once on both web processes, even where it was cached', async () => {
     const { apiKey, jwt } = await createTestAccount(app, { tier: 'paid' });
     // Two requests on each web process: the second is admitted from the process's key cache.
-    for (const web of webs) for (let i = 0; i < 2; i++) expect((await post(`${web.url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
+    for (const web of webs)
+      for (let i = 0; i < 2; i++)
+        expect((await post(`${web.url}/v1/chat/completions`, ask, { bearer: apiKey })).status).to.equal(200);
     const regenerated = await post(`${webs[0]!.url}/v1/auth/regenerate-api-key`, {}, { bearer: jwt });
     expect(regenerated.status).to.equal(200);
     for (const web of webs) {
       const old = await post(`${web.url}/v1/chat/completions`, ask, { bearer: apiKey });
       expect(old.status).to.equal(401);
       expect(old.body.error.code).to.equal('invalid_api_key');
-      expect((await post(`${web.url}/v1/chat/completions`, ask, { bearer: regenerated.body.api_key })).status).to.equal(200);
+      expect((await post(`${web.url}/v1/chat/completions`, ask, { bearer: regenerated.body.api_key })).status).to.equal(
+        200,
+      );
     }
   });
 });

@@ -21,7 +21,10 @@ describe('/health when a dependency goes away', () => {
     const redisUrl = new URL(process.env.REDIS_URL!);
     pgProxy = await new TcpProxy(pgUrl.hostname, Number(pgUrl.port || 5432)).start();
     redisProxy = await new TcpProxy(redisUrl.hostname, Number(redisUrl.port || 6379)).start();
-    web = await startRole('web', { DATABASE_URL: via(pgProxy, process.env.DATABASE_URL!), REDIS_URL: via(redisProxy, process.env.REDIS_URL!) });
+    web = await startRole('web', {
+      DATABASE_URL: via(pgProxy, process.env.DATABASE_URL!),
+      REDIS_URL: via(redisProxy, process.env.REDIS_URL!),
+    });
   });
   after(async () => {
     await web.stop();

@@ -45,7 +45,12 @@ describe('the web tier at the protocol edges (a live web process)', () => {
   });
 
   const host = () => new URL(web.url).host;
-  const chatBody = JSON.stringify({ model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 20, stream: true });
+  const chatBody = JSON.stringify({
+    model: 'gemini-2.5-flash',
+    messages: [{ role: 'user', content: 'Hello' }],
+    max_tokens: 20,
+    stream: true,
+  });
   const chatRequest = (extra: [string, string][] = []) =>
     rawRequest(
       'POST',
@@ -76,7 +81,10 @@ describe('the web tier at the protocol edges (a live web process)', () => {
       c.write(chatRequest());
       await c.until((t) => t.includes('data: [DONE]') && t.endsWith('0\r\n\r\n'), 'the end of the stream');
       c.write(rawRequest('GET', '/health', [['Host', host()]]));
-      const text = await c.until((t) => /HTTP\/1\.1 \d{3} [^\r]*\r\n[\s\S]*HTTP\/1\.1 (200|503) /.test(t), 'a second response on the same connection');
+      const text = await c.until(
+        (t) => /HTTP\/1\.1 \d{3} [^\r]*\r\n[\s\S]*HTTP\/1\.1 (200|503) /.test(t),
+        'a second response on the same connection',
+      );
       expect(text.match(/HTTP\/1\.1 /g)).to.have.length(2);
     });
   });
@@ -84,7 +92,18 @@ describe('the web tier at the protocol edges (a live web process)', () => {
   describe('requests that never finish arriving', () => {
     it('answers 408 and closes a connection whose body stops short of its Content-Length', async () => {
       const c = connect();
-      c.write(rawRequest('POST', '/v1/auth/signup', [['Host', host()], ['Content-Type', 'application/json'], ['Content-Length', '1000']], '{"name":'));
+      c.write(
+        rawRequest(
+          'POST',
+          '/v1/auth/signup',
+          [
+            ['Host', host()],
+            ['Content-Type', 'application/json'],
+            ['Content-Length', '1000'],
+          ],
+          '{"name":',
+        ),
+      );
       await c.closed;
       expect(c.text).to.match(/^HTTP\/1\.1 408 /);
     });
@@ -101,7 +120,11 @@ describe('the web tier at the protocol edges (a live web process)', () => {
       const env = { ...ENV, LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
       const [slowWeb, slowWorker] = await Promise.all([startRole('web', env), startRole('worker', env)]);
       try {
-        const s = await postStream(`${slowWeb.url}/v1/chat/completions`, { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'A long story' }], max_tokens: 60 }, account.apiKey);
+        const s = await postStream(
+          `${slowWeb.url}/v1/chat/completions`,
+          { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'A long story' }], max_tokens: 60 },
+          account.apiKey,
+        );
         expect(s.status).to.equal(200);
         expect(s.events.at(-1)).to.equal('[DONE]');
         expect(s.chunks.at(-1).choices[0].finish_reason).to.be.oneOf(['stop', 'length']);
@@ -122,12 +145,18 @@ describe('the web tier at the protocol edges (a live web process)', () => {
     it('reads a sign-up body of exactly 16 KiB', async () => {
       const body = signupOf(SIGNUP_LIMIT);
       expect(Buffer.byteLength(body)).to.equal(SIGNUP_LIMIT);
-      const r = await request('POST', `${web.url}/v1/auth/signup`, { raw: body, headers: { 'content-type': 'application/json' } });
+      const r = await request('POST', `${web.url}/v1/auth/signup`, {
+        raw: body,
+        headers: { 'content-type': 'application/json' },
+      });
       expect(r.status).to.equal(200);
     });
 
     it('refuses a sign-up body one byte over 16 KiB with 413 in the error envelope', async () => {
-      const r = await request('POST', `${web.url}/v1/auth/signup`, { raw: signupOf(SIGNUP_LIMIT + 1), headers: { 'content-type': 'application/json' } });
+      const r = await request('POST', `${web.url}/v1/auth/signup`, {
+        raw: signupOf(SIGNUP_LIMIT + 1),
+        headers: { 'content-type': 'application/json' },
+      });
       expect(r.status).to.equal(413);
       expect(r.body.error).to.include({ type: 'invalid_request_error', code: 'request_too_large' });
     });
@@ -148,7 +177,10 @@ describe('the web tier at the protocol edges (a live web process)', () => {
     });
 
     it('does not read the body of an unauthenticated chat request at all', async () => {
-      const r = await post(`${web.url}/v1/chat/completions`, { model: 'x', messages: [{ role: 'user', content: 'x'.repeat(1000) }] });
+      const r = await post(`${web.url}/v1/chat/completions`, {
+        model: 'x',
+        messages: [{ role: 'user', content: 'x'.repeat(1000) }],
+      });
       expect(r.status).to.equal(401);
     });
   });
@@ -157,14 +189,26 @@ describe('the web tier at the protocol edges (a live web process)', () => {
     const signupJson = () => JSON.stringify({ name: 'Ada', email: uniqueEmail('abuse'), organization: 'Engines' });
     const signupRequest = (body: string | Buffer, extra: [string, string][] = []) =>
       Buffer.concat([
-        Buffer.from(rawRequest('POST', '/v1/auth/signup', [['Host', host()], ['Content-Type', 'application/json'], ['Content-Length', String(Buffer.byteLength(body))], ...extra])),
+        Buffer.from(
+          rawRequest('POST', '/v1/auth/signup', [
+            ['Host', host()],
+            ['Content-Type', 'application/json'],
+            ['Content-Length', String(Buffer.byteLength(body))],
+            ...extra,
+          ]),
+        ),
         Buffer.isBuffer(body) ? body : Buffer.from(body),
       ]);
     const statusOf = (text: string) => Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]);
 
     it('answers headers over 16 KiB with 431 and closes', async () => {
       const c = connect();
-      c.write(rawRequest('GET', '/health', [['Host', host()], ['X-Padding', 'x'.repeat(20_000)]]));
+      c.write(
+        rawRequest('GET', '/health', [
+          ['Host', host()],
+          ['X-Padding', 'x'.repeat(20_000)],
+        ]),
+      );
       await c.closed;
       expect(statusOf(c.text)).to.equal(431);
     });
@@ -183,7 +227,12 @@ describe('the web tier at the protocol edges (a live web process)', () => {
 
     it('refuses two Authorization headers with 400 instead of picking one', async () => {
       const c = connect();
-      c.write(chatRequest([['Authorization', 'Bearer sk-svc-someone-else'], ['Connection', 'close']]));
+      c.write(
+        chatRequest([
+          ['Authorization', 'Bearer sk-svc-someone-else'],
+          ['Connection', 'close'],
+        ]),
+      );
       await c.closed;
       expect(statusOf(c.text)).to.equal(400);
       expect(c.text).to.include('duplicate_authorization');
@@ -192,7 +241,13 @@ describe('the web tier at the protocol edges (a live web process)', () => {
     it('answers pipelined requests in order on one connection', async () => {
       const c = connect();
       const bodies = [signupJson(), signupJson()];
-      c.write(Buffer.concat([signupRequest(bodies[0]!), Buffer.from(rawRequest('GET', '/v1/nowhere', [['Host', host()]])), signupRequest(bodies[1]!, [['Connection', 'close']])]));
+      c.write(
+        Buffer.concat([
+          signupRequest(bodies[0]!),
+          Buffer.from(rawRequest('GET', '/v1/nowhere', [['Host', host()]])),
+          signupRequest(bodies[1]!, [['Connection', 'close']]),
+        ]),
+      );
       await c.closed;
       const statuses = [...c.text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
       expect(statuses).to.deep.equal([200, 404, 200]);
@@ -201,7 +256,15 @@ describe('the web tier at the protocol edges (a live web process)', () => {
     it('honours Expect: 100-continue', async () => {
       const c = connect();
       const body = signupJson();
-      c.write(rawRequest('POST', '/v1/auth/signup', [['Host', host()], ['Content-Type', 'application/json'], ['Content-Length', String(Buffer.byteLength(body))], ['Expect', '100-continue'], ['Connection', 'close']]));
+      c.write(
+        rawRequest('POST', '/v1/auth/signup', [
+          ['Host', host()],
+          ['Content-Type', 'application/json'],
+          ['Content-Length', String(Buffer.byteLength(body))],
+          ['Expect', '100-continue'],
+          ['Connection', 'close'],
+        ]),
+      );
       await c.until((t) => t.includes('100 Continue'), '100 Continue');
       c.write(body);
       await c.closed;
@@ -209,7 +272,11 @@ describe('the web tier at the protocol edges (a live web process)', () => {
     });
 
     it('refuses a JSON body that is not valid UTF-8 with 422 instead of altering it', async () => {
-      const body = Buffer.concat([Buffer.from('{"name":"Ada '), Buffer.from([0xc3, 0x28]), Buffer.from(`","email":"${uniqueEmail('utf8')}","organization":"E"}`)]);
+      const body = Buffer.concat([
+        Buffer.from('{"name":"Ada '),
+        Buffer.from([0xc3, 0x28]),
+        Buffer.from(`","email":"${uniqueEmail('utf8')}","organization":"E"}`),
+      ]);
       const c = connect();
       c.write(signupRequest(body, [['Connection', 'close']]));
       await c.closed;
@@ -265,8 +332,16 @@ describe('a stream whose client stops reading (a live web process, a fake OpenAI
     // 3,000 tokens of 16,000 characters, 3 ms apart: about 50 MB over ten seconds, far more than
     // the socket buffers on the way (a client that reads nothing keeps its receive window small),
     // at a pace the relay carries easily.
-    openai.script({ tokens: Array.from({ length: 3000 }, () => 'x'.repeat(16_000)), tokenDelayMs: 3, usage: { prompt: 10, completion: 3000 } });
-    const body = JSON.stringify({ model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Say a lot' }], stream: true });
+    openai.script({
+      tokens: Array.from({ length: 3000 }, () => 'x'.repeat(16_000)),
+      tokenDelayMs: 3,
+      usage: { prompt: 10, completion: 3000 },
+    });
+    const body = JSON.stringify({
+      model: 'gpt-4.1-mini',
+      messages: [{ role: 'user', content: 'Say a lot' }],
+      stream: true,
+    });
     const c = new RawConnection(web.url, { paused: true });
     try {
       c.write(
@@ -290,12 +365,18 @@ describe('a stream whose client stops reading (a live web process, a fake OpenAI
       c.socket.resume();
       await c.closed;
       const [row] = await eventually(async () => {
-        const rows = await app.db.selectFrom('usage_events').selectAll().where('account_id', '=', account.account.id).execute();
+        const rows = await app.db
+          .selectFrom('usage_events')
+          .selectAll()
+          .where('account_id', '=', account.account.id)
+          .execute();
         return rows.length > 0 ? rows : undefined;
       }, 'the usage row');
       expect(row).to.include({ status: 'cancelled' });
       // Billed by the tokens produced before the stop, well short of the whole answer.
-      expect(row!.completion_tokens).to.be.greaterThan(0).and.below(3000 * countTokens('x'.repeat(16_000)));
+      expect(row!.completion_tokens)
+        .to.be.greaterThan(0)
+        .and.below(3000 * countTokens('x'.repeat(16_000)));
     } finally {
       c.destroy();
     }

@@ -14,7 +14,12 @@ describe('npm start (scripts/start.mjs) itself', function () {
     const env = testEnv();
     // Own process group, stopped with SIGTERM once it has spoken: before its roles exist that ends it
     // and its migrate child at once; after, its own handler stops the roles it started.
-    const proc = spawn(process.execPath, [path.join(PROJECT_ROOT, 'scripts', 'start.mjs')], { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const proc = spawn(process.execPath, [path.join(PROJECT_ROOT, 'scripts', 'start.mjs')], {
+      cwd: PROJECT_ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     const exited = new Promise((resolve) => proc.once('exit', resolve));
     let stderr = '';
     const spoke = await new Promise<boolean>((resolve) => {
@@ -42,6 +47,8 @@ describe('npm start (scripts/start.mjs) itself', function () {
     expect(spoke, stderr).to.equal(true);
     const lines = stderr.split('\n');
     expect(lines).to.include(`[setup] Postgres: ${new URL(env.DATABASE_URL!).href} (from DATABASE_URL)`);
-    expect(lines).to.include(`[setup] Redis: ${new URL(env.REDIS_URL!).href}, key prefix "${env.REDIS_PREFIX}" (from REDIS_URL)`);
+    expect(lines).to.include(
+      `[setup] Redis: ${new URL(env.REDIS_URL!).href}, key prefix "${env.REDIS_PREFIX}" (from REDIS_URL)`,
+    );
   });
 });

@@ -50,7 +50,12 @@ describe("the wire format against OpenAI's published OpenAPI schemas (web and wo
     const s = await postStream(url, { ...ask, n: 3, stream_options: { include_usage: true } }, free.apiKey);
     expect(s.status).to.equal(200);
     expect(s.events.at(-1)).to.equal('[DONE]');
-    s.chunks.forEach((chunk, i) => expect(openAiIssues('CreateChatCompletionStreamResponse', chunk), `chunk ${i}: ${JSON.stringify(chunk)}`).to.deep.equal([]));
+    s.chunks.forEach((chunk, i) =>
+      expect(
+        openAiIssues('CreateChatCompletionStreamResponse', chunk),
+        `chunk ${i}: ${JSON.stringify(chunk)}`,
+      ).to.deep.equal([]),
+    );
     const last = s.chunks.at(-1);
     expect(last.choices).to.deep.equal([]);
     expect(last.usage.total_tokens).to.be.greaterThan(0);
@@ -62,7 +67,12 @@ describe("the wire format against OpenAI's published OpenAPI schemas (web and wo
     const s = await postStream(url, ask, free.apiKey);
     expect(s.status).to.equal(200);
     expect(s.chunks.length).to.be.greaterThan(1);
-    s.chunks.forEach((chunk, i) => expect(openAiIssues('CreateChatCompletionStreamResponse', chunk), `chunk ${i}: ${JSON.stringify(chunk)}`).to.deep.equal([]));
+    s.chunks.forEach((chunk, i) =>
+      expect(
+        openAiIssues('CreateChatCompletionStreamResponse', chunk),
+        `chunk ${i}: ${JSON.stringify(chunk)}`,
+      ).to.deep.equal([]),
+    );
     expect(s.chunks.at(-1).choices[0].finish_reason).to.be.oneOf(['stop', 'length']);
   });
 

@@ -38,7 +38,10 @@ interface Exit {
 }
 
 function runScript(script: string, args: string[], env: Env): Promise<Exit> {
-  const proc = spawn(process.execPath, ['--enable-source-maps', script, ...args], { env: testEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, ['--enable-source-maps', script, ...args], {
+    env: testEnv(env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   proc.stdout.on('data', (d) => (stdout += d));
@@ -106,7 +109,10 @@ describe('behind PgBouncer in transaction mode', function () {
     expect(migrated.code, migrated.stdout + migrated.stderr).to.equal(0);
     app = createContext(testConfig(env), { role: 'test' });
     // Each role names itself to the pooler (application_name), so its client connections can be told apart.
-    const named = (role: string) => ({ ...env, DATABASE_URL: `${bouncer.url(database)}?application_name=pooled-${role}` });
+    const named = (role: string) => ({
+      ...env,
+      DATABASE_URL: `${bouncer.url(database)}?application_name=pooled-${role}`,
+    });
     [web, worker] = await Promise.all([startRole('web', named('web')), startRole('worker', named('worker'))]);
   });
 
@@ -132,7 +138,8 @@ describe('behind PgBouncer in transaction mode', function () {
       await client.connect();
       try {
         const pids = [];
-        for (let i = 0; i < 4; i++) pids.push((await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid);
+        for (let i = 0; i < 4; i++)
+          pids.push((await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid);
         expect(new Set(pids).size).to.be.greaterThan(1);
       } finally {
         await client.end();
@@ -147,26 +154,35 @@ describe('behind PgBouncer in transaction mode', function () {
       try {
         expect(await advisoryLocks()).to.deep.include({ classid: 4242, objid: 4242, granted: true });
       } finally {
-        await admin.query(`select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and classid = 4242`);
+        await admin.query(
+          `select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and classid = 4242`,
+        );
       }
     });
 
     it('refuses statement_timeout as a startup parameter, so DB_STATEMENT_TIMEOUT_MS is 0 and the database setting applies in every session', async () => {
       const refused = createDb(testConfig({ ...env, DB_STATEMENT_TIMEOUT_MS: '10000' }));
       try {
-        const err = await sql`select 1`.execute(refused).then(() => undefined, (e: Error) => e.message);
+        const err = await sql`select 1`.execute(refused).then(
+          () => undefined,
+          (e: Error) => e.message,
+        );
         expect(err).to.match(/unsupported startup parameter: statement_timeout/);
       } finally {
         await refused.destroy();
       }
-      const timeouts = await Promise.all(Array.from({ length: 4 }, () => sql<{ statement_timeout: string }>`show statement_timeout`.execute(app.db)));
+      const timeouts = await Promise.all(
+        Array.from({ length: 4 }, () => sql<{ statement_timeout: string }>`show statement_timeout`.execute(app.db)),
+      );
       expect(timeouts.map((t) => t.rows[0]!.statement_timeout)).to.deep.equal(['10s', '10s', '10s', '10s']);
     });
   });
 
   describe('the service', () => {
     it('applies every migration through the pooler and leaves no lock behind', async () => {
-      expect(migrated.stdout).to.include('migrations applied: 2026-11-22T130000-initial-schema, 2026-11-22T140000-usage-monthly-totals');
+      expect(migrated.stdout).to.include(
+        'migrations applied: 2026-11-22T130000-initial-schema, 2026-11-22T140000-usage-monthly-totals',
+      );
       const again = await runScript(MIGRATE, [], env);
       expect(again.stdout, again.stderr).to.include('migrations: already up to date');
       expect(await advisoryLocks()).to.deep.equal([]);
@@ -176,7 +192,11 @@ describe('behind PgBouncer in transaction mode', function () {
     const email = uniqueEmail('pooled');
 
     it('signs up, emails the link from the worker and verifies, answering the API key', async () => {
-      const signup = await post(`${web.url}/v1/auth/signup`, { name: 'Ada Lovelace', email, organization: 'Engines Ltd' });
+      const signup = await post(`${web.url}/v1/auth/signup`, {
+        name: 'Ada Lovelace',
+        email,
+        organization: 'Engines Ltd',
+      });
       expect(signup.status, signup.text).to.equal(200);
       const text = await eventually(async () => {
         for (const f of (await readdir(mailDir)).filter((n) => n.endsWith('.json'))) {
@@ -192,19 +212,30 @@ describe('behind PgBouncer in transaction mode', function () {
     });
 
     it('streams a completion and its worker meters the usage into the ledger', async () => {
-      const s = await postStream(`${web.url}/v1/chat/completions`, { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 20 }, apiKey);
+      const s = await postStream(
+        `${web.url}/v1/chat/completions`,
+        { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 20 },
+        apiKey,
+      );
       expect(s.status).to.equal(200);
       expect(s.events.at(-1)).to.equal('[DONE]');
       const requestId = (s.chunks[0] as { id: string }).id;
-      const row = await eventually(() => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(), 'the usage row');
+      const row = await eventually(
+        () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', requestId).executeTakeFirst(),
+        'the usage row',
+      );
       expect(row).to.include({ status: 'completed', tier: 'free', model: 'gemini-2.5-flash' });
       expect(row.completion_tokens).to.be.greaterThan(0);
     });
 
     it('issues one on-demand invoice through Stripe when two requests for it race', async () => {
       const who = await createBillingAccount(app);
-      await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 1_000_000, completion: 0, at: new Date() }]);
-      const answers = await Promise.all([0, 1].map(() => post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey })));
+      await recordUsage(app, [
+        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 1_000_000, completion: 0, at: new Date() },
+      ]);
+      const answers = await Promise.all(
+        [0, 1].map(() => post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey })),
+      );
       expect(answers.map((a) => a.status)).to.deep.equal([200, 200]);
       expect(answers.map((a) => a.body.status as string).sort()).to.deep.equal(['invoiced', 'nothing_to_invoice']);
       const invoices = await invoicesOf(app, who.account.id);
@@ -212,7 +243,7 @@ describe('behind PgBouncer in transaction mode', function () {
       expect(invoiceCreatesFor(fake, who.customerId)).to.have.length(1);
     });
 
-    it("tells run-job a period is busy while another process holds its claim, and runs it once that process lets go", async () => {
+    it('tells run-job a period is busy while another process holds its claim, and runs it once that process lets go', async () => {
       const held = gate();
       const entered = gate();
       const holding = withRunClaim(app.db, 'rollup', '2015-09', async () => {
@@ -235,13 +266,28 @@ describe('behind PgBouncer in transaction mode', function () {
 
     it('frees the claim and account lock of a run-job killed mid-invoice, and the next run resumes its draft without billing twice', async () => {
       const who = await createBillingAccount(app);
-      await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 300_000, completion: 30_000, at: '2015-10-07T00:00:00Z' }]);
+      await recordUsage(app, [
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 300_000,
+          completion: 30_000,
+          at: '2015-10-07T00:00:00Z',
+        },
+      ]);
       // --here: run-job invoices the account itself, so the fault kills run-job mid-invoice.
-      const killed = await runScript(RUN_JOB, ['invoices', '--month', '2015-10', '--here'], { ...env, FAULT_INJECT: 'crash-after-invoice-item' });
+      const killed = await runScript(RUN_JOB, ['invoices', '--month', '2015-10', '--here'], {
+        ...env,
+        FAULT_INJECT: 'crash-after-invoice-item',
+      });
       expect(killed.signal, killed.stdout + killed.stderr).to.equal('SIGKILL');
       expect((await invoicesOf(app, who.account.id)).map((i) => i.status)).to.deep.equal(['draft']);
       // The pooler closes the server sessions of the dead client's open transactions: both locks go with them.
-      await eventually(async () => ((await advisoryLocks()).length === 0 ? true : undefined), 'the killed run to hold no lock');
+      await eventually(
+        async () => ((await advisoryLocks()).length === 0 ? true : undefined),
+        'the killed run to hold no lock',
+      );
       expect(await withRunClaim(app.db, 'invoices', '2015-10', () => Promise.resolve('free'))).to.equal('free');
 
       const rerun = await runScript(RUN_JOB, ['invoices', '--month', '2015-10', '--here'], env);
@@ -255,10 +301,19 @@ describe('behind PgBouncer in transaction mode', function () {
       const previous = addMonths(monthOf(new Date()), -1).key;
       const scheduler = { ...env, DATABASE_URL: `${bouncer.url(database)}?application_name=pooled-scheduler` };
       roles.push(await startRole('scheduler', scheduler), await startRole('scheduler', scheduler));
-      const run = await eventually(async () => {
-        const r = await app.db.selectFrom('scheduler_runs').selectAll().where('job', '=', 'invoices').where('period_key', '=', previous).executeTakeFirst();
-        return r && r.status !== 'running' ? r : undefined;
-      }, `the invoices run for ${previous}`, 30_000);
+      const run = await eventually(
+        async () => {
+          const r = await app.db
+            .selectFrom('scheduler_runs')
+            .selectAll()
+            .where('job', '=', 'invoices')
+            .where('period_key', '=', previous)
+            .executeTakeFirst();
+          return r && r.status !== 'running' ? r : undefined;
+        },
+        `the invoices run for ${previous}`,
+        30_000,
+      );
       expect(run.status).to.equal('succeeded');
       expect(await withRunClaim(app.db, 'invoices', previous, () => Promise.resolve('free'))).to.not.equal(BUSY);
       const clients = (await bouncer.clients()).map((c) => c.application_name);

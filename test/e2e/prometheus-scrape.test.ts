@@ -34,14 +34,22 @@ interface RuleGroup {
 
 /** The shipped configuration, scraping these targets every second and evaluating the rules as often. */
 function testConfiguration(targets: Record<keyof typeof JOBS, string>): object {
-  const shipped = parse(readFileSync(path.join(PROMETHEUS_DIR, 'prometheus.yml'), 'utf8')) as { scrape_configs: ScrapeConfig[]; rule_files: string[] };
-  const byJob = new Map<string, string>(Object.entries(JOBS).map(([role, job]) => [job, targets[role as keyof typeof JOBS]]));
+  const shipped = parse(readFileSync(path.join(PROMETHEUS_DIR, 'prometheus.yml'), 'utf8')) as {
+    scrape_configs: ScrapeConfig[];
+    rule_files: string[];
+  };
+  const byJob = new Map<string, string>(
+    Object.entries(JOBS).map(([role, job]) => [job, targets[role as keyof typeof JOBS]]),
+  );
   expect(shipped.scrape_configs.map((c) => c.job_name).sort()).to.deep.equal([...byJob.keys()].sort());
   return {
     ...shipped,
     global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
     rule_files: shipped.rule_files.map((f) => path.resolve(PROMETHEUS_DIR, f)),
-    scrape_configs: shipped.scrape_configs.map((c) => ({ ...c, static_configs: [{ targets: [byJob.get(c.job_name)!] }] })),
+    scrape_configs: shipped.scrape_configs.map((c) => ({
+      ...c,
+      static_configs: [{ targets: [byJob.get(c.job_name)!] }],
+    })),
   };
 }
 
@@ -64,14 +72,18 @@ describe('Prometheus scraping a web, a worker and a scheduler process with ops/p
       ])),
     );
     const web = new URL(roles[0]!.url);
-    prometheus = await new PrivatePrometheus(testConfiguration({ web: web.host, worker: `127.0.0.1:${workerPort}`, scheduler: `127.0.0.1:${schedulerPort}` })).start();
+    prometheus = await new PrivatePrometheus(
+      testConfiguration({ web: web.host, worker: `127.0.0.1:${workerPort}`, scheduler: `127.0.0.1:${schedulerPort}` }),
+    ).start();
     const p = prometheus;
     await eventually(async () => {
       const { activeTargets } = await p.api<{ activeTargets: Target[] }>('targets?state=active');
       return activeTargets.length === 3 && activeTargets.every((t) => t.health === 'up') ? activeTargets : undefined;
     }, 'every target up').catch(async (err: Error) => {
       const { activeTargets } = await p.api<{ activeTargets: Target[] }>('targets?state=active');
-      throw new Error(`${err.message}\n${activeTargets.map((t) => `${t.labels.job}: ${t.health} ${t.lastError}`).join('\n')}`);
+      throw new Error(
+        `${err.message}\n${activeTargets.map((t) => `${t.labels.job}: ${t.health} ${t.lastError}`).join('\n')}`,
+      );
     });
     allUpAt = Date.now();
   });
@@ -96,9 +108,15 @@ describe('Prometheus scraping a web, a worker and a scheduler process with ops/p
       const all = groups.flatMap((g) => g.rules);
       return all.length > 0 && all.every((r) => Date.parse(r.lastEvaluation) > allUpAt) ? all : undefined;
     }, 'every rule evaluated after the first scrapes');
-    const shipped = (parse(readFileSync(path.join(PROMETHEUS_DIR, 'alerts.yml'), 'utf8')) as { groups: { rules: { alert: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert));
+    const shipped = (
+      parse(readFileSync(path.join(PROMETHEUS_DIR, 'alerts.yml'), 'utf8')) as {
+        groups: { rules: { alert: string }[] }[];
+      }
+    ).groups.flatMap((g) => g.rules.map((r) => r.alert));
     expect(rules.map((r) => r.name).sort()).to.deep.equal([...shipped].sort());
-    expect(rules.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.health} ${r.lastError ?? ''}`)).to.deep.equal([]);
+    expect(
+      rules.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.health} ${r.lastError ?? ''}`),
+    ).to.deep.equal([]);
     const { alerts } = await p.api<{ alerts: { labels: { alertname: string }; state: string }[] }>('alerts');
     expect(alerts.map((a) => `${a.labels.alertname} (${a.state})`)).to.deep.equal([]);
   });

@@ -25,7 +25,8 @@ async function walkthroughScript(): Promise<string> {
   const end = readme.indexOf('\n## ', start + 1);
   const section = readme.slice(start, end < 0 ? undefined : end);
   const blocks = [...section.matchAll(MARKED_BLOCK)].map((m) => m[1]!);
-  if (blocks.length === 0) throw new Error(`README.md's "${SECTION}" has no \`\`\`bash block marked <!-- readme-walkthrough -->`);
+  if (blocks.length === 0)
+    throw new Error(`README.md's "${SECTION}" has no \`\`\`bash block marked <!-- readme-walkthrough -->`);
   return blocks.join('\n');
 }
 
@@ -51,7 +52,12 @@ let running: ChildProcess | undefined;
 
 /** bash -euo pipefail in its own process group, killed whole (curl, npm, node) if it overruns. */
 function runBash(script: string, env: Env, cwd: string, timeoutMs: number): Promise<ScriptRun> {
-  const proc = spawn('bash', ['-euo', 'pipefail', '-c', script], { cwd, env, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
+  const proc = spawn('bash', ['-euo', 'pipefail', '-c', script], {
+    cwd,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+    detached: true,
+  });
   running = proc;
   const out = { stdout: '', stderr: '', probe: '' };
   proc.stdout!.on('data', (d) => (out.stdout += d));
@@ -115,7 +121,10 @@ describe('the README walkthrough "From sign-up to a first completion", run as wr
     // A jq that refuses: the walkthrough promises to need nothing the project does not (node is there).
     const bin = path.join(tmp, 'bin');
     await mkdir(bin);
-    await writeFile(path.join(bin, 'jq'), '#!/bin/sh\necho "jq: not installed (the walkthrough must not need it)" >&2\nexit 127\n');
+    await writeFile(
+      path.join(bin, 'jq'),
+      '#!/bin/sh\necho "jq: not installed (the walkthrough must not need it)" >&2\nexit 127\n',
+    );
     await chmod(path.join(bin, 'jq'), 0o755);
 
     const port = await freePort();
@@ -135,7 +144,12 @@ describe('the README walkthrough "From sign-up to a first completion", run as wr
     // even when a step fails (so the tests of the steps before it still say what worked).
     const script = `trap 'printf "%s\\n" "\${EMAIL:-}" "\${API_KEY:-}" >&3' EXIT\n${await walkthroughScript()}\n`;
     // `npm run mint-jwt` runs the built code from the project root with the service's environment.
-    run = await runBash(script, testEnv({ ...env, BASE: base, PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}` }), PROJECT_ROOT, RUN_TIMEOUT_MS);
+    run = await runBash(
+      script,
+      testEnv({ ...env, BASE: base, PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}` }),
+      PROJECT_ROOT,
+      RUN_TIMEOUT_MS,
+    );
     [email = '', finalKey = ''] = run.probe.split('\n');
   });
 
@@ -162,9 +176,17 @@ describe('the README walkthrough "From sign-up to a first completion", run as wr
   });
 
   it("verifies with the link from this address's message in MAIL_DEV_DIR", async () => {
-    const account = await app.db.selectFrom('accounts').select('verified_at').where('email', '=', email).executeTakeFirstOrThrow();
+    const account = await app.db
+      .selectFrom('accounts')
+      .select('verified_at')
+      .where('email', '=', email)
+      .executeTakeFirstOrThrow();
     expect(account.verified_at).to.be.an.instanceOf(Date);
-    const messages = await Promise.all((await readdir(mailDir)).filter((f) => f.endsWith('.json')).map(async (f) => JSON.parse(await readFile(path.join(mailDir, f), 'utf8'))));
+    const messages = await Promise.all(
+      (await readdir(mailDir))
+        .filter((f) => f.endsWith('.json'))
+        .map(async (f) => JSON.parse(await readFile(path.join(mailDir, f), 'utf8'))),
+    );
     expect(messages.filter((m) => m.to === email).map((m) => m.kind)).to.deep.equal(['verification']);
   });
 
@@ -175,15 +197,25 @@ describe('the README walkthrough "From sign-up to a first completion", run as wr
   });
 
   it('prints a stream of chat.completion.chunk events ending in data: [DONE] for the streamed completion', () => {
-    const events = stdoutLines().filter((l) => l.startsWith('data: ')).map((l) => l.slice('data: '.length));
+    const events = stdoutLines()
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => l.slice('data: '.length));
     expect(events.length, diagnostics()).to.be.greaterThan(1);
     expect(events.at(-1)).to.equal('[DONE]');
     for (const e of events.slice(0, -1)) expect(JSON.parse(e).object).to.equal('chat.completion.chunk');
   });
 
   it('ends holding the regenerated key, the one that answered subscription info and usage', async () => {
-    const account = await app.db.selectFrom('accounts').select('id').where('email', '=', email).executeTakeFirstOrThrow();
-    const keys = await app.db.selectFrom('api_keys').select(['key_hash', 'revoked_at']).where('account_id', '=', account.id).execute();
+    const account = await app.db
+      .selectFrom('accounts')
+      .select('id')
+      .where('email', '=', email)
+      .executeTakeFirstOrThrow();
+    const keys = await app.db
+      .selectFrom('api_keys')
+      .select(['key_hash', 'revoked_at'])
+      .where('account_id', '=', account.id)
+      .execute();
     expect(keys, 'the key from verification and the regenerated one').to.have.length(2);
     expect(keys.filter((k) => k.revoked_at === null).map((k) => k.key_hash)).to.deep.equal([hashApiKey(finalKey)]);
     const [info, usage] = jsonBodies().slice(-2);

@@ -26,7 +26,15 @@ async function stream(url: string, apiKey: string, body: object): Promise<Outcom
     body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
     signal: AbortSignal.timeout(60_000),
   });
-  if (res.status !== 200) return { id: undefined, status: res.status, done: false, error: ((await res.json()) as { error: { code: string } }).error.code, text: '', usage: undefined };
+  if (res.status !== 200)
+    return {
+      id: undefined,
+      status: res.status,
+      done: false,
+      error: ((await res.json()) as { error: { code: string } }).error.code,
+      text: '',
+      usage: undefined,
+    };
   const { events } = await readSse(res);
   let text = '';
   let id: string | undefined;
@@ -34,7 +42,12 @@ async function stream(url: string, apiKey: string, body: object): Promise<Outcom
   let usage: Outcome['usage'];
   for (const e of events) {
     if (e === '[DONE]') continue;
-    const chunk = JSON.parse(e) as { id?: string; error?: { code: string }; usage?: Outcome['usage']; choices?: { delta?: { content?: string } }[] };
+    const chunk = JSON.parse(e) as {
+      id?: string;
+      error?: { code: string };
+      usage?: Outcome['usage'];
+      choices?: { delta?: { content?: string } }[];
+    };
     id ??= chunk.id;
     if (chunk.error) error = chunk.error.code;
     if (chunk.usage) usage = chunk.usage;
@@ -56,7 +69,14 @@ describe('a Redis Cluster master failing over during streams', function () {
 
   before(async () => {
     cluster = await new LocalRedisCluster({ masters: 3, replicas: 1 }).start();
-    const env = { REDIS_URL: '', REDIS_CLUSTER_NODES: cluster.seeds, REDIS_SHARDS: '3', REDIS_PREFIX: prefix, LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
+    const env = {
+      REDIS_URL: '',
+      REDIS_CLUSTER_NODES: cluster.seeds,
+      REDIS_SHARDS: '3',
+      REDIS_PREFIX: prefix,
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '20',
+    };
     app = createContext(testConfig(env), { role: 'test' });
     [web, ...workers] = await Promise.all([startRole('web', env), startRole('worker', env), startRole('worker', env)]);
     account = await createTestAccount(app, { tier: 'paid' });
@@ -69,7 +89,11 @@ describe('a Redis Cluster master failing over during streams', function () {
 
   it('ends every stream with its whole answer or a clean error, never hangs, and bills each request once (a whole answer exactly)', async () => {
     const url = `${web.url}/v1/chat/completions`;
-    const ask = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Tell me a long story' }], max_tokens: 60 };
+    const ask = {
+      model: 'gemini-2.5-flash',
+      messages: [{ role: 'user', content: 'Tell me a long story' }],
+      max_tokens: 60,
+    };
     const runs: Promise<Outcome>[] = [];
     for (let i = 0; i < 12; i++) runs.push(stream(url, account.apiKey, ask));
     // The web process's one relay channel lives on one master: find it once the streams flow.
@@ -92,7 +116,7 @@ describe('a Redis Cluster master failing over during streams', function () {
       try {
         await client.ping();
         let logs = 0;
-        for (const node of client.nodes('master')) logs += ((await node.keys(`${prefix}:rlog:*`))).length;
+        for (const node of client.nodes('master')) logs += (await node.keys(`${prefix}:rlog:*`)).length;
         return logs >= 12 ? true : undefined;
       } finally {
         client.disconnect();
@@ -116,10 +140,18 @@ describe('a Redis Cluster master failing over during streams', function () {
 
     // Every streamed request is in the ledger once; a complete one is billed what its client was told.
     const ids = streamed.map((o) => o.id!);
-    const rows = await eventually(async () => {
-      const r = await app.db.selectFrom('usage_events').selectAll().where('account_id', '=', account.account.id).execute();
-      return r.length >= ids.length ? r : undefined;
-    }, 'every streamed request in the ledger', 60_000);
+    const rows = await eventually(
+      async () => {
+        const r = await app.db
+          .selectFrom('usage_events')
+          .selectAll()
+          .where('account_id', '=', account.account.id)
+          .execute();
+        return r.length >= ids.length ? r : undefined;
+      },
+      'every streamed request in the ledger',
+      60_000,
+    );
     expect(rows.map((r) => r.request_id).sort()).to.deep.equal([...ids].sort());
     for (const o of streamed.filter((x) => x.done)) {
       const row = rows.find((r) => r.request_id === o.id)!;

@@ -5,7 +5,14 @@ import type { Env } from '../../src/config.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { addMonths, monthOf } from '../../src/billing/periods.js';
 import { FakeStripe } from '../fakes/stripe.js';
-import { createBillingAccount, invoiceCreatesFor, invoicesOf, ledgerCentsByModel, linesOf, recordUsage } from '../support/billing.js';
+import {
+  createBillingAccount,
+  invoiceCreatesFor,
+  invoicesOf,
+  ledgerCentsByModel,
+  linesOf,
+  recordUsage,
+} from '../support/billing.js';
 import { isolatedPrefix, testConfig, testEnv } from '../support/env.js';
 import { eventually, get } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
@@ -23,7 +30,10 @@ interface Exit {
 }
 
 function runJob(args: string[], env: Env): Promise<Exit> {
-  const proc = spawn(process.execPath, ['--enable-source-maps', RUN_JOB, ...args], { env: testEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, ['--enable-source-maps', RUN_JOB, ...args], {
+    env: testEnv(env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   proc.stdout.on('data', (d) => (stdout += d));
@@ -48,19 +58,42 @@ describe('scheduler and run-job as processes', () => {
     await fake.close();
   });
 
-  const runOf = (job: string, period: string) => app.db.selectFrom('scheduler_runs').selectAll().where('job', '=', job).where('period_key', '=', period).executeTakeFirst();
+  const runOf = (job: string, period: string) =>
+    app.db
+      .selectFrom('scheduler_runs')
+      .selectAll()
+      .where('job', '=', job)
+      .where('period_key', '=', period)
+      .executeTakeFirst();
 
   it('bills nothing twice when an invoicing run is killed after its first Stripe invoice item and run again', async () => {
     const accounts = [await createBillingAccount(app), await createBillingAccount(app)];
     for (const who of accounts) {
       await recordUsage(app, [
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 300_000, completion: 30_000, at: '2015-10-07T00:00:00Z' },
-        { accountId: who.account.id, model: 'claude-sonnet-4-5', tier: 'paid', prompt: 30_000, completion: 3_000, at: '2015-10-08T00:00:00Z' },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 300_000,
+          completion: 30_000,
+          at: '2015-10-07T00:00:00Z',
+        },
+        {
+          accountId: who.account.id,
+          model: 'claude-sonnet-4-5',
+          tier: 'paid',
+          prompt: 30_000,
+          completion: 3_000,
+          at: '2015-10-08T00:00:00Z',
+        },
       ]);
     }
 
     // --here: run-job invoices the accounts itself, so the fault kills run-job mid-account.
-    const killed = await runJob(['invoices', '--month', '2015-10', '--here'], fake.env({ FAULT_INJECT: 'crash-after-invoice-item' }));
+    const killed = await runJob(
+      ['invoices', '--month', '2015-10', '--here'],
+      fake.env({ FAULT_INJECT: 'crash-after-invoice-item' }),
+    );
     expect(killed.signal, killed.stdout + killed.stderr).to.equal('SIGKILL');
     expect(await runOf('invoices', '2015-10')).to.include({ status: 'running' });
     const drafts = (await Promise.all(accounts.map((w) => invoicesOf(app, w.account.id)))).flat();
@@ -78,7 +111,9 @@ describe('scheduler and run-job as processes', () => {
       const invoices = await invoicesOf(app, who.account.id);
       expect(invoices.map((i) => i.status)).to.deep.equal(['open']);
       const lines = await linesOf(app, invoices[0]!.id);
-      expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(await ledgerCentsByModel(app, { accountId: who.account.id }));
+      expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(
+        await ledgerCentsByModel(app, { accountId: who.account.id }),
+      );
       const stripeInvoices = [...fake.invoices.values()].filter((i) => i.customer === who.customerId);
       expect(stripeInvoices).to.have.length(1);
       expect(stripeInvoices[0]!.total).to.equal(Number(invoices[0]!.amount_cents));
@@ -92,14 +127,36 @@ describe('scheduler and run-job as processes', () => {
   });
 
   it('hands a month to the workers as one job per account, and a worker killed mid-account bills nothing twice', async () => {
-    const accounts = [await createBillingAccount(app), await createBillingAccount(app), await createBillingAccount(app)];
+    const accounts = [
+      await createBillingAccount(app),
+      await createBillingAccount(app),
+      await createBillingAccount(app),
+    ];
     for (const who of accounts) {
       await recordUsage(app, [
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 200_000, completion: 20_000, at: '2014-11-07T00:00:00Z' },
-        { accountId: who.account.id, model: 'claude-haiku-4-5', tier: 'paid', prompt: 50_000, completion: 5_000, at: '2014-11-08T00:00:00Z' },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 200_000,
+          completion: 20_000,
+          at: '2014-11-07T00:00:00Z',
+        },
+        {
+          accountId: who.account.id,
+          model: 'claude-haiku-4-5',
+          tier: 'paid',
+          prompt: 50_000,
+          completion: 5_000,
+          at: '2014-11-08T00:00:00Z',
+        },
       ]);
     }
-    const env = fake.env({ REDIS_PREFIX: isolatedPrefix(), QUEUE_STALLED_INTERVAL_MS: '1000', INVOICING_RETRY_DELAY_MS: '100' });
+    const env = fake.env({
+      REDIS_PREFIX: isolatedPrefix(),
+      QUEUE_STALLED_INTERVAL_MS: '1000',
+      INVOICING_RETRY_DELAY_MS: '100',
+    });
     // The first worker takes the account jobs and dies after its first Stripe invoice item.
     const doomed = await startRole('worker', { ...env, FAULT_INJECT: 'crash-after-invoice-item' });
     roles.push(doomed);
@@ -117,7 +174,9 @@ describe('scheduler and run-job as processes', () => {
       const invoices = await invoicesOf(app, who.account.id);
       expect(invoices.map((i) => i.status)).to.deep.equal(['open']);
       const lines = await linesOf(app, invoices[0]!.id);
-      expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(await ledgerCentsByModel(app, { accountId: who.account.id }));
+      expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(
+        await ledgerCentsByModel(app, { accountId: who.account.id }),
+      );
       expect(invoiceCreatesFor(fake, who.customerId)).to.have.length(1);
       expect([...fake.invoices.values()].filter((i) => i.customer === who.customerId)).to.have.length(1);
     }
@@ -126,17 +185,36 @@ describe('scheduler and run-job as processes', () => {
   it('runs the previous month once when two schedulers start together, catching it up at start', async () => {
     const previous = addMonths(monthOf(new Date()), -1);
     const who = await createBillingAccount(app);
-    await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 1_000_000, completion: 0, at: new Date(previous.start.getTime() + 86_400_000) }]);
+    await recordUsage(app, [
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 1_000_000,
+        completion: 0,
+        at: new Date(previous.start.getTime() + 86_400_000),
+      },
+    ]);
     // This run owns the previous month's record: no scheduler has run it in this database.
-    await app.db.deleteFrom('scheduler_runs').where('job', '=', 'invoices').where('period_key', '=', previous.key).execute();
+    await app.db
+      .deleteFrom('scheduler_runs')
+      .where('job', '=', 'invoices')
+      .where('period_key', '=', previous.key)
+      .execute();
 
     const env = fake.env({ SCHEDULER_METRICS_PORT: '0', WORKER_METRICS_PORT: '0' });
     // The schedulers hand the period over; the worker runs it.
-    roles.push(...(await Promise.all([startRole('scheduler', env), startRole('scheduler', env), startRole('worker', env)])));
-    const run = await eventually(async () => {
-      const r = await runOf('invoices', previous.key);
-      return r && r.status !== 'running' ? r : undefined;
-    }, `the invoices run for ${previous.key}`, 30_000);
+    roles.push(
+      ...(await Promise.all([startRole('scheduler', env), startRole('scheduler', env), startRole('worker', env)])),
+    );
+    const run = await eventually(
+      async () => {
+        const r = await runOf('invoices', previous.key);
+        return r && r.status !== 'running' ? r : undefined;
+      },
+      `the invoices run for ${previous.key}`,
+      30_000,
+    );
     expect(run.finished_at).to.not.equal(null);
 
     const invoices = await invoicesOf(app, who.account.id);

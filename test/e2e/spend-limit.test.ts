@@ -26,7 +26,10 @@ describe('the monthly spending limit across two web processes', () => {
 
   before(async () => {
     app = createContext(testConfig(env), { role: 'test' });
-    [webs, worker] = await Promise.all([Promise.all([startRole('web', env), startRole('web', env)]), startRole('worker', env)]);
+    [webs, worker] = await Promise.all([
+      Promise.all([startRole('web', env), startRole('web', env)]),
+      startRole('worker', env),
+    ]);
   });
   after(async () => {
     await Promise.all([...(webs ?? []), worker].filter(Boolean).map((p) => p.stop()));
@@ -35,19 +38,35 @@ describe('the monthly spending limit across two web processes', () => {
 
   async function limited(limit: string): Promise<TestAccount> {
     const who = await createTestAccount(app, { tier: 'paid' });
-    const r = await request('PUT', `${webs[0]!.url}/v1/billing/spend-limit`, { bearer: who.jwt, json: { monthly_limit_usd: limit } });
+    const r = await request('PUT', `${webs[0]!.url}/v1/billing/spend-limit`, {
+      bearer: who.jwt,
+      json: { monthly_limit_usd: limit },
+    });
     expect(r.status, r.text).to.equal(200);
     return who;
   }
 
-  const ledgerRows = (accountId: string) => app.db.selectFrom('usage_events').select(['request_id', 'status', 'cost_usd']).where('account_id', '=', accountId).execute();
+  const ledgerRows = (accountId: string) =>
+    app.db
+      .selectFrom('usage_events')
+      .select(['request_id', 'status', 'cost_usd'])
+      .where('account_id', '=', accountId)
+      .execute();
   const spendLimit = (who: TestAccount) => get(`${webs[1]!.url}/v1/billing/spend-limit`, { bearer: who.jwt });
 
   it('admits what fits of 100 concurrent requests, bills no more than the limit plus one reservation, then admits nothing', async () => {
     const who = await limited('0.10');
     // About 1,000 prompt tokens and 10 completion tokens: 0.0021 USD each, which the answer uses in full.
-    const ask = { model: 'gpt-4.1', messages: [{ role: 'user', content: `Summarise this: ${'apple pie recipe '.repeat(330)}` }], max_tokens: 10 };
-    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => post(`${webs[i % 2]!.url}/v1/chat/completions`, ask, { bearer: who.apiKey })));
+    const ask = {
+      model: 'gpt-4.1',
+      messages: [{ role: 'user', content: `Summarise this: ${'apple pie recipe '.repeat(330)}` }],
+      max_tokens: 10,
+    };
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        post(`${webs[i % 2]!.url}/v1/chat/completions`, ask, { bearer: who.apiKey }),
+      ),
+    );
     const admitted = results.filter((r) => r.status === 200);
     const refused = results.filter((r) => r.status !== 200);
     expect(admitted.length).to.be.greaterThan(0);
@@ -60,7 +79,12 @@ describe('the monthly spending limit across two web processes', () => {
     }
 
     const usage = admitted[0]!.body.usage as { prompt_tokens: number; completion_tokens: number };
-    const reservation = requestCostNanoUsd({ tier: 'paid', ...usage, input_price_per_million: '2.00', output_price_per_million: '8.00' });
+    const reservation = requestCostNanoUsd({
+      tier: 'paid',
+      ...usage,
+      input_price_per_million: '2.00',
+      output_price_per_million: '8.00',
+    });
     const rows = await eventually(async () => {
       const r = await ledgerRows(who.account.id);
       return r.length >= admitted.length ? r : undefined;
@@ -69,7 +93,8 @@ describe('the monthly spending limit across two web processes', () => {
     const billed = rows.reduce((sum, r) => sum + nanoUsdOf(r.cost_usd), 0n);
     expect(billed <= nanoUsdOf('0.10') + reservation, `billed ${billed} nano-USD`).to.equal(true);
     // What is left is less than one more request: each web process refuses the next one.
-    for (const web of webs) expect((await post(`${web.url}/v1/chat/completions`, ask, { bearer: who.apiKey })).status).to.equal(429);
+    for (const web of webs)
+      expect((await post(`${web.url}/v1/chat/completions`, ask, { bearer: who.apiKey })).status).to.equal(429);
   });
 
   it('makes the official openai SDK raise RateLimitError insufficient_quota at once, without retrying', async () => {
@@ -85,10 +110,12 @@ describe('the monthly spending limit across two web processes', () => {
       },
     });
     // 8192 completion tokens of gpt-4.1 may cost 0.066 USD, more than the whole limit.
-    const err = await client.chat.completions.create({ model: 'gpt-4.1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8192 }).then(
-      () => expect.fail('429 expected'),
-      (e: unknown) => e,
-    );
+    const err = await client.chat.completions
+      .create({ model: 'gpt-4.1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8192 })
+      .then(
+        () => expect.fail('429 expected'),
+        (e: unknown) => e,
+      );
     expect(err).to.be.instanceOf(OpenAI.RateLimitError);
     expect((err as InstanceType<typeof OpenAI.RateLimitError>).code).to.equal('insufficient_quota');
     expect(calls).to.equal(1);
@@ -97,7 +124,11 @@ describe('the monthly spending limit across two web processes', () => {
   it('releases a cancelled stream’s reservation and keeps only what it cost', async () => {
     const who = await limited('0.10');
     // Up to 8192 completion tokens: a reservation of about 0.066 USD, so two do not fit at once.
-    const ask = { model: 'gpt-4.1', messages: [{ role: 'user', content: 'Tell me a long story about lighthouses' }], max_tokens: 8192 };
+    const ask = {
+      model: 'gpt-4.1',
+      messages: [{ role: 'user', content: 'Tell me a long story about lighthouses' }],
+      max_tokens: 8192,
+    };
     const s = openStream(`${webs[0]!.url}/v1/chat/completions`, who.apiKey, ask);
     await s.waitFor(1);
     const held = await spendLimit(who);

@@ -12,9 +12,22 @@ import { postStream, type SseResult } from '../support/sse.js';
 // collector. A short batch delay makes each process send its spans soon after they end.
 
 const PROMPT = 'Write about the lighthouse keeper whose cat counts the waves';
-const ask = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: PROMPT }], max_tokens: 12, stream_options: { include_usage: true } };
+const ask = {
+  model: 'gemini-2.5-flash',
+  messages: [{ role: 'user', content: PROMPT }],
+  max_tokens: 12,
+  stream_options: { include_usage: true },
+};
 
-const SPAN_NAMES = ['POST /v1/chat/completions', 'admission', 'queue wait', 'relay', 'completion job', 'chat gemini-2.5-flash', 'record usage'];
+const SPAN_NAMES = [
+  'POST /v1/chat/completions',
+  'admission',
+  'queue wait',
+  'relay',
+  'completion job',
+  'chat gemini-2.5-flash',
+  'record usage',
+];
 
 /** The access log lines (and any other JSON lines) a process wrote. */
 const jsonLines = (output: string): Record<string, unknown>[] =>
@@ -60,7 +73,11 @@ describe('traces across the web and worker processes (OTLP/HTTP)', function () {
     const requestId = stream.headers.get('x-request-id');
     // The request's trace is complete once every span of it has arrived, from both processes.
     trace = await eventually(async () => {
-      const server = receiver.spans.find((s) => s.kind === 2 && (s.attributes['http.response.header.x-request-id'] as string[] | undefined)?.[0] === requestId);
+      const server = receiver.spans.find(
+        (s) =>
+          s.kind === 2 &&
+          (s.attributes['http.response.header.x-request-id'] as string[] | undefined)?.[0] === requestId,
+      );
       const spans = server ? receiver.spans.filter((s) => s.traceId === server.traceId) : [];
       return SPAN_NAMES.every((n) => spans.some((s) => s.name === n)) ? spans : undefined;
     }, 'every span of the streamed request at the receiver');
@@ -75,14 +92,22 @@ describe('traces across the web and worker processes (OTLP/HTTP)', function () {
     const server = span('POST /v1/chat/completions');
     const job = span('completion job');
     expect(server.parentSpanId).to.equal('');
-    for (const name of ['admission', 'queue wait', 'relay', 'completion job']) expect(span(name).parentSpanId, name).to.equal(server.spanId);
-    for (const name of ['chat gemini-2.5-flash', 'record usage']) expect(span(name).parentSpanId, name).to.equal(job.spanId);
+    for (const name of ['admission', 'queue wait', 'relay', 'completion job'])
+      expect(span(name).parentSpanId, name).to.equal(server.spanId);
+    for (const name of ['chat gemini-2.5-flash', 'record usage'])
+      expect(span(name).parentSpanId, name).to.equal(job.spanId);
     // Two processes: the web's spans and the worker's come from different services and pids.
-    for (const name of ['POST /v1/chat/completions', 'admission', 'queue wait', 'relay']) expect(span(name).resource['service.name'], name).to.equal('completions-web');
-    for (const name of ['completion job', 'chat gemini-2.5-flash', 'record usage']) expect(span(name).resource['service.name'], name).to.equal('completions-worker');
+    for (const name of ['POST /v1/chat/completions', 'admission', 'queue wait', 'relay'])
+      expect(span(name).resource['service.name'], name).to.equal('completions-web');
+    for (const name of ['completion job', 'chat gemini-2.5-flash', 'record usage'])
+      expect(span(name).resource['service.name'], name).to.equal('completions-worker');
     expect(server.resource['process.pid']).to.equal(web.proc.pid);
     expect(job.resource['process.pid']).to.equal(worker.proc.pid);
-    expect(server.attributes).to.include({ 'http.route': '/v1/chat/completions', 'http.response.status_code': 200, 'app.account.id': account.account.id });
+    expect(server.attributes).to.include({
+      'http.route': '/v1/chat/completions',
+      'http.response.status_code': 200,
+      'app.account.id': account.account.id,
+    });
   });
 
   it('describes the upstream call by the GenAI conventions, with the account and request ids and no prompt or answer text', () => {
@@ -105,7 +130,9 @@ describe('traces across the web and worker processes (OTLP/HTTP)', function () {
     expect(upstream.attributes['gen_ai.response.finish_reasons']).to.deep.equal(['length']);
     expect(upstream.attributes['gen_ai.response.time_to_first_chunk']).to.be.a('number').at.least(0);
     expect(upstream.events.map((e) => e.name)).to.include('gen_ai.first_chunk');
-    const answer = stream.chunks.map((c: { choices: { delta: { content?: string } }[] }) => c.choices[0]?.delta.content ?? '').join('');
+    const answer = stream.chunks
+      .map((c: { choices: { delta: { content?: string } }[] }) => c.choices[0]?.delta.content ?? '')
+      .join('');
     expect(answer.length).to.be.above(10);
     for (const body of receiver.bodies) {
       expect(body).not.to.include(PROMPT);
@@ -135,7 +162,13 @@ describe('tracing switched off', function () {
 
   /** Serves one streamed completion through a web and a worker process started with `env`; returns them. */
   const serveOne = async (env: Record<string, string>): Promise<RoleProcess[]> => {
-    const common = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '200', NODE_OPTIONS: reportingLoadedPackages(), ...env };
+    const common = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '200',
+      NODE_OPTIONS: reportingLoadedPackages(),
+      ...env,
+    };
     const [web, worker] = await Promise.all([start('web', { ...common, LOG_LEVEL: 'debug' }), start('worker', common)]);
     const stream = await postStream(`${web.url}/v1/chat/completions`, ask, account.apiKey);
     expect(stream.events.at(-1)).to.equal('[DONE]');
@@ -146,18 +179,34 @@ describe('tracing switched off', function () {
     const processes = await serveOne({ OTEL_SERVICE_NAME: 'completions', OTEL_TRACES_SAMPLER: 'always_on' });
     for (const p of processes) {
       // The API alone (a few no-op objects) may be loaded; nothing of the SDK or the exporter.
-      expect((await loadedPackagesOf(p)).filter((name) => name !== '@opentelemetry/api'), p.role).to.deep.equal([]);
-      expect(jsonLines(p.output()).filter((l) => 'traceId' in l), p.role).to.deep.equal([]);
+      expect(
+        (await loadedPackagesOf(p)).filter((name) => name !== '@opentelemetry/api'),
+        p.role,
+      ).to.deep.equal([]);
+      expect(
+        jsonLines(p.output()).filter((l) => 'traceId' in l),
+        p.role,
+      ).to.deep.equal([]);
     }
-    expect(jsonLines(processes[0]!.output()).some((l) => l.msg === 'request' && typeof l.requestId === 'string')).to.equal(true);
+    expect(
+      jsonLines(processes[0]!.output()).some((l) => l.msg === 'request' && typeof l.requestId === 'string'),
+    ).to.equal(true);
   });
 
   it('exports nothing, and loads no SDK, with OTEL_SDK_DISABLED=true even when an endpoint is set', async () => {
     const receiver = await startOtlpReceiver();
     try {
-      const processes = await serveOne({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '20', OTEL_SDK_DISABLED: 'true' });
+      const processes = await serveOne({
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_BSP_SCHEDULE_DELAY: '20',
+        OTEL_SDK_DISABLED: 'true',
+      });
       // A process that had tracing on would send its last spans while it stops, before it exits.
-      for (const p of processes) expect((await loadedPackagesOf(p)).filter((name) => name !== '@opentelemetry/api'), p.role).to.deep.equal([]);
+      for (const p of processes)
+        expect(
+          (await loadedPackagesOf(p)).filter((name) => name !== '@opentelemetry/api'),
+          p.role,
+        ).to.deep.equal([]);
       expect(receiver.bodies).to.deep.equal([]);
     } finally {
       await receiver.close();

@@ -27,7 +27,10 @@ describe('usage.cost through the openai SDK, against the invoice', () => {
   before(async () => {
     fake = await new FakeStripe().start();
     app = createContext(testConfig(fake.env()), { role: 'test' });
-    [web, worker] = await Promise.all([startRole('web', { ...fake.env(), ...FAST }), startRole('worker', { ...fake.env(), ...FAST })]);
+    [web, worker] = await Promise.all([
+      startRole('web', { ...fake.env(), ...FAST }),
+      startRole('worker', { ...fake.env(), ...FAST }),
+    ]);
   });
   after(async () => {
     await Promise.all([web?.stop(), worker?.stop()]);
@@ -39,7 +42,9 @@ describe('usage.cost through the openai SDK, against the invoice', () => {
     const who = await createBillingAccount(app);
     const client = new OpenAI({ apiKey: who.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
     // A long prompt, so a handful of requests costs some cents.
-    const messages = [{ role: 'user' as const, content: `Summarise: ${'the quick brown fox jumps over the lazy dog '.repeat(700)}` }];
+    const messages = [
+      { role: 'user' as const, content: `Summarise: ${'the quick brown fox jumps over the lazy dog '.repeat(700)}` },
+    ];
     const spent = new Map<string, bigint>();
     const add = (model: string, cost: unknown) => {
       expect(cost, `usage.cost of a ${model} answer`).to.be.a('number').and.greaterThan(0);
@@ -49,7 +54,13 @@ describe('usage.cost through the openai SDK, against the invoice', () => {
       for (let i = 0; i < 3; i++) {
         const answer = await client.chat.completions.create({ model, messages, max_tokens: 30 });
         add(model, (answer.usage as unknown as { cost: unknown }).cost);
-        const stream = await client.chat.completions.create({ model, messages, max_tokens: 30, stream: true, stream_options: { include_usage: true } });
+        const stream = await client.chat.completions.create({
+          model,
+          messages,
+          max_tokens: 30,
+          stream: true,
+          stream_options: { include_usage: true },
+        });
         let cost: unknown;
         for await (const chunk of stream) if (chunk.usage) cost = (chunk.usage as unknown as { cost: unknown }).cost;
         add(model, cost);
@@ -59,7 +70,9 @@ describe('usage.cost through the openai SDK, against the invoice', () => {
     const r = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
     expect(r.status, r.text).to.equal(200);
     const lines = r.body.invoice.lines as { model: string; amount_cents: number }[];
-    expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(Object.fromEntries([...spent].map(([m, pico]) => [m, cents(pico)])));
+    expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(
+      Object.fromEntries([...spent].map(([m, pico]) => [m, cents(pico)])),
+    );
     expect(r.body.invoice.amount_cents).to.equal([...spent.values()].reduce((sum, pico) => sum + cents(pico), 0));
     expect(r.body.invoice.amount_cents).to.be.greaterThan(10);
   });

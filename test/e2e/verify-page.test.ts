@@ -18,7 +18,9 @@ describe('the verification page in a real browser (headless Chromium)', function
   async function emailedLink(): Promise<{ email: string; url: string }> {
     const email = uniqueEmail('browser');
     used.push(email);
-    expect((await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email, organization: 'Engines' })).status).to.equal(200);
+    expect((await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email, organization: 'Engines' })).status).to.equal(
+      200,
+    );
     const { link } = verificationLinkIn((await latestEmailTo(web.app, email))!.text_body);
     expect(link.startsWith(web.url)).to.equal(true);
     return { email, url: link };
@@ -46,8 +48,16 @@ describe('the verification page in a real browser (headless Chromium)', function
     expect(response!.headers()['cache-control']).to.equal('no-store');
     const key = (await page.locator('#api-key').textContent())!.trim();
     expect(key).to.match(/^sk-svc-[A-Za-z0-9_-]{43}[0-9A-Za-z]{6}$/);
-    const account = await web.app.db.selectFrom('accounts').select('id').where('email', '=', email).executeTakeFirstOrThrow();
-    const stored = await web.app.db.selectFrom('api_keys').select('key_hash').where('account_id', '=', account.id).executeTakeFirstOrThrow();
+    const account = await web.app.db
+      .selectFrom('accounts')
+      .select('id')
+      .where('email', '=', email)
+      .executeTakeFirstOrThrow();
+    const stored = await web.app.db
+      .selectFrom('api_keys')
+      .select('key_hash')
+      .where('account_id', '=', account.id)
+      .executeTakeFirstOrThrow();
     expect(stored.key_hash).to.equal(sha256(key));
     expect(await page.locator('.warning').innerText()).to.match(/save it now: it will not be shown again/i);
     expect(await page.title()).to.equal('Your API key');

@@ -27,7 +27,11 @@ describe('the web entry point as a process', () => {
     expect(r.status).to.equal(200);
     expect(r.headers.get('content-type')).to.match(/application\/json/);
     const names = (r.body as { name: string }[]).map((m) => m.name);
-    expect(names).to.include.members(['http_requests_total', 'http_request_duration_seconds', 'process_cpu_user_seconds_total']);
+    expect(names).to.include.members([
+      'http_requests_total',
+      'http_request_duration_seconds',
+      'process_cpu_user_seconds_total',
+    ]);
   });
 
   it('serves /metrics in the Prometheus text format when a scraper asks for it', async () => {
@@ -52,7 +56,7 @@ describe('the web entry point as a process', () => {
     expect(asset.status).to.equal(200);
   });
 
-  it('answers a sign-up with a bad body with 422 and the interface\'s HTTPValidationError body', async () => {
+  it("answers a sign-up with a bad body with 422 and the interface's HTTPValidationError body", async () => {
     const r = await post(`${web.url}/v1/auth/signup`, { name: 'n'.repeat(101), email: 'not-an-email' });
     expect(r.status).to.equal(422);
     expect(r.headers.get('content-type')).to.match(/^application\/json/);
@@ -62,7 +66,12 @@ describe('the web entry point as a process', () => {
         { loc: ['body', 'name'], msg: 'String should have at most 100 characters', type: 'string_too_long' },
         { loc: ['body', 'email'], msg: 'value is not a valid email address', type: 'value_error' },
       ],
-      error: { message: "Invalid 'organization': Field required (and 2 more: see detail)", type: 'invalid_request_error', code: 'missing', param: 'organization' },
+      error: {
+        message: "Invalid 'organization': Field required (and 2 more: see detail)",
+        type: 'invalid_request_error',
+        code: 'missing',
+        param: 'organization',
+      },
     });
   });
 

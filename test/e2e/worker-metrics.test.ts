@@ -29,7 +29,10 @@ describe('a worker’s /metrics, for operators who scale workers', () => {
   it('serves its jobs, queue wait, upstream timing by provider and model, cancellations and metering lag in Prometheus text on WORKER_METRICS_PORT', async () => {
     const port = await freePort();
     const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
-    const [web] = await Promise.all([start('web', env), start('worker', { ...env, WORKER_METRICS_PORT: String(port) })]);
+    const [web] = await Promise.all([
+      start('web', env),
+      start('worker', { ...env, WORKER_METRICS_PORT: String(port) }),
+    ]);
     const url = `${web.url}/v1/chat/completions`;
     const ask = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'hello' }], max_tokens: 5 };
     expect((await postStream(url, ask, account.apiKey)).events.at(-1)).to.equal('[DONE]');
@@ -38,7 +41,12 @@ describe('a worker’s /metrics, for operators who scale workers', () => {
     left.controller.abort();
     await left.finished;
 
-    const scrape = () => fetch(`http://127.0.0.1:${port}/metrics`).then(async (r) => ({ status: r.status, type: r.headers.get('content-type') ?? '', text: await r.text() }));
+    const scrape = () =>
+      fetch(`http://127.0.0.1:${port}/metrics`).then(async (r) => ({
+        status: r.status,
+        type: r.headers.get('content-type') ?? '',
+        text: await r.text(),
+      }));
     const m = await eventually(async () => {
       const s = await scrape();
       return (sample(s.text, 'completion_jobs_finished_total', 'outcome="cancelled"') ?? 0) >= 1 ? s : undefined;
@@ -50,8 +58,12 @@ describe('a worker’s /metrics, for operators who scale workers', () => {
     expect(sample(m.text, 'completion_cancellations_total', 'cause="client_cancelled"')).to.equal(1);
     expect(sample(m.text, 'completion_jobs_active')).to.equal(0);
     expect(sample(m.text, 'completion_queue_wait_seconds_count')).to.equal(2);
-    expect(sample(m.text, 'completion_upstream_ttft_seconds_count', 'provider="gemini",model="gemini-2.5-flash"')).to.equal(1);
-    expect(sample(m.text, 'completion_upstream_tokens_per_second_count', 'provider="gemini",model="gemini-2.5-flash"')).to.equal(1);
+    expect(
+      sample(m.text, 'completion_upstream_ttft_seconds_count', 'provider="gemini",model="gemini-2.5-flash"'),
+    ).to.equal(1);
+    expect(
+      sample(m.text, 'completion_upstream_tokens_per_second_count', 'provider="gemini",model="gemini-2.5-flash"'),
+    ).to.equal(1);
     expect(sample(m.text, 'relay_publish_failures_total')).to.equal(0);
     expect(m.text).to.match(/^usage_metering_lag_seconds/m);
     expect(m.text).to.match(/^process_cpu_seconds_total/m);
@@ -60,13 +72,23 @@ describe('a worker’s /metrics, for operators who scale workers', () => {
   it('counts on the web process the completion requests it holds open, back to 0 once they end', async () => {
     const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
     const [web] = await Promise.all([start('web', env), start('worker', env)]);
-    const relaying = async () => sample(await (await fetch(`${web.url}/metrics`, { headers: { accept: 'text/plain' } })).text(), 'completion_requests_relaying');
+    const relaying = async () =>
+      sample(
+        await (await fetch(`${web.url}/metrics`, { headers: { accept: 'text/plain' } })).text(),
+        'completion_requests_relaying',
+      );
     const ask = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'hello' }], max_tokens: 200 };
-    const streams = [openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask), openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask)];
+    const streams = [
+      openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask),
+      openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask),
+    ];
     await Promise.all(streams.map((s) => s.waitFor(2)));
     expect(await relaying()).to.equal(2);
     for (const s of streams) s.controller.abort();
     await Promise.all(streams.map((s) => s.finished));
-    await eventually(async () => ((await relaying()) === 0 ? true : undefined), 'the web process to let go of both requests');
+    await eventually(
+      async () => ((await relaying()) === 0 ? true : undefined),
+      'the web process to let go of both requests',
+    );
   });
 });

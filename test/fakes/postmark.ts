@@ -87,7 +87,9 @@ export class FakePostmark {
 
   /** Messages Postmark accepted for that address (any case). */
   accepted(to: string): PostmarkMessage[] {
-    return this.requests.filter((r) => r.outcome === 'accepted' && r.body.To.toLowerCase() === to.toLowerCase()).map((r) => r.body);
+    return this.requests
+      .filter((r) => r.outcome === 'accepted' && r.body.To.toLowerCase() === to.toLowerCase())
+      .map((r) => r.body);
   }
 
   /** Every request for that address, whatever happened to it. */
@@ -128,7 +130,10 @@ export class FakePostmark {
       send(401, { ErrorCode: 10, Message: FAILURES[401]!.message });
       return;
     }
-    if (req.headers.accept !== 'application/json' || !String(req.headers['content-type']).startsWith('application/json')) {
+    if (
+      req.headers.accept !== 'application/json' ||
+      !String(req.headers['content-type']).startsWith('application/json')
+    ) {
       send(415, { ErrorCode: 0, Message: 'Accept and Content-Type must be application/json' });
       return;
     }
@@ -151,6 +156,12 @@ export class FakePostmark {
     record.outcome = 'accepted';
     const messageId = randomUUID();
     body.MessageID = messageId;
-    send(200, { To: body.To, SubmittedAt: new Date().toISOString(), MessageID: messageId, ErrorCode: 0, Message: 'OK' });
+    send(200, {
+      To: body.To,
+      SubmittedAt: new Date().toISOString(),
+      MessageID: messageId,
+      ErrorCode: 0,
+      Message: 'OK',
+    });
   }
 }

@@ -1,5 +1,10 @@
 import type { Env } from '../../src/config.js';
-import { completeCheckoutSession, expireCheckoutSession, newCheckoutSession, registerCheckoutSessions } from './stripe/checkout-sessions.js';
+import {
+  completeCheckoutSession,
+  expireCheckoutSession,
+  newCheckoutSession,
+  registerCheckoutSessions,
+} from './stripe/checkout-sessions.js';
 import { newCustomer, registerCustomers } from './stripe/customers.js';
 import { stripeEvent } from './stripe/events.js';
 import { Faults, type FailureOptions } from './stripe/faults.js';
@@ -93,7 +98,12 @@ export class FakeStripe {
     addMeteredPrice(this.store, this.priceId);
     const routes = new Routes();
     for (const register of RESOURCES) register(routes, this.store);
-    this.server = new StripeHttpServer({ secretKey: this.secretKey, routes, faults: this.faults, traffic: opts.traffic });
+    this.server = new StripeHttpServer({
+      secretKey: this.secretKey,
+      routes,
+      faults: this.faults,
+      traffic: opts.traffic,
+    });
     this.requests = this.server.requests;
   }
 
@@ -158,7 +168,10 @@ export class FakeStripe {
    * session's customer through the session's setup intent; the session completes. Returns the
    * URL Stripe would redirect the browser to (success_url with the session id filled in).
    */
-  completeCheckoutSession(sessionId: string, card: FakeCard = {}): { session: Obj; paymentMethod: Obj; returnUrl: string } {
+  completeCheckoutSession(
+    sessionId: string,
+    card: FakeCard = {},
+  ): { session: Obj; paymentMethod: Obj; returnUrl: string } {
     return completeCheckoutSession(this.store, sessionId, card);
   }
 
@@ -176,7 +189,12 @@ export class FakeStripe {
   }
 
   /** A setup intent for `customer` in the given state, as if created and confirmed elsewhere (Stripe.js, another server). */
-  createSetupIntent(opts: { customer: string | null; status?: 'succeeded' | 'requires_payment_method' | 'processing' | 'canceled'; card?: FakeCard; metadata?: Obj }): Obj {
+  createSetupIntent(opts: {
+    customer: string | null;
+    status?: 'succeeded' | 'requires_payment_method' | 'processing' | 'canceled';
+    card?: FakeCard;
+    metadata?: Obj;
+  }): Obj {
     return createSetupIntent(this.store, opts);
   }
 

@@ -43,14 +43,24 @@ function pick<T>(xs: T[]): T {
 }
 
 /** One request, read to its end as a client would. */
-async function send(url: string, apiKey: string, body: Record<string, unknown>, patienceMs: number): Promise<Outcome | 'refused'> {
+async function send(
+  url: string,
+  apiKey: string,
+  body: Record<string, unknown>,
+  patienceMs: number,
+): Promise<Outcome | 'refused'> {
   const stream = body.stream === true;
   const startedAt = performance.now();
   const signal = AbortSignal.timeout(patienceMs);
   const out: Outcome = { stream, ending: 'completed', status: 0, received: 0, startedAt, endedAt: 0 };
   let res: Response;
   try {
-    res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` }, body: JSON.stringify(body), signal });
+    res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+      body: JSON.stringify(body),
+      signal,
+    });
   } catch (err) {
     if (signal.aborted) return { ...out, ending: 'hung', endedAt: performance.now() };
     // Nothing answered: not a request the service saw (its web process is down); the client tries another.
@@ -63,7 +73,9 @@ async function send(url: string, apiKey: string, body: Record<string, unknown>, 
   try {
     if (!isStream) {
       const text = await res.text();
-      const json = text ? (JSON.parse(text) as { id?: string; usage?: { completion_tokens: number }; error?: { code?: string } }) : {};
+      const json = text
+        ? (JSON.parse(text) as { id?: string; usage?: { completion_tokens: number }; error?: { code?: string } })
+        : {};
       if (res.status === 200) {
         out.id = json.id;
         out.received = json.usage?.completion_tokens ?? 0;
@@ -77,7 +89,11 @@ async function send(url: string, apiKey: string, body: Record<string, unknown>, 
       const parser = createParser({
         onEvent: (e) => {
           if (e.data === '[DONE]') return void (done = true);
-          const chunk = JSON.parse(e.data) as { id?: string; error?: { code?: string }; choices?: { index: number; delta?: { content?: string } }[] };
+          const chunk = JSON.parse(e.data) as {
+            id?: string;
+            error?: { code?: string };
+            choices?: { index: number; delta?: { content?: string } }[];
+          };
           if (chunk.error) {
             out.ending = 'failed';
             out.errorCode = chunk.error.code;
@@ -88,7 +104,8 @@ async function send(url: string, apiKey: string, body: Record<string, unknown>, 
         },
       });
       const decoder = new TextDecoder();
-      for await (const part of res.body as unknown as AsyncIterable<Uint8Array>) parser.feed(decoder.decode(part, { stream: true }));
+      for await (const part of res.body as unknown as AsyncIterable<Uint8Array>)
+        parser.feed(decoder.decode(part, { stream: true }));
       out.received = text.reduce((sum, t) => sum + countTokens(t ?? ''), 0);
       if (!done) out.ending = 'cut';
     }

@@ -144,11 +144,20 @@ interface Row {
   met: boolean;
 }
 
-async function waitForLedger(w: World, ids: string[]): Promise<Map<string, { status: string; completion_tokens: number }>> {
+async function waitForLedger(
+  w: World,
+  ids: string[],
+): Promise<Map<string, { status: string; completion_tokens: number }>> {
   const redis = new Redis(w.redis.url);
   const streams = usageStreamKeys({ redis: { ...w.app.config.redis, prefix: w.prefix } });
   const read = async () =>
-    ids.length === 0 ? [] : w.app.db.selectFrom('usage_events').select(['request_id', 'status', 'completion_tokens']).where('request_id', 'in', ids).execute();
+    ids.length === 0
+      ? []
+      : w.app.db
+          .selectFrom('usage_events')
+          .select(['request_id', 'status', 'completion_tokens'])
+          .where('request_id', 'in', ids)
+          .execute();
   let rows = await read();
   try {
     // Settled: every usage stream drained and every request in the ledger, twice in a row a second
@@ -157,7 +166,10 @@ async function waitForLedger(w: World, ids: string[]): Promise<Map<string, { sta
     let quiet = 0;
     const deadline = performance.now() + 60_000;
     while (quiet < 2 && performance.now() < deadline) {
-      const waiting = (await Promise.all(streams.map((key) => redis.xlen(key).catch(() => 1)))).reduce((a, b) => a + b, 0);
+      const waiting = (await Promise.all(streams.map((key) => redis.xlen(key).catch(() => 1)))).reduce(
+        (a, b) => a + b,
+        0,
+      );
       rows = await read();
       quiet = waiting === 0 && rows.length === new Set(ids).size ? quiet + 1 : 0;
       if (quiet < 2) await hold(1000);
@@ -168,7 +180,12 @@ async function waitForLedger(w: World, ids: string[]): Promise<Map<string, { sta
   return new Map(rows.map((r) => [r.request_id, { status: r.status, completion_tokens: r.completion_tokens }]));
 }
 
-function report(scenario: Scenario, outcomes: Outcome[], ledger: Map<string, { status: string; completion_tokens: number }>, twice: number): Row {
+function report(
+  scenario: Scenario,
+  outcomes: Outcome[],
+  ledger: Map<string, { status: string; completion_tokens: number }>,
+  twice: number,
+): Row {
   const row: Row = {
     scenario: scenario.name,
     sent: outcomes.length,
@@ -183,7 +200,9 @@ function report(scenario: Scenario, outcomes: Outcome[], ledger: Map<string, { s
     billedMoreTokens: 0,
     billedFewer: 0,
     billedFewerTokens: 0,
-    streamsEndedByFault: scenario.streamsMayFail ? 0 : outcomes.filter((o) => o.stream && o.ending === 'failed' && o.status === 200).length,
+    streamsEndedByFault: scenario.streamsMayFail
+      ? 0
+      : outcomes.filter((o) => o.stream && o.ending === 'failed' && o.status === 200).length,
     met: false,
   };
   for (const o of outcomes) {
@@ -204,7 +223,14 @@ function report(scenario: Scenario, outcomes: Outcome[], ledger: Map<string, { s
       row.billedFewerTokens -= diff;
     }
   }
-  row.met = row.hung === 0 && row.http500 === 0 && row.usageLost === 0 && row.recordedTwice === 0 && row.billedMore === 0 && row.billedFewer === 0 && row.streamsEndedByFault === 0;
+  row.met =
+    row.hung === 0 &&
+    row.http500 === 0 &&
+    row.usageLost === 0 &&
+    row.recordedTwice === 0 &&
+    row.billedMore === 0 &&
+    row.billedFewer === 0 &&
+    row.streamsEndedByFault === 0;
   return row;
 }
 
@@ -218,7 +244,15 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
   w.workers = await Promise.all([startRole('worker', w.workerEnv), startRole('worker', w.webEnv)]);
   const accounts = await Promise.all(Array.from({ length: 4 }, () => createTestAccount(w.app, { tier: 'paid' })));
   const started = performance.now();
-  const load = runLoad({ webs: () => w.webs.map((p) => p.url), apiKeys: accounts.map((a) => a.apiKey), model, clients: CLIENTS, streamShare: 0.8, until: started + LOAD_MS, patienceMs: PATIENCE_MS });
+  const load = runLoad({
+    webs: () => w.webs.map((p) => p.url),
+    apiKeys: accounts.map((a) => a.apiKey),
+    model,
+    clients: CLIENTS,
+    streamShare: 0.8,
+    until: started + LOAD_MS,
+    patienceMs: PATIENCE_MS,
+  });
   await hold(FAULT_AT_MS);
   const injected = scenario.inject(w);
   const outcomes = await load;
@@ -236,8 +270,13 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
 }
 
 function table(rows: Row[]): string {
-  const head = '| scenario | sent | completed | failed cleanly | cut (client left) | hung | 500s | usage lost | recorded twice | billed more (tokens) | billed fewer (tokens) | streams ended by the fault | targets |';
-  const sep = `|${head.split('|').slice(1, -1).map(() => '---').join('|')}|`;
+  const head =
+    '| scenario | sent | completed | failed cleanly | cut (client left) | hung | 500s | usage lost | recorded twice | billed more (tokens) | billed fewer (tokens) | streams ended by the fault | targets |';
+  const sep = `|${head
+    .split('|')
+    .slice(1, -1)
+    .map(() => '---')
+    .join('|')}|`;
   const line = (r: Row) =>
     `| ${r.scenario} | ${r.sent} | ${r.completed} | ${r.failedCleanly} | ${r.cut} | ${r.hung} | ${r.http500} | ${r.usageLost} | ${r.recordedTwice} | ${r.billedMore} (${r.billedMoreTokens}) | ${r.billedFewer} (${r.billedFewerTokens}) | ${r.streamsEndedByFault} | ${r.met ? 'met' : '**missed**'} |`;
   return [head, sep, ...rows.map(line)].join('\n');
@@ -255,7 +294,9 @@ async function main(): Promise<void> {
   await admin.query('create database faults');
   await admin.end();
   const databaseUrl = pgServer.url('faults');
-  await promisify(execFile)(process.execPath, [path.join(ROOT, 'dist', 'scripts', 'migrate.js')], { env: { ...process.env, DATABASE_URL: databaseUrl, NODE_ENV: 'test' } });
+  await promisify(execFile)(process.execPath, [path.join(ROOT, 'dist', 'scripts', 'migrate.js')], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, NODE_ENV: 'test' },
+  });
   const env = {
     DATABASE_URL: databaseUrl,
     REDIS_URL: redis.url,
@@ -266,7 +307,18 @@ async function main(): Promise<void> {
     PAID_REQUESTS_PER_MINUTE: '100000',
   };
   const app = createContext(testConfig({ ...env, LOG_LEVEL: 'silent' }), { role: 'faults' });
-  const world: World = { pg: pgServer, redis, workerRedis, openai, webEnv: env, workerEnv: env, webs: [], workers: [], app, prefix: '' };
+  const world: World = {
+    pg: pgServer,
+    redis,
+    workerRedis,
+    openai,
+    webEnv: env,
+    workerEnv: env,
+    webs: [],
+    workers: [],
+    app,
+    prefix: '',
+  };
   const rows: Row[] = [];
   try {
     for (const scenario of scenarios) {
@@ -283,7 +335,9 @@ async function main(): Promise<void> {
     await pgServer.destroy();
   }
   const out = table(rows);
-  process.stdout.write(`\nFault suite (${new Date().toISOString().slice(0, 10)}; ${CLIENTS} clients, ${LOAD_MS / 1000} s of load per scenario, the fault at ${FAULT_AT_MS / 1000} s; 80% streaming; local model at 40 tokens/s)\n\n${out}\n`);
+  process.stdout.write(
+    `\nFault suite (${new Date().toISOString().slice(0, 10)}; ${CLIENTS} clients, ${LOAD_MS / 1000} s of load per scenario, the fault at ${FAULT_AT_MS / 1000} s; 80% streaming; local model at 40 tokens/s)\n\n${out}\n`,
+  );
   await mkdir(path.join(ROOT, 'var', 'faults'), { recursive: true });
   await writeFile(path.join(ROOT, 'var', 'faults', 'latest.md'), `${out}\n`);
   process.exit(rows.every((r) => r.met) ? 0 : 1);

@@ -32,17 +32,34 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
     const clientIp = () => `198.51.${100 + Math.floor(nextHost / 250)}.${(nextHost++ % 250) + 1}`;
     const signup = (address: string, ip: string, forwardedFor = ip) => {
       used.push(address);
-      return post(`${web.url}/v1/auth/signup`, { name: 'Ada', email: address, organization: 'Engines' }, { headers: { 'x-forwarded-for': forwardedFor } });
+      return post(
+        `${web.url}/v1/auth/signup`,
+        { name: 'Ada', email: address, organization: 'Engines' },
+        { headers: { 'x-forwarded-for': forwardedFor } },
+      );
     };
     const emailsTo = async (addresses: string[]) =>
       web.app.db
         .selectFrom('email_outbox')
         .select('id')
-        .where((eb) => eb(eb.fn('lower', ['to_address']), 'in', addresses.map((a) => a.toLowerCase())))
+        .where((eb) =>
+          eb(
+            eb.fn('lower', ['to_address']),
+            'in',
+            addresses.map((a) => a.toLowerCase()),
+          ),
+        )
         .execute();
 
     before(async () => {
-      web = await startTestWeb({ env: { REDIS_PREFIX: isolatedPrefix(), TRUST_PROXY: 'true', SIGNUP_PER_ADDRESS_PER_HOUR: '3', SIGNUP_PER_CLIENT_PER_HOUR: '5' } });
+      web = await startTestWeb({
+        env: {
+          REDIS_PREFIX: isolatedPrefix(),
+          TRUST_PROXY: 'true',
+          SIGNUP_PER_ADDRESS_PER_HOUR: '3',
+          SIGNUP_PER_CLIENT_PER_HOUR: '5',
+        },
+      });
     });
     after(async () => {
       await closeOutboxFor(web.app, used);
@@ -51,7 +68,12 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
 
     it('refuses a fourth sign-up for one mailbox within the hour, so at most three emails go to it', async () => {
       const local = `flood.${randomId()}`;
-      const variants = [`${local}@example.com`, `${local.toUpperCase()}@example.com`, `${local}+a@example.com`, `${local}+b@example.com`];
+      const variants = [
+        `${local}@example.com`,
+        `${local.toUpperCase()}@example.com`,
+        `${local}+a@example.com`,
+        `${local}+b@example.com`,
+      ];
       const statuses: number[] = [];
       for (const address of variants) statuses.push((await signup(address, clientIp())).status);
       expect(statuses).to.deep.equal([200, 200, 200, 429]);
@@ -66,7 +88,9 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
       expect(r.headers.get('retry-after')).to.equal(null);
       expect(r.headers.get('x-should-retry')).to.equal('false');
       expect(r.body.error).to.include({ type: 'rate_limit_exceeded', code: 'rate_limit_exceeded' });
-      expect(r.body.error.message).to.match(/^Too many sign-up attempts for this email address or from your network\. Try again at \S+Z \(in (\d+ min|1 h 0 min)\)\.$/);
+      expect(r.body.error.message).to.match(
+        /^Too many sign-up attempts for this email address or from your network\. Try again at \S+Z \(in (\d+ min|1 h 0 min)\)\.$/,
+      );
     });
 
     it('gives a known address and an unknown one the same refusal', async () => {
@@ -77,7 +101,10 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
         for (let i = 0; i < 3; i++) await signup(address, clientIp());
         refusals.push(await signup(address, clientIp()));
       }
-      const [a, b] = refusals.map((r) => ({ status: r.status, body: JSON.stringify(r.body).replace(/at \S+Z \(in [^)]*\)/, 'at …') }));
+      const [a, b] = refusals.map((r) => ({
+        status: r.status,
+        body: JSON.stringify(r.body).replace(/at \S+Z \(in [^)]*\)/, 'at …'),
+      }));
       expect(a).to.deep.equal(b);
       expect(a!.status).to.equal(429);
     });
@@ -87,13 +114,16 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
       const statuses: number[] = [];
       for (let i = 0; i < 6; i++) statuses.push((await signup(uniqueEmail('client'), ip)).status);
       expect(statuses).to.deep.equal([200, 200, 200, 200, 200, 429]);
-      expect((await signup(uniqueEmail('other'), `203.0.113.${Math.floor(Math.random() * 250) + 1}`)).status).to.equal(200);
+      expect((await signup(uniqueEmail('other'), `203.0.113.${Math.floor(Math.random() * 250) + 1}`)).status).to.equal(
+        200,
+      );
     });
 
     it('trusts only the X-Forwarded-For entry the proxy added, so a client cannot rotate the ones before it', async () => {
       const ip = clientIp();
       const statuses: number[] = [];
-      for (let i = 0; i < 6; i++) statuses.push((await signup(uniqueEmail('spoof'), ip, `10.0.0.${i + 1}, ${ip}`)).status);
+      for (let i = 0; i < 6; i++)
+        statuses.push((await signup(uniqueEmail('spoof'), ip, `10.0.0.${i + 1}, ${ip}`)).status);
       expect(statuses.at(-1)).to.equal(429);
     });
   });
@@ -104,7 +134,10 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
     const web = await startTestWeb({ env: { REDIS_URL: proxy.url('redis'), REDIS_PREFIX: isolatedPrefix() } });
     try {
       await proxy.cut();
-      await eventually(async () => (web.app.redis.status !== 'ready' ? true : undefined), 'the client to notice the outage');
+      await eventually(
+        async () => (web.app.redis.status !== 'ready' ? true : undefined),
+        'the client to notice the outage',
+      );
       const address = uniqueEmail('outage');
       const r = await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email: address, organization: 'Engines' });
       expect(r.status).to.equal(503);

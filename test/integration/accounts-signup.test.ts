@@ -18,11 +18,25 @@ describe('POST /v1/auth/signup', () => {
   const signup = (address: string, extra: Record<string, unknown> = {}) =>
     post(`${web.url}/v1/auth/signup`, { name: 'Ada Lovelace', email: address, organization: 'Engines Ltd', ...extra });
   const accountsWith = async (address: string) =>
-    web.app.db.selectFrom('accounts').selectAll().where((eb) => eb(eb.fn('lower', ['email']), '=', address.toLowerCase())).execute();
+    web.app.db
+      .selectFrom('accounts')
+      .selectAll()
+      .where((eb) => eb(eb.fn('lower', ['email']), '=', address.toLowerCase()))
+      .execute();
   const tokensOf = async (accountId: string) =>
-    web.app.db.selectFrom('email_verification_tokens').selectAll().where('account_id', '=', accountId).orderBy('created_at').execute();
+    web.app.db
+      .selectFrom('email_verification_tokens')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('created_at')
+      .execute();
   const emailsTo = async (address: string) =>
-    web.app.db.selectFrom('email_outbox').selectAll().where((eb) => eb(eb.fn('lower', ['to_address']), '=', address.toLowerCase())).orderBy('id').execute();
+    web.app.db
+      .selectFrom('email_outbox')
+      .selectAll()
+      .where((eb) => eb(eb.fn('lower', ['to_address']), '=', address.toLowerCase()))
+      .orderBy('id')
+      .execute();
 
   before(async () => {
     web = await startTestWeb({ env: { PUBLIC_BASE_URL: 'https://api.example.test' } });
@@ -37,10 +51,18 @@ describe('POST /v1/auth/signup', () => {
     const r = await signup(address);
     expect(r.status).to.equal(200);
     expect(r.body).to.deep.equal({ message: r.body.message, email: address });
-    expect(r.body.message).to.match(/created/i).and.to.match(/email/i);
+    expect(r.body.message)
+      .to.match(/created/i)
+      .and.to.match(/email/i);
     const [account, more] = await accountsWith(address);
     expect(more).to.equal(undefined);
-    expect(account).to.include({ name: 'Ada Lovelace', email: address, organization: 'Engines Ltd', tier: 'free', verified_at: null });
+    expect(account).to.include({
+      name: 'Ada Lovelace',
+      email: address,
+      organization: 'Engines Ltd',
+      tier: 'free',
+      verified_at: null,
+    });
   });
 
   it('queues a verification email carrying a link to the verify endpoint, and stores only the token hash', async () => {
@@ -72,14 +94,21 @@ describe('POST /v1/auth/signup', () => {
     expect(r.status).to.equal(422);
     expect(r.body).to.deep.equal({
       detail: [{ loc: ['body', 'organization'], msg: 'Field required', type: 'missing' }],
-      error: { message: "Invalid 'organization': Field required", type: 'invalid_request_error', code: 'missing', param: 'organization' },
+      error: {
+        message: "Invalid 'organization': Field required",
+        type: 'invalid_request_error',
+        code: 'missing',
+        param: 'organization',
+      },
     });
   });
 
   it('answers 422 for a malformed email address', async () => {
     const r = await signup('not-an-email');
     expect(r.status).to.equal(422);
-    expect(r.body.detail).to.deep.equal([{ loc: ['body', 'email'], msg: 'value is not a valid email address', type: 'value_error' }]);
+    expect(r.body.detail).to.deep.equal([
+      { loc: ['body', 'email'], msg: 'value is not a valid email address', type: 'value_error' },
+    ]);
   });
 
   it('answers 422 for a name or an organization over 100 characters, and accepts exactly 100', async () => {
@@ -106,13 +135,27 @@ describe('POST /v1/auth/signup', () => {
     it('refuses a NUL character in the name or the organization (Postgres cannot store it)', async () => {
       const detail = await refused({ name: 'Ada\u0000Lovelace', organization: 'Engines\u0000' });
       expect(detail).to.deep.equal([
-        { loc: ['body', 'name'], msg: 'String should not contain control characters (U+0000 at position 3)', type: 'value_error' },
-        { loc: ['body', 'organization'], msg: 'String should not contain control characters (U+0000 at position 7)', type: 'value_error' },
+        {
+          loc: ['body', 'name'],
+          msg: 'String should not contain control characters (U+0000 at position 3)',
+          type: 'value_error',
+        },
+        {
+          loc: ['body', 'organization'],
+          msg: 'String should not contain control characters (U+0000 at position 7)',
+          type: 'value_error',
+        },
       ]);
     });
 
     it('refuses CR, LF, tab and other control characters in a name (they would land in the email)', async () => {
-      for (const name of ['Ada\r\nBcc: victim@example.com', 'Ada\tLovelace', 'Ada\u001b[31m', 'Ada\u007f', 'Ada\u0085']) {
+      for (const name of [
+        'Ada\r\nBcc: victim@example.com',
+        'Ada\tLovelace',
+        'Ada\u001b[31m',
+        'Ada\u007f',
+        'Ada\u0085',
+      ]) {
         const detail = await refused({ name });
         expect(detail.map((d) => d.loc)).to.deep.equal([['body', 'name']]);
       }
@@ -121,8 +164,16 @@ describe('POST /v1/auth/signup', () => {
     it('refuses a lone surrogate in any field (it is not Unicode)', async () => {
       const detail = await refused({ name: 'Ada \ud800', organization: '\udfff Ltd' });
       expect(detail).to.deep.equal([
-        { loc: ['body', 'name'], msg: 'String should be valid Unicode (it holds a lone surrogate)', type: 'string_unicode' },
-        { loc: ['body', 'organization'], msg: 'String should be valid Unicode (it holds a lone surrogate)', type: 'string_unicode' },
+        {
+          loc: ['body', 'name'],
+          msg: 'String should be valid Unicode (it holds a lone surrogate)',
+          type: 'string_unicode',
+        },
+        {
+          loc: ['body', 'organization'],
+          msg: 'String should be valid Unicode (it holds a lone surrogate)',
+          type: 'string_unicode',
+        },
       ]);
     });
 
@@ -193,7 +244,16 @@ describe('POST /v1/auth/signup', () => {
 
   it('creates exactly one account when sign-ups for one address race, and answers each with 200', async () => {
     const address = email('race');
-    const variants = [address, address.toUpperCase(), address, `${address[0]!.toUpperCase()}${address.slice(1)}`, address, address.toUpperCase(), address, address];
+    const variants = [
+      address,
+      address.toUpperCase(),
+      address,
+      `${address[0]!.toUpperCase()}${address.slice(1)}`,
+      address,
+      address.toUpperCase(),
+      address,
+      address,
+    ];
     const results = await Promise.all(variants.map((v) => signup(v)));
     expect(results.map((r) => r.status)).to.deep.equal(variants.map(() => 200));
     expect(await accountsWith(address)).to.have.length(1);

@@ -24,8 +24,10 @@ describe('GET /v1/auth/verify', () => {
     const message = await latestEmailTo(web.app, email);
     return { email, token: verificationLinkIn(message!.text_body).token };
   }
-  const verify = (token: string, accept = 'application/json') => get(`${web.url}/v1/auth/verify?token=${encodeURIComponent(token)}`, { headers: { accept } });
-  const account = (email: string) => web.app.db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirstOrThrow();
+  const verify = (token: string, accept = 'application/json') =>
+    get(`${web.url}/v1/auth/verify?token=${encodeURIComponent(token)}`, { headers: { accept } });
+  const account = (email: string) =>
+    web.app.db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirstOrThrow();
   const keysOf = async (email: string) => {
     const { id } = await account(email);
     return web.app.db.selectFrom('api_keys').selectAll().where('account_id', '=', id).orderBy('created_at').execute();
@@ -69,7 +71,9 @@ describe('GET /v1/auth/verify', () => {
     expect((await verify(token)).status).to.equal(200);
     const again = await verify(token);
     expect(again.status).to.equal(400);
-    expect(again.body).to.deep.equal({ error: { message: again.body.error.message, type: 'invalid_request_error', code: 'token_used', param: 'token' } });
+    expect(again.body).to.deep.equal({
+      error: { message: again.body.error.message, type: 'invalid_request_error', code: 'token_used', param: 'token' },
+    });
     expect(again.text).not.to.match(/sk-svc-/);
     expect(await keysOf(email)).to.have.length(1);
   });
@@ -78,7 +82,9 @@ describe('GET /v1/auth/verify', () => {
     const { email, token } = await signUp();
     const results = await Promise.all(Array.from({ length: 6 }, () => verify(token)));
     expect(results.filter((r) => r.status === 200)).to.have.length(1);
-    expect(results.filter((r) => r.status === 400).map((r) => r.body.error.code)).to.deep.equal(Array(5).fill('token_used'));
+    expect(results.filter((r) => r.status === 400).map((r) => r.body.error.code)).to.deep.equal(
+      Array(5).fill('token_used'),
+    );
     expect(await keysOf(email)).to.have.length(1);
   });
 
@@ -135,7 +141,12 @@ describe('GET /v1/auth/verify', () => {
     expect(r.status).to.equal(422);
     expect(r.body).to.deep.equal({
       detail: [{ loc: ['query', 'token'], msg: 'Field required', type: 'missing' }],
-      error: { message: "Invalid 'token': Field required", type: 'invalid_request_error', code: 'missing', param: 'token' },
+      error: {
+        message: "Invalid 'token': Field required",
+        type: 'invalid_request_error',
+        code: 'missing',
+        param: 'token',
+      },
     });
   });
 

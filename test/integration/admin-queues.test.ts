@@ -42,7 +42,10 @@ describe('the queue dashboard at /admin/queues', function () {
     const clock = new ManualClock(Date.now());
     before(async () => {
       // A Redis prefix of its own: the jobs queued here are seen by no worker of another test.
-      web = await startTestWeb({ env: { ADMIN_TOKEN: TOKEN, REDIS_PREFIX: isolatedPrefix(), REDIS_SHARDS: '2', TRUST_PROXY: 'true' }, clock });
+      web = await startTestWeb({
+        env: { ADMIN_TOKEN: TOKEN, REDIS_PREFIX: isolatedPrefix(), REDIS_SHARDS: '2', TRUST_PROXY: 'true' },
+        clock,
+      });
       const shard0 = web.app.queue(completionShards(web.app.config)[0]!);
       await shard0.add('completion', { note: 'waiting for a worker' });
       await shard0.add('completion', { note: 'waiting for a worker' });
@@ -76,7 +79,12 @@ describe('the queue dashboard at /admin/queues', function () {
     it('lists every queue of the queue factory with its counts, each completion shard on its own, for the bearer token', async () => {
       const r = await get<{ queues: BoardQueue[] }>(`${web.url}/admin/queues/api/queues`, { bearer: TOKEN });
       expect(r.status).to.equal(200);
-      expect(r.body.queues.map((q) => q.name)).to.deep.equal(['completions.0', 'completions.1', 'scheduled', 'invoicing']);
+      expect(r.body.queues.map((q) => q.name)).to.deep.equal([
+        'completions.0',
+        'completions.1',
+        'scheduled',
+        'invoicing',
+      ]);
       const shard0 = r.body.queues.find((q) => q.name === 'completions.0')!;
       expect(shard0.counts).to.include({ waiting: 2, active: 0, failed: 0 });
       expect(shard0.description).to.match(/^Chat completion requests .*\(shard 1 of 2\)$/);
@@ -118,7 +126,9 @@ describe('the queue dashboard at /admin/queues', function () {
     });
 
     it('refuses a forged session cookie', async () => {
-      const r = await get(`${web.url}/admin/queues/api/queues`, { headers: { cookie: `admin_session=9999999999.${'A'.repeat(43)}` } });
+      const r = await get(`${web.url}/admin/queues/api/queues`, {
+        headers: { cookie: `admin_session=9999999999.${'A'.repeat(43)}` },
+      });
       expect(r.status).to.equal(401);
       expect(r.body.error.code).to.equal('missing_credential');
     });
@@ -131,10 +141,15 @@ describe('the queue dashboard at /admin/queues', function () {
     });
 
     it('clears the session cookie at the log-out link', async () => {
-      const res = await fetch(`${web.url}/admin/queues/logout`, { redirect: 'manual', headers: { cookie: await signIn(web.url) } });
+      const res = await fetch(`${web.url}/admin/queues/logout`, {
+        redirect: 'manual',
+        headers: { cookie: await signIn(web.url) },
+      });
       expect(res.status).to.equal(302);
       expect(res.headers.get('location')).to.equal('/admin/queues');
-      expect(res.headers.getSetCookie().find((c) => c.startsWith('admin_session='))).to.match(/^admin_session=; path=\/admin\/queues; expires=Thu, 01 Jan 1970/);
+      expect(res.headers.getSetCookie().find((c) => c.startsWith('admin_session='))).to.match(
+        /^admin_session=; path=\/admin\/queues; expires=Thu, 01 Jan 1970/,
+      );
     });
 
     it('refuses a write action in read-only mode: pausing a queue answers 405 and the queue runs on', async () => {
@@ -147,7 +162,9 @@ describe('the queue dashboard at /admin/queues', function () {
     it('serves the page and every script and stylesheet it names, under a policy that allows only its own origin', async () => {
       const page = await get(`${web.url}/admin/queues`, { bearer: TOKEN, headers: HTML });
       expect(page.status).to.equal(200);
-      expect(page.headers.get('content-security-policy')).to.contain("script-src 'self'").and.to.contain("frame-ancestors 'none'");
+      expect(page.headers.get('content-security-policy'))
+        .to.contain("script-src 'self'")
+        .and.to.contain("frame-ancestors 'none'");
       expect(page.text).to.contain('<base href="/admin/queues/"');
       expect(page.text).not.to.contain('fonts.googleapis.com');
       const assets = [...page.text.matchAll(/(?:src|href)="(static\/[^"]+\.(?:js|css))"/g)].map((m) => m[1]!);
@@ -170,15 +187,21 @@ describe('the queue dashboard at /admin/queues', function () {
   describe('with ADMIN_QUEUES_WRITABLE=true', () => {
     let web: TestWeb;
     before(async () => {
-      web = await startTestWeb({ env: { ADMIN_TOKEN: TOKEN, ADMIN_QUEUES_WRITABLE: 'true', REDIS_PREFIX: isolatedPrefix() } });
+      web = await startTestWeb({
+        env: { ADMIN_TOKEN: TOKEN, ADMIN_QUEUES_WRITABLE: 'true', REDIS_PREFIX: isolatedPrefix() },
+      });
     });
     after(async () => web?.close());
 
     it('lets the operator pause and resume a queue', async () => {
       const queue = web.app.queue('invoicing');
-      expect((await request('PUT', `${web.url}/admin/queues/api/queues/invoicing/pause`, { bearer: TOKEN })).status).to.equal(200);
+      expect(
+        (await request('PUT', `${web.url}/admin/queues/api/queues/invoicing/pause`, { bearer: TOKEN })).status,
+      ).to.equal(200);
       expect(await queue.isPaused()).to.equal(true);
-      expect((await request('PUT', `${web.url}/admin/queues/api/queues/invoicing/resume`, { bearer: TOKEN })).status).to.equal(200);
+      expect(
+        (await request('PUT', `${web.url}/admin/queues/api/queues/invoicing/resume`, { bearer: TOKEN })).status,
+      ).to.equal(200);
       expect(await queue.isPaused()).to.equal(false);
     });
   });

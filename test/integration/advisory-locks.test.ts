@@ -24,7 +24,11 @@ function gate(): { opened: Promise<void>; open: () => void } {
 
 /** Advisory locks of a namespace that sessions wait for, not yet granted. */
 async function waitingFor(db: Db, namespace: number): Promise<number> {
-  const r = await sql<{ n: string }>`select count(*) as n from pg_locks where locktype = 'advisory' and not granted and classid = ${namespace}::int::oid`.execute(db);
+  const r = await sql<{
+    n: string;
+  }>`select count(*) as n from pg_locks where locktype = 'advisory' and not granted and classid = ${namespace}::int::oid`.execute(
+    db,
+  );
   return Number(r.rows[0]!.n);
 }
 
@@ -78,7 +82,9 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
       });
       await entered.opened;
       try {
-        expect(await withInvoicingLock(b, randomUUID(), 0, () => Promise.resolve('other account'))).to.equal('other account');
+        expect(await withInvoicingLock(b, randomUUID(), 0, () => Promise.resolve('other account'))).to.equal(
+          'other account',
+        );
       } finally {
         held.open();
       }
@@ -97,7 +103,10 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
       });
       await entered.opened;
       const second = withInvoicingLock(b, account, 20_000, () => Promise.resolve(events.push('second ran')));
-      await eventually(async () => ((await waitingFor(a, 7001)) > 0 ? true : undefined), 'the second taker to wait for the lock');
+      await eventually(
+        async () => ((await waitingFor(a, 7001)) > 0 ? true : undefined),
+        'the second taker to wait for the lock',
+      );
       held.open();
       await first;
       expect(await second).to.not.equal(BUSY);
@@ -123,7 +132,9 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
 
     it('releases the lock when the holder throws', async () => {
       const account = randomUUID();
-      const failed = await withInvoicingLock(a, account, 0, () => Promise.reject(new Error('Stripe said no'))).catch((err: Error) => err.message);
+      const failed = await withInvoicingLock(a, account, 0, () => Promise.reject(new Error('Stripe said no'))).catch(
+        (err: Error) => err.message,
+      );
       expect(failed).to.equal('Stripe said no');
       expect(await withInvoicingLock(b, account, 0, () => Promise.resolve('next'))).to.equal('next');
     });
@@ -134,7 +145,10 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
       try {
         expect(await withInvoicingLock(a, account, 0, () => Promise.resolve('too early'))).to.equal(BUSY);
         const next = withInvoicingLock(a, account, 20_000, () => Promise.resolve('after the crash'));
-        await eventually(async () => ((await waitingFor(a, 7001)) > 0 ? true : undefined), 'the taker to wait for the lock');
+        await eventually(
+          async () => ((await waitingFor(a, 7001)) > 0 ? true : undefined),
+          'the taker to wait for the lock',
+        );
         await holder.kill();
         expect(await next).to.equal('after the crash');
       } finally {
@@ -144,7 +158,6 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
   });
 
   describe("a scheduled run's claim on its period", () => {
-
     it('refuses a second run of the period while the first holds its claim', async () => {
       const p = period();
       const held = gate();
@@ -172,7 +185,9 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
         // What a network cut or a restarted server does to the claim's session.
         await sql`
           select pg_terminate_backend(pid) from pg_locks
-           where locktype = 'advisory' and classid = 7002::oid and objid = (hashtext(${`invoices:${p}`})::bigint & 4294967295)::oid`.execute(b);
+           where locktype = 'advisory' and classid = 7002::oid and objid = (hashtext(${`invoices:${p}`})::bigint & 4294967295)::oid`.execute(
+          b,
+        );
         return claim.isHeld().catch(() => false);
       });
       expect(lost).to.equal(false);
@@ -202,10 +217,14 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
     const MIGRATION_LOCK = 3853314791062309107n;
     const migrationLocks = async (granted: boolean) =>
       Number(
-        (await sql<{ n: string }>`
+        (
+          await sql<{ n: string }>`
           select count(*) as n from pg_locks
            where locktype = 'advisory' and granted = ${granted} and objsubid = 1
-             and classid = ${(MIGRATION_LOCK >> 32n).toString()}::bigint::oid and objid = ${(MIGRATION_LOCK & 0xffffffffn).toString()}::bigint::oid`.execute(a)).rows[0]!.n,
+             and classid = ${(MIGRATION_LOCK >> 32n).toString()}::bigint::oid and objid = ${(MIGRATION_LOCK & 0xffffffffn).toString()}::bigint::oid`.execute(
+            a,
+          )
+        ).rows[0]!.n,
       );
 
     it('makes a migrator wait while another holds the lock, and leaves it free when done', async () => {
@@ -213,11 +232,17 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
       try {
         await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK.toString()}::bigint)`.execute(other);
         const migrating = migrateToLatest(b);
-        await eventually(async () => ((await migrationLocks(false)) > 0 ? true : undefined), 'the migrator to wait for the lock');
+        await eventually(
+          async () => ((await migrationLocks(false)) > 0 ? true : undefined),
+          'the migrator to wait for the lock',
+        );
         await other.rollback().execute();
         expect(await migrating).to.deep.equal([]);
       } finally {
-        await other.rollback().execute().catch(() => undefined);
+        await other
+          .rollback()
+          .execute()
+          .catch(() => undefined);
       }
       expect(await migrationLocks(true)).to.equal(0);
     });
@@ -227,7 +252,12 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
     it('gives a run, the account lock it takes and their work connections enough with a query pool of one', async () => {
       const small = processDb({ DB_POOL_SIZE: '1', DB_LOCK_POOL_SIZE: '2' });
       const result = await withRunClaim(small, 'invoices', period(), () =>
-        withInvoicingLock(small, randomUUID(), 0, async (conn) => (await sql<{ one: number }>`select 1 as one`.execute(conn)).rows[0]!.one),
+        withInvoicingLock(
+          small,
+          randomUUID(),
+          0,
+          async (conn) => (await sql<{ one: number }>`select 1 as one`.execute(conn)).rows[0]!.one,
+        ),
       );
       expect(result).to.equal(1);
     });
@@ -238,22 +268,37 @@ describe('advisory locks: an account invoiced by one process at a time, a schedu
       url.searchParams.set('application_name', app);
       const bounded = processDb({ DATABASE_URL: url.toString(), DB_POOL_SIZE: '2', DB_LOCK_POOL_SIZE: '2' });
       const key = 900_000 + Math.floor(Math.random() * 1000);
-      const sessions = async () => Number((await sql<{ n: string }>`select count(*) as n from pg_stat_activity where application_name = ${app}`.execute(a)).rows[0]!.n);
+      const sessions = async () =>
+        Number(
+          (
+            await sql<{
+              n: string;
+            }>`select count(*) as n from pg_stat_activity where application_name = ${app}`.execute(a)
+          ).rows[0]!.n,
+        );
       // Queries that wait on a lock this test holds, so they keep their connections until it lets go.
       const blocker = await a.startTransaction().execute();
       await sql`select pg_advisory_xact_lock(${key})`.execute(blocker);
       const held = gate();
       try {
-        const queries = Array.from({ length: 6 }, () => sql`select pg_advisory_xact_lock_shared(${key})`.execute(bounded));
+        const queries = Array.from({ length: 6 }, () =>
+          sql`select pg_advisory_xact_lock_shared(${key})`.execute(bounded),
+        );
         const locks = [0, 1].map(() => withInvoicingLock(bounded, randomUUID(), 0, () => held.opened));
-        await eventually(async () => ((await sessions()) >= 4 ? true : undefined), 'two query and two lock connections');
+        await eventually(
+          async () => ((await sessions()) >= 4 ? true : undefined),
+          'two query and two lock connections',
+        );
         expect(await sessions()).to.equal(4);
         held.open();
         await blocker.rollback().execute();
         await Promise.all([...queries, ...locks]);
       } finally {
         held.open();
-        await blocker.rollback().execute().catch(() => undefined);
+        await blocker
+          .rollback()
+          .execute()
+          .catch(() => undefined);
       }
     });
   });

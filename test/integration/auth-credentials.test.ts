@@ -17,7 +17,17 @@ const AUDIENCE = 'completions-api';
 const enc = (s: string) => new TextEncoder().encode(s);
 
 /** Signs an HS token with the given claims and header, defaulting to what the service accepts. */
-async function hsToken(claims: JWTPayload, opts: { alg?: string; secret?: string; clock: ManualClock; iss?: string | null; aud?: string | null; exp?: number | null }): Promise<string> {
+async function hsToken(
+  claims: JWTPayload,
+  opts: {
+    alg?: string;
+    secret?: string;
+    clock: ManualClock;
+    iss?: string | null;
+    aud?: string | null;
+    exp?: number | null;
+  },
+): Promise<string> {
   const now = Math.floor(opts.clock.now().getTime() / 1000);
   let b = new SignJWT(claims).setProtectedHeader({ alg: opts.alg ?? 'HS256', typ: 'JWT' }).setIssuedAt(now);
   if (opts.exp !== null) b = b.setExpirationTime(opts.exp ?? now + 600);
@@ -38,7 +48,11 @@ describe('credentials: API keys and JWTs', () => {
       get(`${web.url}/probe/${mode}`, { ...(bearer !== undefined ? { bearer } : {}), headers });
 
     before(async () => {
-      web = await startTestWeb({ clock, routes: credentialProbeRoutes(), env: { JWT_SECRET: SECRET, JWT_ISSUER: ISSUER, JWT_AUDIENCE: AUDIENCE } });
+      web = await startTestWeb({
+        clock,
+        routes: credentialProbeRoutes(),
+        env: { JWT_SECRET: SECRET, JWT_ISSUER: ISSUER, JWT_AUDIENCE: AUDIENCE },
+      });
       user = await createTestAccount(web.app);
       unverified = await createTestAccount(web.app, { verified: false });
     });
@@ -53,7 +67,9 @@ describe('credentials: API keys and JWTs', () => {
     });
 
     it('answers a credential in another scheme than Bearer with 401', async () => {
-      const r = await probe('api_key', undefined, { authorization: `Basic ${Buffer.from(`user:${user.apiKey}`).toString('base64')}` });
+      const r = await probe('api_key', undefined, {
+        authorization: `Basic ${Buffer.from(`user:${user.apiKey}`).toString('base64')}`,
+      });
       expect(r.status).to.equal(401);
       expect(r.body.error.code).to.equal('missing_credential');
     });
@@ -91,24 +107,41 @@ describe('credentials: API keys and JWTs', () => {
     });
 
     it('accepts either credential where the endpoint takes both, and says which one was used', async () => {
-      expect((await probe('api_key_or_jwt', user.apiKey)).body).to.deep.equal({ account_id: user.account.id, credential: 'api_key' });
-      expect((await probe('api_key_or_jwt', user.jwt)).body).to.deep.equal({ account_id: user.account.id, credential: 'jwt' });
+      expect((await probe('api_key_or_jwt', user.apiKey)).body).to.deep.equal({
+        account_id: user.account.id,
+        credential: 'api_key',
+      });
+      expect((await probe('api_key_or_jwt', user.jwt)).body).to.deep.equal({
+        account_id: user.account.id,
+        credential: 'jwt',
+      });
     });
 
     it('answers 403 email_not_verified to an unverified account, with either credential', async () => {
-      for (const [mode, bearer] of [['api_key', unverified.apiKey], ['jwt', unverified.jwt]] as const) {
+      for (const [mode, bearer] of [
+        ['api_key', unverified.apiKey],
+        ['jwt', unverified.jwt],
+      ] as const) {
         const r = await probe(mode, bearer);
         expect(r.status, mode).to.equal(403);
-        expect(r.body).to.deep.equal({ error: { message: r.body.error.message, type: 'permission_error', code: 'email_not_verified', param: null } });
+        expect(r.body).to.deep.equal({
+          error: { message: r.body.error.message, type: 'permission_error', code: 'email_not_verified', param: null },
+        });
       }
     });
 
     it('gives the official OpenAI SDK errors it maps to AuthenticationError and PermissionDeniedError', async () => {
       const call = (apiKey: string) => new OpenAI({ apiKey, baseURL: web.url, maxRetries: 0 }).get('/probe/api_key');
-      const bad = await call(generateApiKey().key).then(() => undefined, (e: unknown) => e);
+      const bad = await call(generateApiKey().key).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(bad).to.be.instanceOf(OpenAI.AuthenticationError);
       expect((bad as InstanceType<typeof OpenAI.AuthenticationError>).code).to.equal('invalid_api_key');
-      const forbidden = await call(unverified.apiKey).then(() => undefined, (e: unknown) => e);
+      const forbidden = await call(unverified.apiKey).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(forbidden).to.be.instanceOf(OpenAI.PermissionDeniedError);
     });
 
@@ -137,7 +170,14 @@ describe('credentials: API keys and JWTs', () => {
     it('refuses a token whose payload was tampered with', async () => {
       const token = await hsToken({ sub: unverified.account.id }, { clock });
       const [h, , s] = token.split('.');
-      const forged = Buffer.from(JSON.stringify({ sub: user.account.id, iss: ISSUER, aud: AUDIENCE, exp: Math.floor(clock.now().getTime() / 1000) + 600 })).toString('base64url');
+      const forged = Buffer.from(
+        JSON.stringify({
+          sub: user.account.id,
+          iss: ISSUER,
+          aud: AUDIENCE,
+          exp: Math.floor(clock.now().getTime() / 1000) + 600,
+        }),
+      ).toString('base64url');
       const r = await probe('jwt', `${h}.${forged}.${s}`);
       expect(r.status).to.equal(401);
       expect(r.body.error).to.deep.include(authError('invalid_token'));
@@ -145,7 +185,10 @@ describe('credentials: API keys and JWTs', () => {
     });
 
     it('refuses a token signed with another secret', async () => {
-      const r = await probe('jwt', await hsToken({ sub: user.account.id }, { clock, secret: 'another-secret-that-is-also-long-enough!!' }));
+      const r = await probe(
+        'jwt',
+        await hsToken({ sub: user.account.id }, { clock, secret: 'another-secret-that-is-also-long-enough!!' }),
+      );
       expect(r.status).to.equal(401);
     });
 
@@ -166,7 +209,12 @@ describe('credentials: API keys and JWTs', () => {
 
     it('refuses an unsigned token (alg none)', async () => {
       const now = Math.floor(clock.now().getTime() / 1000);
-      const token = new UnsecuredJWT({ sub: user.account.id }).setIssuer(ISSUER).setAudience(AUDIENCE).setIssuedAt(now).setExpirationTime(now + 600).encode();
+      const token = new UnsecuredJWT({ sub: user.account.id })
+        .setIssuer(ISSUER)
+        .setAudience(AUDIENCE)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 600)
+        .encode();
       expect(token.split('.')[2]).to.equal('');
       const r = await probe('jwt', token);
       expect(r.status).to.equal(401);
@@ -228,7 +276,11 @@ describe('credentials: API keys and JWTs', () => {
     it('refuses an HS256 token keyed with the published public key (algorithm confusion)', async () => {
       const now = Math.floor(Date.now() / 1000);
       for (const secret of [JSON.stringify(rsaJwk), rsaJwk.n!]) {
-        const token = await new SignJWT({ sub: user.account.id }).setProtectedHeader({ alg: 'HS256', kid: 'rsa-1' }).setIssuedAt(now).setExpirationTime(now + 300).sign(enc(secret));
+        const token = await new SignJWT({ sub: user.account.id })
+          .setProtectedHeader({ alg: 'HS256', kid: 'rsa-1' })
+          .setIssuedAt(now)
+          .setExpirationTime(now + 300)
+          .sign(enc(secret));
         const r = await probe(token);
         expect(r.status).to.equal(401);
         expect(r.body.error.message).to.match(/algorithm/);
@@ -248,7 +300,10 @@ describe('credentials: API keys and JWTs', () => {
     });
 
     it('answers 503 (not 401) when the key set cannot be fetched', async () => {
-      const other = await startTestWeb({ routes: credentialProbeRoutes(), env: { JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' } });
+      const other = await startTestWeb({
+        routes: credentialProbeRoutes(),
+        env: { JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' },
+      });
       try {
         const r = await get(`${other.url}/probe/jwt`, { bearer: await sign(rsa.privateKey, 'RS256', 'rsa-1') });
         expect(r.status).to.equal(503);
@@ -266,7 +321,10 @@ describe('credentials: API keys and JWTs', () => {
     before(async () => {
       const pg = new URL(process.env.DATABASE_URL!);
       proxy = await new TcpProxy(pg.hostname, Number(pg.port || 5432)).start();
-      web = await startTestWeb({ routes: credentialProbeRoutes(), env: { DATABASE_URL: proxy.url('postgres', pg.pathname) } });
+      web = await startTestWeb({
+        routes: credentialProbeRoutes(),
+        env: { DATABASE_URL: proxy.url('postgres', pg.pathname) },
+      });
       await proxy.cut();
     });
     after(async () => {
@@ -276,7 +334,9 @@ describe('credentials: API keys and JWTs', () => {
 
     it('still turns a malformed key down with 401: the checksum is checked before any lookup', async () => {
       const key = generateApiKey().key;
-      const r = await get(`${web.url}/probe/api_key`, { bearer: `${key.slice(0, -1)}${key.endsWith('A') ? 'B' : 'A'}` });
+      const r = await get(`${web.url}/probe/api_key`, {
+        bearer: `${key.slice(0, -1)}${key.endsWith('A') ? 'B' : 'A'}`,
+      });
       expect(r.status).to.equal(401);
       expect(r.body.error.code).to.equal('invalid_api_key');
       // The same request with a well-formed key has to reach the database, and cannot.

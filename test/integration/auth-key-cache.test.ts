@@ -13,7 +13,8 @@ describe('API key cache: one Redis GET per request instead of a Postgres lookup,
   let b: AppContext;
   const tierIn = async (app: AppContext, key: string) => (await authenticateApiKey(app, key)).tier;
   /** Changed behind the service's back (no version bump): only a cache would still give the old tier. */
-  const quietlyUpgrade = (accountId: string) => a.db.updateTable('accounts').set({ tier: 'paid' }).where('id', '=', accountId).execute();
+  const quietlyUpgrade = (accountId: string) =>
+    a.db.updateTable('accounts').set({ tier: 'paid' }).where('id', '=', accountId).execute();
 
   before(async () => {
     const config = testConfig({ REDIS_PREFIX: isolatedPrefix() });

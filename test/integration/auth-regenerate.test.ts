@@ -14,7 +14,8 @@ describe('POST /v1/auth/regenerate-api-key', () => {
   let web: TestWeb;
   const regenerate = (jwt: string) => post(`${web.url}/v1/auth/regenerate-api-key`, undefined, { bearer: jwt });
   const probe = (key: string) => get(`${web.url}/probe/api_key`, { bearer: key });
-  const keysOf = (accountId: string) => web.app.db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId).orderBy('created_at').execute();
+  const keysOf = (accountId: string) =>
+    web.app.db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId).orderBy('created_at').execute();
 
   before(async () => {
     web = await startTestWeb({ clock, routes: [...accountsRoutes(), ...credentialProbeRoutes()] });
@@ -31,7 +32,9 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     expect(r.headers.get('x-ratelimit-remaining')).to.equal('0');
     expect(Object.keys(r.body).sort()).to.deep.equal(['api_key', 'email', 'message']);
     expect(r.body.email).to.equal(account.email);
-    expect(r.body.api_key).to.match(/^sk-svc-/).and.not.equal(oldKey);
+    expect(r.body.api_key)
+      .to.match(/^sk-svc-/)
+      .and.not.equal(oldKey);
     const old = await probe(oldKey);
     expect(old.status).to.equal(401);
     expect(old.body.error.code).to.equal('invalid_api_key');
@@ -61,7 +64,14 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     expect(second.body.error.message).to.include(`at ${resetAt.toISOString().replace('.000Z', 'Z')} (in 1 h 30 min)`);
     expect(second.headers.get('x-ratelimit-limit')).to.equal('1');
     expect(second.headers.get('x-ratelimit-remaining')).to.equal('0');
-    expect(second.body).to.deep.equal({ error: { message: second.body.error.message, type: 'rate_limit_exceeded', code: 'rate_limit_exceeded', param: null } });
+    expect(second.body).to.deep.equal({
+      error: {
+        message: second.body.error.message,
+        type: 'rate_limit_exceeded',
+        code: 'rate_limit_exceeded',
+        param: null,
+      },
+    });
     expect(second.body.error.message).to.match(/2 hours/);
     expect((await probe(first.body.api_key)).status).to.equal(200);
     expect(await keysOf(account.id)).to.have.length(2);
@@ -87,13 +97,32 @@ describe('POST /v1/auth/regenerate-api-key', () => {
 
   it('leaves tier, subscription and billing state, and the rate-limit counters, with the account', async () => {
     const { account, jwt } = await createTestAccount(web.app, { tier: 'paid', stripeCustomerId: `cus_${randomId()}` });
-    await web.app.db.updateTable('accounts').set({ stripe_subscription_id: 'sub_123', subscription_status: 'active', payment_method_last4: '4242' }).where('id', '=', account.id).execute();
-    const before = await web.app.db.selectFrom('accounts').selectAll().where('id', '=', account.id).executeTakeFirstOrThrow();
+    await web.app.db
+      .updateTable('accounts')
+      .set({ stripe_subscription_id: 'sub_123', subscription_status: 'active', payment_method_last4: '4242' })
+      .where('id', '=', account.id)
+      .execute();
+    const before = await web.app.db
+      .selectFrom('accounts')
+      .selectAll()
+      .where('id', '=', account.id)
+      .executeTakeFirstOrThrow();
     const admitOne = async (n: number) =>
-      (await web.app.limiter.admit({ accountId: account.id, tier: 'paid', requestId: `regen-test-${account.id}-${n}`, reserveTokens: 10 })).headers['x-ratelimit-remaining-requests'];
+      (
+        await web.app.limiter.admit({
+          accountId: account.id,
+          tier: 'paid',
+          requestId: `regen-test-${account.id}-${n}`,
+          reserveTokens: 10,
+        })
+      ).headers['x-ratelimit-remaining-requests'];
     const remainingBefore = Number(await admitOne(1));
     expect((await regenerate(jwt)).status).to.equal(200);
-    const after = await web.app.db.selectFrom('accounts').selectAll().where('id', '=', account.id).executeTakeFirstOrThrow();
+    const after = await web.app.db
+      .selectFrom('accounts')
+      .selectAll()
+      .where('id', '=', account.id)
+      .executeTakeFirstOrThrow();
     expect(after).to.deep.equal(before);
     expect(Number(await admitOne(2))).to.equal(remainingBefore - 1);
   });

@@ -39,7 +39,14 @@ describe(`the benchmark's Redis memory per request ${ONE_REDIS_SERVER}`, () => {
   });
 
   it('holds every kind of key for its TTL at a sustained rate', () => {
-    const kind = (bytesPerRequest: number, ttlSeconds: number): KindFigures => ({ name: 'k', keysPerRequest: 1, bytesPerKey: bytesPerRequest, bytesPerRequest, ttlSeconds, observedTtlSeconds: ttlSeconds });
+    const kind = (bytesPerRequest: number, ttlSeconds: number): KindFigures => ({
+      name: 'k',
+      keysPerRequest: 1,
+      bytesPerKey: bytesPerRequest,
+      bytesPerRequest,
+      ttlSeconds,
+      observedTtlSeconds: ttlSeconds,
+    });
     expect(steadyStateBytes([kind(5000, 120), kind(150, 180)], 100)).to.equal(100 * (5000 * 120 + 150 * 180));
   });
 

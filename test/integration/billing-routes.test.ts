@@ -2,7 +2,14 @@ import { expect } from 'chai';
 import { ManualClock } from '../../src/clock.js';
 import { FakeStripe } from '../fakes/stripe.js';
 import { createTestAccount } from '../support/accounts.js';
-import { createBillingAccount, invoiceCreatesFor, invoicesOf, recordUsage, stripeInvoicesOf, usageRowsOf } from '../support/billing.js';
+import {
+  createBillingAccount,
+  invoiceCreatesFor,
+  invoicesOf,
+  recordUsage,
+  stripeInvoicesOf,
+  usageRowsOf,
+} from '../support/billing.js';
 import { get, post } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
@@ -29,12 +36,40 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
       const who = await createBillingAccount(web.app, { tier: 'paid' });
       await recordUsage(web.app, [
         // gpt-4.1: 2.00 in / 8.00 out per 1M tokens: 0.036 + 0.014 = 0.05 USD.
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 10_000, completion: 2_000, at: '2017-03-02T08:00:00Z' },
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 5_000, completion: 500, at: '2017-03-19T23:00:00Z' },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 10_000,
+          completion: 2_000,
+          at: '2017-03-02T08:00:00Z',
+        },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 5_000,
+          completion: 500,
+          at: '2017-03-19T23:00:00Z',
+        },
         // Before the upgrade, on the free tier: counted, not charged.
-        { accountId: who.account.id, model: 'gemini-2.5-flash', tier: 'free', prompt: 1_000, completion: 1_000, at: '2017-03-01T00:00:00Z' },
+        {
+          accountId: who.account.id,
+          model: 'gemini-2.5-flash',
+          tier: 'free',
+          prompt: 1_000,
+          completion: 1_000,
+          at: '2017-03-01T00:00:00Z',
+        },
         // Last month's usage is not this month's.
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 999_999, completion: 0, at: '2017-02-28T23:59:59Z' },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 999_999,
+          completion: 0,
+          at: '2017-02-28T23:59:59Z',
+        },
       ]);
       const r = await get(`${web.url}/v1/billing/usage`, { bearer: who.apiKey });
       expect(r.status, r.text).to.equal(200);
@@ -44,10 +79,38 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
         currency: 'usd',
         period: { start: '2017-03-01T00:00:00.000Z', end: '2017-03-20T12:00:00.000Z', month: '2017-03' },
         models: [
-          { model: 'gemini-2.5-flash', requests: 1, billable_requests: 0, prompt_tokens: 1000, completion_tokens: 1000, total_tokens: 2000, cost_usd: '0', cost_cents: 0, cost: '0.00' },
-          { model: 'gpt-4.1', requests: 2, billable_requests: 2, prompt_tokens: 15000, completion_tokens: 2500, total_tokens: 17500, cost_usd: '0.05', cost_cents: 5, cost: '0.05' },
+          {
+            model: 'gemini-2.5-flash',
+            requests: 1,
+            billable_requests: 0,
+            prompt_tokens: 1000,
+            completion_tokens: 1000,
+            total_tokens: 2000,
+            cost_usd: '0',
+            cost_cents: 0,
+            cost: '0.00',
+          },
+          {
+            model: 'gpt-4.1',
+            requests: 2,
+            billable_requests: 2,
+            prompt_tokens: 15000,
+            completion_tokens: 2500,
+            total_tokens: 17500,
+            cost_usd: '0.05',
+            cost_cents: 5,
+            cost: '0.05',
+          },
         ],
-        total: { requests: 3, prompt_tokens: 16000, completion_tokens: 3500, total_tokens: 19500, cost_usd: '0.05', cost_cents: 5, cost: '0.05' },
+        total: {
+          requests: 3,
+          prompt_tokens: 16000,
+          completion_tokens: 3500,
+          total_tokens: 19500,
+          cost_usd: '0.05',
+          cost_cents: 5,
+          cost: '0.05',
+        },
         spend_limit: {
           object: 'billing.spend_limit',
           monthly_limit_usd: null,
@@ -67,7 +130,15 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
       expect(withJwt.status).to.equal(200);
       expect(withJwt.body).to.include({ tier: 'free', object: 'billing.usage' });
       expect(withJwt.body.models).to.deep.equal([]);
-      expect(withJwt.body.total).to.deep.equal({ requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost_usd: '0', cost_cents: 0, cost: '0.00' });
+      expect(withJwt.body.total).to.deep.equal({
+        requests: 0,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        total_tokens: 0,
+        cost_usd: '0',
+        cost_cents: 0,
+        cost: '0.00',
+      });
       const anonymous = await get(`${web.url}/v1/billing/usage`);
       expect(anonymous.status).to.equal(401);
     });
@@ -76,11 +147,27 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
       const who = await createBillingAccount(web.app, { tier: 'paid' });
       // 0.5 cent on claude-haiku-4-5 and 0.5 cent on gpt-4.1 (2,500 prompt tokens): 1 + 1 cents, not round(1.0).
       await recordUsage(web.app, [
-        { accountId: who.account.id, model: 'claude-haiku-4-5', tier: 'paid', prompt: 5_000, completion: 0, at: '2017-03-05T00:00:00Z' },
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 2_500, completion: 0, at: '2017-03-05T00:00:00Z' },
+        {
+          accountId: who.account.id,
+          model: 'claude-haiku-4-5',
+          tier: 'paid',
+          prompt: 5_000,
+          completion: 0,
+          at: '2017-03-05T00:00:00Z',
+        },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 2_500,
+          completion: 0,
+          at: '2017-03-05T00:00:00Z',
+        },
       ]);
       const r = await get(`${web.url}/v1/billing/usage`, { bearer: who.apiKey });
-      expect(r.body.models.map((m: { cost_usd: string; cost_cents: number }) => [m.cost_usd, m.cost_cents])).to.deep.equal([
+      expect(
+        r.body.models.map((m: { cost_usd: string; cost_cents: number }) => [m.cost_usd, m.cost_cents]),
+      ).to.deep.equal([
         ['0.005', 1],
         ['0.005', 1],
       ]);
@@ -92,21 +179,64 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
     it('creates, finalizes and sends a Stripe invoice with one line per model, and a second call creates nothing new', async () => {
       const who = await createBillingAccount(web.app, { tier: 'paid' });
       await recordUsage(web.app, [
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000, completion: 20_000, at: '2017-03-03T00:00:00Z' },
-        { accountId: who.account.id, model: 'claude-sonnet-4-5', tier: 'paid', prompt: 10_000, completion: 5_000, at: '2017-03-04T00:00:00Z' },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 100_000,
+          completion: 20_000,
+          at: '2017-03-03T00:00:00Z',
+        },
+        {
+          accountId: who.account.id,
+          model: 'claude-sonnet-4-5',
+          tier: 'paid',
+          prompt: 10_000,
+          completion: 5_000,
+          at: '2017-03-04T00:00:00Z',
+        },
       ]);
       const r = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
       expect(r.status, r.text).to.equal(200);
       expect(r.body.status).to.equal('invoiced');
       const inv = r.body.invoice;
       // gpt-4.1: 0.2 + 0.16 = 0.36 USD; claude-sonnet-4-5: 0.03 + 0.075 = 0.105 USD -> 10.5 cents -> 11.
-      expect(inv).to.include({ kind: 'on_demand', status: 'open', currency: 'usd', amount_cents: 47, amount: '0.47', period_start: '2017-03-01T00:00:00.000Z', period_end: '2017-03-20T12:00:00.000Z' });
+      expect(inv).to.include({
+        kind: 'on_demand',
+        status: 'open',
+        currency: 'usd',
+        amount_cents: 47,
+        amount: '0.47',
+        period_start: '2017-03-01T00:00:00.000Z',
+        period_end: '2017-03-20T12:00:00.000Z',
+      });
       expect(inv.lines).to.deep.equal([
-        { model: 'claude-sonnet-4-5', requests: 1, prompt_tokens: 10000, completion_tokens: 5000, cost_usd: '0.105', amount_cents: 11, amount: '0.11' },
-        { model: 'gpt-4.1', requests: 1, prompt_tokens: 100000, completion_tokens: 20000, cost_usd: '0.36', amount_cents: 36, amount: '0.36' },
+        {
+          model: 'claude-sonnet-4-5',
+          requests: 1,
+          prompt_tokens: 10000,
+          completion_tokens: 5000,
+          cost_usd: '0.105',
+          amount_cents: 11,
+          amount: '0.11',
+        },
+        {
+          model: 'gpt-4.1',
+          requests: 1,
+          prompt_tokens: 100000,
+          completion_tokens: 20000,
+          cost_usd: '0.36',
+          amount_cents: 36,
+          amount: '0.36',
+        },
       ]);
       const stripeInv = fake.invoices.get(inv.stripe_invoice_id)!;
-      expect(stripeInv).to.include({ customer: who.customerId, status: 'open', total: 47, hosted_invoice_url: inv.hosted_invoice_url });
+      expect(stripeInv).to.include({
+        customer: who.customerId,
+        status: 'open',
+        total: 47,
+        hosted_invoice_url: inv.hosted_invoice_url,
+      });
       expect(fake.sentInvoices).to.include(stripeInv.id);
       expect(stripeInv.lines.data.map((l: { description: string }) => l.description)).to.deep.equal([
         'claude-sonnet-4-5: 10,000 prompt + 5,000 completion tokens, 1 requests (2017-03-01 to 2017-03-20 12:00 UTC)',
@@ -125,10 +255,28 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
 
     it('invoices only the usage added since the previous on-demand invoice', async () => {
       const who = await createBillingAccount(web.app, { tier: 'paid' });
-      await recordUsage(web.app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000, completion: 0, at: '2017-03-03T00:00:00Z' }]);
+      await recordUsage(web.app, [
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 100_000,
+          completion: 0,
+          at: '2017-03-03T00:00:00Z',
+        },
+      ]);
       const first = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
       clock.set('2017-03-21T12:00:00Z');
-      await recordUsage(web.app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 50_000, completion: 0, at: '2017-03-21T00:00:00Z' }]);
+      await recordUsage(web.app, [
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 50_000,
+          completion: 0,
+          at: '2017-03-21T00:00:00Z',
+        },
+      ]);
       const second = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
       expect([first.body.invoice.amount_cents, second.body.invoice.amount_cents]).to.deep.equal([20, 10]);
       const keys = (await invoicesOf(web.app, who.account.id)).map((i) => i.idempotency_key);
@@ -137,7 +285,16 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
 
     it('answers a free account that owes nothing with nothing_to_invoice and creates no invoice', async () => {
       const who = await createBillingAccount(web.app, { tier: 'free' });
-      await recordUsage(web.app, [{ accountId: who.account.id, model: 'gemini-2.5-flash', tier: 'free', prompt: 40_000, completion: 9_000, at: '2017-03-10T00:00:00Z' }]);
+      await recordUsage(web.app, [
+        {
+          accountId: who.account.id,
+          model: 'gemini-2.5-flash',
+          tier: 'free',
+          prompt: 40_000,
+          completion: 9_000,
+          at: '2017-03-10T00:00:00Z',
+        },
+      ]);
       const r = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
       expect(r.status).to.equal(200);
       expect(r.body).to.deep.include({ status: 'nothing_to_invoice', invoice: null });
@@ -147,7 +304,16 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
 
     it('answers a paid account with an empty month with nothing_to_invoice', async () => {
       const who = await createBillingAccount(web.app, { tier: 'paid' });
-      await recordUsage(web.app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000, completion: 0, at: '2017-02-10T00:00:00Z' }]);
+      await recordUsage(web.app, [
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 100_000,
+          completion: 0,
+          at: '2017-02-10T00:00:00Z',
+        },
+      ]);
       const r = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
       expect(r.status).to.equal(200);
       expect(r.body).to.deep.include({ status: 'nothing_to_invoice', invoice: null });
@@ -159,8 +325,22 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
     it('invoices a downgraded account for the paid-tier usage it owes from earlier in the month', async () => {
       const who = await createBillingAccount(web.app, { tier: 'free' });
       await recordUsage(web.app, [
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 250_000, completion: 0, at: '2017-03-02T00:00:00Z' },
-        { accountId: who.account.id, model: 'gpt-4.1-mini', tier: 'free', prompt: 250_000, completion: 0, at: '2017-03-12T00:00:00Z' },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 250_000,
+          completion: 0,
+          at: '2017-03-02T00:00:00Z',
+        },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1-mini',
+          tier: 'free',
+          prompt: 250_000,
+          completion: 0,
+          at: '2017-03-12T00:00:00Z',
+        },
       ]);
       const r = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
       expect(r.status, r.text).to.equal(200);
@@ -171,7 +351,16 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
 
     it('answers 409 when the account owes usage but has no Stripe customer, reserving nothing', async () => {
       const who = await createTestAccount(web.app, { tier: 'paid' });
-      await recordUsage(web.app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000, completion: 0, at: '2017-03-02T00:00:00Z' }]);
+      await recordUsage(web.app, [
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 100_000,
+          completion: 0,
+          at: '2017-03-02T00:00:00Z',
+        },
+      ]);
       const r = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
       expect(r.status).to.equal(409);
       expect(r.body.error.code).to.equal('no_billing_customer');
@@ -184,14 +373,42 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
     it('defaults to twelve calendar months up to today and lists invoices and monthly usage totals', async () => {
       const who = await createBillingAccount(web.app, { tier: 'paid' });
       await recordUsage(web.app, [
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000, completion: 0, at: '2017-03-02T00:00:00Z' },
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'free', prompt: 1_000, completion: 500, at: '2017-01-15T00:00:00Z' },
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 1_000, completion: 0, at: '2016-03-31T23:59:59Z' },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 100_000,
+          completion: 0,
+          at: '2017-03-02T00:00:00Z',
+        },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'free',
+          prompt: 1_000,
+          completion: 500,
+          at: '2017-01-15T00:00:00Z',
+        },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 1_000,
+          completion: 0,
+          at: '2016-03-31T23:59:59Z',
+        },
       ]);
       const generated = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
       const r = await get(`${web.url}/v1/billing/history`, { bearer: who.jwt });
       expect(r.status, r.text).to.equal(200);
-      expect(r.body).to.include({ object: 'billing.history', start_date: '2016-04-01', end_date: '2017-03-20', currency: 'usd', total_invoiced_cents: 20, total_invoiced: '0.20' });
+      expect(r.body).to.include({
+        object: 'billing.history',
+        start_date: '2016-04-01',
+        end_date: '2017-03-20',
+        currency: 'usd',
+        total_invoiced_cents: 20,
+        total_invoiced: '0.20',
+      });
       expect(r.body.invoices).to.have.length(1);
       expect(r.body.invoices[0]).to.include({
         id: generated.body.invoice.id,
@@ -203,23 +420,59 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
         period_start: '2017-03-01T00:00:00.000Z',
       });
       expect(r.body.months).to.deep.equal([
-        { month: '2017-01', requests: 1, prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500, cost_usd: '0', cost_cents: 0, cost: '0.00' },
-        { month: '2017-03', requests: 1, prompt_tokens: 100000, completion_tokens: 0, total_tokens: 100000, cost_usd: '0.2', cost_cents: 20, cost: '0.20' },
+        {
+          month: '2017-01',
+          requests: 1,
+          prompt_tokens: 1000,
+          completion_tokens: 500,
+          total_tokens: 1500,
+          cost_usd: '0',
+          cost_cents: 0,
+          cost: '0.00',
+        },
+        {
+          month: '2017-03',
+          requests: 1,
+          prompt_tokens: 100000,
+          completion_tokens: 0,
+          total_tokens: 100000,
+          cost_usd: '0.2',
+          cost_cents: 20,
+          cost: '0.20',
+        },
       ]);
     });
 
     it('limits invoices and months to the dates asked for', async () => {
       const who = await createBillingAccount(web.app, { tier: 'paid' });
       await recordUsage(web.app, [
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000, completion: 0, at: '2017-03-02T00:00:00Z' },
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 3_000, completion: 0, at: '2017-01-02T00:00:00Z' },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 100_000,
+          completion: 0,
+          at: '2017-03-02T00:00:00Z',
+        },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 3_000,
+          completion: 0,
+          at: '2017-01-02T00:00:00Z',
+        },
       ]);
       await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
-      const r = await get(`${web.url}/v1/billing/history?start_date=2017-01-01&end_date=2017-02-28`, { bearer: who.jwt });
+      const r = await get(`${web.url}/v1/billing/history?start_date=2017-01-01&end_date=2017-02-28`, {
+        bearer: who.jwt,
+      });
       expect(r.status).to.equal(200);
       expect(r.body).to.include({ start_date: '2017-01-01', end_date: '2017-02-28', total_invoiced_cents: 0 });
       expect(r.body.invoices).to.deep.equal([]);
-      expect(r.body.months.map((m: { month: string; cost_cents: number }) => [m.month, m.cost_cents])).to.deep.equal([['2017-01', 1]]);
+      expect(r.body.months.map((m: { month: string; cost_cents: number }) => [m.month, m.cost_cents])).to.deep.equal([
+        ['2017-01', 1],
+      ]);
     });
 
     for (const [query, field] of [
@@ -240,11 +493,24 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
 
     it('answers an end date before the start date with 422', async () => {
       const who = await createTestAccount(web.app);
-      const r = await get(`${web.url}/v1/billing/history?start_date=2017-03-01&end_date=2017-02-28`, { bearer: who.jwt });
+      const r = await get(`${web.url}/v1/billing/history?start_date=2017-03-01&end_date=2017-02-28`, {
+        bearer: who.jwt,
+      });
       expect(r.status).to.equal(422);
       expect(r.body).to.deep.equal({
-        detail: [{ loc: ['query', 'end_date'], msg: 'end_date (2017-02-28) must be on or after start_date (2017-03-01)', type: 'value_error' }],
-        error: { message: "Invalid 'end_date': end_date (2017-02-28) must be on or after start_date (2017-03-01)", type: 'invalid_request_error', code: 'value_error', param: 'end_date' },
+        detail: [
+          {
+            loc: ['query', 'end_date'],
+            msg: 'end_date (2017-02-28) must be on or after start_date (2017-03-01)',
+            type: 'value_error',
+          },
+        ],
+        error: {
+          message: "Invalid 'end_date': end_date (2017-02-28) must be on or after start_date (2017-03-01)",
+          type: 'invalid_request_error',
+          code: 'value_error',
+          param: 'end_date',
+        },
       });
     });
 
@@ -252,7 +518,9 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
       const who = await createTestAccount(web.app);
       const onlyEnd = await get(`${web.url}/v1/billing/history?end_date=2016-12-31`, { bearer: who.jwt });
       expect(onlyEnd.body).to.include({ start_date: '2016-01-01', end_date: '2016-12-31' });
-      const oneDay = await get(`${web.url}/v1/billing/history?start_date=2017-03-20&end_date=2017-03-20`, { bearer: who.jwt });
+      const oneDay = await get(`${web.url}/v1/billing/history?start_date=2017-03-20&end_date=2017-03-20`, {
+        bearer: who.jwt,
+      });
       expect(oneDay.status).to.equal(200);
     });
 

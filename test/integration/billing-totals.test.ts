@@ -20,25 +20,77 @@ describe('monthly usage totals', () => {
 
   /** The ledger summed directly, per account, month, model and tier, for comparison. */
   const ledger = (accountId: string) =>
-    sql<{ month: string; model: string; tier: string; requests: string; prompt_tokens: string; completion_tokens: string; cost_usd: string }>`
+    sql<{
+      month: string;
+      model: string;
+      tier: string;
+      requests: string;
+      prompt_tokens: string;
+      completion_tokens: string;
+      cost_usd: string;
+    }>`
       select to_char(date_trunc('month', created_at at time zone 'UTC'), 'YYYY-MM') as month, model, tier, count(*)::text as requests,
              sum(prompt_tokens)::text as prompt_tokens, sum(completion_tokens)::text as completion_tokens, sum(cost_usd)::text as cost_usd
-        from usage_events where account_id = ${accountId} group by 1, 2, 3 order by 1, 2, 3`.execute(app.db).then((r) => r.rows);
+        from usage_events where account_id = ${accountId} group by 1, 2, 3 order by 1, 2, 3`
+      .execute(app.db)
+      .then((r) => r.rows);
   const totals = (accountId: string) =>
-    sql<{ month: string; model: string; tier: string; requests: string; prompt_tokens: string; completion_tokens: string; cost_usd: string }>`
+    sql<{
+      month: string;
+      model: string;
+      tier: string;
+      requests: string;
+      prompt_tokens: string;
+      completion_tokens: string;
+      cost_usd: string;
+    }>`
       select to_char(month, 'YYYY-MM') as month, model, tier, requests::text, prompt_tokens::text, completion_tokens::text, cost_usd::text
-        from usage_monthly_totals where account_id = ${accountId} order by 1, 2, 3`.execute(app.db).then((r) => r.rows);
+        from usage_monthly_totals where account_id = ${accountId} order by 1, 2, 3`
+      .execute(app.db)
+      .then((r) => r.rows);
 
   it('match the ledger per month, model and tier as rows arrive, counting a replayed request once', async () => {
     const who = await createTestAccount(app, { tier: 'paid' });
     const ids = await recordUsage(app, [
-      { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 1_234, completion: 567, at: '2018-01-31T23:59:59.999Z' },
-      { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 10, completion: 20, at: '2018-02-01T00:00:00Z' },
-      { accountId: who.account.id, model: 'gpt-4.1', tier: 'free', prompt: 30, completion: 40, at: '2018-02-11T00:00:00Z' },
-      { accountId: who.account.id, model: 'claude-haiku-4-5', tier: 'paid', prompt: 50, completion: 60, at: '2018-02-12T00:00:00Z' },
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 1_234,
+        completion: 567,
+        at: '2018-01-31T23:59:59.999Z',
+      },
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 10,
+        completion: 20,
+        at: '2018-02-01T00:00:00Z',
+      },
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'free',
+        prompt: 30,
+        completion: 40,
+        at: '2018-02-11T00:00:00Z',
+      },
+      {
+        accountId: who.account.id,
+        model: 'claude-haiku-4-5',
+        tier: 'paid',
+        prompt: 50,
+        completion: 60,
+        at: '2018-02-12T00:00:00Z',
+      },
     ]);
     // The metering worker redelivers a batch after a crash: ON CONFLICT DO NOTHING, and no double count.
-    const again = await app.db.selectFrom('usage_events').selectAll().where('request_id', '=', ids[1]!).executeTakeFirstOrThrow();
+    const again = await app.db
+      .selectFrom('usage_events')
+      .selectAll()
+      .where('request_id', '=', ids[1]!)
+      .executeTakeFirstOrThrow();
     await sql`insert into usage_events (request_id, account_id, model, tier, status, prompt_tokens, completion_tokens, input_price_per_million, output_price_per_million, cost_usd, created_at)
               values (${again.request_id}, ${again.account_id}, ${again.model}, ${again.tier}, ${again.status}, ${again.prompt_tokens}, ${again.completion_tokens},
                       ${again.input_price_per_million}, ${again.output_price_per_million}, ${again.cost_usd}, ${again.created_at})
@@ -56,11 +108,27 @@ describe('monthly usage totals', () => {
   it('are rebuilt from the ledger by the rollup audit when they drift, and left alone when they agree', async () => {
     const who = await createTestAccount(app, { tier: 'paid' });
     await recordUsage(app, [
-      { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 1_000, completion: 100, at: '2018-02-03T00:00:00Z' },
-      { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 2_000, completion: 200, at: '2018-02-04T00:00:00Z' },
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 1_000,
+        completion: 100,
+        at: '2018-02-03T00:00:00Z',
+      },
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 2_000,
+        completion: 200,
+        at: '2018-02-04T00:00:00Z',
+      },
     ]);
     const truth = await ledger(who.account.id);
-    await sql`update usage_monthly_totals set requests = requests + 5, cost_usd = cost_usd + 1 where account_id = ${who.account.id}`.execute(app.db);
+    await sql`update usage_monthly_totals set requests = requests + 5, cost_usd = cost_usd + 1 where account_id = ${who.account.id}`.execute(
+      app.db,
+    );
     const lines: string[] = [];
     const repaired = await auditUsageTotals(app, parseMonthKey('2018-02')!, { progress: (l) => lines.push(l) });
     expect(repaired.ok).to.equal(true);

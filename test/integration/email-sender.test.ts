@@ -31,11 +31,19 @@ describe('email delivery from the outbox', () => {
     return email;
   };
   const outboxRow = (email: string) =>
-    web.app.db.selectFrom('email_outbox').selectAll().where('to_address', '=', email).orderBy('id', 'desc').executeTakeFirstOrThrow();
+    web.app.db
+      .selectFrom('email_outbox')
+      .selectAll()
+      .where('to_address', '=', email)
+      .orderBy('id', 'desc')
+      .executeTakeFirstOrThrow();
 
   before(async () => {
     fake = await new FakePostmark().start();
-    web = await startTestWeb({ clock, env: { ...fake.env(), MAIL_MAX_ATTEMPTS: '4', MAIL_FROM: 'Completions <no-reply@example.test>' } });
+    web = await startTestWeb({
+      clock,
+      env: { ...fake.env(), MAIL_MAX_ATTEMPTS: '4', MAIL_FROM: 'Completions <no-reply@example.test>' },
+    });
     sender = startEmailSender(web.app, { poll: false });
   });
   after(async () => {
@@ -51,7 +59,13 @@ describe('email delivery from the outbox', () => {
     await sender.drainOnce();
     const [message, more] = fake.accepted(email);
     expect(more).to.equal(undefined);
-    expect(message).to.include({ From: 'Completions <no-reply@example.test>', To: email, Subject: 'Verify your email address', MessageStream: 'outbound', Tag: 'verification' });
+    expect(message).to.include({
+      From: 'Completions <no-reply@example.test>',
+      To: email,
+      Subject: 'Verify your email address',
+      MessageStream: 'outbound',
+      Tag: 'verification',
+    });
     expect(fake.attempts(email)[0]!.token).to.equal(fake.serverToken);
     const { link } = verificationLinkIn(message!.TextBody!);
     expect(message!.HtmlBody).to.include(link);
@@ -147,12 +161,14 @@ describe('email delivery from the outbox', () => {
     const slow = createContext(testConfig({ ...fake.env(), MAIL_SEND_TIMEOUT_MS: '400' }), { role: 'worker', clock });
     const polling = startEmailSender(slow, { pollMs: 50 });
     try {
-
       const stuck = uniqueEmail('hang');
       used.push(stuck);
       fake.hang(stuck);
       await post(`${web.url}/v1/auth/signup`, { name: 'K', email: stuck, organization: 'NASA' });
-      await eventually(async () => (fake.attempts(stuck).some((a) => a.outcome === 'hung') ? true : undefined), 'the sender to be stuck on Postmark');
+      await eventually(
+        async () => (fake.attempts(stuck).some((a) => a.outcome === 'hung') ? true : undefined),
+        'the sender to be stuck on Postmark',
+      );
 
       const started = Date.now();
       const email = await signUp('while-hung');
@@ -167,8 +183,14 @@ describe('email delivery from the outbox', () => {
 
       fake.release();
       clock.advance(maxRetryDelayMs(1));
-      await eventually(async () => ((await outboxRow(stuck)).status === 'sent' ? true : undefined), 'the retry to go through');
-      await eventually(async () => ((await outboxRow(email)).status === 'sent' ? true : undefined), 'the other message to be sent');
+      await eventually(
+        async () => ((await outboxRow(stuck)).status === 'sent' ? true : undefined),
+        'the retry to go through',
+      );
+      await eventually(
+        async () => ((await outboxRow(email)).status === 'sent' ? true : undefined),
+        'the other message to be sent',
+      );
       expect(fake.accepted(stuck)).to.have.length(1);
     } finally {
       await polling.stop();
@@ -177,8 +199,13 @@ describe('email delivery from the outbox', () => {
   });
 
   it('counts every attempt in email_sends_total by transport and outcome: sent, retry, failed', async () => {
-    const counter = (outcome: string) => metricValue(web.app.metrics.registry, 'email_sends_total', { transport: 'postmark', outcome });
-    const count = async () => ({ sent: await counter('sent'), retry: await counter('retry'), failed: await counter('failed') });
+    const counter = (outcome: string) =>
+      metricValue(web.app.metrics.registry, 'email_sends_total', { transport: 'postmark', outcome });
+    const count = async () => ({
+      sent: await counter('sent'),
+      retry: await counter('retry'),
+      failed: await counter('failed'),
+    });
     const before = await count();
     const retried = await signUp('counted');
     fake.failFor(retried, 1, 500);
@@ -188,7 +215,11 @@ describe('email delivery from the outbox', () => {
     clock.advance(maxRetryDelayMs(1));
     await sender.drainOnce();
     const after = await count();
-    expect({ sent: after.sent - before.sent, retry: after.retry - before.retry, failed: after.failed - before.failed }).to.deep.equal({ sent: 1, retry: 1, failed: 1 });
+    expect({
+      sent: after.sent - before.sent,
+      retry: after.retry - before.retry,
+      failed: after.failed - before.failed,
+    }).to.deep.equal({ sent: 1, retry: 1, failed: 1 });
   });
 
   describe('with the dev-outbox transport', () => {
@@ -204,7 +235,11 @@ describe('email delivery from the outbox', () => {
           done();
         },
       });
-      dev = createContext(testConfig({ MAIL_TRANSPORT: 'dev-outbox', MAIL_DEV_DIR: dir }), { role: 'worker', clock, logger: pino({ level: 'info' }, sink) });
+      dev = createContext(testConfig({ MAIL_TRANSPORT: 'dev-outbox', MAIL_DEV_DIR: dir }), {
+        role: 'worker',
+        clock,
+        logger: pino({ level: 'info' }, sink),
+      });
     });
     after(async () => {
       await dev.close();

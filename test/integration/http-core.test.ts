@@ -20,7 +20,17 @@ const routes = defineRoutes([
     body: {
       type: 'object',
       required: ['messages'],
-      properties: { messages: { type: 'array', maxItems: 100, items: { type: 'object', required: ['content'], properties: { content: { type: 'string', maxLength: 50000 } } } } },
+      properties: {
+        messages: {
+          type: 'array',
+          maxItems: 100,
+          items: {
+            type: 'object',
+            required: ['content'],
+            properties: { content: { type: 'string', maxLength: 50000 } },
+          },
+        },
+      },
     },
     bodyLimitBytes: CHAT_BODY_LIMIT_BYTES,
     responses: { 200: { description: 'echo' } },
@@ -85,7 +95,14 @@ describe('web tier core', () => {
   it('answers an unknown URL with 404 in the OpenAI error envelope', async () => {
     const r = await get(`${web.url}/v1/nothing-here`);
     expect(r.status).to.equal(404);
-    expect(r.body).to.deep.equal({ error: { message: 'Unknown request URL: GET /v1/nothing-here', type: 'not_found_error', code: 'unknown_url', param: null } });
+    expect(r.body).to.deep.equal({
+      error: {
+        message: 'Unknown request URL: GET /v1/nothing-here',
+        type: 'not_found_error',
+        code: 'unknown_url',
+        param: null,
+      },
+    });
   });
 
   it('answers a wrong method with 405', async () => {
@@ -95,7 +112,10 @@ describe('web tier core', () => {
   });
 
   it('answers malformed JSON with 422 json_invalid, not 500', async () => {
-    const r = await request('POST', `${web.url}/echo`, { raw: '{"messages": [', headers: { 'content-type': 'application/json' } });
+    const r = await request('POST', `${web.url}/echo`, {
+      raw: '{"messages": [',
+      headers: { 'content-type': 'application/json' },
+    });
     expect(r.status).to.equal(422);
     expect(r.body.detail).to.have.length(1);
     expect(r.body.detail[0].type).to.equal('json_invalid');
@@ -107,12 +127,20 @@ describe('web tier core', () => {
     expect(r.status).to.equal(422);
     expect(r.body).to.deep.equal({
       detail: [{ loc: ['body'], msg: 'Field required', type: 'missing' }],
-      error: { message: 'Invalid request body: Field required', type: 'invalid_request_error', code: 'missing', param: null },
+      error: {
+        message: 'Invalid request body: Field required',
+        type: 'invalid_request_error',
+        code: 'missing',
+        param: null,
+      },
     });
   });
 
   it('answers a body that is not JSON with 422', async () => {
-    const r = await request('POST', `${web.url}/echo`, { raw: 'messages=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const r = await request('POST', `${web.url}/echo`, {
+      raw: 'messages=1',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expect(r.status).to.equal(422);
     expect(r.body.detail[0].loc).to.deep.equal(['body']);
   });
@@ -135,12 +163,19 @@ describe('web tier core', () => {
     expect(r.status).to.equal(422);
     expect(r.body).to.deep.equal({
       detail: [{ loc: ['path', 'id'], msg: "String should match pattern '^[0-9]+$'", type: 'string_pattern_mismatch' }],
-      error: { message: "Invalid 'id': String should match pattern '^[0-9]+$'", type: 'invalid_request_error', code: 'string_pattern_mismatch', param: 'id' },
+      error: {
+        message: "Invalid 'id': String should match pattern '^[0-9]+$'",
+        type: 'invalid_request_error',
+        code: 'string_pattern_mismatch',
+        param: 'id',
+      },
     });
   });
 
   it('answers a body over the limit with 413 in the error envelope', async () => {
-    const small = await startTestWeb({ routes: routes.map((r) => (r.path === '/echo' ? { ...r, bodyLimitBytes: 2048 } : r)) });
+    const small = await startTestWeb({
+      routes: routes.map((r) => (r.path === '/echo' ? { ...r, bodyLimitBytes: 2048 } : r)),
+    });
     try {
       const r = await post(`${small.url}/echo`, { messages: [{ content: 'x'.repeat(4000) }] });
       expect(r.status).to.equal(413);
@@ -157,11 +192,16 @@ describe('web tier core', () => {
     expect(r.text).not.to.include('secret internal detail');
   });
 
-  it('passes an error\'s headers through (Retry-After on a 429)', async () => {
+  it("passes an error's headers through (Retry-After on a 429)", async () => {
     const r = await get(`${web.url}/limited`);
     expect(r.status).to.equal(429);
     expect(r.headers.get('retry-after')).to.equal('7');
-    expect(r.body.error).to.deep.equal({ message: 'slow down', type: 'rate_limit_exceeded', code: 'rate_limit_exceeded', param: null });
+    expect(r.body.error).to.deep.equal({
+      message: 'slow down',
+      type: 'rate_limit_exceeded',
+      code: 'rate_limit_exceeded',
+      param: null,
+    });
   });
 });
 
@@ -190,13 +230,21 @@ describe('the chat route’s body limit', () => {
   it('reads the largest valid chat request, every character escaped, up to the limit', async () => {
     const body = largestValid(CHAT_BODY_LIMIT_BYTES);
     expect(body.length).to.equal(CHAT_BODY_LIMIT_BYTES);
-    const r = await request('POST', `${web.url}/v1/chat/completions`, { raw: body, bearer: apiKey, headers: { 'content-type': 'application/json' } });
+    const r = await request('POST', `${web.url}/v1/chat/completions`, {
+      raw: body,
+      bearer: apiKey,
+      headers: { 'content-type': 'application/json' },
+    });
     expect(r.status).to.equal(404);
     expect(r.body.error.code).to.equal('model_not_found');
   });
 
   it('refuses one byte more with 413', async () => {
-    const r = await request('POST', `${web.url}/v1/chat/completions`, { raw: largestValid(CHAT_BODY_LIMIT_BYTES + 1), bearer: apiKey, headers: { 'content-type': 'application/json' } });
+    const r = await request('POST', `${web.url}/v1/chat/completions`, {
+      raw: largestValid(CHAT_BODY_LIMIT_BYTES + 1),
+      bearer: apiKey,
+      headers: { 'content-type': 'application/json' },
+    });
     expect(r.status).to.equal(413);
     expect(r.body.error.code).to.equal('request_too_large');
   });
@@ -205,7 +253,10 @@ describe('the chat route’s body limit', () => {
     const client = new OpenAI({ apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
     const err = await client.chat.completions
       .create({ model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'x'.repeat(50_001) }] })
-      .then(() => undefined, (e: unknown) => e);
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(err).to.be.instanceOf(OpenAI.UnprocessableEntityError);
     const e = err as InstanceType<typeof OpenAI.UnprocessableEntityError>;
     expect(e.message).to.equal("422 Invalid 'messages[0].content': String should have at most 50000 characters");

@@ -34,7 +34,9 @@ describe('CORS for the web frontend', () => {
     expect(r.status).to.equal(200);
     expect(r.headers.get('access-control-allow-origin')).to.equal(FRONTEND);
     expect(r.headers.get('vary')).to.match(/origin/i);
-    expect(r.headers.get('access-control-expose-headers')).to.include('X-Request-Id').and.include('X-RateLimit-Remaining');
+    expect(r.headers.get('access-control-expose-headers'))
+      .to.include('X-Request-Id')
+      .and.include('X-RateLimit-Remaining');
   });
 
   it('keeps the CORS headers on an error answer, so the frontend can read the error', async () => {
@@ -54,7 +56,9 @@ describe('CORS for the web frontend', () => {
   it('allows no origin at all when none is configured', async () => {
     const closed = await startTestWeb();
     try {
-      const r = await request('OPTIONS', `${closed.url}/v1/subscription/info`, { headers: { origin: FRONTEND, 'access-control-request-method': 'GET' } });
+      const r = await request('OPTIONS', `${closed.url}/v1/subscription/info`, {
+        headers: { origin: FRONTEND, 'access-control-request-method': 'GET' },
+      });
       expect(r.headers.get('access-control-allow-origin')).to.equal(null);
     } finally {
       await closed.close();

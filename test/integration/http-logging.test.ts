@@ -32,10 +32,11 @@ describe('what the web tier logs for a failed request', () => {
   beforeEach(() => lines.splice(0));
   after(async () => web.close());
 
-  const linesFor = (requestId: string | null) => eventually(async () => {
-    const mine = lines.filter((l) => l.requestId === requestId);
-    return mine.some((l) => l.msg === 'request') ? mine : undefined;
-  }, 'the access log line');
+  const linesFor = (requestId: string | null) =>
+    eventually(async () => {
+      const mine = lines.filter((l) => l.requestId === requestId);
+      return mine.some((l) => l.msg === 'request') ? mine : undefined;
+    }, 'the access log line');
   const stackIn = (ls: LogLine[]) => ls.some((l) => JSON.stringify(l).includes('    at '));
 
   it('logs an expected 503 (billing not configured) as one warn line with its code, without a stack', async () => {

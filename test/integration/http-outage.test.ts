@@ -39,13 +39,23 @@ describe('every endpoint while Postgres is unreachable', () => {
   };
 
   it('answers sign-up with 503 and Retry-After, not 500', async () => {
-    expectOutage(await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email: uniqueEmail('pgdown'), organization: 'E' }), 'sign-up');
+    expectOutage(
+      await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email: uniqueEmail('pgdown'), organization: 'E' }),
+      'sign-up',
+    );
   });
 
   it('answers a key this process has not cached yet with 503, on every endpoint that takes one', async () => {
     expectOutage(await get(`${web.url}/v1/billing/usage`, { bearer: who.apiKey }), 'usage');
     expectOutage(await get(`${web.url}/v1/models`, { bearer: who.apiKey }), 'models');
-    expectOutage(await post(`${web.url}/v1/chat/completions`, { model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }] }, { bearer: who.apiKey }), 'chat');
+    expectOutage(
+      await post(
+        `${web.url}/v1/chat/completions`,
+        { model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }] },
+        { bearer: who.apiKey },
+      ),
+      'chat',
+    );
   });
 
   it('answers a JWT endpoint with 503', async () => {

@@ -57,7 +57,8 @@ describe('every endpoint, with generated input (fast-check)', function () {
     const route = (key: string) => byPath.get(key) ?? expect.fail(`no route ${key}`);
     // Billing is not configured here: the Stripe-bound endpoints refuse with 503 once validation passed
     // (or answer from the account alone, as an upgrade of a paid account does).
-    const stripeDown = (r: HttpResult) => r.status === 200 || (r.status === 503 && r.body?.error?.code === 'billing_not_configured');
+    const stripeDown = (r: HttpResult) =>
+      r.status === 200 || (r.status === 503 && r.body?.error?.code === 'billing_not_configured');
     return [
       {
         spec: route('post /v1/chat/completions'),
@@ -67,7 +68,9 @@ describe('every endpoint, with generated input (fast-check)', function () {
             model: fc.constant('gpt-4.1-mini'),
             persona: fc.option(fc.constantFrom(...personas())),
             'messages.*.role': fc.constantFrom(...ROLES),
-            logit_bias: fc.option(fc.dictionary(fc.nat(200_000).map(String), fc.integer({ min: -100, max: 100 }), { maxKeys: 5 })),
+            logit_bias: fc.option(
+              fc.dictionary(fc.nat(200_000).map(String), fc.integer({ min: -100, max: 100 }), { maxKeys: 5 }),
+            ),
             // resumable: true needs stream: true, a rule across two fields (test/e2e/chat-resume.test.ts).
             'stream_options.resumable': fc.constantFrom(null, false),
           },
@@ -76,16 +79,26 @@ describe('every endpoint, with generated input (fast-check)', function () {
         accepted: (r) => r.status === 503 && r.body?.error?.code === 'no_worker_available',
       },
       { spec: route('post /v1/auth/signup'), gen: {}, accepted: (r) => r.status === 200 },
-      { spec: route('get /v1/auth/verify'), gen: { query: true }, accepted: (r) => r.status === 400 && r.body?.error?.code === 'invalid_token' },
+      {
+        spec: route('get /v1/auth/verify'),
+        gen: { query: true },
+        accepted: (r) => r.status === 400 && r.body?.error?.code === 'invalid_token',
+      },
       {
         spec: route('get /v1/billing/history'),
         gen: { query: true },
-        accepted: (r) => r.status === 200 || (r.status === 422 && /must be on or after start_date|at most/.test(JSON.stringify(r.body))),
+        accepted: (r) =>
+          r.status === 200 ||
+          (r.status === 422 && /must be on or after start_date|at most/.test(JSON.stringify(r.body))),
       },
       { spec: route('post /v1/subscription/confirm-upgrade'), gen: { query: true }, accepted: stripeDown },
       { spec: route('post /v1/subscription/confirm-payment-update'), gen: { query: true }, accepted: stripeDown },
       { spec: route('get /v1/subscription/upgrade-success'), gen: { query: true }, accepted: stripeDown },
-      { spec: route('get /v1/models/:model'), gen: {}, accepted: (r) => r.status === 404 || r.status === 200 || r.status === 403 },
+      {
+        spec: route('get /v1/models/:model'),
+        gen: {},
+        accepted: (r) => r.status === 404 || r.status === 200 || r.status === 403,
+      },
       {
         spec: route('put /v1/billing/spend-limit'),
         // Whole cents from 0.01 to 1,000,000.00, in every form the pattern allows for them ("7.50", "7.5"; "7.00", "7.0", "7").
@@ -112,20 +125,25 @@ describe('every endpoint, with generated input (fast-check)', function () {
       },
       {
         spec: route('get /v1/chat/completions/:completion_id/stream'),
-        gen: { query: true, overrides: { completion_id: fc.stringMatching(/^[\w-]{1,64}$/), starting_after: fc.nat().map(String) } },
+        gen: {
+          query: true,
+          overrides: { completion_id: fc.stringMatching(/^[\w-]{1,64}$/), starting_after: fc.nat().map(String) },
+        },
         accepted: (r) => r.status === 404 && r.body?.error?.code === 'completion_not_found',
       },
     ];
   };
 
-  const bearerFor = (spec: RouteSpec) => (spec.auth === 'none' ? undefined : spec.auth === 'jwt' ? paid.jwt : paid.apiKey);
+  const bearerFor = (spec: RouteSpec) =>
+    spec.auth === 'none' ? undefined : spec.auth === 'jwt' ? paid.jwt : paid.apiKey;
 
   /** Sends `value` where the route reads it: the JSON body, the query string, or the path. */
   function send(spec: RouteSpec, where: 'body' | 'query' | 'path', value: unknown): Promise<HttpResult> {
     const bearer = bearerFor(spec);
     let path = spec.path;
     if (where === 'path') {
-      for (const [k, v] of Object.entries(value as Record<string, unknown>)) path = path.replace(`:${k}`, encodeURIComponent(String(v)));
+      for (const [k, v] of Object.entries(value as Record<string, unknown>))
+        path = path.replace(`:${k}`, encodeURIComponent(String(v)));
       return request(spec.method.toUpperCase(), `${web.url}${path}`, { bearer });
     }
     if (where === 'query') {
@@ -135,7 +153,11 @@ describe('every endpoint, with generated input (fast-check)', function () {
       }
       return request(spec.method.toUpperCase(), `${web.url}${path}?${qs.toString()}`, { bearer });
     }
-    const sent = request(spec.method.toUpperCase(), `${web.url}${path}`, { bearer, raw: JSON.stringify(value), headers: { 'content-type': 'application/json' } });
+    const sent = request(spec.method.toUpperCase(), `${web.url}${path}`, {
+      bearer,
+      raw: JSON.stringify(value),
+      headers: { 'content-type': 'application/json' },
+    });
     // Accepted sign-ups queued an email: closed after the test, so no later worker sends it.
     if (spec.path === '/v1/auth/signup') void sent.then((r) => r.status === 200 && signups.push(r.body.email));
     return sent;
@@ -157,7 +179,10 @@ describe('every endpoint, with generated input (fast-check)', function () {
         await fc.assert(
           fc.asyncProperty(validOf(schema, gen), async (value) => {
             const r = await send(c.spec, where, value);
-            expect(c.accepted(r), `${c.spec.method} ${c.spec.path} ${where} ${JSON.stringify(value).slice(0, 300)} -> ${describeResult(r)}`).to.equal(true);
+            expect(
+              c.accepted(r),
+              `${c.spec.method} ${c.spec.path} ${where} ${JSON.stringify(value).slice(0, 300)} -> ${describeResult(r)}`,
+            ).to.equal(true);
           }),
           params,
         );
@@ -179,7 +204,10 @@ describe('every endpoint, with generated input (fast-check)', function () {
             const r = await send(c.spec, where, value);
             const what = `${c.spec.method} ${c.spec.path} ${where} ${JSON.stringify(value).slice(0, 300)} expecting loc ${JSON.stringify([where, ...loc])} -> ${describeResult(r)}`;
             expect(r.status, what).to.equal(422);
-            expect(r.body.detail.map((d: { loc: unknown }) => JSON.stringify(d.loc)), what).to.include(JSON.stringify([where, ...loc]));
+            expect(
+              r.body.detail.map((d: { loc: unknown }) => JSON.stringify(d.loc)),
+              what,
+            ).to.include(JSON.stringify([where, ...loc]));
             expect(r.body.error.type, what).to.equal('invalid_request_error');
           }),
           params,
@@ -193,7 +221,9 @@ describe('every endpoint, with generated input (fast-check)', function () {
       await fc.assert(
         fc.asyncProperty(fc.jsonValue(), async (value) => {
           const r = await send(c.spec, 'body', value);
-          expect(r.status, `${c.spec.path} ${JSON.stringify(value).slice(0, 200)} -> ${describeResult(r)}`).to.be.oneOf([200, 400, 403, 404, 422, 429, 503]);
+          expect(r.status, `${c.spec.path} ${JSON.stringify(value).slice(0, 200)} -> ${describeResult(r)}`).to.be.oneOf(
+            [200, 400, 403, 404, 422, 429, 503],
+          );
         }),
         params,
       );
@@ -204,12 +234,27 @@ describe('every endpoint, with generated input (fast-check)', function () {
     const text = fc.string({ unit: 'binary', maxLength: 40 });
     for (const c of cases()) {
       await fc.assert(
-        fc.asyncProperty(fc.dictionary(fc.constantFrom('token', 'start_date', 'end_date', 'session_id', 'setup_intent_id', 'x'), text, { maxKeys: 3 }), fc.string({ unit: 'grapheme-ascii', maxLength: 80 }), async (query, auth) => {
-          const qs = new URLSearchParams(query);
-          const r = await request(c.spec.method.toUpperCase(), `${web.url}${c.spec.path.replace(':model', 'gpt-4.1-mini')}?${qs.toString()}`, { headers: { authorization: auth } });
-          expect(r.status, `${c.spec.path}?${qs.toString()} with Authorization ${JSON.stringify(auth)} -> ${describeResult(r)}`).to.be.oneOf([200, 400, 401, 403, 404, 422, 503]);
-          expect(r.headers.get('content-type') ?? '', describeResult(r)).to.match(/json|html/);
-        }),
+        fc.asyncProperty(
+          fc.dictionary(
+            fc.constantFrom('token', 'start_date', 'end_date', 'session_id', 'setup_intent_id', 'x'),
+            text,
+            { maxKeys: 3 },
+          ),
+          fc.string({ unit: 'grapheme-ascii', maxLength: 80 }),
+          async (query, auth) => {
+            const qs = new URLSearchParams(query);
+            const r = await request(
+              c.spec.method.toUpperCase(),
+              `${web.url}${c.spec.path.replace(':model', 'gpt-4.1-mini')}?${qs.toString()}`,
+              { headers: { authorization: auth } },
+            );
+            expect(
+              r.status,
+              `${c.spec.path}?${qs.toString()} with Authorization ${JSON.stringify(auth)} -> ${describeResult(r)}`,
+            ).to.be.oneOf([200, 400, 401, 403, 404, 422, 503]);
+            expect(r.headers.get('content-type') ?? '', describeResult(r)).to.match(/json|html/);
+          },
+        ),
         params,
       );
     }
@@ -218,6 +263,10 @@ describe('every endpoint, with generated input (fast-check)', function () {
   it('refuses a query value that is not UTF-8 once percent-decoded, instead of altering it', async () => {
     const r = await request('GET', `${web.url}/v1/auth/verify?token=abc%FFdef`);
     expect(r.status).to.equal(422);
-    expect(r.body.detail[0]).to.deep.equal({ loc: ['query', 'token'], msg: 'Value is not valid UTF-8 once percent-decoded', type: 'string_unicode' });
+    expect(r.body.detail[0]).to.deep.equal({
+      loc: ['query', 'token'],
+      msg: 'Value is not valid UTF-8 once percent-decoded',
+      type: 'string_unicode',
+    });
   });
 });

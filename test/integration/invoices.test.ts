@@ -40,7 +40,7 @@ describe('invoices: the monthly run and on-demand invoices', () => {
 
   /** Checks one local invoice against the ledger rows it covers and against what Stripe holds. */
   async function expectInvoiceMatchesLedgerAndStripe(invoiceId: string, accountId: string, customerId: string) {
-    const inv = (await app.db.selectFrom('invoices').selectAll().where('id', '=', invoiceId).executeTakeFirstOrThrow());
+    const inv = await app.db.selectFrom('invoices').selectAll().where('id', '=', invoiceId).executeTakeFirstOrThrow();
     const lines = await linesOf(app, invoiceId);
     const ledger = await ledgerCentsByModel(app, { accountId, invoiceId });
     expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(ledger);
@@ -53,7 +53,12 @@ describe('invoices: the monthly run and on-demand invoices', () => {
     expect(stripeInv.total).to.equal(Number(sum));
     expect(stripeInv.metadata.invoice_id).to.equal(inv.id);
     expect(fake.sentInvoices).to.include(stripeInv.id);
-    const stripeLines = Object.fromEntries((stripeInv.lines.data as { amount: number; metadata: { model: string } }[]).map((l) => [l.metadata.model, String(l.amount)]));
+    const stripeLines = Object.fromEntries(
+      (stripeInv.lines.data as { amount: number; metadata: { model: string } }[]).map((l) => [
+        l.metadata.model,
+        String(l.amount),
+      ]),
+    );
     expect(stripeLines).to.deep.equal(ledger);
     expect(inv.status).to.equal('open');
     expect(inv.hosted_invoice_url).to.equal(stripeInv.hosted_invoice_url);
@@ -71,17 +76,47 @@ describe('invoices: the monthly run and on-demand invoices', () => {
     for (let day = 1; day <= 31; day++) {
       const at = `2016-01-${String(day).padStart(2, '0')}T${String(day % 24).padStart(2, '0')}:17:00Z`;
       models.forEach((model, i) => {
-        rows.push({ accountId: steady.account.id, model, tier: 'paid', prompt: 1000 + day * 37 + i * 11, completion: 200 + day * 13 + i * 7, at });
+        rows.push({
+          accountId: steady.account.id,
+          model,
+          tier: 'paid',
+          prompt: 1000 + day * 37 + i * 11,
+          completion: 200 + day * 13 + i * 7,
+          at,
+        });
       });
       const switcherTier = day >= 10 && day < 20 ? 'paid' : 'free';
-      rows.push({ accountId: switcher.account.id, model: models[day % 2]!, tier: switcherTier, prompt: 50_000 + day, completion: 9_000 + day, at });
-      rows.push({ accountId: freeOnly.account.id, model: 'gemini-2.5-flash', tier: 'free', prompt: 700, completion: 300, at });
+      rows.push({
+        accountId: switcher.account.id,
+        model: models[day % 2]!,
+        tier: switcherTier,
+        prompt: 50_000 + day,
+        completion: 9_000 + day,
+        at,
+      });
+      rows.push({
+        accountId: freeOnly.account.id,
+        model: 'gemini-2.5-flash',
+        tier: 'free',
+        prompt: 700,
+        completion: 300,
+        at,
+      });
     }
     // Neither the month before nor the month after belongs to January's invoice.
-    rows.push({ accountId: steady.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 5_000_000, completion: 0, at: '2016-02-01T00:00:00Z' });
+    rows.push({
+      accountId: steady.account.id,
+      model: 'gpt-4.1',
+      tier: 'paid',
+      prompt: 5_000_000,
+      completion: 0,
+      at: '2016-02-01T00:00:00Z',
+    });
     await recordUsage(app, rows);
 
-    const result = await invoiceMonth(app, month('2016-01'), { accounts: [steady.account.id, switcher.account.id, freeOnly.account.id] });
+    const result = await invoiceMonth(app, month('2016-01'), {
+      accounts: [steady.account.id, switcher.account.id, freeOnly.account.id],
+    });
     expect(result.ok).to.equal(true);
     expect(result.summary).to.include({ invoiced: 2, failed: 0 });
 
@@ -96,7 +131,9 @@ describe('invoices: the monthly run and on-demand invoices', () => {
       const all = await usageRowsOf(app, who.account.id);
       for (const r of all) {
         const inJanuary = r.created_at < new Date('2016-02-01T00:00:00Z');
-        expect(r.invoice_id, `${r.tier} row at ${r.created_at.toISOString()}`).to.equal(r.tier === 'paid' && inJanuary ? inv!.id : null);
+        expect(r.invoice_id, `${r.tier} row at ${r.created_at.toISOString()}`).to.equal(
+          r.tier === 'paid' && inJanuary ? inv!.id : null,
+        );
       }
     }
     const steadyLines = await linesOf(app, (await invoicesOf(app, steady.account.id))[0]!.id);
@@ -117,10 +154,38 @@ describe('invoices: the monthly run and on-demand invoices', () => {
     // gpt-4.1 costs 2.00 per 1M prompt tokens: 12,500 tokens = 2.5 cents -> 3 cents.
     // gemini-2.5-flash: 0.30 per 1M prompt tokens; 10,000 + 3,333 tokens = 0.39999 cents -> 0, deferred.
     await recordUsage(app, [
-      { accountId: who.account.id, model: 'claude-haiku-4-5', tier: 'paid', prompt: 5_000, completion: 0, at: '2016-02-03T10:00:00Z' },
-      { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 12_500, completion: 0, at: '2016-02-04T10:00:00Z' },
-      { accountId: who.account.id, model: 'gemini-2.5-flash', tier: 'paid', prompt: 10_000, completion: 0, at: '2016-02-05T10:00:00Z' },
-      { accountId: who.account.id, model: 'gemini-2.5-flash', tier: 'paid', prompt: 3_333, completion: 0, at: '2016-02-06T10:00:00Z' },
+      {
+        accountId: who.account.id,
+        model: 'claude-haiku-4-5',
+        tier: 'paid',
+        prompt: 5_000,
+        completion: 0,
+        at: '2016-02-03T10:00:00Z',
+      },
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 12_500,
+        completion: 0,
+        at: '2016-02-04T10:00:00Z',
+      },
+      {
+        accountId: who.account.id,
+        model: 'gemini-2.5-flash',
+        tier: 'paid',
+        prompt: 10_000,
+        completion: 0,
+        at: '2016-02-05T10:00:00Z',
+      },
+      {
+        accountId: who.account.id,
+        model: 'gemini-2.5-flash',
+        tier: 'paid',
+        prompt: 3_333,
+        completion: 0,
+        at: '2016-02-06T10:00:00Z',
+      },
     ]);
     await invoiceMonth(app, month('2016-02'), { accounts: [who.account.id] });
     const [inv] = await invoicesOf(app, who.account.id);
@@ -140,13 +205,31 @@ describe('invoices: the monthly run and on-demand invoices', () => {
     clock.set('2016-04-01T00:15:00Z');
     const who = await createBillingAccount(app);
     // 0.3 cents in February, 0.3 cents in March: zero cents each month alone, 0.6 -> 1 cent together.
-    await recordUsage(app, [{ accountId: who.account.id, model: 'gemini-2.5-flash', tier: 'paid', prompt: 10_000, completion: 0, at: '2016-03-10T00:00:00Z' }]);
+    await recordUsage(app, [
+      {
+        accountId: who.account.id,
+        model: 'gemini-2.5-flash',
+        tier: 'paid',
+        prompt: 10_000,
+        completion: 0,
+        at: '2016-03-10T00:00:00Z',
+      },
+    ]);
     clock.set('2016-04-01T00:15:00Z');
     const first = await invoiceMonth(app, month('2016-03'), { accounts: [who.account.id] });
     expect(first.summary).to.include({ nothing_to_invoice: 1, invoiced: 0 });
     expect(stripeInvoicesOf(fake, who.customerId)).to.have.length(0);
 
-    await recordUsage(app, [{ accountId: who.account.id, model: 'gemini-2.5-flash', tier: 'paid', prompt: 10_000, completion: 0, at: '2016-04-10T00:00:00Z' }]);
+    await recordUsage(app, [
+      {
+        accountId: who.account.id,
+        model: 'gemini-2.5-flash',
+        tier: 'paid',
+        prompt: 10_000,
+        completion: 0,
+        at: '2016-04-10T00:00:00Z',
+      },
+    ]);
     clock.set('2016-05-01T00:15:00Z');
     const second = await invoiceMonth(app, month('2016-04'), { accounts: [who.account.id] });
     expect(second.summary).to.include({ invoiced: 1 });
@@ -163,8 +246,22 @@ describe('invoices: the monthly run and on-demand invoices', () => {
     for (let day = 1; day <= 30; day++) {
       const at = `2016-06-${String(day).padStart(2, '0')}T12:00:00Z`;
       const list = day < 15 ? early : late;
-      list.push({ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 40_000 + day, completion: 3_000 + day, at });
-      list.push({ accountId: who.account.id, model: 'claude-haiku-4-5', tier: 'paid', prompt: 20_000 + day, completion: 1_000 + day, at });
+      list.push({
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 40_000 + day,
+        completion: 3_000 + day,
+        at,
+      });
+      list.push({
+        accountId: who.account.id,
+        model: 'claude-haiku-4-5',
+        tier: 'paid',
+        prompt: 20_000 + day,
+        completion: 1_000 + day,
+        at,
+      });
     }
     await recordUsage(app, early);
     clock.set('2016-06-15T00:00:00Z');
@@ -181,7 +278,10 @@ describe('invoices: the monthly run and on-demand invoices', () => {
     expect(invoices.map((i) => i.kind)).to.deep.equal(['on_demand', 'monthly']);
     expect(invoices[0]!.idempotency_key).to.equal(`on_demand:${who.account.id}:2016-06:1`);
     const rows = await usageRowsOf(app, who.account.id);
-    for (const r of rows) expect(r.invoice_id).to.equal(r.created_at < new Date('2016-06-15T00:00:00Z') ? invoices[0]!.id : invoices[1]!.id);
+    for (const r of rows)
+      expect(r.invoice_id).to.equal(
+        r.created_at < new Date('2016-06-15T00:00:00Z') ? invoices[0]!.id : invoices[1]!.id,
+      );
 
     // Tokens on the invoice lines add up to the ledger's tokens, once.
     let prompt = 0n;
@@ -200,7 +300,16 @@ describe('invoices: the monthly run and on-demand invoices', () => {
 
   it('bills nothing twice when a month is invoiced again', async () => {
     const who = await createBillingAccount(app);
-    await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000, completion: 10_000, at: '2016-07-04T00:00:00Z' }]);
+    await recordUsage(app, [
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 100_000,
+        completion: 10_000,
+        at: '2016-07-04T00:00:00Z',
+      },
+    ]);
     clock.set('2016-08-01T00:15:00Z');
     await invoiceMonth(app, month('2016-07'), { accounts: [who.account.id] });
     const again = await invoiceMonth(app, month('2016-07'), { accounts: [who.account.id] });
@@ -212,23 +321,58 @@ describe('invoices: the monthly run and on-demand invoices', () => {
 
   it('puts usage recorded after its month was invoiced on the next month-end invoice', async () => {
     const who = await createBillingAccount(app);
-    await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000, completion: 0, at: '2016-08-10T00:00:00Z' }]);
+    await recordUsage(app, [
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 100_000,
+        completion: 0,
+        at: '2016-08-10T00:00:00Z',
+      },
+    ]);
     clock.set('2016-09-01T00:15:00Z');
     await invoiceMonth(app, month('2016-08'), { accounts: [who.account.id] });
     // A request admitted at 23:59:59 on 31 August that the ledger received after the run.
-    await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 50_000, completion: 0, at: '2016-08-31T23:59:59Z' }]);
+    await recordUsage(app, [
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 50_000,
+        completion: 0,
+        at: '2016-08-31T23:59:59Z',
+      },
+    ]);
     clock.set('2016-10-01T00:15:00Z');
     await invoiceMonth(app, month('2016-09'), { accounts: [who.account.id] });
     const invoices = await invoicesOf(app, who.account.id);
     expect(invoices.map((i) => i.amount_cents)).to.deep.equal(['20', '10']);
-    expect((await usageRowsOf(app, who.account.id)).map((r) => r.invoice_id)).to.deep.equal([invoices[0]!.id, invoices[1]!.id]);
+    expect((await usageRowsOf(app, who.account.id)).map((r) => r.invoice_id)).to.deep.equal([
+      invoices[0]!.id,
+      invoices[1]!.id,
+    ]);
   });
 
   it('completes a draft left by a Stripe failure on the next run instead of starting over', async () => {
     const who = await createBillingAccount(app);
     await recordUsage(app, [
-      { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 300_000, completion: 20_000, at: '2016-10-05T00:00:00Z' },
-      { accountId: who.account.id, model: 'claude-sonnet-4-5', tier: 'paid', prompt: 100_000, completion: 30_000, at: '2016-10-06T00:00:00Z' },
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 300_000,
+        completion: 20_000,
+        at: '2016-10-05T00:00:00Z',
+      },
+      {
+        accountId: who.account.id,
+        model: 'claude-sonnet-4-5',
+        tier: 'paid',
+        prompt: 100_000,
+        completion: 30_000,
+        at: '2016-10-06T00:00:00Z',
+      },
     ]);
     clock.set('2016-11-01T00:15:00Z');
     fake.failNext(1, { method: 'POST', path: /^\/v1\/invoices\/[^/]+\/finalize$/ });
@@ -256,8 +400,22 @@ describe('invoices: the monthly run and on-demand invoices', () => {
     try {
       const who = await createBillingAccount(app);
       await recordUsage(app, [
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 700_000, completion: 70_000, at: '2016-11-05T00:00:00Z' },
-        { accountId: who.account.id, model: 'claude-haiku-4-5', tier: 'paid', prompt: 70_000, completion: 7_000, at: '2016-11-06T00:00:00Z' },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 700_000,
+          completion: 70_000,
+          at: '2016-11-05T00:00:00Z',
+        },
+        {
+          accountId: who.account.id,
+          model: 'claude-haiku-4-5',
+          tier: 'paid',
+          prompt: 70_000,
+          completion: 7_000,
+          at: '2016-11-06T00:00:00Z',
+        },
       ]);
       clock.set('2016-12-01T00:15:00Z');
       const [a, b] = await Promise.all([

@@ -7,7 +7,14 @@ import { runJob } from '../../src/scheduler/job-runner.js';
 import { JOBS } from '../../src/scheduler/jobs.js';
 import { startInvoicingWork } from '../../workers/invoicing.js';
 import { FakeStripe } from '../fakes/stripe.js';
-import { createBillingAccount, invoiceCreatesFor, invoicesOf, ledgerCentsByModel, linesOf, recordUsage } from '../support/billing.js';
+import {
+  createBillingAccount,
+  invoiceCreatesFor,
+  invoicesOf,
+  ledgerCentsByModel,
+  linesOf,
+  recordUsage,
+} from '../support/billing.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually } from '../support/http.js';
 import { INVOICING_QUEUE } from '../../src/infra/queues.js';
@@ -44,8 +51,22 @@ describe('invoicing fanned out: one job per account, paced to Stripe', () => {
     for (let i = 0; i < n; i++) {
       const who = await createBillingAccount(app);
       await recordUsage(app, [
-        { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000 * (i + 1), completion: 10_000, at: `${month}-03T00:00:00Z` },
-        { accountId: who.account.id, model: 'claude-haiku-4-5', tier: 'paid', prompt: 40_000, completion: 4_000, at: `${month}-04T00:00:00Z` },
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 100_000 * (i + 1),
+          completion: 10_000,
+          at: `${month}-03T00:00:00Z`,
+        },
+        {
+          accountId: who.account.id,
+          model: 'claude-haiku-4-5',
+          tier: 'paid',
+          prompt: 40_000,
+          completion: 4_000,
+          at: `${month}-04T00:00:00Z`,
+        },
       ]);
       accounts.push(who);
     }
@@ -57,7 +78,9 @@ describe('invoicing fanned out: one job per account, paced to Stripe', () => {
       const invoices = await invoicesOf(app, who.account.id);
       expect(invoices.map((i) => i.status)).to.deep.equal(['open']);
       const lines = await linesOf(app, invoices[0]!.id);
-      expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(await ledgerCentsByModel(app, { accountId: who.account.id }));
+      expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(
+        await ledgerCentsByModel(app, { accountId: who.account.id }),
+      );
       // One invoice asked for (a call refused with 429 is sent again with the same idempotency key).
       expect(new Set(invoiceCreatesFor(fake, who.customerId).map((r) => r.idempotencyKey)).size).to.equal(1);
       expect([...fake.invoices.values()].filter((i) => i.customer === who.customerId)).to.have.length(1);
@@ -90,7 +113,10 @@ describe('invoicing fanned out: one job per account, paced to Stripe', () => {
     let stopping = false;
     // No worker yet: the jobs wait in the queue while the run waits for them.
     const run = runJob(app, JOBS.invoices, '2014-06', { shouldStop: () => stopping });
-    await eventually(async () => ((await app.queue(INVOICING_QUEUE).getWaitingCount()) === 2 ? true : undefined), 'the account jobs to be queued');
+    await eventually(
+      async () => ((await app.queue(INVOICING_QUEUE).getWaitingCount()) === 2 ? true : undefined),
+      'the account jobs to be queued',
+    );
     stopping = true;
     expect(await run).to.deep.include({ outcome: 'ran', ok: false });
 
@@ -102,7 +128,11 @@ describe('invoicing fanned out: one job per account, paced to Stripe', () => {
 
   it('retries an account whose Stripe call failed, with backoff, within the same run', async () => {
     const fake = await stripe();
-    const env = fake.env({ REDIS_PREFIX: isolatedPrefix(), STRIPE_MAX_NETWORK_RETRIES: '0', INVOICING_RETRY_DELAY_MS: '50' });
+    const env = fake.env({
+      REDIS_PREFIX: isolatedPrefix(),
+      STRIPE_MAX_NETWORK_RETRIES: '0',
+      INVOICING_RETRY_DELAY_MS: '50',
+    });
     const app = context(env);
     workers.push(await startInvoicingWork(app));
     const accounts = await owing(app, 1, '2014-02');
@@ -116,7 +146,12 @@ describe('invoicing fanned out: one job per account, paced to Stripe', () => {
 
   it('reports an account that failed every attempt, and the next run retries it and bills it once', async () => {
     const fake = await stripe();
-    const env = fake.env({ REDIS_PREFIX: isolatedPrefix(), STRIPE_MAX_NETWORK_RETRIES: '0', INVOICING_ATTEMPTS: '2', INVOICING_RETRY_DELAY_MS: '50' });
+    const env = fake.env({
+      REDIS_PREFIX: isolatedPrefix(),
+      STRIPE_MAX_NETWORK_RETRIES: '0',
+      INVOICING_ATTEMPTS: '2',
+      INVOICING_RETRY_DELAY_MS: '50',
+    });
     const app = context(env);
     workers.push(await startInvoicingWork(app));
     const accounts = await owing(app, 1, '2014-03');
@@ -132,10 +167,15 @@ describe('invoicing fanned out: one job per account, paced to Stripe', () => {
     await expectBilledOnce(app, fake, accounts);
   });
 
-  it('sends a call Stripe refused with 429 again after a pause, so a run over Stripe\'s limit still bills every account once', async () => {
+  it("sends a call Stripe refused with 429 again after a pause, so a run over Stripe's limit still bills every account once", async () => {
     // Stripe allows 4 calls a second here, and the service is told it may make 10 000: it meets 429s.
     const fake = await stripe({ opsPerSecond: 4 });
-    const env = fake.env({ REDIS_PREFIX: isolatedPrefix(), STRIPE_MAX_NETWORK_RETRIES: '0', STRIPE_MAX_OPS_PER_SECOND: '10000', INVOICING_ATTEMPTS: '1' });
+    const env = fake.env({
+      REDIS_PREFIX: isolatedPrefix(),
+      STRIPE_MAX_NETWORK_RETRIES: '0',
+      STRIPE_MAX_OPS_PER_SECOND: '10000',
+      INVOICING_ATTEMPTS: '1',
+    });
     const app = context(env);
     workers.push(await startInvoicingWork(app));
     const accounts = await owing(app, 3, '2014-04');
@@ -154,11 +194,18 @@ describe('invoicing fanned out: one job per account, paced to Stripe', () => {
     workers.push(await startInvoicingWork(app));
     const accounts = await owing(app, 1, '2014-05');
     // One more 429 than the call is sent again: the job itself meets it.
-    fake.failNext(5, { status: 429, method: 'POST', path: /^\/v1\/invoices$/, error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Request rate limit exceeded.' } });
+    fake.failNext(5, {
+      status: 429,
+      method: 'POST',
+      path: /^\/v1\/invoices$/,
+      error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Request rate limit exceeded.' },
+    });
 
     const run = await runJob(app, JOBS.invoices, '2014-05');
     expect(run).to.deep.include({ outcome: 'ran', ok: true });
-    expect(fake.requests.filter((r) => r.path === '/v1/invoices' && r.method === 'POST').map((r) => r.status)).to.deep.equal([429, 429, 429, 429, 429, 200]);
+    expect(
+      fake.requests.filter((r) => r.path === '/v1/invoices' && r.method === 'POST').map((r) => r.status),
+    ).to.deep.equal([429, 429, 429, 429, 429, 200]);
     expect((await app.metrics.billing.stripeRateLimited.get()).values[0]!.value).to.be.greaterThan(0);
     await expectBilledOnce(app, fake, accounts);
   });
@@ -166,10 +213,16 @@ describe('invoicing fanned out: one job per account, paced to Stripe', () => {
   it('keeps the Stripe calls of several processes together under STRIPE_MAX_OPS_PER_SECOND', async () => {
     // Stripe allows 6 a second; two processes pace themselves together to 5 and meet no 429.
     const fake = await stripe({ opsPerSecond: 6 });
-    const env = fake.env({ REDIS_PREFIX: isolatedPrefix(), STRIPE_MAX_NETWORK_RETRIES: '0', STRIPE_MAX_OPS_PER_SECOND: '5' });
+    const env = fake.env({
+      REDIS_PREFIX: isolatedPrefix(),
+      STRIPE_MAX_NETWORK_RETRIES: '0',
+      STRIPE_MAX_OPS_PER_SECOND: '5',
+    });
     const [a, b] = [context(env), context(env)];
     await Promise.all([a.warmUp([a.redis]), b.warmUp([b.redis])]);
-    const calls = Array.from({ length: 16 }, (_, i) => (i % 2 ? a : b).stripe.customers.create({ email: `paced-${i}@example.com` }));
+    const calls = Array.from({ length: 16 }, (_, i) =>
+      (i % 2 ? a : b).stripe.customers.create({ email: `paced-${i}@example.com` }),
+    );
     await Promise.all(calls);
     expect(fake.requests.filter((r) => r.status === 429)).to.have.length(0);
     expect(fake.requests).to.have.length(16);

@@ -14,7 +14,10 @@ describe('rate limiter when Redis is unreachable', () => {
   beforeEach(async () => {
     const redisUrl = new URL(process.env.REDIS_URL!);
     proxy = await new TcpProxy(redisUrl.hostname, Number(redisUrl.port || 6379)).start();
-    app = createContext(testConfig({ REDIS_URL: proxy.url('redis'), REDIS_PREFIX: isolatedPrefix() }), { role: 'web', clock: new ManualClock() });
+    app = createContext(testConfig({ REDIS_URL: proxy.url('redis'), REDIS_PREFIX: isolatedPrefix() }), {
+      role: 'web',
+      clock: new ManualClock(),
+    });
     expect(await app.warmUp([app.redis])).to.equal(true);
   });
   afterEach(async () => {
@@ -22,7 +25,8 @@ describe('rate limiter when Redis is unreachable', () => {
     await app.close();
   });
 
-  const chat = (accountId: string) => app.limiter.admit({ accountId, tier: 'free', requestId: randomUUID(), reserveTokens: 100 });
+  const chat = (accountId: string) =>
+    app.limiter.admit({ accountId, tier: 'free', requestId: randomUUID(), reserveTokens: 100 });
 
   async function failure(call: () => Promise<unknown>): Promise<{ err: AppError; ms: number }> {
     const started = performance.now();
@@ -59,7 +63,10 @@ describe('rate limiter when Redis is unreachable', () => {
   it('refuses settle and key regeneration with 503 too', async () => {
     await proxy.cut();
     await eventually(async () => (app.redis.status !== 'ready' ? true : undefined), 'the client to notice the outage');
-    expect((await failure(() => app.limiter.settle({ accountId: randomUUID(), requestId: randomUUID(), actualTokens: 1 }))).err.status).to.equal(503);
+    expect(
+      (await failure(() => app.limiter.settle({ accountId: randomUUID(), requestId: randomUUID(), actualTokens: 1 })))
+        .err.status,
+    ).to.equal(503);
     expect((await failure(() => app.limiter.admitKeyRegeneration(randomUUID()))).err.status).to.equal(503);
   });
 

@@ -43,8 +43,16 @@ describe('rate limiter and token quota', () => {
     await app.close();
   });
 
-  const request = (accountId: string, opts: { tier?: Tier; reserve?: number; requestId?: string; on?: AppContext } = {}): Promise<Admission> =>
-    (opts.on ?? app).limiter.admit({ accountId, tier: opts.tier ?? 'free', requestId: opts.requestId ?? randomUUID(), reserveTokens: opts.reserve ?? 10 });
+  const request = (
+    accountId: string,
+    opts: { tier?: Tier; reserve?: number; requestId?: string; on?: AppContext } = {},
+  ): Promise<Admission> =>
+    (opts.on ?? app).limiter.admit({
+      accountId,
+      tier: opts.tier ?? 'free',
+      requestId: opts.requestId ?? randomUUID(),
+      reserveTokens: opts.reserve ?? 10,
+    });
 
   async function admitMany(accountId: string, count: number, opts: { tier?: Tier } = {}): Promise<Admission[]> {
     const out: Admission[] = [];
@@ -56,7 +64,10 @@ describe('rate limiter and token quota', () => {
   async function fillMinutes(accountId: string, minutes: number): Promise<void> {
     for (let i = 0; i < minutes; i++) {
       const batch = await admitMany(accountId, 20);
-      expect(batch.every((a) => a.allowed), `minute ${i} admits all 20`).to.equal(true);
+      expect(
+        batch.every((a) => a.allowed),
+        `minute ${i} admits all 20`,
+      ).to.equal(true);
       clock.advance(MINUTE);
     }
   }
@@ -67,7 +78,11 @@ describe('rate limiter and token quota', () => {
       clock.set(MIDNIGHT + 15_000);
       const admitted = await admitMany(account, 20);
       expect(admitted.every((a) => a.allowed)).to.equal(true);
-      expect(admitted[0]!.headers).to.include({ 'X-RateLimit-Limit': '20', 'X-RateLimit-Remaining': '19', 'X-RateLimit-Reset': '45' });
+      expect(admitted[0]!.headers).to.include({
+        'X-RateLimit-Limit': '20',
+        'X-RateLimit-Remaining': '19',
+        'X-RateLimit-Reset': '45',
+      });
       expect(admitted[19]!.headers).to.include({ 'X-RateLimit-Limit': '20', 'X-RateLimit-Remaining': '0' });
       expect(admitted[19]!.headers).not.to.have.property('Retry-After');
 
@@ -104,7 +119,14 @@ describe('rate limiter and token quota', () => {
       await admitMany(account, 20);
       const err = admissionError(await request(account));
       expect(err.status).to.equal(429);
-      expect(err.toBody()).to.deep.equal({ error: { message: 'Rate limit reached for requests. Please try again in 60s.', type: 'rate_limit_exceeded', code: 'rate_limit_exceeded', param: null } });
+      expect(err.toBody()).to.deep.equal({
+        error: {
+          message: 'Rate limit reached for requests. Please try again in 60s.',
+          type: 'rate_limit_exceeded',
+          code: 'rate_limit_exceeded',
+          param: null,
+        },
+      });
       expect(err.headers).to.include({ 'Retry-After': '60', 'X-RateLimit-Remaining': '0' });
     });
 
@@ -114,7 +136,12 @@ describe('rate limiter and token quota', () => {
       const refused = await request(account);
       expect(refused).to.deep.include({ allowed: false, reason: 'requests', retryAfterSeconds: 55 * 60 });
       // A wait of 55 minutes is not a Retry-After (an SDK would sleep through it): x-should-retry: false instead.
-      expect(refused.headers).to.include({ 'X-RateLimit-Limit': '100', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': String(55 * 60), 'x-should-retry': 'false' });
+      expect(refused.headers).to.include({
+        'X-RateLimit-Limit': '100',
+        'X-RateLimit-Remaining': '0',
+        'X-RateLimit-Reset': String(55 * 60),
+        'x-should-retry': 'false',
+      });
       expect(refused.headers).not.to.have.property('Retry-After');
       expect(refused.headers['x-ratelimit-reset-requests']).to.equal('55m0s');
       clock.set(MIDNIGHT + HOUR);
@@ -129,8 +156,16 @@ describe('rate limiter and token quota', () => {
       }
       clock.set(MIDNIGHT + 5 * HOUR + 30 * MINUTE);
       const refused = await request(account);
-      expect(refused).to.deep.include({ allowed: false, reason: 'requests', retryAfterSeconds: DAY / 1000 - 5.5 * 3600 });
-      expect(refused.headers).to.include({ 'X-RateLimit-Limit': '500', 'X-RateLimit-Remaining': '0', 'x-ratelimit-reset-requests': '18h30m0s' });
+      expect(refused).to.deep.include({
+        allowed: false,
+        reason: 'requests',
+        retryAfterSeconds: DAY / 1000 - 5.5 * 3600,
+      });
+      expect(refused.headers).to.include({
+        'X-RateLimit-Limit': '500',
+        'X-RateLimit-Remaining': '0',
+        'x-ratelimit-reset-requests': '18h30m0s',
+      });
       clock.set(MIDNIGHT + DAY);
       const tomorrow = await request(account);
       expect(tomorrow.allowed).to.equal(true);
@@ -180,9 +215,16 @@ describe('rate limiter and token quota', () => {
       const viaOldKey = await authenticateApiKey(app, apiKey);
       await admitMany(viaOldKey.id, 20, { tier: viaOldKey.tier });
 
-      await app.db.updateTable('api_keys').set({ revoked_at: clock.now() }).where('account_id', '=', account.id).execute();
+      await app.db
+        .updateTable('api_keys')
+        .set({ revoked_at: clock.now() })
+        .where('account_id', '=', account.id)
+        .execute();
       const fresh = generateApiKey();
-      await app.db.insertInto('api_keys').values({ account_id: account.id, key_hash: fresh.hash, display_prefix: fresh.displayPrefix }).execute();
+      await app.db
+        .insertInto('api_keys')
+        .values({ account_id: account.id, key_hash: fresh.hash, display_prefix: fresh.displayPrefix })
+        .execute();
       const viaNewKey = await authenticateApiKey(app, fresh.key);
 
       const refused = await request(viaNewKey.id, { tier: viaNewKey.tier });
@@ -195,7 +237,10 @@ describe('rate limiter and token quota', () => {
       expect((await request(account, { tier: 'free' })).allowed).to.equal(false);
       const upgraded = await request(account, { tier: 'paid' });
       expect(upgraded.allowed).to.equal(true);
-      expect(upgraded.headers).to.include({ 'X-RateLimit-Limit': String(config.limits.paid.requestsPerMinute), 'X-RateLimit-Remaining': String(config.limits.paid.requestsPerMinute - 21) });
+      expect(upgraded.headers).to.include({
+        'X-RateLimit-Limit': String(config.limits.paid.requestsPerMinute),
+        'X-RateLimit-Remaining': String(config.limits.paid.requestsPerMinute - 21),
+      });
       expect(upgraded.headers['x-ratelimit-limit-tokens']).to.equal(String(config.limits.paid.tokensPerDay));
       const downgraded = await request(account, { tier: 'free' });
       expect(downgraded).to.deep.include({ allowed: false, reason: 'requests' });
@@ -212,13 +257,25 @@ describe('rate limiter and token quota', () => {
       clock.advance(1000);
       const refused = await request(account, { reserve: 40_000 });
       // Nothing settled yet: the earliest the quota can free up is when the first reservation expires.
-      expect(refused).to.deep.include({ allowed: false, reason: 'tokens', retryAfterSeconds: config.limits.reservationTtlMs / 1000 - 1 });
-      expect(refused.headers).to.include({ 'x-ratelimit-limit-tokens': '100000', 'x-ratelimit-remaining-tokens': '20000' });
+      expect(refused).to.deep.include({
+        allowed: false,
+        reason: 'tokens',
+        retryAfterSeconds: config.limits.reservationTtlMs / 1000 - 1,
+      });
+      expect(refused.headers).to.include({
+        'x-ratelimit-limit-tokens': '100000',
+        'x-ratelimit-remaining-tokens': '20000',
+      });
       const err = admissionError(refused);
       expect(err.status).to.equal(429);
-      expect((err.toBody() as { error: { type: string; code: string } }).error).to.include({ type: 'insufficient_quota', code: 'insufficient_quota' });
+      expect((err.toBody() as { error: { type: string; code: string } }).error).to.include({
+        type: 'insufficient_quota',
+        code: 'insufficient_quota',
+      });
       expect(refused.exceedsDailyQuota).to.equal(undefined);
-      expect(err.message).to.match(/^You have used your daily token quota.* Try again at 2026-11-02T00:15:00Z \(in 15 min\); retrying sooner will not succeed\.$/);
+      expect(err.message).to.match(
+        /^You have used your daily token quota.* Try again at 2026-11-02T00:15:00Z \(in 15 min\); retrying sooner will not succeed\.$/,
+      );
       expect(err.headers).to.include({ 'x-should-retry': 'false' }).and.not.have.property('Retry-After');
     });
 
@@ -263,7 +320,11 @@ describe('rate limiter and token quota', () => {
       await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 100_000 });
       const refused = await request(account, { reserve: 1 });
       expect(refused).to.deep.include({ allowed: false, reason: 'tokens', retryAfterSeconds: 4 * 3600 });
-      expect(refused.headers).to.include({ 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '4h0m0s', 'x-should-retry': 'false' });
+      expect(refused.headers).to.include({
+        'x-ratelimit-remaining-tokens': '0',
+        'x-ratelimit-reset-tokens': '4h0m0s',
+        'x-should-retry': 'false',
+      });
       expect(refused.headers).not.to.have.property('Retry-After');
       clock.set(MIDNIGHT + DAY);
       const tomorrow = await request(account, { reserve: 100_000 });
@@ -302,7 +363,9 @@ describe('rate limiter and token quota', () => {
       expect(refused.exceedsDailyQuota).to.deep.equal({ requested: 100_001, quota: 100_000 });
       const err = admissionError(refused);
       expect(err.status).to.equal(429);
-      expect(err.message).to.match(/up to 100001 tokens .* more than the whole daily token quota of 100000\. Lower max_tokens or n/);
+      expect(err.message).to.match(
+        /up to 100001 tokens .* more than the whole daily token quota of 100000\. Lower max_tokens or n/,
+      );
     });
 
     it('remembers a settled request for minutes (the settled-marker TTL), not a day', async () => {
@@ -331,7 +394,9 @@ describe('rate limiter and token quota', () => {
     it('admits exactly 20 of 200 concurrent requests issued through two separate Redis connections', async () => {
       const [web1, web2] = [await context(), await context()];
       const account = randomUUID();
-      const results = await Promise.all(Array.from({ length: 200 }, (_, i) => request(account, { on: i % 2 === 0 ? web1 : web2 })));
+      const results = await Promise.all(
+        Array.from({ length: 200 }, (_, i) => request(account, { on: i % 2 === 0 ? web1 : web2 })),
+      );
       expect(results.filter((r) => r.allowed)).to.have.length(20);
       const refused = results.filter((r) => !r.allowed);
       expect(refused).to.have.length(180);
@@ -346,12 +411,19 @@ describe('rate limiter and token quota', () => {
       extra.push(...processes);
       await Promise.all(processes.map((p) => p.warmUp([p.redis])));
       // Keep the burst inside one UTC minute of Redis's clock: wait while the minute is about to turn.
-      await eventually(async () => {
-        const [seconds] = await app.redis.time();
-        return Number(seconds) % 60 < 50 ? true : undefined;
-      }, 'a Redis minute with 10 seconds to spare', 15_000, 200);
+      await eventually(
+        async () => {
+          const [seconds] = await app.redis.time();
+          return Number(seconds) % 60 < 50 ? true : undefined;
+        },
+        'a Redis minute with 10 seconds to spare',
+        15_000,
+        200,
+      );
       const account = randomUUID();
-      const results = await Promise.all(Array.from({ length: 200 }, (_, i) => request(account, { on: processes[i % 2]! })));
+      const results = await Promise.all(
+        Array.from({ length: 200 }, (_, i) => request(account, { on: processes[i % 2]! })),
+      );
       expect(results.filter((r) => r.allowed)).to.have.length(20);
       const retry = Number(results.find((r) => !r.allowed)!.headers['Retry-After']);
       expect(retry).to.be.within(1, 60);
@@ -390,7 +462,10 @@ describe('rate limiter and token quota', () => {
       clock.set(MIDNIGHT + 10 * MINUTE + 30_000);
       expect(await app.limiter.admitKeyRegeneration(account)).to.deep.equal({ allowed: true, retryAfterSeconds: 0 });
       clock.advance(25 * MINUTE);
-      expect(await app.limiter.admitKeyRegeneration(account)).to.deep.equal({ allowed: false, retryAfterSeconds: 7200 - 25 * 60 });
+      expect(await app.limiter.admitKeyRegeneration(account)).to.deep.equal({
+        allowed: false,
+        retryAfterSeconds: 7200 - 25 * 60,
+      });
       expect((await app.limiter.admitKeyRegeneration(randomUUID())).allowed).to.equal(true);
       clock.advance(95 * MINUTE - 1);
       expect(await app.limiter.admitKeyRegeneration(account)).to.deep.equal({ allowed: false, retryAfterSeconds: 1 });

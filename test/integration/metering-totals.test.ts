@@ -16,7 +16,10 @@ import { metricValue } from '../support/metrics.js';
 describe('metering into the ledger and the monthly totals', () => {
   let app: AppContext;
   before(() => {
-    app = createContext(testConfig({ REDIS_PREFIX: isolatedPrefix() }), { role: 'test', clock: new ManualClock('2018-05-20T00:00:00Z') });
+    app = createContext(testConfig({ REDIS_PREFIX: isolatedPrefix() }), {
+      role: 'test',
+      clock: new ManualClock('2018-05-20T00:00:00Z'),
+    });
   });
   after(async () => app.close());
 
@@ -40,7 +43,13 @@ describe('metering into the ledger and the monthly totals', () => {
     for (const e of [first, second, first]) await appendUsage(app.redis, app.config, 0, e);
     expect(await flushUsage(app)).to.equal(3);
     const usage = await currentUsage(app, { id: who.account.id, tier: 'paid', monthly_spend_limit_usd: null });
-    expect(usage.total).to.include({ requests: 2, prompt_tokens: 150_000, completion_tokens: 15_000, cost_usd: '0.42', cost_cents: 42 });
+    expect(usage.total).to.include({
+      requests: 2,
+      prompt_tokens: 150_000,
+      completion_tokens: 15_000,
+      cost_usd: '0.42',
+      cost_cents: 42,
+    });
   });
 
   it('adds what each new ledger row costs at catalog prices to usage_cost_usd_total, by tier and model, once per request', async () => {
@@ -58,7 +67,8 @@ describe('metering into the ledger and the monthly totals', () => {
       output_price_per_million: '1.60',
       created_at: '2018-05-19T10:00:00.000Z',
     });
-    const cost = (tier: string) => metricValue(app.metrics.registry, 'usage_cost_usd_total', { tier, model: 'gpt-4.1-mini' });
+    const cost = (tier: string) =>
+      metricValue(app.metrics.registry, 'usage_cost_usd_total', { tier, model: 'gpt-4.1-mini' });
     const before = { paid: await cost('paid'), free: await cost('free') };
     const once = event(paid.account.id, 'paid');
     for (const e of [once, event(free.account.id, 'free'), once]) await appendUsage(app.redis, app.config, 0, e);
@@ -111,17 +121,26 @@ describe('metering through a Postgres outage', () => {
     };
     await appendUsage(app.redis, app.config, 0, event);
     await proxy.cut();
-    const failed = await drainUsageOnce(app, app.redis, { consumer: 'outage-test' }).then(() => undefined, (e: unknown) => e);
+    const failed = await drainUsageOnce(app, app.redis, { consumer: 'outage-test' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(failed).to.be.instanceOf(Error);
     await proxy.restore();
     expect(await drainUsageOnce(app, app.redis, { consumer: 'outage-test' })).to.equal(1);
-    const rows = await direct.db.selectFrom('usage_events').select('request_id').where('request_id', '=', requestId).execute();
+    const rows = await direct.db
+      .selectFrom('usage_events')
+      .select('request_id')
+      .where('request_id', '=', requestId)
+      .execute();
     expect(rows).to.have.length(1);
   });
 
   it('reports the age of the batch it could not write as the metering lag, and 0 once the streams are empty', async () => {
     // Streams of its own, so that an entry two minutes old can be appended (stream ids only grow).
-    const worker = createContext(testConfig({ DATABASE_URL: via.toString(), REDIS_PREFIX: isolatedPrefix() }), { role: 'worker' });
+    const worker = createContext(testConfig({ DATABASE_URL: via.toString(), REDIS_PREFIX: isolatedPrefix() }), {
+      role: 'worker',
+    });
     more.push(worker);
     await worker.warmUp([worker.redis]);
     await ensureMeteringGroups(worker.redis, worker.config);
@@ -143,7 +162,10 @@ describe('metering through a Postgres outage', () => {
     const lag = () => metricValue(worker.metrics.registry, 'usage_metering_lag_seconds');
 
     await proxy.cut();
-    const failed = await drainUsageOnce(worker, worker.redis, { consumer: 'lag-test' }).then(() => undefined, (e: unknown) => e);
+    const failed = await drainUsageOnce(worker, worker.redis, { consumer: 'lag-test' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(failed).to.be.instanceOf(Error);
     expect(await lag()).to.be.within(120, (Date.now() - appendedAt) / 1000);
 

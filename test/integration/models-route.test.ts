@@ -29,7 +29,9 @@ describe('GET /v1/models', () => {
     const r = await get(`${web.url}/v1/models`, { bearer: free.apiKey });
     expect(r.status).to.equal(200);
     expect(r.body.object).to.equal('list');
-    expect(r.body.data.map((m: { id: string }) => m.id)).to.have.members(FREE_IDS).and.have.length(3);
+    expect(r.body.data.map((m: { id: string }) => m.id))
+      .to.have.members(FREE_IDS)
+      .and.have.length(3);
     expect(r.body.data.find((m: { id: string }) => m.id === 'claude-haiku-4-5')).to.deep.equal({
       id: 'claude-haiku-4-5',
       object: 'model',
@@ -83,7 +85,14 @@ describe('GET /v1/models', () => {
     before(async () => {
       dir = mkdtempSync(path.join(os.tmpdir(), 'models-route-'));
       const doc = JSON.parse(readFileSync('config/models.json', 'utf8'));
-      doc.models.push({ id: 'house-model', provider: 'local', upstream_model: 'house', tiers: ['paid'], input_price_per_million: '0.50', output_price_per_million: '0.50' });
+      doc.models.push({
+        id: 'house-model',
+        provider: 'local',
+        upstream_model: 'house',
+        tiers: ['paid'],
+        input_price_per_million: '0.50',
+        output_price_per_million: '0.50',
+      });
       const file = path.join(dir, 'models.json');
       writeFileSync(file, JSON.stringify(doc));
       custom = await startTestWeb({ env: { MODELS_FILE: file } });
@@ -105,7 +114,9 @@ describe('GET /v1/models', () => {
           (e: unknown) => e,
         );
         expect(err).to.be.instanceOf(CatalogError);
-        expect((err as Error).message).to.contain(file).and.contain('models[0].output_price_per_million (model "gemini-2.5-flash")');
+        expect((err as Error).message)
+          .to.contain(file)
+          .and.contain('models[0].output_price_per_million (model "gemini-2.5-flash")');
       } finally {
         await app.close();
       }

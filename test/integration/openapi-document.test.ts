@@ -28,16 +28,26 @@ type PathItem = Record<string, Operation>;
 const templateNames = (path: string) => [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
 
 /** JSON pointers (from the document's root) of every Schema Object the document holds. */
-function schemaPointers(doc: { paths: Record<string, PathItem>; components: { schemas: Record<string, unknown> } }): string[] {
-  const where: (string | number)[][] = Object.keys(doc.components.schemas).map((name) => ['components', 'schemas', name]);
+function schemaPointers(doc: {
+  paths: Record<string, PathItem>;
+  components: { schemas: Record<string, unknown> };
+}): string[] {
+  const where: (string | number)[][] = Object.keys(doc.components.schemas).map((name) => [
+    'components',
+    'schemas',
+    name,
+  ]);
   for (const [path, item] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(item)) {
       const at = ['paths', path, method];
       (op.parameters ?? []).forEach((_, i) => where.push([...at, 'parameters', i, 'schema']));
-      for (const [media, c] of Object.entries(op.requestBody?.content ?? {})) if (c.schema) where.push([...at, 'requestBody', 'content', media, 'schema']);
+      for (const [media, c] of Object.entries(op.requestBody?.content ?? {}))
+        if (c.schema) where.push([...at, 'requestBody', 'content', media, 'schema']);
       for (const [status, r] of Object.entries(op.responses)) {
-        for (const [media, c] of Object.entries(r.content ?? {})) if (c.schema) where.push([...at, 'responses', status, 'content', media, 'schema']);
-        for (const name of Object.keys(r.headers ?? {})) where.push([...at, 'responses', status, 'headers', name, 'schema']);
+        for (const [media, c] of Object.entries(r.content ?? {}))
+          if (c.schema) where.push([...at, 'responses', status, 'content', media, 'schema']);
+        for (const name of Object.keys(r.headers ?? {}))
+          where.push([...at, 'responses', status, 'headers', name, 'schema']);
       }
     }
   }
@@ -46,7 +56,10 @@ function schemaPointers(doc: { paths: Record<string, PathItem>; components: { sc
 
 describe('GET /openapi.json of the whole service', () => {
   let web: TestWeb;
-  let doc: { paths: Record<string, PathItem>; components: { schemas: Record<string, unknown> } } & Record<string, unknown>;
+  let doc: { paths: Record<string, PathItem>; components: { schemas: Record<string, unknown> } } & Record<
+    string,
+    unknown
+  >;
 
   before(async () => {
     web = await startTestWeb();
@@ -65,7 +78,7 @@ describe('GET /openapi.json of the whole service', () => {
   // The validator above checks the document's structure but takes each Schema Object on trust, and
   // the response schemas are never compiled by the service itself: a misspelt keyword in one would
   // be silently ignored by every OpenAPI tool.
-  it('holds only schemas that compile as JSON Schema 2020-12 in Ajv\'s strict mode, every $ref resolved', () => {
+  it("holds only schemas that compile as JSON Schema 2020-12 in Ajv's strict mode, every $ref resolved", () => {
     const ajv = new Ajv2020({ strict: true, allowUnionTypes: true });
     addFormats(ajv);
     addSchemaKeywords(ajv);
@@ -84,7 +97,7 @@ describe('GET /openapi.json of the whole service', () => {
     expect(failures).to.deep.equal([]);
   });
 
-  it('writes path parameters the OpenAPI way, {model}, never Koa\'s :model', () => {
+  it("writes path parameters the OpenAPI way, {model}, never Koa's :model", () => {
     const paths = Object.keys(doc.paths);
     expect(paths).to.include('/v1/models/{model}');
     expect(paths.filter((p) => p.includes(':'))).to.deep.equal([]);
@@ -98,11 +111,13 @@ describe('GET /openapi.json of the whole service', () => {
     expect(model!.schema).to.include({ type: 'string' });
   });
 
-  it('declares exactly the template names of every path as its operations\' path parameters', () => {
+  it("declares exactly the template names of every path as its operations' path parameters", () => {
     for (const [path, item] of Object.entries(doc.paths)) {
       for (const [method, op] of Object.entries(item)) {
         const declared = (op.parameters ?? []).filter((p) => p.in === 'path');
-        expect(declared.map((p) => p.name).sort(), `${method.toUpperCase()} ${path}`).to.deep.equal(templateNames(path).sort());
+        expect(declared.map((p) => p.name).sort(), `${method.toUpperCase()} ${path}`).to.deep.equal(
+          templateNames(path).sort(),
+        );
         for (const p of declared) expect(p.required, `${method.toUpperCase()} ${path} {${p.name}}`).to.equal(true);
       }
     }
@@ -110,7 +125,8 @@ describe('GET /openapi.json of the whole service', () => {
 
   it('documents /health as it answers, so a monitoring client can trust the document', async () => {
     const r = await get(`${web.url}/health`);
-    const schema = doc.paths['/health']!.get!.responses[String(r.status)]!.content!['application/json']!.schema as Record<string, unknown>;
+    const schema = doc.paths['/health']!.get!.responses[String(r.status)]!.content!['application/json']!
+      .schema as Record<string, unknown>;
     expect(check(schema, r.body)).to.deep.equal({ ok: true });
     expect(r.body.info.model_backend).to.be.oneOf(['local', 'catalog']);
   });

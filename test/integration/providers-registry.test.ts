@@ -25,7 +25,12 @@ describe('provider registry', () => {
   });
 
   it("serves each model from its catalog provider when that provider's key is set", () => {
-    const app = context({ MODEL_BACKEND: 'catalog', OPENAI_API_KEY: 'k1', ANTHROPIC_API_KEY: 'k2', GEMINI_API_KEY: 'k3' });
+    const app = context({
+      MODEL_BACKEND: 'catalog',
+      OPENAI_API_KEY: 'k1',
+      ANTHROPIC_API_KEY: 'k2',
+      GEMINI_API_KEY: 'k3',
+    });
     const catalog = app.catalog;
     expect(app.providers.for(catalog.find('gpt-4.1')!)).to.be.instanceOf(OpenAIProvider);
     expect(app.providers.for(catalog.find('claude-haiku-4-5')!)).to.be.instanceOf(AnthropicProvider);
@@ -35,14 +40,19 @@ describe('provider registry', () => {
   it('builds one adapter per provider per process', () => {
     const app = context({ MODEL_BACKEND: 'catalog', GEMINI_API_KEY: 'k3' });
     const catalog = app.catalog;
-    expect(app.providers.for(catalog.find('gemini-2.5-flash')!)).to.equal(app.providers.for(catalog.find('gemini-2.5-pro')!));
+    expect(app.providers.for(catalog.find('gemini-2.5-flash')!)).to.equal(
+      app.providers.for(catalog.find('gemini-2.5-pro')!),
+    );
   });
 
   it('answers 503 model_unavailable, naming the model and provider, when the provider has no key', () => {
     const app = context({ MODEL_BACKEND: 'catalog', GEMINI_API_KEY: 'k3' });
     const model = app.catalog.find('claude-sonnet-4-5')!;
     expect(() => app.providers.for(model))
-      .to.throw(AppError, 'Model claude-sonnet-4-5 is unavailable: its provider (anthropic) is not configured on this server')
+      .to.throw(
+        AppError,
+        'Model claude-sonnet-4-5 is unavailable: its provider (anthropic) is not configured on this server',
+      )
       .with.property('status', 503);
     try {
       app.providers.for(model);

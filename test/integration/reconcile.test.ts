@@ -25,8 +25,10 @@ describe('reconciliation with Stripe', () => {
   });
   beforeEach(() => clock.advance(60_000));
 
-  const readAccount = (id: string) => app.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
-  const tierChanges = (id: string) => app.db.selectFrom('tier_changes').selectAll().where('account_id', '=', id).orderBy('id').execute();
+  const readAccount = (id: string) =>
+    app.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  const tierChanges = (id: string) =>
+    app.db.selectFrom('tier_changes').selectAll().where('account_id', '=', id).orderBy('id').execute();
 
   async function fixesCounted(fix: string): Promise<number> {
     const metric = app.metrics.registry.getSingleMetric('billing_reconciliation_fixes_total');
@@ -48,7 +50,13 @@ describe('reconciliation with Stripe', () => {
     const sub = fake.createSubscriptionDirectly(who.customerId);
     await app.db
       .updateTable('accounts')
-      .set({ stripe_subscription_id: sub.id, subscription_status: 'active', default_payment_method_id: pm.id, payment_method_brand: 'visa', payment_method_last4: '4242' })
+      .set({
+        stripe_subscription_id: sub.id,
+        subscription_status: 'active',
+        default_payment_method_id: pm.id,
+        payment_method_brand: 'visa',
+        payment_method_last4: '4242',
+      })
       .where('id', '=', who.account.id)
       .execute();
     return { ...who, sub, pm };
@@ -64,7 +72,9 @@ describe('reconciliation with Stripe', () => {
     expect(r.summary).to.deep.include({ accounts: 1, fixed: 1, fixes: { subscription: 1, tier_downgraded: 1 } });
     const row = await readAccount(who.account.id);
     expect(row).to.include({ tier: 'free', stripe_subscription_id: who.sub.id, subscription_status: 'canceled' });
-    expect((await tierChanges(who.account.id)).map((c) => [c.from_tier, c.to_tier, c.reason])).to.deep.equal([['paid', 'free', 'reconcile']]);
+    expect((await tierChanges(who.account.id)).map((c) => [c.from_tier, c.to_tier, c.reason])).to.deep.equal([
+      ['paid', 'free', 'reconcile'],
+    ]);
     expect(await fixesCounted('tier_downgraded')).to.equal(before + 1);
   });
 
@@ -76,8 +86,16 @@ describe('reconciliation with Stripe', () => {
 
     await reconcileAccounts(app, { accounts: [who.account.id] });
     const row = await readAccount(who.account.id);
-    expect(row).to.include({ tier: 'paid', stripe_subscription_id: sub.id, subscription_status: 'active', payment_method_brand: 'mastercard', payment_method_last4: '4444' });
-    expect((await tierChanges(who.account.id)).map((c) => [c.from_tier, c.to_tier, c.reason])).to.deep.equal([['free', 'paid', 'reconcile']]);
+    expect(row).to.include({
+      tier: 'paid',
+      stripe_subscription_id: sub.id,
+      subscription_status: 'active',
+      payment_method_brand: 'mastercard',
+      payment_method_last4: '4444',
+    });
+    expect((await tierChanges(who.account.id)).map((c) => [c.from_tier, c.to_tier, c.reason])).to.deep.equal([
+      ['free', 'paid', 'reconcile'],
+    ]);
     expect(await fixesCounted('tier_upgraded')).to.equal(before + 1);
   });
 
@@ -93,7 +111,12 @@ describe('reconciliation with Stripe', () => {
     const card = await setDefaultCard(who.customerId, { brand: 'amex', last4: '0005' });
     const r = await reconcileAccounts(app, { accounts: [who.account.id] });
     expect(r.summary).to.deep.include({ fixes: { payment_method: 1 } });
-    expect(await readAccount(who.account.id)).to.include({ tier: 'paid', default_payment_method_id: card.id, payment_method_brand: 'amex', payment_method_last4: '0005' });
+    expect(await readAccount(who.account.id)).to.include({
+      tier: 'paid',
+      default_payment_method_id: card.id,
+      payment_method_brand: 'amex',
+      payment_method_last4: '0005',
+    });
     expect(await tierChanges(who.account.id)).to.have.length(0);
   });
 
@@ -149,7 +172,11 @@ describe('reconciliation with Stripe', () => {
       .execute();
     expect(fake.attemptInvoicePayment(inv.id).paid).to.equal(true);
     await reconcileAccounts(app, { accounts: [who.account.id] });
-    const row = await app.db.selectFrom('invoices').select('status').where('stripe_invoice_id', '=', inv.id).executeTakeFirstOrThrow();
+    const row = await app.db
+      .selectFrom('invoices')
+      .select('status')
+      .where('stripe_invoice_id', '=', inv.id)
+      .executeTakeFirstOrThrow();
     expect(row.status).to.equal('paid');
   });
 });

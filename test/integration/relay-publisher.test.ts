@@ -42,7 +42,9 @@ describe('relay publisher', () => {
     const sentSeqs = log.map((e) => e.seq);
     expect(sentSeqs).to.deep.equal([...sentSeqs].sort((a, b) => a - b));
     // Each event numbered as it was queued (its SSE `id:`), whatever message it travelled in.
-    expect(log.map((e) => e.payload).join('')).to.equal(Array.from({ length: 200 }, (_, i) => `id: ${i + 1}\ndata: {"n":${i}}\n\n`).join(''));
+    expect(log.map((e) => e.payload).join('')).to.equal(
+      Array.from({ length: 200 }, (_, i) => `id: ${i + 1}\ndata: {"n":${i}}\n\n`).join(''),
+    );
     // Every published message arrives before the end message that follows it; wait for the end.
     const last = sentSeqs.at(-1)!;
     for (let i = 0; i < 200 && !received.includes(last); i++) await new Promise((r) => setTimeout(r, 5));
@@ -50,13 +52,14 @@ describe('relay publisher', () => {
     expect(sentSeqs.length).to.be.greaterThan(20);
   });
 
-  it('sends a stream\'s first token at once and lets later ones within the coalescing time share a message', async () => {
+  it("sends a stream's first token at once and lets later ones within the coalescing time share a message", async () => {
     const target = relayTarget(config.redis.prefix, randomId(), randomId());
     // A long window, so the test does not depend on how fast the machine is.
     const batch = new RelayBatch(redis, { runningSeconds: 60, endedSeconds: 60 }, () => undefined, 60_000);
     const publisher = new RelayPublisher(batch, target, { seq: 1, eventId: 0 });
     publisher.sse('data: first\n\n', true);
-    for (let i = 0; i < 20 && (await readRelayLog(redis, target.logKey)).length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    for (let i = 0; i < 20 && (await readRelayLog(redis, target.logKey)).length === 0; i++)
+      await new Promise((r) => setTimeout(r, 5));
     expect((await readRelayLog(redis, target.logKey)).map((e) => e.payload)).to.deep.equal(['id: 1\ndata: first\n\n']);
     for (const token of ['a', 'b', 'c']) {
       publisher.sse(`data: ${token}\n\n`, false);

@@ -24,7 +24,10 @@ describe('Retry-After never asks a client to wait more than a minute', () => {
     });
 
     it('bounds a Retry-After decided elsewhere (an upstream asking for an hour)', () => {
-      expect(boundedRetryHeaders({ 'Retry-After': '3600', 'X-Other': 'x' })).to.deep.equal({ 'X-Other': 'x', 'x-should-retry': 'false' });
+      expect(boundedRetryHeaders({ 'Retry-After': '3600', 'X-Other': 'x' })).to.deep.equal({
+        'X-Other': 'x',
+        'x-should-retry': 'false',
+      });
       expect(boundedRetryHeaders({ 'Retry-After': '30' })).to.deep.equal({ 'Retry-After': '30' });
     });
   });
@@ -98,7 +101,12 @@ describe('Retry-After never asks a client to wait more than a minute', () => {
 
     it('makes the SDK raise RateLimitError at once for a request larger than the whole daily token quota', async () => {
       // Ten messages of 50,000 characters and 5 × 8192 completion tokens: more than the free tier's 100,000 a day.
-      const huge = { ...ask, max_tokens: 8192, n: 5, messages: Array.from({ length: 10 }, () => ({ role: 'user', content: 'hello '.repeat(8_333) })) };
+      const huge = {
+        ...ask,
+        max_tokens: 8192,
+        n: 5,
+        messages: Array.from({ length: 10 }, () => ({ role: 'user', content: 'hello '.repeat(8_333) })),
+      };
       const { error, calls, ms } = await sdkCall(free.apiKey, huge);
       expect(error).to.be.instanceOf(OpenAI.RateLimitError);
       const e = error as InstanceType<typeof OpenAI.RateLimitError>;
@@ -113,7 +121,12 @@ describe('Retry-After never asks a client to wait more than a minute', () => {
 
     it('makes the SDK raise RateLimitError at once when the day’s tokens are spent, naming when they reset', async () => {
       const id = randomUUID();
-      const spent = await web.app.limiter.admit({ accountId: free.account.id, tier: 'free', requestId: id, reserveTokens: 100_000 });
+      const spent = await web.app.limiter.admit({
+        accountId: free.account.id,
+        tier: 'free',
+        requestId: id,
+        reserveTokens: 100_000,
+      });
       expect(spent.allowed).to.equal(true);
       const { error, calls } = await sdkCall(free.apiKey, ask);
       expect(error).to.be.instanceOf(OpenAI.RateLimitError);
@@ -126,7 +139,13 @@ describe('Retry-After never asks a client to wait more than a minute', () => {
     });
 
     it('keeps Retry-After for an exhausted minute window, which the SDK may wait out', async () => {
-      for (let i = 0; i < 20; i++) await web.app.limiter.admit({ accountId: free.account.id, tier: 'free', requestId: randomUUID(), reserveTokens: 0 });
+      for (let i = 0; i < 20; i++)
+        await web.app.limiter.admit({
+          accountId: free.account.id,
+          tier: 'free',
+          requestId: randomUUID(),
+          reserveTokens: 0,
+        });
       const r = await post(`${web.url}/v1/chat/completions`, ask, { bearer: free.apiKey });
       expect(r.status).to.equal(429);
       expect(r.headers.get('retry-after')).to.equal('60');

@@ -23,7 +23,17 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
   const apps: AppContext[] = [];
   const newApp = () => {
     // A Redis prefix of its own: what a scheduler hands over here is never left for another test's workers.
-    const app = createContext(testConfig(fake.env({ STRIPE_MAX_NETWORK_RETRIES: '0', REDIS_PREFIX: isolatedPrefix(), INVOICING_ATTEMPTS: '2', INVOICING_RETRY_DELAY_MS: '50' })), { role: 'scheduler', clock });
+    const app = createContext(
+      testConfig(
+        fake.env({
+          STRIPE_MAX_NETWORK_RETRIES: '0',
+          REDIS_PREFIX: isolatedPrefix(),
+          INVOICING_ATTEMPTS: '2',
+          INVOICING_RETRY_DELAY_MS: '50',
+        }),
+      ),
+      { role: 'scheduler', clock },
+    );
     apps.push(app);
     return app;
   };
@@ -45,15 +55,35 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
     await fake.close();
   });
 
-  const schedulerDeps = (app: AppContext) => ({ queue: app.queue<ScheduledWork>(SCHEDULED_QUEUE), clock: app.clock, log: app.log, config: app.config, metrics: app.metrics });
+  const schedulerDeps = (app: AppContext) => ({
+    queue: app.queue<ScheduledWork>(SCHEDULED_QUEUE),
+    clock: app.clock,
+    log: app.log,
+    config: app.config,
+    metrics: app.metrics,
+  });
 
   const runOf = (app: AppContext, job: string, period: string) =>
-    app.db.selectFrom('scheduler_runs').selectAll().where('job', '=', job).where('period_key', '=', period).executeTakeFirst();
+    app.db
+      .selectFrom('scheduler_runs')
+      .selectAll()
+      .where('job', '=', job)
+      .where('period_key', '=', period)
+      .executeTakeFirst();
 
   it('catches up at start a monthly invoicing run missed while no scheduler was up, and runs it once', async () => {
     const app = await withInvoicingWorker(newApp());
     const who = await createBillingAccount(app);
-    await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 400_000, completion: 40_000, at: '2015-07-14T00:00:00Z' }]);
+    await recordUsage(app, [
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 400_000,
+        completion: 40_000,
+        at: '2015-07-14T00:00:00Z',
+      },
+    ]);
     expect(await runOf(app, 'invoices', '2015-07')).to.equal(undefined);
 
     clock.set('2015-08-03T10:00:00Z');
@@ -62,8 +92,15 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
     try {
       // wake() queues behind the start-up wake; a worker runs what they handed over.
       await scheduler.wake('test');
-      for (const [job, period] of [['invoices', '2015-07'], ['rollup', '2015-07'], ['reconcile', '2015-08-03']] as const) {
-        await eventually(async () => ((await runOf(app, job, period))?.finished_at ? true : undefined), `the ${job} run for ${period}`);
+      for (const [job, period] of [
+        ['invoices', '2015-07'],
+        ['rollup', '2015-07'],
+        ['reconcile', '2015-08-03'],
+      ] as const) {
+        await eventually(
+          async () => ((await runOf(app, job, period))?.finished_at ? true : undefined),
+          `the ${job} run for ${period}`,
+        );
       }
       const [inv, ...more] = await invoicesOf(app, who.account.id);
       expect(more).to.have.length(0);
@@ -79,7 +116,10 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
   });
 
   it('schedules only the rollup audit where Stripe is not configured', async () => {
-    const app = createContext(testConfig({ STRIPE_SECRET_KEY: '', REDIS_PREFIX: isolatedPrefix() }), { role: 'scheduler', clock });
+    const app = createContext(testConfig({ STRIPE_SECRET_KEY: '', REDIS_PREFIX: isolatedPrefix() }), {
+      role: 'scheduler',
+      clock,
+    });
     apps.push(app);
     const scheduler = startScheduler(schedulerDeps(app));
     try {
@@ -94,8 +134,22 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
     const [a, b] = await Promise.all([withInvoicingWorker(newApp()), withInvoicingWorker(newApp())]);
     const who = await createBillingAccount(a);
     await recordUsage(a, [
-      { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 100_000, completion: 0, at: '2015-05-02T00:00:00Z' },
-      { accountId: who.account.id, model: 'claude-haiku-4-5', tier: 'paid', prompt: 100_000, completion: 0, at: '2015-05-03T00:00:00Z' },
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 100_000,
+        completion: 0,
+        at: '2015-05-02T00:00:00Z',
+      },
+      {
+        accountId: who.account.id,
+        model: 'claude-haiku-4-5',
+        tier: 'paid',
+        prompt: 100_000,
+        completion: 0,
+        at: '2015-05-03T00:00:00Z',
+      },
     ]);
     clock.set('2015-06-01T00:15:00Z');
     const outcomes = await Promise.all([runJob(a, JOBS.invoices, '2015-05'), runJob(b, JOBS.invoices, '2015-05')]);
@@ -110,7 +164,16 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
   it('retries a failed run at the next wake and completes its draft without billing twice', async () => {
     const app = await withInvoicingWorker(newApp());
     const who = await createBillingAccount(app);
-    await recordUsage(app, [{ accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 250_000, completion: 0, at: '2015-03-10T00:00:00Z' }]);
+    await recordUsage(app, [
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 250_000,
+        completion: 0,
+        at: '2015-03-10T00:00:00Z',
+      },
+    ]);
     clock.set('2015-04-01T00:20:00Z');
     // Both of the account job's attempts fail: the run fails, and the next one retries the job.
     fake.failNext(2, { method: 'POST', path: /^\/v1\/invoiceitems$/ });
@@ -123,7 +186,11 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
     expect(await runOf(app, 'invoices', '2015-03')).to.include({ status: 'succeeded' });
     const invoices = await invoicesOf(app, who.account.id);
     expect(invoices.map((i) => [i.status, i.amount_cents])).to.deep.equal([['open', '50']]);
-    expect(invoiceCreatesFor(fake, who.customerId).filter((r) => r.idempotencyKey === `monthly:${who.account.id}:2015-03:invoice`)).to.have.length(1);
+    expect(
+      invoiceCreatesFor(fake, who.customerId).filter(
+        (r) => r.idempotencyKey === `monthly:${who.account.id}:2015-03:invoice`,
+      ),
+    ).to.have.length(1);
     expect([...fake.invoices.values()].filter((i) => i.customer === who.customerId)).to.have.length(1);
 
     const third = await runJob(app, JOBS.invoices, '2015-03');

@@ -25,7 +25,10 @@ describe('spending-limit alert emails', () => {
 
   before(async () => {
     fake = await new FakePostmark().start();
-    web = await startTestWeb({ clock, env: { ...fake.env(), REDIS_PREFIX: isolatedPrefix(), QUEUE_PICKUP_TIMEOUT_MS: '100' } });
+    web = await startTestWeb({
+      clock,
+      env: { ...fake.env(), REDIS_PREFIX: isolatedPrefix(), QUEUE_PICKUP_TIMEOUT_MS: '100' },
+    });
     sender = startEmailSender(web.app, { poll: false });
   });
   after(async () => {
@@ -38,7 +41,10 @@ describe('spending-limit alert emails', () => {
   async function limitedAccount(limit: string): Promise<TestAccount> {
     const who = await createTestAccount(web.app, { tier: 'paid' });
     used.push(who.account.email);
-    const r = await request('PUT', `${web.url}/v1/billing/spend-limit`, { bearer: who.jwt, json: { monthly_limit_usd: limit } });
+    const r = await request('PUT', `${web.url}/v1/billing/spend-limit`, {
+      bearer: who.jwt,
+      json: { monthly_limit_usd: limit },
+    });
     expect(r.status, r.text).to.equal(200);
     return who;
   }
@@ -62,7 +68,12 @@ describe('spending-limit alert emails', () => {
   }
 
   /** A request the limit may refuse: up to 8192 gpt-4.1 tokens, about 0.066 USD. */
-  const ask = (who: TestAccount) => post(`${web.url}/v1/chat/completions`, { model: 'gpt-4.1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8192 }, { bearer: who.apiKey });
+  const ask = (who: TestAccount) =>
+    post(
+      `${web.url}/v1/chat/completions`,
+      { model: 'gpt-4.1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8192 },
+      { bearer: who.apiKey },
+    );
 
   const subjects = (who: TestAccount) => fake.accepted(who.account.email).map((m) => m.Subject);
 
@@ -89,11 +100,16 @@ describe('spending-limit alert emails', () => {
       expect(refused.headers.get('x-should-retry')).to.equal('false');
     }
     await sender.drainOnce();
-    expect(subjects(who)).to.deep.equal(['You have used 80% of your monthly spending limit', 'Your monthly spending limit is reached']);
-    expect(fake.accepted(who.account.email)[1]!.TextBody).to.include('Your $1.00 monthly spending limit for August 2017 (UTC) is reached: $0.95 is spent');
+    expect(subjects(who)).to.deep.equal([
+      'You have used 80% of your monthly spending limit',
+      'Your monthly spending limit is reached',
+    ]);
+    expect(fake.accepted(who.account.email)[1]!.TextBody).to.include(
+      'Your $1.00 monthly spending limit for August 2017 (UTC) is reached: $0.95 is spent',
+    );
 
     // Metered spend past the limit later this month finds both alerts sent.
-    await meter(who, 0.10);
+    await meter(who, 0.1);
     await sender.drainOnce();
     expect(subjects(who)).to.have.length(2);
   });
@@ -103,7 +119,10 @@ describe('spending-limit alert emails', () => {
     await meter(who, 1.2);
     await meter(who, 0.01);
     await sender.drainOnce();
-    expect(subjects(who)).to.have.members(['You have used 80% of your monthly spending limit', 'Your monthly spending limit is reached']);
+    expect(subjects(who)).to.have.members([
+      'You have used 80% of your monthly spending limit',
+      'Your monthly spending limit is reached',
+    ]);
     expect(subjects(who)).to.have.length(2);
   });
 
@@ -127,7 +146,11 @@ describe('spending-limit alert emails', () => {
     used.push(who.account.email);
     await meter(who, 5);
     await sender.drainOnce();
-    const queued = await web.app.db.selectFrom('email_outbox').select('id').where('to_address', '=', who.account.email).execute();
+    const queued = await web.app.db
+      .selectFrom('email_outbox')
+      .select('id')
+      .where('to_address', '=', who.account.email)
+      .execute();
     expect(queued).to.deep.equal([]);
   });
 });

@@ -27,7 +27,13 @@ describe('the spending limit at admission', () => {
 
   beforeEach(async () => {
     // Paid limits far away, so only the spending limit refuses.
-    config = testConfig({ REDIS_PREFIX: isolatedPrefix(), PAID_REQUESTS_PER_MINUTE: '100000', PAID_REQUESTS_PER_HOUR: '1000000', PAID_REQUESTS_PER_DAY: '1000000', PAID_TOKENS_PER_DAY: '1000000000' });
+    config = testConfig({
+      REDIS_PREFIX: isolatedPrefix(),
+      PAID_REQUESTS_PER_MINUTE: '100000',
+      PAID_REQUESTS_PER_HOUR: '1000000',
+      PAID_REQUESTS_PER_DAY: '1000000',
+      PAID_TOKENS_PER_DAY: '1000000000',
+    });
     clock = new ManualClock(JUNE);
     app = createContext(config, { role: 'web', clock });
     await app.warmUp([app.redis]);
@@ -45,7 +51,12 @@ describe('the spending limit at admission', () => {
   };
 
   /** One request of an account with a limit: reserving `reserve` USD, admitted now. */
-  const admit = (accountId: string, limit: string, reserve: string, opts: { requestId?: string; on?: AppContext } = {}): Promise<Admission> =>
+  const admit = (
+    accountId: string,
+    limit: string,
+    reserve: string,
+    opts: { requestId?: string; on?: AppContext } = {},
+  ): Promise<Admission> =>
     (opts.on ?? app).limiter.admit({
       accountId,
       tier: 'paid',
@@ -55,7 +66,12 @@ describe('the spending limit at admission', () => {
     });
   const settle = (accountId: string, requestId: string, cost: string, admittedAt = clock.now().getTime()) =>
     app.limiter.settle({ accountId, requestId, actualTokens: 10, spend: { costNanoUsd: usd(cost), admittedAt } });
-  const spendOf = async (accountId: string) => app.limiter.monthSpend(accountId, { key: '2017-06', start: new Date('2017-06-01T00:00:00Z'), end: new Date('2017-07-01T00:00:00Z') });
+  const spendOf = async (accountId: string) =>
+    app.limiter.monthSpend(accountId, {
+      key: '2017-06',
+      start: new Date('2017-06-01T00:00:00Z'),
+      end: new Date('2017-07-01T00:00:00Z'),
+    });
   const account = async () => (await createTestAccount(app, { tier: 'paid' })).account.id;
 
   it('holds each request’s most possible cost and refuses the one that does not fit in what is left', async () => {
@@ -64,7 +80,12 @@ describe('the spending limit at admission', () => {
     expect((await admit(id, '1.00', '0.40')).allowed).to.equal(true);
     const refused = await admit(id, '1.00', '0.40');
     expect(refused).to.deep.include({ allowed: false, reason: 'spend' });
-    expect(refused.spend).to.deep.include({ limitNanoUsd: usd('1.00'), usedNanoUsd: usd('0.80'), reserveNanoUsd: usd('0.40'), firstThisMonth: true });
+    expect(refused.spend).to.deep.include({
+      limitNanoUsd: usd('1.00'),
+      usedNanoUsd: usd('0.80'),
+      reserveNanoUsd: usd('0.40'),
+      firstThisMonth: true,
+    });
     // What still fits is admitted.
     expect((await admit(id, '1.00', '0.20')).allowed).to.equal(true);
     expect(await spendOf(id)).to.deep.equal({ spentNanoUsd: 0n, heldNanoUsd: usd('1.00') });
@@ -76,7 +97,9 @@ describe('the spending limit at admission', () => {
     const refused = await admit(id, '25.00', '0.05');
     const err = admissionError(refused);
     expect(err.status).to.equal(429);
-    expect(err.toBody()).to.deep.include({ error: { message: err.message, type: 'insufficient_quota', code: 'insufficient_quota', param: null } });
+    expect(err.toBody()).to.deep.include({
+      error: { message: err.message, type: 'insufficient_quota', code: 'insufficient_quota', param: null },
+    });
     expect(err.message).to.equal(
       'You have reached your monthly spending limit of $25.00: $0.01 of it is left this month (requests in flight included), and this request may cost up to $0.05. ' +
         'The limit resets at 2017-07-01T00:00Z (UTC). Raise or remove the limit with PUT or DELETE /v1/billing/spend-limit, or lower max_tokens.',
@@ -90,7 +113,9 @@ describe('the spending limit at admission', () => {
     const id = await account();
     const refused = await admit(id, '1.00', '1.50');
     expect(refused.spend?.firstThisMonth).to.equal(false);
-    expect(admissionError(refused).message).to.match(/^This request may cost up to \$1\.50 .* more than your whole monthly spending limit of \$1\.00\. Lower max_tokens or n/);
+    expect(admissionError(refused).message).to.match(
+      /^This request may cost up to \$1\.50 .* more than your whole monthly spending limit of \$1\.00\. Lower max_tokens or n/,
+    );
     // A request that fits but finds the limit spent is the month's first refusal.
     await admit(id, '1.00', '0.90');
     expect((await admit(id, '1.00', '0.20')).spend?.firstThisMonth).to.equal(true);
@@ -145,7 +170,11 @@ describe('the spending limit at admission', () => {
     // The late request ends in July: June is charged and releases its hold, July is untouched.
     await settle(id, late, '0.50', lateAdmittedAt);
     expect(await spendOf(id)).to.deep.equal({ spentNanoUsd: usd('0.50'), heldNanoUsd: 0n });
-    const july = await app.limiter.monthSpend(id, { key: '2017-07', start: new Date('2017-07-01T00:00:00Z'), end: new Date('2017-08-01T00:00:00Z') });
+    const july = await app.limiter.monthSpend(id, {
+      key: '2017-07',
+      start: new Date('2017-07-01T00:00:00Z'),
+      end: new Date('2017-08-01T00:00:00Z'),
+    });
     expect(july).to.deep.equal({ spentNanoUsd: 0n, heldNanoUsd: usd('0.60') });
   });
 
@@ -178,7 +207,9 @@ describe('the spending limit at admission', () => {
   it('never overshoots when 100 requests race through two processes', async () => {
     const [web1, web2] = [await context(), await context()];
     const id = await account();
-    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => admit(id, '1.00', '0.03', { on: i % 2 === 0 ? web1 : web2 })));
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => admit(id, '1.00', '0.03', { on: i % 2 === 0 ? web1 : web2 })),
+    );
     // 0.03 fits 33 times in 1.00.
     expect(results.filter((r) => r.allowed)).to.have.length(33);
     expect(results.filter((r) => !r.allowed).every((r) => r.reason === 'spend')).to.equal(true);
@@ -209,7 +240,11 @@ describe('the spending limit at admission', () => {
       const marker = `spend-marker-${randomUUID()}`;
       await subject.redis.echo(marker);
       await eventually(async () => (seen.some((a) => a[1] === marker) ? true : undefined), 'the marker on MONITOR');
-      expect(seen.filter((a) => a[1] !== marker).map((a) => a[0]!.toLowerCase())).to.deep.equal(['evalsha', 'evalsha', 'evalsha']);
+      expect(seen.filter((a) => a[1] !== marker).map((a) => a[0]!.toLowerCase())).to.deep.equal([
+        'evalsha',
+        'evalsha',
+        'evalsha',
+      ]);
     } finally {
       monitor.stop();
     }

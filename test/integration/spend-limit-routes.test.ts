@@ -19,7 +19,8 @@ describe('the monthly spending limit endpoints', () => {
 
   const url = () => `${web.url}/v1/billing/spend-limit`;
   const put = (jwt: string, json: unknown) => request('PUT', url(), { bearer: jwt, json });
-  const putRaw = (jwt: string, raw: string) => request('PUT', url(), { bearer: jwt, raw, headers: { 'content-type': 'application/json' } });
+  const putRaw = (jwt: string, raw: string) =>
+    request('PUT', url(), { bearer: jwt, raw, headers: { 'content-type': 'application/json' } });
 
   it('sets, reads and removes a paid account’s limit with the frontend JWT', async () => {
     const who = await createTestAccount(web.app, { tier: 'paid' });
@@ -51,10 +52,31 @@ describe('the monthly spending limit endpoints', () => {
     const who = await createTestAccount(web.app, { tier: 'paid' });
     await recordUsage(web.app, [
       // gpt-4.1 at 2.00 in / 8.00 out per 1M tokens: 2.00 + 0.80 = 2.80 USD this month.
-      { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 1_000_000, completion: 100_000, at: '2017-04-02T00:00:00Z' },
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 1_000_000,
+        completion: 100_000,
+        at: '2017-04-02T00:00:00Z',
+      },
       // Free-tier usage costs nothing, and last month's is not this month's.
-      { accountId: who.account.id, model: 'gemini-2.5-flash', tier: 'free', prompt: 1_000_000, completion: 0, at: '2017-04-01T00:00:00Z' },
-      { accountId: who.account.id, model: 'gpt-4.1', tier: 'paid', prompt: 1_000_000, completion: 0, at: '2017-03-31T23:59:59Z' },
+      {
+        accountId: who.account.id,
+        model: 'gemini-2.5-flash',
+        tier: 'free',
+        prompt: 1_000_000,
+        completion: 0,
+        at: '2017-04-01T00:00:00Z',
+      },
+      {
+        accountId: who.account.id,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 1_000_000,
+        completion: 0,
+        at: '2017-03-31T23:59:59Z',
+      },
     ]);
     const r = await put(who.jwt, { monthly_limit_usd: '10.00' });
     expect(r.body).to.include({ spent_usd: '2.80', reserved_usd: '0.00', remaining_usd: '7.20' });
@@ -78,7 +100,8 @@ describe('the monthly spending limit endpoints', () => {
     expect(r.status).to.equal(403);
     expect(r.body).to.deep.equal({
       error: {
-        message: 'A spending limit is for the paid tier: free-tier usage costs nothing. Upgrade with POST /v1/subscription/upgrade first.',
+        message:
+          'A spending limit is for the paid tier: free-tier usage costs nothing. Upgrade with POST /v1/subscription/upgrade first.',
         type: 'permission_error',
         code: 'spend_limit_requires_paid_tier',
         param: 'monthly_limit_usd',
@@ -109,7 +132,10 @@ describe('the monthly spending limit endpoints', () => {
     for (const [value, type] of cases) {
       const r = await put(who.jwt, { monthly_limit_usd: value });
       expect(r.status, `${JSON.stringify(value)} -> ${r.text}`).to.equal(422);
-      expect(r.body.detail.map((d: { loc: unknown; type: string }) => [d.loc, d.type]), JSON.stringify(value)).to.deep.include([['body', 'monthly_limit_usd'], type]);
+      expect(
+        r.body.detail.map((d: { loc: unknown; type: string }) => [d.loc, d.type]),
+        JSON.stringify(value),
+      ).to.deep.include([['body', 'monthly_limit_usd'], type]);
       expect(r.body.error).to.include({ type: 'invalid_request_error', param: 'monthly_limit_usd' });
     }
     expect((await put(who.jwt, { monthly_limit_usd: '1000000' })).status).to.equal(200);
@@ -120,10 +146,18 @@ describe('the monthly spending limit endpoints', () => {
     const who = await createTestAccount(web.app, { tier: 'paid' });
     const extra = await put(who.jwt, { monthly_limit_usd: '25.00', currency: 'eur' });
     expect(extra.status).to.equal(422);
-    expect(extra.body.detail).to.deep.include({ loc: ['body', 'currency'], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
+    expect(extra.body.detail).to.deep.include({
+      loc: ['body', 'currency'],
+      msg: 'Extra inputs are not permitted',
+      type: 'extra_forbidden',
+    });
     const missing = await put(who.jwt, {});
     expect(missing.status).to.equal(422);
-    expect(missing.body.detail).to.deep.include({ loc: ['body', 'monthly_limit_usd'], msg: 'Field required', type: 'missing' });
+    expect(missing.body.detail).to.deep.include({
+      loc: ['body', 'monthly_limit_usd'],
+      msg: 'Field required',
+      type: 'missing',
+    });
     for (const raw of ['"25.00"', '[]', '']) {
       const r = await putRaw(who.jwt, raw);
       expect(r.status, `${raw} -> ${r.text}`).to.equal(422);
@@ -134,7 +168,10 @@ describe('the monthly spending limit endpoints', () => {
   it('takes only the frontend JWT, not an API key', async () => {
     const who = await createTestAccount(web.app, { tier: 'paid' });
     for (const method of ['GET', 'PUT', 'DELETE']) {
-      const r = await request(method, url(), { bearer: who.apiKey, json: method === 'PUT' ? { monthly_limit_usd: '5' } : undefined });
+      const r = await request(method, url(), {
+        bearer: who.apiKey,
+        json: method === 'PUT' ? { monthly_limit_usd: '5' } : undefined,
+      });
       expect(r.status, method).to.equal(401);
       expect(r.body.error.code).to.equal('invalid_token');
     }

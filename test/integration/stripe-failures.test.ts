@@ -25,8 +25,10 @@ describe('subscription endpoints when Stripe fails', () => {
     await fake.close();
   });
 
-  const readAccount = (id: string) => web.app.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
-  const tierChanges = async (id: string) => (await web.app.db.selectFrom('tier_changes').select('reason').where('account_id', '=', id).execute()).length;
+  const readAccount = (id: string) =>
+    web.app.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  const tierChanges = async (id: string) =>
+    (await web.app.db.selectFrom('tier_changes').select('reason').where('account_id', '=', id).execute()).length;
 
   async function completedCheckout(who: TestAccount): Promise<string> {
     const r = await post(`${web.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey });
@@ -50,7 +52,9 @@ describe('subscription endpoints when Stripe fails', () => {
     const r = await get(`${web.url}/v1/subscription/upgrade-success?session_id=${sessionId}`);
     expect(r.status).to.equal(200);
     expect(r.body.status).to.equal('upgraded');
-    const attempts = fake.received('POST', /^\/v1\/subscriptions$/).filter((q) => q.body.metadata?.account_id === who.account.id);
+    const attempts = fake
+      .received('POST', /^\/v1\/subscriptions$/)
+      .filter((q) => q.body.metadata?.account_id === who.account.id);
     expect(attempts).to.have.length(2);
     expect(attempts[1]!.idempotencyKey).to.equal(attempts[0]!.idempotencyKey);
   });
@@ -100,7 +104,11 @@ describe('subscription endpoints when Stripe fails', () => {
     const si = await post(`${fast.url}/v1/subscription/update-payment-method`, undefined, { bearer: who.apiKey });
     fake.confirmSetupIntent(si.body.setup_intent_id);
     fake.hangNext(1, { method: 'GET', path: /^\/v1\/setup_intents\// });
-    const r = await post(`${fast.url}/v1/subscription/confirm-upgrade?setup_intent_id=${si.body.setup_intent_id}`, undefined, { bearer: who.apiKey });
+    const r = await post(
+      `${fast.url}/v1/subscription/confirm-upgrade?setup_intent_id=${si.body.setup_intent_id}`,
+      undefined,
+      { bearer: who.apiKey },
+    );
     expect(r.status).to.equal(503);
     const row = await readAccount(who.account.id);
     expect(row).to.include({ tier: 'free', default_payment_method_id: null, stripe_subscription_id: null });
@@ -115,9 +123,18 @@ describe('subscription endpoints when Stripe fails', () => {
       status: 402,
       method: 'POST',
       path: /^\/v1\/customers\//,
-      error: { type: 'card_error', code: 'card_declined', decline_code: 'generic_decline', message: 'Your card was declined.' },
+      error: {
+        type: 'card_error',
+        code: 'card_declined',
+        decline_code: 'generic_decline',
+        message: 'Your card was declined.',
+      },
     });
-    const r = await post(`${web.url}/v1/subscription/confirm-payment-update?setup_intent_id=${si.body.setup_intent_id}`, undefined, { bearer: who.apiKey });
+    const r = await post(
+      `${web.url}/v1/subscription/confirm-payment-update?setup_intent_id=${si.body.setup_intent_id}`,
+      undefined,
+      { bearer: who.apiKey },
+    );
     expect(r.status).to.equal(402);
     expect(r.body.error).to.include({ type: 'invalid_request_error', code: 'card_declined' });
     expect(r.body.error.message).to.match(/Your card was declined/);
@@ -125,7 +142,10 @@ describe('subscription endpoints when Stripe fails', () => {
 
   it('counts every request to Stripe in stripe_requests_total by its answer’s status, or as unreachable', async () => {
     const statuses = ['200', '500', 'unreachable'];
-    const count = () => Promise.all(statuses.map((status) => metricValue(fast.app.metrics.registry, 'stripe_requests_total', { status })));
+    const count = () =>
+      Promise.all(
+        statuses.map((status) => metricValue(fast.app.metrics.registry, 'stripe_requests_total', { status })),
+      );
     const counted = () => metricValue(fast.app.metrics.registry, 'stripe_requests_total');
     const [before, totalBefore, receivedBefore] = [await count(), await counted(), fake.received().length];
     const who = await createTestAccount(fast.app);
@@ -133,7 +153,9 @@ describe('subscription endpoints when Stripe fails', () => {
     expect((await post(`${fast.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey })).status).to.equal(502);
     fake.hangNext(1, { method: 'POST', path: /^\/v1\/checkout\/sessions$/ });
     expect((await post(`${fast.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey })).status).to.equal(503);
-    expect((await post(`${fast.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey })).body.status).to.equal('checkout_required');
+    expect((await post(`${fast.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey })).body.status).to.equal(
+      'checkout_required',
+    );
     const after = await count();
     const [ok, failed, unreachable] = after.map((n, i) => n - before[i]!);
     expect({ failed, unreachable }).to.deep.equal({ failed: 1, unreachable: 1 });
@@ -155,7 +177,9 @@ describe('subscription endpoints when Stripe fails', () => {
         post(`${bare.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey }),
         post(`${bare.url}/v1/subscription/confirm-upgrade?setup_intent_id=seti_1`, undefined, { bearer: who.apiKey }),
         post(`${bare.url}/v1/subscription/update-payment-method`, undefined, { bearer: who.apiKey }),
-        post(`${bare.url}/v1/subscription/confirm-payment-update?setup_intent_id=seti_1`, undefined, { bearer: who.apiKey }),
+        post(`${bare.url}/v1/subscription/confirm-payment-update?setup_intent_id=seti_1`, undefined, {
+          bearer: who.apiKey,
+        }),
         get(`${bare.url}/v1/subscription/upgrade-success?session_id=cs_test_1`),
       ];
       for (const r of await Promise.all(calls)) {

@@ -54,7 +54,9 @@ describe('fake Stripe API with the real stripe client', () => {
   });
 
   it('refuses a wrong secret key with 401', async () => {
-    const wrong = createStripe(testConfig(fake.env({ STRIPE_SECRET_KEY: 'sk_test_wrong', STRIPE_MAX_NETWORK_RETRIES: '0' })))!;
+    const wrong = createStripe(
+      testConfig(fake.env({ STRIPE_SECRET_KEY: 'sk_test_wrong', STRIPE_MAX_NETWORK_RETRIES: '0' })),
+    )!;
     try {
       await wrong.customers.create({});
       expect.fail('expected an error');
@@ -65,7 +67,12 @@ describe('fake Stripe API with the real stripe client', () => {
 
   it('expands nested ids on retrieve (checkout session -> setup intent -> payment method)', async () => {
     const customer = await stripe.customers.create({ email: 'x@example.com' });
-    const session = await stripe.checkout.sessions.create({ mode: 'setup', customer: customer.id, currency: 'usd', success_url: 'https://example.com/ok' });
+    const session = await stripe.checkout.sessions.create({
+      mode: 'setup',
+      customer: customer.id,
+      currency: 'usd',
+      success_url: 'https://example.com/ok',
+    });
     fake.completeCheckoutSession(session.id, { brand: 'visa', last4: '1234' });
     const got = await stripe.checkout.sessions.retrieve(session.id, { expand: ['setup_intent.payment_method'] });
     expect(got.status).to.equal('complete');
@@ -76,16 +83,38 @@ describe('fake Stripe API with the real stripe client', () => {
 
   it('builds, finalizes, pays and sends an invoice from pending invoice items, with exact amounts', async () => {
     const customer = await stripe.customers.create({ email: 'billing@example.com' });
-    const session = await stripe.checkout.sessions.create({ mode: 'setup', customer: customer.id, currency: 'usd', success_url: 'https://example.com/ok' });
+    const session = await stripe.checkout.sessions.create({
+      mode: 'setup',
+      customer: customer.id,
+      currency: 'usd',
+      success_url: 'https://example.com/ok',
+    });
     const { paymentMethod } = fake.completeCheckoutSession(session.id);
     await stripe.customers.update(customer.id, { invoice_settings: { default_payment_method: paymentMethod.id } });
 
     // 3 x 2.5 cents = 7.5 -> 8 (half up); plus a plain amount.
-    const metered = await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', quantity: 3, unit_amount_decimal: Stripe.Decimal.from('2.5'), description: 'tokens' });
+    const metered = await stripe.invoiceItems.create({
+      customer: customer.id,
+      currency: 'usd',
+      quantity: 3,
+      unit_amount_decimal: Stripe.Decimal.from('2.5'),
+      description: 'tokens',
+    });
     expect(metered.amount).to.equal(8);
-    await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', amount: 1000, description: 'flat', metadata: { period: '2026-11' } });
+    await stripe.invoiceItems.create({
+      customer: customer.id,
+      currency: 'usd',
+      amount: 1000,
+      description: 'flat',
+      metadata: { period: '2026-11' },
+    });
 
-    const draft = await stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include', collection_method: 'charge_automatically', metadata: { month: '2026-11' } });
+    const draft = await stripe.invoices.create({
+      customer: customer.id,
+      pending_invoice_items_behavior: 'include',
+      collection_method: 'charge_automatically',
+      metadata: { month: '2026-11' },
+    });
     expect(draft.status).to.equal('draft');
     expect(draft.lines.data.map((l) => l.amount)).to.deep.equal([8, 1000]);
     expect(draft.amount_due).to.equal(1008);
@@ -132,7 +161,9 @@ describe('fake Stripe API with the real stripe client', () => {
       expect.fail('expected an error');
     } catch (err) {
       expect(err).to.be.instanceOf(Stripe.errors.StripeInvalidRequestError);
-      expect((err as Stripe.errors.StripeInvalidRequestError).param).to.equal('invoice_settings[default_payment_method]');
+      expect((err as Stripe.errors.StripeInvalidRequestError).param).to.equal(
+        'invoice_settings[default_payment_method]',
+      );
     }
   });
 
@@ -152,8 +183,17 @@ describe('fake Stripe API with the real stripe client', () => {
 
   it('creates an off-session setup intent for a customer that waits for a card', async () => {
     const customer = await stripe.customers.create({});
-    const si = await stripe.setupIntents.create({ customer: customer.id, usage: 'off_session', metadata: { account_id: 'a1' } });
-    expect(si).to.include({ status: 'requires_payment_method', usage: 'off_session', customer: customer.id, payment_method: null });
+    const si = await stripe.setupIntents.create({
+      customer: customer.id,
+      usage: 'off_session',
+      metadata: { account_id: 'a1' },
+    });
+    expect(si).to.include({
+      status: 'requires_payment_method',
+      usage: 'off_session',
+      customer: customer.id,
+      payment_method: null,
+    });
     expect(si.client_secret).to.match(new RegExp(`^${si.id}_secret_`));
     expect(si.metadata).to.deep.equal({ account_id: 'a1' });
   });
@@ -167,7 +207,11 @@ describe('fake Stripe API with the real stripe client', () => {
   });
 
   it('expires an open checkout session once and refuses to expire it again', async () => {
-    const session = await stripe.checkout.sessions.create({ mode: 'setup', currency: 'usd', success_url: 'https://example.com/ok' });
+    const session = await stripe.checkout.sessions.create({
+      mode: 'setup',
+      currency: 'usd',
+      success_url: 'https://example.com/ok',
+    });
     expect((await stripe.checkout.sessions.expire(session.id)).status).to.equal('expired');
     try {
       await stripe.checkout.sessions.expire(session.id);
@@ -177,13 +221,15 @@ describe('fake Stripe API with the real stripe client', () => {
     }
   });
 
-  it('lists a customer\'s subscriptions without the canceled ones unless asked for status all', async () => {
+  it("lists a customer's subscriptions without the canceled ones unless asked for status all", async () => {
     const customer = await stripe.customers.create({});
     const kept = await stripe.subscriptions.create({ customer: customer.id, items: [{ price: fake.priceId }] });
     const ended = await stripe.subscriptions.create({ customer: customer.id, items: [{ price: fake.priceId }] });
     await stripe.subscriptions.cancel(ended.id);
     expect((await stripe.subscriptions.list({ customer: customer.id })).data.map((s) => s.id)).to.deep.equal([kept.id]);
-    expect((await stripe.subscriptions.list({ customer: customer.id, status: 'all' })).data.map((s) => s.id)).to.have.members([kept.id, ended.id]);
+    expect(
+      (await stripe.subscriptions.list({ customer: customer.id, status: 'all' })).data.map((s) => s.id),
+    ).to.have.members([kept.id, ended.id]);
   });
 
   it('pays an invoice with nothing due as soon as it is finalized', async () => {
@@ -206,7 +252,12 @@ describe('fake Stripe API with the real stripe client', () => {
   it('adds an invoice item to the draft invoice it names and updates the amount due', async () => {
     const customer = await stripe.customers.create({});
     const draft = await stripe.invoices.create({ customer: customer.id });
-    const item = await stripe.invoiceItems.create({ customer: customer.id, currency: 'usd', amount: 420, invoice: draft.id });
+    const item = await stripe.invoiceItems.create({
+      customer: customer.id,
+      currency: 'usd',
+      amount: 420,
+      invoice: draft.id,
+    });
     expect(item.invoice).to.equal(draft.id);
     expect((await stripe.invoices.retrieve(draft.id)).amount_due).to.equal(420);
   });

@@ -21,8 +21,10 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
     await fake.close();
   });
 
-  const readAccount = (id: string) => web.app.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
-  const tierChanges = (id: string) => web.app.db.selectFrom('tier_changes').selectAll().where('account_id', '=', id).orderBy('id').execute();
+  const readAccount = (id: string) =>
+    web.app.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  const tierChanges = (id: string) =>
+    web.app.db.selectFrom('tier_changes').selectAll().where('account_id', '=', id).orderBy('id').execute();
   const subscriptionsOf = (customer: string) => [...fake.subscriptions.values()].filter((s) => s.customer === customer);
   /** The browser follows Stripe's redirect to success_url, which names this server. */
   const onThisServer = (url: string) => {
@@ -84,7 +86,9 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       const second = await startCheckout(who);
       expect(second).to.deep.equal(first);
       expect(fake.received('POST', /^\/v1\/checkout\/sessions$/).length).to.equal(before);
-      expect(fake.received('POST', /^\/v1\/customers$/).filter((q) => q.body.metadata?.account_id === who.account.id)).to.have.length(1);
+      expect(
+        fake.received('POST', /^\/v1\/customers$/).filter((q) => q.body.metadata?.account_id === who.account.id),
+      ).to.have.length(1);
     });
 
     it('opens a new session once the previous one expired', async () => {
@@ -110,7 +114,10 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
   describe('free -> upgrade-success, checkout session completed -> paid', () => {
     it('sets the card from the session as default, subscribes to the metered price and upgrades', async () => {
       const who = await createTestAccount(web.app);
-      const { sessionId, paymentMethod, result } = await upgradeThroughCheckout(who, { brand: 'mastercard', last4: '4444' });
+      const { sessionId, paymentMethod, result } = await upgradeThroughCheckout(who, {
+        brand: 'mastercard',
+        last4: '4444',
+      });
       expect(result).to.include({ status: 'upgraded', tier: 'paid', subscription_status: 'active' });
       expect(result.payment_method).to.deep.equal({ brand: 'mastercard', last4: '4444' });
 
@@ -124,16 +131,22 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
         checkout_session_id: null,
       });
       expect(row.stripe_subscription_id).to.equal(result.subscription_id);
-      expect(fake.customers.get(row.stripe_customer_id!)!.invoice_settings.default_payment_method).to.equal(paymentMethod.id);
+      expect(fake.customers.get(row.stripe_customer_id!)!.invoice_settings.default_payment_method).to.equal(
+        paymentMethod.id,
+      );
       const subs = subscriptionsOf(row.stripe_customer_id!);
       expect(subs).to.have.length(1);
       expect(subs[0]!.items.data[0].price.id).to.equal(fake.priceId);
       expect(subs[0]!.items.data[0].price.recurring.usage_type).to.equal('metered');
       // Pay-as-you-go: nothing is charged upfront.
-      expect(fake.invoices.size === 0 || [...fake.invoices.values()].every((i) => i.customer !== row.stripe_customer_id)).to.equal(true);
+      expect(
+        fake.invoices.size === 0 || [...fake.invoices.values()].every((i) => i.customer !== row.stripe_customer_id),
+      ).to.equal(true);
 
       const changes = await tierChanges(who.account.id);
-      expect(changes.map((c) => [c.from_tier, c.to_tier, c.reason])).to.deep.equal([['free', 'paid', 'checkout_success']]);
+      expect(changes.map((c) => [c.from_tier, c.to_tier, c.reason])).to.deep.equal([
+        ['free', 'paid', 'checkout_success'],
+      ]);
       expect(sessionId).to.match(/^cs_/);
     });
 
@@ -141,7 +154,9 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       const who = await createTestAccount(web.app);
       const { sessionId } = await startCheckout(who);
       const { returnUrl } = fake.completeCheckoutSession(sessionId);
-      const r = await get(onThisServer(returnUrl), { headers: { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' } });
+      const r = await get(onThisServer(returnUrl), {
+        headers: { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' },
+      });
       expect(r.status).to.equal(200);
       expect(r.headers.get('content-type')).to.match(/^text\/html/);
       expect(r.text).to.include('You are on the paid tier').and.include('4242');
@@ -197,7 +212,12 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
     it('answers 404 for a session that belongs to no account of this service', async () => {
       const who = await createTestAccount(web.app);
       await startCheckout(who);
-      const foreign = fake.createCheckoutSessionDirectly({ mode: 'setup', currency: 'usd', customer: (await readAccount(who.account.id)).stripe_customer_id, success_url: 'http://example.invalid/' });
+      const foreign = fake.createCheckoutSessionDirectly({
+        mode: 'setup',
+        currency: 'usd',
+        customer: (await readAccount(who.account.id)).stripe_customer_id,
+        success_url: 'http://example.invalid/',
+      });
       fake.completeCheckoutSession(foreign.id);
       const r = await get(`${web.url}/v1/subscription/upgrade-success?session_id=${foreign.id}`);
       expect(r.status).to.equal(404);
@@ -217,7 +237,9 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
     it('refuses a session already used by an earlier upgrade after the account went back to free', async () => {
       const who = await createTestAccount(web.app);
       const { sessionId } = await upgradeThroughCheckout(who);
-      expect((await post(`${web.url}/v1/subscription/downgrade`, undefined, { bearer: who.apiKey })).status).to.equal(200);
+      expect((await post(`${web.url}/v1/subscription/downgrade`, undefined, { bearer: who.apiKey })).status).to.equal(
+        200,
+      );
       const r = await get(`${web.url}/v1/subscription/upgrade-success?session_id=${sessionId}`);
       expect(r.status).to.equal(409);
       expect(r.body.error.code).to.equal('checkout_session_used');
@@ -260,7 +282,11 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       expect(row.tier).to.equal('paid');
       expect(row.stripe_subscription_id).to.equal(r.body.subscription_id);
       expect(fake.subscriptions.get(r.body.subscription_id)!.status).to.equal('active');
-      expect((await tierChanges(who.account.id)).map((c) => c.reason)).to.deep.equal(['checkout_success', 'api_downgrade', 'api_upgrade']);
+      expect((await tierChanges(who.account.id)).map((c) => c.reason)).to.deep.equal([
+        'checkout_success',
+        'api_downgrade',
+        'api_upgrade',
+      ]);
     });
 
     it('answers already_paid to an upgrade while paid and creates no second subscription', async () => {
@@ -311,7 +337,9 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       const who = await createTestAccount(web.app);
       const { setup_intent_id } = await newIntent(who);
       const pm = fake.confirmSetupIntent(setup_intent_id, { brand: 'amex', last4: '0005' });
-      const r = await post(`${web.url}/v1/subscription/confirm-upgrade?setup_intent_id=${setup_intent_id}`, undefined, { bearer: who.jwt });
+      const r = await post(`${web.url}/v1/subscription/confirm-upgrade?setup_intent_id=${setup_intent_id}`, undefined, {
+        bearer: who.jwt,
+      });
       expect(r.status, r.text).to.equal(200);
       expect(r.body).to.include({ status: 'upgraded', tier: 'paid' });
       expect(r.body.payment_method).to.deep.equal({ brand: 'amex', last4: '0005' });
@@ -327,9 +355,15 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       fake.confirmSetupIntent(setup_intent_id);
       const other = await createTestAccount(web.app);
       await newIntent(other);
-      const r = await post(`${web.url}/v1/subscription/confirm-upgrade?setup_intent_id=${setup_intent_id}`, undefined, { bearer: other.apiKey });
+      const r = await post(`${web.url}/v1/subscription/confirm-upgrade?setup_intent_id=${setup_intent_id}`, undefined, {
+        bearer: other.apiKey,
+      });
       expect(r.status).to.equal(403);
-      expect(r.body.error).to.include({ code: 'setup_intent_not_yours', type: 'permission_error', param: 'setup_intent_id' });
+      expect(r.body.error).to.include({
+        code: 'setup_intent_not_yours',
+        type: 'permission_error',
+        param: 'setup_intent_id',
+      });
       const row = await readAccount(other.account.id);
       expect(row.tier).to.equal('free');
       expect(fake.customers.get(row.stripe_customer_id!)!.invoice_settings.default_payment_method).to.equal(null);
@@ -340,7 +374,9 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       const who = await createTestAccount(web.app);
       const { setup_intent_id } = await newIntent(who);
       fake.confirmSetupIntent(setup_intent_id, {}, true);
-      const r = await post(`${web.url}/v1/subscription/confirm-upgrade?setup_intent_id=${setup_intent_id}`, undefined, { bearer: who.apiKey });
+      const r = await post(`${web.url}/v1/subscription/confirm-upgrade?setup_intent_id=${setup_intent_id}`, undefined, {
+        bearer: who.apiKey,
+      });
       expect(r.status).to.equal(409);
       expect(r.body.error.code).to.equal('setup_intent_not_succeeded');
       expect((await readAccount(who.account.id)).tier).to.equal('free');
@@ -348,13 +384,17 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
 
     it('answers 404 for an unknown setup intent and 422 without setup_intent_id', async () => {
       const who = await createTestAccount(web.app);
-      const unknown = await post(`${web.url}/v1/subscription/confirm-upgrade?setup_intent_id=seti_nope`, undefined, { bearer: who.apiKey });
+      const unknown = await post(`${web.url}/v1/subscription/confirm-upgrade?setup_intent_id=seti_nope`, undefined, {
+        bearer: who.apiKey,
+      });
       expect(unknown.status).to.equal(404);
       expect(unknown.body.error.code).to.equal('setup_intent_not_found');
       const missing = await post(`${web.url}/v1/subscription/confirm-upgrade`, undefined, { bearer: who.apiKey });
       expect(missing.status).to.equal(422);
       expect(missing.body.detail[0]).to.deep.include({ loc: ['query', 'setup_intent_id'], type: 'missing' });
-      const missing2 = await post(`${web.url}/v1/subscription/confirm-payment-update`, undefined, { bearer: who.apiKey });
+      const missing2 = await post(`${web.url}/v1/subscription/confirm-payment-update`, undefined, {
+        bearer: who.apiKey,
+      });
       expect(missing2.status).to.equal(422);
     });
 
@@ -363,12 +403,25 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       const { result } = await upgradeThroughCheckout(who);
       const { setup_intent_id } = await newIntent(who);
       const pm = fake.confirmSetupIntent(setup_intent_id, { brand: 'discover', last4: '1117' });
-      const r = await post(`${web.url}/v1/subscription/confirm-payment-update?setup_intent_id=${setup_intent_id}`, undefined, { bearer: who.apiKey });
+      const r = await post(
+        `${web.url}/v1/subscription/confirm-payment-update?setup_intent_id=${setup_intent_id}`,
+        undefined,
+        { bearer: who.apiKey },
+      );
       expect(r.status, r.text).to.equal(200);
-      expect(r.body).to.include({ status: 'payment_method_updated', tier: 'paid', subscription_id: result.subscription_id });
+      expect(r.body).to.include({
+        status: 'payment_method_updated',
+        tier: 'paid',
+        subscription_id: result.subscription_id,
+      });
       expect(r.body.payment_method).to.deep.equal({ brand: 'discover', last4: '1117' });
       const row = await readAccount(who.account.id);
-      expect(row).to.include({ tier: 'paid', default_payment_method_id: pm.id, payment_method_brand: 'discover', payment_method_last4: '1117' });
+      expect(row).to.include({
+        tier: 'paid',
+        default_payment_method_id: pm.id,
+        payment_method_brand: 'discover',
+        payment_method_last4: '1117',
+      });
       expect(fake.customers.get(row.stripe_customer_id!)!.invoice_settings.default_payment_method).to.equal(pm.id);
       expect(await tierChanges(who.account.id)).to.have.length(1);
     });
@@ -379,12 +432,18 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       const other = await createTestAccount(web.app);
       const theirs = await newIntent(other);
       fake.confirmSetupIntent(theirs.setup_intent_id);
-      const r = await post(`${web.url}/v1/subscription/confirm-payment-update?setup_intent_id=${theirs.setup_intent_id}`, undefined, { bearer: who.apiKey });
+      const r = await post(
+        `${web.url}/v1/subscription/confirm-payment-update?setup_intent_id=${theirs.setup_intent_id}`,
+        undefined,
+        { bearer: who.apiKey },
+      );
       expect(r.status).to.equal(403);
       expect(r.body.error.code).to.equal('setup_intent_not_yours');
       const row = await readAccount(who.account.id);
       expect(row.default_payment_method_id).to.equal(paymentMethod.id);
-      expect(fake.customers.get(row.stripe_customer_id!)!.invoice_settings.default_payment_method).to.equal(paymentMethod.id);
+      expect(fake.customers.get(row.stripe_customer_id!)!.invoice_settings.default_payment_method).to.equal(
+        paymentMethod.id,
+      );
     });
   });
 
@@ -402,7 +461,11 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
 
       const row = await readAccount(who.account.id);
       // The card stays on file, so a later upgrade is immediate.
-      expect(row).to.include({ tier: 'free', subscription_status: 'canceled', default_payment_method_id: paymentMethod.id });
+      expect(row).to.include({
+        tier: 'free',
+        subscription_status: 'canceled',
+        default_payment_method_id: paymentMethod.id,
+      });
       expect((await tierChanges(who.account.id)).map((c) => [c.from_tier, c.to_tier, c.reason])).to.deep.equal([
         ['free', 'paid', 'checkout_success'],
         ['paid', 'free', 'api_downgrade'],
@@ -424,10 +487,21 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       const who = await createTestAccount(web.app);
       const r = await get(`${web.url}/v1/subscription/info`, { bearer: who.jwt });
       expect(r.status).to.equal(200);
-      expect(r.body).to.include({ tier: 'free', subscription_status: null, payment_method: null, checkout_pending: false });
+      expect(r.body).to.include({
+        tier: 'free',
+        subscription_status: null,
+        payment_method: null,
+        checkout_pending: false,
+      });
       expect(r.body.models).to.have.length(3);
-      for (const m of r.body.models) expect(m).to.have.all.keys('id', 'provider', 'input_price_per_million', 'output_price_per_million');
-      expect(r.body.limits).to.deep.equal({ requests_per_minute: 20, requests_per_hour: 100, requests_per_day: 500, tokens_per_day: 100_000 });
+      for (const m of r.body.models)
+        expect(m).to.have.all.keys('id', 'provider', 'input_price_per_million', 'output_price_per_million');
+      expect(r.body.limits).to.deep.equal({
+        requests_per_minute: 20,
+        requests_per_hour: 100,
+        requests_per_day: 500,
+        tokens_per_day: 100_000,
+      });
     });
 
     it('shows a paid account the paid models and limits, the card brand and last 4 only, and the subscription status', async () => {
@@ -456,7 +530,12 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
 
   it('applies a tier change to model access on the very next request', async () => {
     const who = await createTestAccount(web.app);
-    const ask = () => post(`${web.url}/v1/chat/completions`, { model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'hi' }] }, { bearer: who.apiKey });
+    const ask = () =>
+      post(
+        `${web.url}/v1/chat/completions`,
+        { model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'hi' }] },
+        { bearer: who.apiKey },
+      );
     const before = await ask();
     expect(before.status).to.equal(403);
     expect(before.body.error.code).to.equal('model_requires_paid_tier');

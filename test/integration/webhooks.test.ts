@@ -23,12 +23,20 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
     await fake.close();
   });
 
-  const readAccount = (id: string) => web.app.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  const readAccount = (id: string) =>
+    web.app.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
   const reasons = async (id: string) =>
-    (await web.app.db.selectFrom('tier_changes').select('reason').where('account_id', '=', id).orderBy('id').execute()).map((r) => r.reason);
+    (
+      await web.app.db.selectFrom('tier_changes').select('reason').where('account_id', '=', id).orderBy('id').execute()
+    ).map((r) => r.reason);
   const recorded = async (eventId: string) =>
-    (await web.app.db.selectFrom('processed_webhook_events').select('event_id').where('event_id', '=', eventId).executeTakeFirst()) !== undefined;
-  const send = (event: Obj, opts: Parameters<typeof deliverEvent>[3] = {}) => deliverEvent(hook, event, fake.webhookSecret, opts);
+    (await web.app.db
+      .selectFrom('processed_webhook_events')
+      .select('event_id')
+      .where('event_id', '=', eventId)
+      .executeTakeFirst()) !== undefined;
+  const send = (event: Obj, opts: Parameters<typeof deliverEvent>[3] = {}) =>
+    deliverEvent(hook, event, fake.webhookSecret, opts);
 
   /** A free account with a Stripe customer and an open checkout session. */
   async function withOpenCheckout(who: TestAccount): Promise<{ sessionId: string; customer: string }> {
@@ -38,7 +46,9 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
   }
 
   /** A paid account, upgraded through the hosted checkout and the browser's return. */
-  async function paidAccount(card: FakeCard = {}): Promise<{ who: TestAccount; customer: string; subscription: string }> {
+  async function paidAccount(
+    card: FakeCard = {},
+  ): Promise<{ who: TestAccount; customer: string; subscription: string }> {
     const who = await createTestAccount(web.app);
     const { sessionId, customer } = await withOpenCheckout(who);
     const { returnUrl } = fake.completeCheckoutSession(sessionId, card);
@@ -56,10 +66,20 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
       const event = fake.lastEvent('checkout.session.completed');
       const r = await send(event);
       expect(r.status).to.equal(200);
-      expect(r.body).to.deep.equal({ received: true, event_id: event.id, type: 'checkout.session.completed', outcome: 'upgraded' });
+      expect(r.body).to.deep.equal({
+        received: true,
+        event_id: event.id,
+        type: 'checkout.session.completed',
+        outcome: 'upgraded',
+      });
 
       const row = await readAccount(who.account.id);
-      expect(row).to.include({ tier: 'paid', default_payment_method_id: paymentMethod.id, payment_method_last4: '3220', checkout_session_id: null });
+      expect(row).to.include({
+        tier: 'paid',
+        default_payment_method_id: paymentMethod.id,
+        payment_method_last4: '3220',
+        checkout_session_id: null,
+      });
       expect(fake.customers.get(customer)!.invoice_settings.default_payment_method).to.equal(paymentMethod.id);
       expect(await reasons(who.account.id)).to.deep.equal(['webhook:checkout.session.completed']);
       expect(await recorded(event.id)).to.equal(true);
@@ -75,7 +95,10 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
       const { sessionId, customer } = await withOpenCheckout(who);
       const { returnUrl } = fake.completeCheckoutSession(sessionId);
       const u = new URL(returnUrl);
-      const [hookAnswer, browser] = await Promise.all([send(fake.lastEvent('checkout.session.completed')), get(`${web.url}${u.pathname}${u.search}`)]);
+      const [hookAnswer, browser] = await Promise.all([
+        send(fake.lastEvent('checkout.session.completed')),
+        get(`${web.url}${u.pathname}${u.search}`),
+      ]);
       expect(hookAnswer.status).to.equal(200);
       expect(browser.status).to.equal(200);
       expect((await readAccount(who.account.id)).tier).to.equal('paid');
@@ -115,7 +138,10 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
       expect(r.body.outcome).to.equal('downgraded');
       const row = await readAccount(who.account.id);
       expect(row).to.include({ tier: 'free', subscription_status: 'canceled' });
-      expect(await reasons(who.account.id)).to.deep.equal(['checkout_success', 'webhook:customer.subscription.deleted']);
+      expect(await reasons(who.account.id)).to.deep.equal([
+        'checkout_success',
+        'webhook:customer.subscription.deleted',
+      ]);
     });
 
     it('invoice.payment_failed downgrades, cancels the subscription, and leaves the fix path: new card, then upgrade at once', async () => {
@@ -139,7 +165,11 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
       const si = await post(`${web.url}/v1/subscription/update-payment-method`, undefined, { bearer: who.apiKey });
       expect(si.status).to.equal(200);
       fake.confirmSetupIntent(si.body.setup_intent_id, { last4: '4242' });
-      const updated = await post(`${web.url}/v1/subscription/confirm-payment-update?setup_intent_id=${si.body.setup_intent_id}`, undefined, { bearer: who.apiKey });
+      const updated = await post(
+        `${web.url}/v1/subscription/confirm-payment-update?setup_intent_id=${si.body.setup_intent_id}`,
+        undefined,
+        { bearer: who.apiKey },
+      );
       expect(updated.body).to.include({ status: 'payment_method_updated', tier: 'free' });
       expect(fake.attemptInvoicePayment(invoice.id).paid).to.equal(true);
       const again = await post(`${web.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey });
@@ -156,7 +186,11 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
       const open = await api.invoices.finalizeInvoice(draft.id);
       expect(fake.attemptInvoicePayment(open.id).paid).to.equal(true);
       // A failure event from before the successful retry, delivered late.
-      const stale = fake.event('invoice.payment_failed', { ...fake.invoices.get(open.id)!, status: 'open', amount_paid: 0 });
+      const stale = fake.event('invoice.payment_failed', {
+        ...fake.invoices.get(open.id)!,
+        status: 'open',
+        amount_paid: 0,
+      });
       const r = await send(stale);
       expect(r.status).to.equal(200);
       expect(r.body.outcome).to.equal('ignored');
@@ -182,15 +216,23 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
       const event = fake.event('customer.created', { id: 'cus_x', object: 'customer' });
       const payload = JSON.stringify(event);
       const signature = Stripe.webhooks.generateTestHeaderString({ payload, secret: fake.webhookSecret });
-      const tampered = await deliverEvent(hook, event, fake.webhookSecret, { payload: payload.replace('cus_x', 'cus_z'), signature });
+      const tampered = await deliverEvent(hook, event, fake.webhookSecret, {
+        payload: payload.replace('cus_x', 'cus_z'),
+        signature,
+      });
       expect(tampered.status).to.equal(400);
       expect(await recorded(event.id)).to.equal(false);
       const noHeader = await post(hook, event);
       expect(noHeader.status).to.equal(400);
       expect(noHeader.body.error.code).to.equal('invalid_signature');
-      const old = await deliverEvent(hook, fake.event('customer.created', { id: 'cus_old', object: 'customer' }), fake.webhookSecret, {
-        timestamp: Math.floor(web.app.clock.now().getTime() / 1000) - 600,
-      });
+      const old = await deliverEvent(
+        hook,
+        fake.event('customer.created', { id: 'cus_old', object: 'customer' }),
+        fake.webhookSecret,
+        {
+          timestamp: Math.floor(web.app.clock.now().getTime() / 1000) - 600,
+        },
+      );
       expect(old.status).to.equal(400);
     });
   });
@@ -218,7 +260,10 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
       const answers = await Promise.all([send(event), send(event), send(event)]);
       expect(answers.map((a) => a.status)).to.deep.equal([200, 200, 200]);
       expect(answers.map((a) => a.body.outcome).sort()).to.deep.equal(['downgraded', 'duplicate', 'duplicate']);
-      expect(await reasons(who.account.id)).to.deep.equal(['checkout_success', 'webhook:customer.subscription.deleted']);
+      expect(await reasons(who.account.id)).to.deep.equal([
+        'checkout_success',
+        'webhook:customer.subscription.deleted',
+      ]);
     });
 
     it('keeps the account paid when subscription.deleted arrives before subscription.created for a subscription that is now active', async () => {
@@ -259,7 +304,7 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
       fake.setSubscriptionStatus(old.id, 'canceled');
       const r = await send(fake.lastEvent('customer.subscription.deleted'));
       expect(r.body.outcome).to.equal('no_change');
-      expect((await readAccount(who.account.id))).to.include({ tier: 'paid', stripe_subscription_id: subscription });
+      expect(await readAccount(who.account.id)).to.include({ tier: 'paid', stripe_subscription_id: subscription });
     });
   });
 
@@ -309,7 +354,11 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
     it('without STRIPE_WEBHOOK_SECRET, answers 503 so Stripe keeps the event for later', async () => {
       const bare = await startTestWeb({ env: { STRIPE_SECRET_KEY: fake.secretKey, STRIPE_API_BASE: fake.url } });
       try {
-        const r = await deliverEvent(`${bare.url}/v1/webhooks/processor`, fake.event('customer.created', { id: 'cus_1' }), fake.webhookSecret);
+        const r = await deliverEvent(
+          `${bare.url}/v1/webhooks/processor`,
+          fake.event('customer.created', { id: 'cus_1' }),
+          fake.webhookSecret,
+        );
         expect(r.status).to.equal(503);
         expect(r.body.error.code).to.equal('webhook_not_configured');
       } finally {

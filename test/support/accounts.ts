@@ -17,7 +17,10 @@ export interface TestAccount {
  * An account straight in the database (verified, with an active API key and a JWT), for tests
  * whose subject is not sign-up itself. Sign-up and verification have their own tests.
  */
-export async function createTestAccount(app: AppContext, opts: { tier?: Tier; verified?: boolean; email?: string; stripeCustomerId?: string } = {}): Promise<TestAccount> {
+export async function createTestAccount(
+  app: AppContext,
+  opts: { tier?: Tier; verified?: boolean; email?: string; stripeCustomerId?: string } = {},
+): Promise<TestAccount> {
   const email = opts.email ?? uniqueEmail();
   const account = await app.db
     .insertInto('accounts')
@@ -32,9 +35,13 @@ export async function createTestAccount(app: AppContext, opts: { tier?: Tier; ve
     .returningAll()
     .executeTakeFirstOrThrow();
   const key = generateApiKey();
-  await app.db.insertInto('api_keys').values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix }).execute();
+  await app.db
+    .insertInto('api_keys')
+    .values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix })
+    .execute();
   // With JWT_JWKS_URL tokens come from the identity provider; tests sign their own there.
-  const jwt = app.config.auth.jwt.secret === undefined ? '' : await mintJwt(app.config, app.clock, { sub: account.id, email });
+  const jwt =
+    app.config.auth.jwt.secret === undefined ? '' : await mintJwt(app.config, app.clock, { sub: account.id, email });
   return { account, apiKey: key.key, jwt };
 }
 
@@ -61,7 +68,12 @@ export function credentialProbeRoutes(): RouteSpec[] {
 }
 
 /** The newest queued email to that address (any case), as the outbox holds it. */
-export async function latestEmailTo(app: AppContext, address: string): Promise<{ id: string; kind: string; subject: string; text_body: string; html_body: string; status: string } | undefined> {
+export async function latestEmailTo(
+  app: AppContext,
+  address: string,
+): Promise<
+  { id: string; kind: string; subject: string; text_body: string; html_body: string; status: string } | undefined
+> {
   return app.db
     .selectFrom('email_outbox')
     .select(['id', 'kind', 'subject', 'text_body', 'html_body', 'status'])
@@ -85,6 +97,12 @@ export async function closeOutboxFor(app: AppContext, addresses: string[]): Prom
     .updateTable('email_outbox')
     .set({ status: 'failed', last_error: 'closed by test cleanup' })
     .where('status', '=', 'pending')
-    .where((eb) => eb(eb.fn('lower', ['to_address']), 'in', addresses.map((a) => a.toLowerCase())))
+    .where((eb) =>
+      eb(
+        eb.fn('lower', ['to_address']),
+        'in',
+        addresses.map((a) => a.toLowerCase()),
+      ),
+    )
     .execute();
 }

@@ -8,9 +8,16 @@ import { createTestAccount, type TestAccount } from './accounts.js';
 import * as ledger from './ledger.repository.js';
 
 /** An account with a Stripe customer in the fake (created through the real client, as the upgrade path does). */
-export async function createBillingAccount(app: AppContext, opts: { tier?: Tier } = {}): Promise<TestAccount & { customerId: string }> {
+export async function createBillingAccount(
+  app: AppContext,
+  opts: { tier?: Tier } = {},
+): Promise<TestAccount & { customerId: string }> {
   const who = await createTestAccount(app, { tier: opts.tier ?? 'paid' });
-  const customer = await app.stripe.customers.create({ email: who.account.email, name: who.account.name, metadata: { account_id: who.account.id } });
+  const customer = await app.stripe.customers.create({
+    email: who.account.email,
+    name: who.account.name,
+    metadata: { account_id: who.account.id },
+  });
   await setCustomerIdIfUnset(app.db, who.account.id, customer.id, app.clock.now());
   return { ...who, account: { ...who.account, stripe_customer_id: customer.id }, customerId: customer.id };
 }
@@ -48,7 +55,10 @@ export async function recordUsage(app: AppContext, rows: UsageSpec[]): Promise<s
 }
 
 /** The expected cents per model, computed independently of the service (see ledger.repository.ts). */
-export const ledgerCentsByModel = (app: AppContext, where: { accountId: string; invoiceId?: string; from?: string; to?: string }) => ledger.ledgerCentsByModel(app.db, where);
+export const ledgerCentsByModel = (
+  app: AppContext,
+  where: { accountId: string; invoiceId?: string; from?: string; to?: string },
+) => ledger.ledgerCentsByModel(app.db, where);
 
 export const invoicesOf = (app: AppContext, accountId: string) => ledger.invoicesOf(app.db, accountId);
 

@@ -27,7 +27,9 @@ export interface TestBrowser {
 /** A headless Chromium with a fresh profile, removed again by close(). */
 export async function launchBrowser(opts: { permissions?: string[] } = {}): Promise<TestBrowser> {
   if (!existsSync(CHROMIUM_PATH)) {
-    throw new Error(`no Chromium at ${CHROMIUM_PATH}: \`npm test\` installs Debian's chromium when run as root with apt-get; otherwise install it or set CHROMIUM_PATH`);
+    throw new Error(
+      `no Chromium at ${CHROMIUM_PATH}: \`npm test\` installs Debian's chromium when run as root with apt-get; otherwise install it or set CHROMIUM_PATH`,
+    );
   }
   const userDataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-chromium-'));
   const context = await chromium.launchPersistentContext(userDataDir, {

@@ -42,7 +42,12 @@ export const post = <T = any>(url: string, json?: unknown, opts: RequestOptions 
   request<T>('POST', url, json === undefined ? opts : { ...opts, json });
 
 /** Polls `probe` until it returns a value (not undefined) or the deadline passes: waiting on a condition, never on a fixed time. */
-export async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 15_000, everyMs = 50): Promise<T> {
+export async function eventually<T>(
+  probe: () => Promise<T | undefined>,
+  what: string,
+  timeoutMs = 15_000,
+  everyMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   for (;;) {
@@ -52,7 +57,10 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, what: s
     } catch (err) {
       lastError = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastError ? `: ${lastError instanceof Error ? lastError.message : JSON.stringify(lastError)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out waiting for ${what}${lastError ? `: ${lastError instanceof Error ? lastError.message : JSON.stringify(lastError)}` : ''}`,
+      );
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

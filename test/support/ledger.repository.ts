@@ -9,7 +9,10 @@ import type { Db } from '../../src/infra/db.js';
  * The rounding rule computed independently from the ledger: per model, the exact sum of the
  * paid-tier rows' cost, rounded half up to the cent (numeric arithmetic, no floats).
  */
-export async function ledgerCentsByModel(db: Db, where: { accountId: string; invoiceId?: string; from?: string; to?: string }): Promise<Record<string, string>> {
+export async function ledgerCentsByModel(
+  db: Db,
+  where: { accountId: string; invoiceId?: string; from?: string; to?: string },
+): Promise<Record<string, string>> {
   const r = await sql<{ model: string; cents: string }>`
     select model, floor(sum(cost_usd) * 100 + 0.5)::bigint::text as cents
       from usage_events

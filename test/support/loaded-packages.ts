@@ -12,7 +12,10 @@ export async function loadedPackagesOf(p: RoleProcess): Promise<string[]> {
   // 'exit' can come before the last output: wait for the stream's end.
   const stderr = p.proc.stderr!;
   if (!stderr.closed) await once(stderr, 'close');
-  const line = p.output().split('\n').find((l) => l.startsWith('loaded-opentelemetry-packages: '));
+  const line = p
+    .output()
+    .split('\n')
+    .find((l) => l.startsWith('loaded-opentelemetry-packages: '));
   if (line === undefined) throw new Error(`${p.role} did not report its loaded packages:\n${p.output().slice(-2000)}`);
   return JSON.parse(line.slice('loaded-opentelemetry-packages: '.length)) as string[];
 }

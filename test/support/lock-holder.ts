@@ -27,7 +27,10 @@ export async function killAllLockHolders(): Promise<void> {
 
 /** Starts a holder of `what` with the database of `env` (DATABASE_URL, DB_*), resolving once it holds the lock. */
 export async function holdLockInAnotherProcess(what: HeldWhat, env: Env = {}): Promise<LockHolder> {
-  const proc = spawn(process.execPath, [fileURLToPath(import.meta.url), JSON.stringify(what)], { env: testEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [fileURLToPath(import.meta.url), JSON.stringify(what)], {
+    env: testEnv(env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
   let out = '';
   await new Promise<void>((resolve, reject) => {
@@ -60,7 +63,10 @@ if (isMain(import.meta.url)) {
     setInterval(() => undefined, 60_000);
     return new Promise<never>(() => undefined);
   };
-  const outcome = what.lock === 'invoicing' ? await withInvoicingLock(db, what.accountId, 0, forever) : await withRunClaim(db, what.job, what.period, forever);
+  const outcome =
+    what.lock === 'invoicing'
+      ? await withInvoicingLock(db, what.accountId, 0, forever)
+      : await withRunClaim(db, what.job, what.period, forever);
   process.stdout.write(`not held: ${String(outcome)}\n`);
   process.exit(1);
 }

@@ -6,7 +6,12 @@ import addFormatsModule from 'ajv-formats';
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
 /** The schemas of OpenAI's OpenAPI document that test/fixtures/openai-openapi/schemas.json holds as roots. */
-export type OpenAiSchema = 'CreateChatCompletionResponse' | 'CreateChatCompletionStreamResponse' | 'ListModelsResponse' | 'Model' | 'ErrorResponse';
+export type OpenAiSchema =
+  | 'CreateChatCompletionResponse'
+  | 'CreateChatCompletionStreamResponse'
+  | 'ListModelsResponse'
+  | 'Model'
+  | 'ErrorResponse';
 
 type Schema = Record<string, unknown>;
 
@@ -17,7 +22,18 @@ const ID = 'https://github.com/openai/openai-openapi/openapi.json';
 
 // Keywords whose value is a map from names to schemas, or a schema, or a list of schemas.
 const SCHEMA_MAPS = new Set(['properties', 'patternProperties', '$defs', 'dependentSchemas']);
-const SCHEMA_ONE = new Set(['items', 'additionalProperties', 'unevaluatedProperties', 'unevaluatedItems', 'not', 'if', 'then', 'else', 'contains', 'propertyNames']);
+const SCHEMA_ONE = new Set([
+  'items',
+  'additionalProperties',
+  'unevaluatedProperties',
+  'unevaluatedItems',
+  'not',
+  'if',
+  'then',
+  'else',
+  'contains',
+  'propertyNames',
+]);
 const SCHEMA_LIST = new Set(['allOf', 'anyOf', 'oneOf', 'prefixItems']);
 
 /**
@@ -32,7 +48,8 @@ function readNullable(schema: unknown): unknown {
   if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return schema;
   const out: Schema = {};
   for (const [keyword, value] of Object.entries(schema as Schema)) {
-    if (SCHEMA_MAPS.has(keyword)) out[keyword] = Object.fromEntries(Object.entries(value as Schema).map(([name, s]) => [name, readNullable(s)]));
+    if (SCHEMA_MAPS.has(keyword))
+      out[keyword] = Object.fromEntries(Object.entries(value as Schema).map(([name, s]) => [name, readNullable(s)]));
     else if (SCHEMA_ONE.has(keyword)) out[keyword] = readNullable(value);
     else if (SCHEMA_LIST.has(keyword)) out[keyword] = (value as unknown[]).map(readNullable);
     else out[keyword] = value;
@@ -43,7 +60,10 @@ function readNullable(schema: unknown): unknown {
 }
 
 function compileAll(): Map<OpenAiSchema, ValidateFunction> {
-  const subset = JSON.parse(readFileSync(SUBSET, 'utf8')) as { roots: OpenAiSchema[]; components: { schemas: Record<string, unknown> } };
+  const subset = JSON.parse(readFileSync(SUBSET, 'utf8')) as {
+    roots: OpenAiSchema[];
+    components: { schemas: Record<string, unknown> };
+  };
   const ajv = new Ajv2020({
     strict: true,
     allErrors: true,
@@ -61,7 +81,9 @@ function compileAll(): Map<OpenAiSchema, ValidateFunction> {
   for (const keyword of ['x-oaiMeta', 'x-oaiTypeLabel', 'x-stainless-const', 'example']) ajv.addKeyword({ keyword });
   // The subset's root is not a schema; only its components are, addressed by JSON pointer.
   ajv.addKeyword({ keyword: 'components' });
-  const schemas = Object.fromEntries(Object.entries(subset.components.schemas).map(([name, s]) => [name, readNullable(s)]));
+  const schemas = Object.fromEntries(
+    Object.entries(subset.components.schemas).map(([name, s]) => [name, readNullable(s)]),
+  );
   ajv.addSchema({ $id: ID, components: { schemas } });
   return new Map(subset.roots.map((name) => [name, ajv.getSchema(`${ID}#/components/schemas/${name}`)!]));
 }
@@ -78,5 +100,7 @@ export function openAiIssues(name: OpenAiSchema, value: unknown): string[] {
   const validate = compiled.get(name);
   if (!validate) throw new Error(`${name} is not among the extracted OpenAI schemas`);
   if (validate(value)) return [];
-  return (validate.errors ?? []).map((e: ErrorObject) => `${e.instancePath || '/'} ${e.message ?? e.keyword} ${JSON.stringify(e.params)}`);
+  return (validate.errors ?? []).map(
+    (e: ErrorObject) => `${e.instancePath || '/'} ${e.message ?? e.keyword} ${JSON.stringify(e.params)}`,
+  );
 }

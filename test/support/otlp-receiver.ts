@@ -28,7 +28,18 @@ interface KeyValue {
 interface ExportRequest {
   resourceSpans?: {
     resource?: { attributes?: KeyValue[] };
-    scopeSpans?: { spans?: { traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes?: KeyValue[]; events?: { name: string; attributes?: KeyValue[] }[]; status?: { code?: number } }[] }[];
+    scopeSpans?: {
+      spans?: {
+        traceId: string;
+        spanId: string;
+        parentSpanId?: string;
+        name: string;
+        kind: number;
+        attributes?: KeyValue[];
+        events?: { name: string; attributes?: KeyValue[] }[];
+        status?: { code?: number };
+      }[];
+    }[];
   }[];
 }
 
@@ -38,7 +49,8 @@ function valueOf(v: AnyValue): unknown {
   return v.stringValue ?? v.boolValue ?? v.doubleValue;
 }
 
-const attributesOf = (kvs: KeyValue[] = []): Record<string, unknown> => Object.fromEntries(kvs.map((kv) => [kv.key, valueOf(kv.value)]));
+const attributesOf = (kvs: KeyValue[] = []): Record<string, unknown> =>
+  Object.fromEntries(kvs.map((kv) => [kv.key, valueOf(kv.value)]));
 
 export interface OtlpReceiver {
   /** The base endpoint, for OTEL_EXPORTER_OTLP_ENDPOINT. */
@@ -60,7 +72,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     const parts: Buffer[] = [];
     req.on('data', (d: Buffer) => parts.push(d));
     req.on('end', () => {
-      if (req.method !== 'POST' || req.url !== '/v1/traces' || !(req.headers['content-type'] ?? '').startsWith('application/json')) {
+      if (
+        req.method !== 'POST' ||
+        req.url !== '/v1/traces' ||
+        !(req.headers['content-type'] ?? '').startsWith('application/json')
+      ) {
         res.writeHead(404).end();
         return;
       }

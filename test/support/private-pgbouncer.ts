@@ -7,7 +7,13 @@ import pg from 'pg';
 import { freePort } from './private-redis.js';
 
 /** Where Debian puts it (/usr/sbin is often not on a user's PATH), then the PATH. */
-const candidates = (): string[] => ['/usr/sbin/pgbouncer', ...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, 'pgbouncer'))];
+const candidates = (): string[] => [
+  '/usr/sbin/pgbouncer',
+  ...(process.env.PATH ?? '')
+    .split(path.delimiter)
+    .filter(Boolean)
+    .map((dir) => path.join(dir, 'pgbouncer')),
+];
 
 /**
  * Debian's PgBouncer, or an error saying how to get it: a test that needs the pooler fails with
@@ -19,7 +25,9 @@ export function pgbouncerBinary(): string {
   const found = places.find((c) => existsSync(c));
   if (found) return found;
   const where = process.env.PGBOUNCER_PATH ? `PGBOUNCER_PATH (${process.env.PGBOUNCER_PATH})` : '/usr/sbin or the PATH';
-  throw new Error(`this test needs PgBouncer, not found in ${where}: install it (apt-get install pgbouncer, or brew install pgbouncer) or set PGBOUNCER_PATH to the binary`);
+  throw new Error(
+    `this test needs PgBouncer, not found in ${where}: install it (apt-get install pgbouncer, or brew install pgbouncer) or set PGBOUNCER_PATH to the binary`,
+  );
 }
 
 const running = new Set<PrivatePgBouncer>();
@@ -50,7 +58,10 @@ export class PrivatePgBouncer {
   private readonly user: string;
   port = 0;
 
-  constructor(private readonly serverUrl: string, private readonly opts: PgBouncerOptions) {
+  constructor(
+    private readonly serverUrl: string,
+    private readonly opts: PgBouncerOptions,
+  ) {
     this.user = decodeURIComponent(new URL(serverUrl).username) || 'postgres';
   }
 
@@ -59,7 +70,14 @@ export class PrivatePgBouncer {
     this.port = await freePort();
     const server = new URL(this.serverUrl);
     const password = decodeURIComponent(server.password);
-    const target = (db: string) => [`host=${server.hostname}`, `port=${server.port || '5432'}`, `dbname=${db}`, `user=${this.user}`, ...(password ? [`password='${password}'`] : [])].join(' ');
+    const target = (db: string) =>
+      [
+        `host=${server.hostname}`,
+        `port=${server.port || '5432'}`,
+        `dbname=${db}`,
+        `user=${this.user}`,
+        ...(password ? [`password='${password}'`] : []),
+      ].join(' ');
     const poolSize = this.opts.poolSize ?? 8;
     const ini = path.join(this.dir, 'pgbouncer.ini');
     const users = path.join(this.dir, 'users.txt');

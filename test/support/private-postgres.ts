@@ -16,7 +16,8 @@ const run = promisify(execFile);
 export class PrivatePostgres {
   private readonly dir = mkdtempSync(path.join(os.tmpdir(), 'svc-postgres-'));
   port = 0;
-  private readonly asUser = typeof process.getuid === 'function' && process.getuid() === 0 ? ['runuser', '-u', 'postgres', '--'] : [];
+  private readonly asUser =
+    typeof process.getuid === 'function' && process.getuid() === 0 ? ['runuser', '-u', 'postgres', '--'] : [];
 
   private exec(bin: string, args: string[]): Promise<unknown> {
     const [cmd, ...rest] = this.asUser.length > 0 ? [...this.asUser, bin, ...args] : [bin, ...args];
@@ -31,9 +32,30 @@ export class PrivatePostgres {
         const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
         chownSync(this.dir, uid, gid);
       }
-      await this.exec('initdb', ['-D', path.join(this.dir, 'data'), '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8']);
+      await this.exec('initdb', [
+        '-D',
+        path.join(this.dir, 'data'),
+        '-U',
+        'postgres',
+        '-A',
+        'trust',
+        '--no-sync',
+        '-E',
+        'UTF8',
+      ]);
     }
-    await this.exec('pg_ctl', ['-D', path.join(this.dir, 'data'), '-l', path.join(this.dir, 'postgres.log'), '-w', '-t', '60', '-o', `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`, 'start']);
+    await this.exec('pg_ctl', [
+      '-D',
+      path.join(this.dir, 'data'),
+      '-l',
+      path.join(this.dir, 'postgres.log'),
+      '-w',
+      '-t',
+      '60',
+      '-o',
+      `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`,
+      'start',
+    ]);
     return this;
   }
 

@@ -28,7 +28,24 @@ export class PrivateRedis {
       this.dir = await mkdtemp(path.join(os.tmpdir(), 'svc-redis-'));
       this.port = await freePort();
     }
-    this.proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--appendonly', 'yes', '--save', '', '--logfile', ''], { stdio: 'ignore' });
+    this.proc = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(this.port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        this.dir,
+        '--appendonly',
+        'yes',
+        '--save',
+        '',
+        '--logfile',
+        '',
+      ],
+      { stdio: 'ignore' },
+    );
     await this.waitUntilUp();
     return this;
   }

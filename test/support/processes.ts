@@ -35,7 +35,10 @@ export async function startRole(role: Role, env: Env = {}, readyTimeoutMs = 20_0
   let out = '';
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   const ready = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${role} not ready within ${readyTimeoutMs} ms:\n${out}`)), readyTimeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`${role} not ready within ${readyTimeoutMs} ms:\n${out}`)),
+      readyTimeoutMs,
+    );
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
       const m = /listening on (http:\/\/[^\s"]+)/.exec(out) ?? /"msg":"(worker|scheduler): running/.exec(out);
@@ -70,7 +73,10 @@ export async function startRole(role: Role, env: Env = {}, readyTimeoutMs = 20_0
 }
 
 /** Runs an entry point to completion (for processes expected to exit), returning code and output. */
-export async function runToExit(role: Role, env: Env): Promise<{ code: number | null; stderr: string; stdout: string }> {
+export async function runToExit(
+  role: Role,
+  env: Env,
+): Promise<{ code: number | null; stderr: string; stdout: string }> {
   const entry = fileURLToPath(new URL(ENTRY[role], import.meta.url));
   const proc = spawn(process.execPath, [entry], { env: testEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

@@ -17,11 +17,21 @@ const OVERRIDE: Record<Tool, string> = { prometheus: 'PROMETHEUS_PATH', promtool
  */
 export function prometheusTool(tool: Tool): string {
   const override = process.env[OVERRIDE[tool]];
-  const places = override ? [override] : [`/usr/bin/${tool}`, ...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, tool))];
+  const places = override
+    ? [override]
+    : [
+        `/usr/bin/${tool}`,
+        ...(process.env.PATH ?? '')
+          .split(path.delimiter)
+          .filter(Boolean)
+          .map((dir) => path.join(dir, tool)),
+      ];
   const found = places.find((p) => existsSync(p));
   if (found) return found;
   const where = override ? `${OVERRIDE[tool]} (${override})` : '/usr/bin or the PATH';
-  throw new Error(`this test needs ${tool}, not found in ${where}: install Prometheus (apt-get install prometheus, or a release from prometheus.io) or set ${OVERRIDE[tool]} to the binary`);
+  throw new Error(
+    `this test needs ${tool}, not found in ${where}: install Prometheus (apt-get install prometheus, or a release from prometheus.io) or set ${OVERRIDE[tool]} to the binary`,
+  );
 }
 
 /** Runs promtool; its exit status and everything it printed. */
@@ -63,16 +73,32 @@ export class PrivatePrometheus {
     this.url = `http://127.0.0.1:${port}`;
     const file = path.join(this.dir, 'prometheus.yml');
     writeFileSync(file, stringify(this.config));
-    const proc = spawn(bin, [`--config.file=${file}`, `--storage.tsdb.path=${path.join(this.dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const proc = spawn(
+      bin,
+      [
+        `--config.file=${file}`,
+        `--storage.tsdb.path=${path.join(this.dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     this.proc = proc;
     running.add(this);
     proc.stdout?.on('data', (d: Buffer) => (this.log += d.toString()));
     proc.stderr?.on('data', (d: Buffer) => (this.log += d.toString()));
-    const exited = new Promise<never>((_, reject) => proc.once('exit', (code) => reject(new Error(`Prometheus exited with ${code} before it was ready:\n${this.log}`))));
+    const exited = new Promise<never>((_, reject) =>
+      proc.once('exit', (code) =>
+        reject(new Error(`Prometheus exited with ${code} before it was ready:\n${this.log}`)),
+      ),
+    );
     exited.catch(() => undefined);
-    const ready = eventually(async () => ((await fetch(`${this.url}/-/ready`)).ok ? true : undefined), 'Prometheus to be ready', 20_000);
+    const ready = eventually(
+      async () => ((await fetch(`${this.url}/-/ready`)).ok ? true : undefined),
+      'Prometheus to be ready',
+      20_000,
+    );
     await Promise.race([exited, ready.catch((err: Error) => Promise.reject(new Error(`${err.message}\n${this.log}`)))]);
     return this;
   }

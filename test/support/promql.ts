@@ -1,7 +1,21 @@
 import { createMetrics } from '../../src/metrics.js';
 
 /** PromQL's keywords and literals, which look like metric names to a tokenizer. */
-const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'inf', 'nan']);
+const KEYWORDS = new Set([
+  'and',
+  'or',
+  'unless',
+  'bool',
+  'offset',
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'inf',
+  'nan',
+]);
 
 /**
  * The metric names a PromQL expression selects. Strings, label matchers, ranges and the label
@@ -32,7 +46,8 @@ export async function exportedSeriesNames(): Promise<Set<string>> {
   const names = new Set<string>();
   for (const f of families) {
     const type = String(f.type);
-    const suffixes = type === 'histogram' ? ['_bucket', '_sum', '_count'] : type === 'summary' ? ['', '_sum', '_count'] : [''];
+    const suffixes =
+      type === 'histogram' ? ['_bucket', '_sum', '_count'] : type === 'summary' ? ['', '_sum', '_count'] : [''];
     for (const s of suffixes) names.add(`${f.name}${s}`);
   }
   return names;

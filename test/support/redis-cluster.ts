@@ -47,7 +47,11 @@ export class LocalRedisCluster {
     for (;;) {
       let synced = 0;
       for (const n of this.nodes) {
-        const r = new Redis(n.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+        const r = new Redis(n.port, '127.0.0.1', {
+          lazyConnect: true,
+          maxRetriesPerRequest: 0,
+          retryStrategy: () => null,
+        });
         r.on('error', () => undefined);
         try {
           await r.connect();
@@ -111,7 +115,11 @@ export class LocalRedisCluster {
       const alive = this.nodes.filter((n) => n.proc);
       const states = await Promise.all(
         alive.map(async (n) => {
-          const r = new Redis(n.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+          const r = new Redis(n.port, '127.0.0.1', {
+            lazyConnect: true,
+            maxRetriesPerRequest: 0,
+            retryStrategy: () => null,
+          });
           r.on('error', () => undefined);
           try {
             await r.connect();
@@ -128,7 +136,8 @@ export class LocalRedisCluster {
         }),
       );
       if (states.every((s) => s.includes('cluster_state:ok') && s.includes('cluster_slots_ok:16384'))) return;
-      if (Date.now() > deadline) throw new Error(`the local Redis Cluster did not become healthy:\n${states.join('\n')}`);
+      if (Date.now() > deadline)
+        throw new Error(`the local Redis Cluster did not become healthy:\n${states.join('\n')}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   }
@@ -142,12 +151,35 @@ export class LocalRedisCluster {
     await run('mkdir', ['-p', n.dir]);
     n.proc = spawn(
       'redis-server',
-      ['--port', String(n.port), '--bind', '127.0.0.1', '--dir', n.dir, '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--appendonly', 'yes', '--save', '', '--logfile', ''],
+      [
+        '--port',
+        String(n.port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        n.dir,
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        'nodes.conf',
+        '--cluster-node-timeout',
+        '1000',
+        '--appendonly',
+        'yes',
+        '--save',
+        '',
+        '--logfile',
+        '',
+      ],
       { stdio: 'ignore' },
     );
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const r = new Redis(n.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const r = new Redis(n.port, '127.0.0.1', {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
       r.on('error', () => undefined);
       try {
         await r.connect();

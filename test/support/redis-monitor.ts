@@ -13,7 +13,17 @@ export interface RedisMonitor {
 }
 
 const unescape = (s: string): string =>
-  s.replace(/\\(x[0-9a-fA-F]{2}|.)/g, (_, e: string) => (e.startsWith('x') && e.length === 3 ? String.fromCharCode(parseInt(e.slice(1), 16)) : e === 'n' ? '\n' : e === 'r' ? '\r' : e === 't' ? '\t' : e));
+  s.replace(/\\(x[0-9a-fA-F]{2}|.)/g, (_, e: string) =>
+    e.startsWith('x') && e.length === 3
+      ? String.fromCharCode(parseInt(e.slice(1), 16))
+      : e === 'n'
+        ? '\n'
+        : e === 'r'
+          ? '\r'
+          : e === 't'
+            ? '\t'
+            : e,
+  );
 
 /** `+1795610437.785524 [0 127.0.0.1:33112] "xreadgroup" "GROUP" …` */
 function parse(line: string): MonitoredCommand | undefined {
@@ -56,7 +66,9 @@ export async function monitorRedis(url: string): Promise<RedisMonitor> {
         if (c) for (const fn of listeners) fn(c);
       }
     });
-    const auth = u.password ? `AUTH ${decodeURIComponent(u.username || 'default')} ${decodeURIComponent(u.password)}\r\n` : '';
+    const auth = u.password
+      ? `AUTH ${decodeURIComponent(u.username || 'default')} ${decodeURIComponent(u.password)}\r\n`
+      : '';
     socket.write(`${auth}MONITOR\r\n`);
   });
   return {

@@ -5,6 +5,8 @@ import { createRequire } from 'node:module';
 
 const cache = createRequire(import.meta.url).cache;
 process.on('exit', () => {
-  const names = new Set(Object.keys(cache).flatMap((file) => /node_modules\/(@opentelemetry\/[^/]+)\//.exec(file)?.[1] ?? []));
+  const names = new Set(
+    Object.keys(cache).flatMap((file) => /node_modules\/(@opentelemetry\/[^/]+)\//.exec(file)?.[1] ?? []),
+  );
   process.stderr.write(`loaded-opentelemetry-packages: ${JSON.stringify([...names].sort())}\n`);
 });

@@ -23,10 +23,32 @@ export interface GenOptions {
   maxStringLength?: number;
 }
 
-const KNOWN = new Set(['type', 'properties', 'required', 'items', 'maxItems', 'minItems', 'maxLength', 'minLength', 'minimum', 'maximum', 'enum', 'const', 'format', 'x-text', 'additionalProperties', 'default', 'description', 'example', 'pattern', 'propertyNames']);
+const KNOWN = new Set([
+  'type',
+  'properties',
+  'required',
+  'items',
+  'maxItems',
+  'minItems',
+  'maxLength',
+  'minLength',
+  'minimum',
+  'maximum',
+  'enum',
+  'const',
+  'format',
+  'x-text',
+  'additionalProperties',
+  'default',
+  'description',
+  'example',
+  'pattern',
+  'propertyNames',
+]);
 
 function typesOf(schema: Schema): string[] {
-  for (const k of Object.keys(schema)) if (!KNOWN.has(k)) throw new Error(`schema-arbitraries does not know the keyword ${k}`);
+  for (const k of Object.keys(schema))
+    if (!KNOWN.has(k)) throw new Error(`schema-arbitraries does not know the keyword ${k}`);
   if (schema.enum || schema.const !== undefined) return ['string'];
   const t = schema.type;
   if (t === undefined) throw new Error(`schema without a type: ${JSON.stringify(schema)}`);
@@ -40,20 +62,27 @@ const pathKey = (path: Loc) => path.map((p) => (typeof p === 'number' ? '*' : p)
 const anyChar = fc.oneof(
   { weight: 6, arbitrary: fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 1 }) },
   { weight: 3, arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }) },
-  { weight: 1, arbitrary: fc.constantFrom(' ', '\n', '\t', '\r', '\u00a0', '\u3000', 'é', '李', '😀', '\u200b', '\ufeff') },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(' ', '\n', '\t', '\r', '\u00a0', '\u3000', 'é', '李', '😀', '\u200b', '\ufeff'),
+  },
 );
 
 const LONE_SURROGATE = /\p{Cs}/u;
 // eslint-disable-next-line no-control-regex -- the characters the x-text rules refuse
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
-const allowedChar = (rule: string) => (c: string) => !LONE_SURROGATE.test(c) && c !== '\u0000' && (rule === 'text' || !CONTROL.test(c));
+const allowedChar = (rule: string) => (c: string) =>
+  !LONE_SURROGATE.test(c) && c !== '\u0000' && (rule === 'text' || !CONTROL.test(c));
 
 function validString(schema: Schema, opts: GenOptions): fc.Arbitrary<string> {
   if (schema.enum) return fc.constantFrom(...(schema.enum as string[]));
   if (schema.const !== undefined) return fc.constant(schema.const as string);
   if (schema.pattern) throw new Error('schema-arbitraries cannot generate from a pattern; give an override');
   if (schema.format === 'email') return fc.emailAddress().filter((e) => e.length <= (schema.maxLength ?? 254));
-  if (schema.format === 'date') return fc.date({ min: new Date('2000-01-01T00:00:00Z'), max: new Date('2099-12-31T00:00:00Z'), noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10));
+  if (schema.format === 'date')
+    return fc
+      .date({ min: new Date('2000-01-01T00:00:00Z'), max: new Date('2099-12-31T00:00:00Z'), noInvalidDate: true })
+      .map((d) => d.toISOString().slice(0, 10));
   if (schema.format !== undefined) throw new Error(`schema-arbitraries cannot generate format ${schema.format}`);
   const rule: string = schema['x-text'] ?? 'text';
   const min = schema.minLength ?? 0;
@@ -81,14 +110,23 @@ function validOfType(type: string, schema: Schema, opts: GenOptions, path: Loc):
     case 'integer':
       return fc.integer({ min: schema.minimum ?? -1_000_000, max: schema.maximum ?? 1_000_000 });
     case 'number':
-      return fc.double({ min: schema.minimum ?? -1e6, max: schema.maximum ?? 1e6, noNaN: true, noDefaultInfinity: true }).map((n) => (Object.is(n, -0) ? 0 : n));
+      return fc
+        .double({ min: schema.minimum ?? -1e6, max: schema.maximum ?? 1e6, noNaN: true, noDefaultInfinity: true })
+        .map((n) => (Object.is(n, -0) ? 0 : n));
     case 'boolean':
       return fc.boolean();
     case 'array':
-      return fc.array(validOf(schema.items as Schema, opts, [...path, 0]), { minLength: schema.minItems ?? 0, maxLength: Math.min(schema.maxItems ?? 10, 10) });
+      return fc.array(validOf(schema.items as Schema, opts, [...path, 0]), {
+        minLength: schema.minItems ?? 0,
+        maxLength: Math.min(schema.maxItems ?? 10, 10),
+      });
     case 'object': {
       if (schema.additionalProperties && typeof schema.additionalProperties === 'object' && !schema.properties) {
-        return fc.dictionary(fc.string({ maxLength: 10 }), validOf(schema.additionalProperties as Schema, opts, [...path, '*']), { maxKeys: 5 });
+        return fc.dictionary(
+          fc.string({ maxLength: 10 }),
+          validOf(schema.additionalProperties as Schema, opts, [...path, '*']),
+          { maxKeys: 5 },
+        );
       }
       const props = (schema.properties ?? {}) as Record<string, Schema>;
       const required = new Set((schema.required ?? []) as string[]);
@@ -108,7 +146,9 @@ export function invalidOf(schema: Schema, opts: GenOptions = {}, path: Loc = [])
   return fc.oneof(...options);
 }
 
-const at = (path: Loc) => (value: unknown): Invalid => ({ value, loc: path });
+const at =
+  (path: Loc) =>
+  (value: unknown): Invalid => ({ value, loc: path });
 
 function invalidOptions(schema: Schema, opts: GenOptions, path: Loc): fc.Arbitrary<Invalid>[] {
   const types = typesOf(schema);
@@ -116,8 +156,7 @@ function invalidOptions(schema: Schema, opts: GenOptions, path: Loc): fc.Arbitra
   // A value of a type the schema does not allow (a query string can only repeat a key).
   if (opts.query) {
     if (path.length > 0) out.push(fc.constant(at(path)(['a', 'b'])));
-  }
-  else {
+  } else {
     const wrong = [
       ['string', 'not this'],
       ['integer', 7],
@@ -125,7 +164,12 @@ function invalidOptions(schema: Schema, opts: GenOptions, path: Loc): fc.Arbitra
       ['boolean', true],
       ['array', [1]],
       ['object', { x: 1 }],
-    ].filter(([t, v]) => !types.includes(t as string) && !(t === 'integer' && types.includes('number')) && !(t === 'number' && types.includes('integer') && Number.isInteger(v)));
+    ].filter(
+      ([t, v]) =>
+        !types.includes(t as string) &&
+        !(t === 'integer' && types.includes('number')) &&
+        !(t === 'number' && types.includes('integer') && Number.isInteger(v)),
+    );
     if (types.includes('integer')) wrong.push(['number', 1.5]);
     out.push(fc.constantFrom(...wrong.map(([, v]) => v)).map(at(path)));
   }
@@ -136,32 +180,57 @@ function invalidOptions(schema: Schema, opts: GenOptions, path: Loc): fc.Arbitra
   }
   if (types.includes('array')) {
     const item = schema.items as Schema;
-    if (schema.maxItems !== undefined) out.push(fc.array(validOf(item, { ...opts, maxStringLength: 5 }, [...path, 0]), { minLength: schema.maxItems + 1, maxLength: schema.maxItems + 1 }).map(at(path)));
+    if (schema.maxItems !== undefined)
+      out.push(
+        fc
+          .array(validOf(item, { ...opts, maxStringLength: 5 }, [...path, 0]), {
+            minLength: schema.maxItems + 1,
+            maxLength: schema.maxItems + 1,
+          })
+          .map(at(path)),
+      );
     if (schema.minItems) out.push(fc.constant(at(path)([])));
     out.push(
-      fc.tuple(fc.array(validOf(item, opts, [...path, 0]), { minLength: schema.minItems ?? 0, maxLength: 3 }), fc.nat(), invalidOf(item, opts, [...path, 0])).map(([items, n, bad]) => {
-        const i = n % (items.length + 1);
-        const copy = [...items];
-        copy.splice(i, 0, bad.value);
-        return { value: copy, loc: [...path, i, ...bad.loc.slice(path.length + 1)] };
-      }),
+      fc
+        .tuple(
+          fc.array(validOf(item, opts, [...path, 0]), { minLength: schema.minItems ?? 0, maxLength: 3 }),
+          fc.nat(),
+          invalidOf(item, opts, [...path, 0]),
+        )
+        .map(([items, n, bad]) => {
+          const i = n % (items.length + 1);
+          const copy = [...items];
+          copy.splice(i, 0, bad.value);
+          return { value: copy, loc: [...path, i, ...bad.loc.slice(path.length + 1)] };
+        }),
     );
   }
   if (types.includes('object') && schema.additionalProperties && typeof schema.additionalProperties === 'object') {
-    out.push(invalidOf(schema.additionalProperties as Schema, opts, [...path, 'k']).map((bad) => ({ value: { k: bad.value }, loc: bad.loc })));
+    out.push(
+      invalidOf(schema.additionalProperties as Schema, opts, [...path, 'k']).map((bad) => ({
+        value: { k: bad.value },
+        loc: bad.loc,
+      })),
+    );
   }
   if (types.includes('object') && schema.properties) {
     const props = schema.properties as Record<string, Schema>;
     const base = validOf(schema, opts, path) as fc.Arbitrary<Record<string, unknown>>;
     for (const name of (schema.required ?? []) as string[]) {
-      out.push(base.map((v) => {
-        const { [name]: _gone, ...rest } = v;
-        return { value: rest, loc: [...path, name] };
-      }));
+      out.push(
+        base.map((v) => {
+          const { [name]: _gone, ...rest } = v;
+          return { value: rest, loc: [...path, name] };
+        }),
+      );
     }
     for (const [name, s] of Object.entries(props)) {
       if (opts.overrides?.[pathKey([...path, name])] && !s.type) continue;
-      out.push(fc.tuple(base, invalidOf(s, opts, [...path, name])).map(([v, bad]) => ({ value: { ...v, [name]: bad.value }, loc: bad.loc })));
+      out.push(
+        fc
+          .tuple(base, invalidOf(s, opts, [...path, name]))
+          .map(([v, bad]) => ({ value: { ...v, [name]: bad.value }, loc: bad.loc })),
+      );
     }
   }
   return out;
@@ -174,12 +243,19 @@ function invalidStrings(schema: Schema, path: Loc, opts: GenOptions): fc.Arbitra
   if (schema.maxLength !== undefined) out.push(fc.constant(at(path)('x'.repeat(schema.maxLength + 1))));
   if (schema.minLength) out.push(fc.constant(at(path)('')));
   if (schema.format === 'email') out.push(fc.constantFrom('not-an-email', 'a@', '@b.c', 'a b@c.d').map(at(path)));
-  if (schema.format === 'date') out.push(fc.constantFrom('2026-13-01', '2026-02-30', '26-01-01', 'yesterday').map(at(path)));
+  if (schema.format === 'date')
+    out.push(fc.constantFrom('2026-13-01', '2026-02-30', '26-01-01', 'yesterday').map(at(path)));
   const rule: string = schema['x-text'] ?? 'text';
   // A URL carries UTF-8, in which a lone surrogate cannot be written (invalid percent-encoding has a test of its own).
   const surrogates = opts.query ? [] : ['\ud800', '\udfff'];
-  const forbidden = ['\u0000', ...surrogates, ...(rule === 'text' ? [] : ['\n', '\r', '\t', '\u001b', '\u007f', '\u0085'])];
-  out.push(fc.tuple(fc.constantFrom(...forbidden), fc.string({ maxLength: 5 })).map(([c, s]) => at(path)(`${s}${c}${s}`)));
+  const forbidden = [
+    '\u0000',
+    ...surrogates,
+    ...(rule === 'text' ? [] : ['\n', '\r', '\t', '\u001b', '\u007f', '\u0085']),
+  ];
+  out.push(
+    fc.tuple(fc.constantFrom(...forbidden), fc.string({ maxLength: 5 })).map(([c, s]) => at(path)(`${s}${c}${s}`)),
+  );
   if (rule === 'name') out.push(fc.constantFrom('', ' ', '\u00a0\u3000', '   ').map(at(path)));
   return out;
 }

@@ -22,7 +22,15 @@ export async function readSse(res: Response): Promise<SseResult> {
   let raw = '';
   if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
     const text = await res.text();
-    return { status: res.status, headers: res.headers, events, ids, chunks: [], raw: text, body: text ? JSON.parse(text) : undefined };
+    return {
+      status: res.status,
+      headers: res.headers,
+      events,
+      ids,
+      chunks: [],
+      raw: text,
+      body: text ? JSON.parse(text) : undefined,
+    };
   }
   const parser = createParser({
     onEvent: (e: EventSourceMessage) => {
@@ -90,7 +98,8 @@ function openEvents(start: (signal: AbortSignal) => Promise<Response>) {
     const decoder = new TextDecoder();
     try {
       const res = await response;
-      for await (const part of res.body as unknown as AsyncIterable<Uint8Array>) parser.feed(decoder.decode(part, { stream: true }));
+      for await (const part of res.body as unknown as AsyncIterable<Uint8Array>)
+        parser.feed(decoder.decode(part, { stream: true }));
     } catch {
       // aborted by the test
     }

@@ -13,9 +13,15 @@ export interface TestWeb {
 }
 
 /** The real web tier in this process, on a free port, over real Postgres and Redis. */
-export async function startTestWeb(opts: { env?: Env; clock?: Clock; routes?: RouteSpec[]; logger?: Logger } = {}): Promise<TestWeb> {
+export async function startTestWeb(
+  opts: { env?: Env; clock?: Clock; routes?: RouteSpec[]; logger?: Logger } = {},
+): Promise<TestWeb> {
   const config = testConfig(opts.env);
-  const app = createContext(config, { role: 'web', ...(opts.clock ? { clock: opts.clock } : {}), ...(opts.logger ? { logger: opts.logger } : {}) });
+  const app = createContext(config, {
+    role: 'web',
+    ...(opts.clock ? { clock: opts.clock } : {}),
+    ...(opts.logger ? { logger: opts.logger } : {}),
+  });
   const running = await startWebServer(app, opts.routes);
   return {
     url: running.url,

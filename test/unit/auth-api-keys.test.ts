@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
-import { API_KEY_PREFIX, displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, sameHash } from '../../src/accounts/api-keys.js';
+import {
+  API_KEY_PREFIX,
+  displayPrefix,
+  generateApiKey,
+  hashApiKey,
+  isWellFormedApiKey,
+  sameHash,
+} from '../../src/accounts/api-keys.js';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 
@@ -39,7 +46,15 @@ describe('API key format', () => {
 
   it('rejects truncated, extended, mis-prefixed and empty keys', () => {
     const { key } = generateApiKey();
-    for (const bad of [key.slice(0, -1), key.slice(0, 20), `${key}A`, key.replace('sk-svc-', 'sk-abc-'), key.replace('sk-svc-', ''), '', 'sk-svc-']) {
+    for (const bad of [
+      key.slice(0, -1),
+      key.slice(0, 20),
+      `${key}A`,
+      key.replace('sk-svc-', 'sk-abc-'),
+      key.replace('sk-svc-', ''),
+      '',
+      'sk-svc-',
+    ]) {
       expect(isWellFormedApiKey(bad), bad).to.equal(false);
     }
   });

@@ -29,20 +29,33 @@ function problemsOf(doc: unknown): string {
 describe('model catalog', () => {
   it('loads the shipped catalog with exactly the three free-tier models', () => {
     const catalog = loadCatalog(DEFAULT_FILE);
-    expect(catalog.forTier('free').map((m) => m.id)).to.have.members(['gemini-2.5-flash', 'gemini-2.5-flash-lite', 'claude-haiku-4-5']);
+    expect(catalog.forTier('free').map((m) => m.id)).to.have.members([
+      'gemini-2.5-flash',
+      'gemini-2.5-flash-lite',
+      'claude-haiku-4-5',
+    ]);
   });
 
   it('offers every free model on the paid tier, plus a larger Gemini, a larger Claude and an OpenAI model', () => {
     const paid = loadCatalog(DEFAULT_FILE).forTier('paid');
     const ids = paid.map((m) => m.id);
-    expect(ids).to.include.members(['gemini-2.5-flash', 'gemini-2.5-flash-lite', 'claude-haiku-4-5', 'gemini-2.5-pro', 'claude-sonnet-4-5']);
+    expect(ids).to.include.members([
+      'gemini-2.5-flash',
+      'gemini-2.5-flash-lite',
+      'claude-haiku-4-5',
+      'gemini-2.5-pro',
+      'claude-sonnet-4-5',
+    ]);
     expect(paid.some((m) => m.provider === 'openai')).to.equal(true);
   });
 
   it('keeps prices as exact decimal strings with the cheapest at exactly 0.30', () => {
     const catalog = loadCatalog(DEFAULT_FILE);
     const prices = catalog.models.flatMap((m) => [m.input_price_per_million, m.output_price_per_million]);
-    for (const p of prices) expect(p).to.be.a('string').and.match(/^\d+(\.\d{1,6})?$/);
+    for (const p of prices)
+      expect(p)
+        .to.be.a('string')
+        .and.match(/^\d+(\.\d{1,6})?$/);
     const cheapest = prices.map(priceMicros).reduce((a, b) => (b < a ? b : a));
     expect(cheapest).to.equal(300_000n);
   });
@@ -83,7 +96,9 @@ describe('model catalog', () => {
   it('rejects a price below the 0.30 floor', () => {
     const doc = shipped();
     doc.models[1]!.input_price_per_million = '0.10';
-    expect(problemsOf(doc)).to.match(/models\[1\]\.input_price_per_million .*0\.10 is below the service's price floor of 0\.30/);
+    expect(problemsOf(doc)).to.match(
+      /models\[1\]\.input_price_per_million .*0\.10 is below the service's price floor of 0\.30/,
+    );
   });
 
   it('rejects a catalog whose cheapest price is above 0.30', () => {
@@ -128,13 +143,17 @@ describe('model catalog', () => {
   it('rejects a free-tier model that is not also on the paid tier', () => {
     const doc = shipped();
     doc.models[0]!.tiers = ['free'];
-    expect(problemsOf(doc)).to.contain('models[0].tiers (model "gemini-2.5-flash"): a free-tier model must also be on the paid tier');
+    expect(problemsOf(doc)).to.contain(
+      'models[0].tiers (model "gemini-2.5-flash"): a free-tier model must also be on the paid tier',
+    );
   });
 
   it('rejects a misspelled field rather than ignoring it', () => {
     const doc = shipped();
     (doc.models[0] as Record<string, unknown>).input_price_per_milion = '0.30';
-    expect(problemsOf(doc)).to.contain('models[0].input_price_per_milion (model "gemini-2.5-flash"): Extra inputs are not permitted');
+    expect(problemsOf(doc)).to.contain(
+      'models[0].input_price_per_milion (model "gemini-2.5-flash"): Extra inputs are not permitted',
+    );
   });
 
   describe('from a file', () => {
@@ -147,7 +166,10 @@ describe('model catalog', () => {
     it('names the file when it is not valid JSON', () => {
       const file = path.join(dir, 'broken.json');
       writeFileSync(file, '{ "models": [ ');
-      expect(() => loadCatalog(file)).to.throw(CatalogError, new RegExp(`invalid model catalog ${file}.*not valid JSON`, 's'));
+      expect(() => loadCatalog(file)).to.throw(
+        CatalogError,
+        new RegExp(`invalid model catalog ${file}.*not valid JSON`, 's'),
+      );
     });
 
     it('names the file when it does not exist', () => {
@@ -157,7 +179,14 @@ describe('model catalog', () => {
 
     it('loads another catalog file an operator points at', () => {
       const doc = shipped();
-      doc.models.push({ id: 'house-model', provider: 'local', upstream_model: 'house', tiers: ['paid'], input_price_per_million: '0.50', output_price_per_million: '0.50' });
+      doc.models.push({
+        id: 'house-model',
+        provider: 'local',
+        upstream_model: 'house',
+        tiers: ['paid'],
+        input_price_per_million: '0.50',
+        output_price_per_million: '0.50',
+      });
       const file = path.join(dir, 'custom.json');
       writeFileSync(file, JSON.stringify(doc));
       expect(loadCatalog(file).find('house-model')?.provider).to.equal('local');

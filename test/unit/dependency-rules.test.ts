@@ -32,7 +32,9 @@ async function violations(tree: Tree): Promise<string[]> {
     await mkdir(path.dirname(path.join(root, file)), { recursive: true });
     await writeFile(path.join(root, file), text);
   }
-  const result = await cruise(['src', 'workers'].filter((d) => Object.keys(tree).some((f) => f.startsWith(`${d}/`))), {
+  const result = await cruise(
+    ['src', 'workers'].filter((d) => Object.keys(tree).some((f) => f.startsWith(`${d}/`))),
+    {
       validate: true,
       ruleSet: { forbidden: rules.forbidden ?? [] },
       doNotFollow: { path: 'node_modules' },
@@ -54,7 +56,8 @@ describe('dependency rules (.dependency-cruiser.cjs)', () => {
         'src/errors.ts': 'export const e = 1;',
         'src/infra/redis.ts': 'export const r = 1;',
         'src/billing/invoices.repository.ts': "import { sql } from 'kysely';\nexport const q = sql;",
-        'src/billing/invoicing.service.ts': "import { e } from '../errors.js';\nimport { r } from '../infra/redis.js';\nimport { q } from './invoices.repository.js';\nexport const s = [e, r, q];",
+        'src/billing/invoicing.service.ts':
+          "import { e } from '../errors.js';\nimport { r } from '../infra/redis.js';\nimport { q } from './invoices.repository.js';\nexport const s = [e, r, q];",
       }),
     ).to.deep.equal([]);
   });
@@ -78,15 +81,21 @@ describe('dependency rules (.dependency-cruiser.cjs)', () => {
   });
 
   it('refuse koa outside src/http', async () => {
-    expect(await violations({ 'src/accounts/signup.service.ts': "import koa from 'koa';\nexport const k = koa;" })).to.deep.equal(['only-http-knows-koa']);
+    expect(
+      await violations({ 'src/accounts/signup.service.ts': "import koa from 'koa';\nexport const k = koa;" }),
+    ).to.deep.equal(['only-http-knows-koa']);
   });
 
   it('refuse bullmq outside the queue factory', async () => {
-    expect(await violations({ 'workers/worker.ts': "import { Queue } from 'bullmq';\nexport const q = Queue;" })).to.deep.equal(['only-infra-queues-knows-bullmq']);
+    expect(
+      await violations({ 'workers/worker.ts': "import { Queue } from 'bullmq';\nexport const q = Queue;" }),
+    ).to.deep.equal(['only-infra-queues-knows-bullmq']);
   });
 
   it('refuse SQL written outside a repository', async () => {
-    expect(await violations({ 'src/usage/metering.service.ts': "import { sql } from 'kysely';\nexport const q = sql;" })).to.deep.equal(['only-repositories-write-sql']);
+    expect(
+      await violations({ 'src/usage/metering.service.ts': "import { sql } from 'kysely';\nexport const q = sql;" }),
+    ).to.deep.equal(['only-repositories-write-sql']);
   });
 
   it('refuse a worker that writes through a repository instead of its service', async () => {

@@ -38,7 +38,8 @@ function proseLines(text: string): string[] {
 function linksOf(file: string): Link[] {
   const links: Link[] = [];
   proseLines(readFileSync(path.join(PROJECT_ROOT, file), 'utf8')).forEach((line, i) => {
-    for (const m of line.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) links.push({ file, line: i + 1, target: m[1]! });
+    for (const m of line.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g))
+      links.push({ file, line: i + 1, target: m[1]! });
   });
   return links;
 }
@@ -60,11 +61,16 @@ describe('the documentation', () => {
     for (const page of pages()) {
       for (const link of linksOf(page).filter((l) => !isExternal(l.target))) {
         const [rawPath = '', anchor] = link.target.split('#', 2);
-        const target = rawPath === '' ? path.join(PROJECT_ROOT, page) : path.resolve(PROJECT_ROOT, path.dirname(page), decodeURIComponent(rawPath));
+        const target =
+          rawPath === ''
+            ? path.join(PROJECT_ROOT, page)
+            : path.resolve(PROJECT_ROOT, path.dirname(page), decodeURIComponent(rawPath));
         const where = `${link.file}:${link.line} -> ${link.target}`;
-        if (!target.startsWith(PROJECT_ROOT + path.sep) && target !== PROJECT_ROOT) broken.push(`${where} (outside the repository)`);
+        if (!target.startsWith(PROJECT_ROOT + path.sep) && target !== PROJECT_ROOT)
+          broken.push(`${where} (outside the repository)`);
         else if (!existsSync(target)) broken.push(`${where} (no such file)`);
-        else if (anchor && target.endsWith('.md') && !anchorsOf(target).has(anchor)) broken.push(`${where} (no such heading)`);
+        else if (anchor && target.endsWith('.md') && !anchorsOf(target).has(anchor))
+          broken.push(`${where} (no such heading)`);
       }
     }
     expect(broken, broken.join('\n')).to.deep.equal([]);

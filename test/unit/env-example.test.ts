@@ -12,12 +12,15 @@ import { PROJECT_ROOT } from '../support/project.js';
 /** The variables loadConfig asks for, recorded by an environment in which none is set. */
 function variablesConfigReads(): Set<string> {
   const read = new Set<string>();
-  const env = new Proxy({}, {
-    get(_target, name) {
-      if (typeof name === 'string') read.add(name);
-      return undefined;
+  const env = new Proxy(
+    {},
+    {
+      get(_target, name) {
+        if (typeof name === 'string') read.add(name);
+        return undefined;
+      },
     },
-  });
+  );
   loadConfig(env);
   return read;
 }

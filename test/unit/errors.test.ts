@@ -13,20 +13,33 @@ describe('errors', () => {
     expect(kindForStatus(504)).to.equal('internal');
   });
 
-  it('keeps an OpenAI type decided elsewhere instead of the kind\'s own', () => {
-    const relayed = new AppError('unavailable', 'provider busy', { type: 'upstream_error', code: 'upstream_rate_limited' });
+  it("keeps an OpenAI type decided elsewhere instead of the kind's own", () => {
+    const relayed = new AppError('unavailable', 'provider busy', {
+      type: 'upstream_error',
+      code: 'upstream_rate_limited',
+    });
     expect(relayed.status).to.equal(503);
-    expect(relayed.toBody()).to.deep.equal({ error: { message: 'provider busy', type: 'upstream_error', code: 'upstream_rate_limited', param: null } });
+    expect(relayed.toBody()).to.deep.equal({
+      error: { message: 'provider busy', type: 'upstream_error', code: 'upstream_rate_limited', param: null },
+    });
   });
 
   it('gives a 422 an OpenAI error object beside detail, naming the first failing field as OpenAI names parameters', () => {
     const err = validationError([
-      { loc: ['body', 'messages', 0, 'content'], msg: 'String should have at most 50000 characters', type: 'string_too_long' },
+      {
+        loc: ['body', 'messages', 0, 'content'],
+        msg: 'String should have at most 50000 characters',
+        type: 'string_too_long',
+      },
       { loc: ['body', 'n'], msg: 'Input should be less than or equal to 5', type: 'less_than_equal' },
     ]);
     expect(err.toBody()).to.deep.equal({
       detail: [
-        { loc: ['body', 'messages', 0, 'content'], msg: 'String should have at most 50000 characters', type: 'string_too_long' },
+        {
+          loc: ['body', 'messages', 0, 'content'],
+          msg: 'String should have at most 50000 characters',
+          type: 'string_too_long',
+        },
         { loc: ['body', 'n'], msg: 'Input should be less than or equal to 5', type: 'less_than_equal' },
       ],
       error: {

@@ -15,26 +15,42 @@ describe('route path parameters', () => {
   });
 
   it('accepts a route whose params schema requires exactly its path parameters', () => {
-    expect(() => checkPathParams({ method: 'get', path: '/a/:x', params: { type: 'object', required: ['x'], properties: { x: id } } })).to.not.throw();
+    expect(() =>
+      checkPathParams({
+        method: 'get',
+        path: '/a/:x',
+        params: { type: 'object', required: ['x'], properties: { x: id } },
+      }),
+    ).to.not.throw();
     expect(() => checkPathParams({ method: 'get', path: '/a' })).to.not.throw();
   });
 
   it('refuses a path parameter the params schema does not declare', () => {
-    expect(() => checkPathParams({ method: 'get', path: '/a/:x' })).to.throw('GET /a/:x: path parameters [x] but params declares []');
-    expect(() => checkPathParams({ method: 'get', path: '/a/:x/:y', params: { type: 'object', required: ['x'], properties: { x: id } } })).to.throw(
-      'GET /a/:x/:y: path parameters [x, y] but params declares [x]',
+    expect(() => checkPathParams({ method: 'get', path: '/a/:x' })).to.throw(
+      'GET /a/:x: path parameters [x] but params declares []',
     );
+    expect(() =>
+      checkPathParams({
+        method: 'get',
+        path: '/a/:x/:y',
+        params: { type: 'object', required: ['x'], properties: { x: id } },
+      }),
+    ).to.throw('GET /a/:x/:y: path parameters [x, y] but params declares [x]');
   });
 
   it('refuses a params schema that declares a parameter the path does not have', () => {
-    expect(() => checkPathParams({ method: 'get', path: '/a', params: { type: 'object', required: ['x'], properties: { x: id } } })).to.throw(
-      'GET /a: path parameters [] but params declares [x]',
-    );
+    expect(() =>
+      checkPathParams({
+        method: 'get',
+        path: '/a',
+        params: { type: 'object', required: ['x'], properties: { x: id } },
+      }),
+    ).to.throw('GET /a: path parameters [] but params declares [x]');
   });
 
   it('refuses a path parameter that params does not require', () => {
-    expect(() => checkPathParams({ method: 'get', path: '/a/:x', params: { type: 'object', properties: { x: id } } })).to.throw(
-      'GET /a/:x: params must require every path parameter (x is optional)',
-    );
+    expect(() =>
+      checkPathParams({ method: 'get', path: '/a/:x', params: { type: 'object', properties: { x: id } } }),
+    ).to.throw('GET /a/:x: params must require every path parameter (x is optional)');
   });
 });

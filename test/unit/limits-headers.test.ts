@@ -55,12 +55,22 @@ describe('rate-limit headers', () => {
 
 describe('tier limits', () => {
   it('gives the free tier the limits the interface fixes', () => {
-    expect(limitsForTier(testConfig(), 'free')).to.deep.equal({ requestsPerMinute: 20, requestsPerHour: 100, requestsPerDay: 500, tokensPerDay: 100_000 });
+    expect(limitsForTier(testConfig(), 'free')).to.deep.equal({
+      requestsPerMinute: 20,
+      requestsPerHour: 100,
+      requestsPerDay: 500,
+      tokensPerDay: 100_000,
+    });
     expect(FREE_TIER_LIMITS).to.be.frozen;
   });
 
   it('takes the paid tier limits from configuration', () => {
     const config = testConfig({ PAID_REQUESTS_PER_MINUTE: '1234', PAID_TOKENS_PER_DAY: '9000000' });
-    expect(limitsForTier(config, 'paid')).to.deep.equal({ requestsPerMinute: 1234, requestsPerHour: 20_000, requestsPerDay: 200_000, tokensPerDay: 9_000_000 });
+    expect(limitsForTier(config, 'paid')).to.deep.equal({
+      requestsPerMinute: 1234,
+      requestsPerHour: 20_000,
+      requestsPerDay: 200_000,
+      tokensPerDay: 9_000_000,
+    });
   });
 });

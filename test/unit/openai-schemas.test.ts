@@ -12,7 +12,9 @@ const answer = () => ({
   object: 'chat.completion',
   created: 1_741_570_283,
   model: 'gpt-4o',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'Hi', refusal: null }, logprobs: null, finish_reason: 'stop' }],
+  choices: [
+    { index: 0, message: { role: 'assistant', content: 'Hi', refusal: null }, logprobs: null, finish_reason: 'stop' },
+  ],
   usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
 });
 
@@ -27,19 +29,30 @@ describe("OpenAI's published response schemas, as the tests read them", () => {
   });
 
   it('accepts a chunk with usage null, as every chunk but the last carries when usage is asked for', () => {
-    const chunk = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1_694_268_190, model: 'gpt-4o', choices: [], usage: null };
+    const chunk = {
+      id: 'chatcmpl-1',
+      object: 'chat.completion.chunk',
+      created: 1_694_268_190,
+      model: 'gpt-4o',
+      choices: [],
+      usage: null,
+    };
     expect(openAiIssues('CreateChatCompletionStreamResponse', chunk)).to.deep.equal([]);
   });
 
   it("accepts OpenAI's own examples of a whole answer and of a model", () => {
-    expect(openAiIssues('CreateChatCompletionResponse', JSON.parse(exampleOf('CreateChatCompletionResponse')))).to.deep.equal([]);
+    expect(
+      openAiIssues('CreateChatCompletionResponse', JSON.parse(exampleOf('CreateChatCompletionResponse'))),
+    ).to.deep.equal([]);
     expect(openAiIssues('Model', JSON.parse(exampleOf('Model')))).to.deep.equal([]);
   });
 
   it('refuses a whole answer whose message has no refusal field', () => {
     const body = answer();
     delete (body.choices[0]!.message as { refusal?: null }).refusal;
-    expect(openAiIssues('CreateChatCompletionResponse', body)).to.deep.equal([`/choices/0/message must have required property 'refusal' {"missingProperty":"refusal"}`]);
+    expect(openAiIssues('CreateChatCompletionResponse', body)).to.deep.equal([
+      `/choices/0/message must have required property 'refusal' {"missingProperty":"refusal"}`,
+    ]);
   });
 
   it('refuses a created time in milliseconds', () => {
@@ -47,6 +60,8 @@ describe("OpenAI's published response schemas, as the tests read them", () => {
   });
 
   it('refuses an error body without param and code', () => {
-    expect(openAiIssues('ErrorResponse', { error: { message: 'no', type: 'invalid_request_error' } })).to.have.length(2);
+    expect(openAiIssues('ErrorResponse', { error: { message: 'no', type: 'invalid_request_error' } })).to.have.length(
+      2,
+    );
   });
 });

@@ -1,13 +1,19 @@
 import { expect } from 'chai';
 import { ManualClock } from '../../src/clock.js';
-import { isOperatorSession, isOperatorToken, newOperatorSession, OPERATOR_SESSION_MS } from '../../src/http/admin/operator-credential.js';
+import {
+  isOperatorSession,
+  isOperatorToken,
+  newOperatorSession,
+  OPERATOR_SESSION_MS,
+} from '../../src/http/admin/operator-credential.js';
 
 const TOKEN = 'operator-token-0123456789abcdef0123456789';
 
 describe('the operator credential of the queue dashboard', () => {
   it('takes the operator token and nothing else, whatever the length of the guess', () => {
     expect(isOperatorToken(TOKEN, TOKEN)).to.equal(true);
-    for (const guess of ['', TOKEN.slice(0, -1), `${TOKEN}x`, TOKEN.toUpperCase()]) expect(isOperatorToken(TOKEN, guess), guess).to.equal(false);
+    for (const guess of ['', TOKEN.slice(0, -1), `${TOKEN}x`, TOKEN.toUpperCase()])
+      expect(isOperatorToken(TOKEN, guess), guess).to.equal(false);
   });
 
   it('keeps a session for its lifetime and no longer', () => {

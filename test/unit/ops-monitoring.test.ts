@@ -38,7 +38,11 @@ interface Panel {
 const alertRules = (): AlertRule[] =>
   (parse(readFileSync(ALERTS, 'utf8')) as { groups: { rules: AlertRule[] }[] }).groups.flatMap((g) => g.rules);
 
-const dashboard = () => JSON.parse(readFileSync(DASHBOARD, 'utf8')) as { __inputs: { name: string; type: string; pluginId: string }[]; panels: Panel[] };
+const dashboard = () =>
+  JSON.parse(readFileSync(DASHBOARD, 'utf8')) as {
+    __inputs: { name: string; type: string; pluginId: string }[];
+    panels: Panel[];
+  };
 
 const queryPanels = (): Panel[] => dashboard().panels.filter((p) => p.type !== 'row');
 
@@ -47,7 +51,8 @@ const dashboardQueries = (): { where: string; expr: string }[] =>
   queryPanels().flatMap((p) => (p.targets ?? []).map((t) => ({ where: `${p.title} (${t.refId})`, expr: t.expr })));
 
 /** Grafana's variables, given a value of their kind, so that promtool can parse the query. */
-const withGrafanaVariables = (expr: string): string => expr.replaceAll('$__rate_interval', '5m').replaceAll('$__range', '1h').replaceAll('$__interval', '1m');
+const withGrafanaVariables = (expr: string): string =>
+  expr.replaceAll('$__rate_interval', '5m').replaceAll('$__range', '1h').replaceAll('$__interval', '1m');
 
 function expectOnlyExported(uses: { where: string; expr: string }[], exported: Set<string>): void {
   const unknown: string[] = [];
@@ -71,10 +76,17 @@ describe('the alert rules (ops/prometheus/alerts.yml)', () => {
   });
 
   it('each have a unit test where the alert fires and one where it stays quiet', () => {
-    const cases = (parse(readFileSync(ALERT_TESTS, 'utf8')) as { tests: { alert_rule_test?: { alertname: string; exp_alerts?: unknown[] }[] }[] }).tests.flatMap((t) => t.alert_rule_test ?? []);
+    const cases = (
+      parse(readFileSync(ALERT_TESTS, 'utf8')) as {
+        tests: { alert_rule_test?: { alertname: string; exp_alerts?: unknown[] }[] }[];
+      }
+    ).tests.flatMap((t) => t.alert_rule_test ?? []);
     const missing = alertRules().flatMap(({ alert }) => {
       const mine = cases.filter((c) => c.alertname === alert);
-      return [...(mine.some((c) => (c.exp_alerts ?? []).length > 0) ? [] : [`${alert}: no case where it fires`]), ...(mine.some((c) => (c.exp_alerts ?? []).length === 0) ? [] : [`${alert}: no case where it stays quiet`])];
+      return [
+        ...(mine.some((c) => (c.exp_alerts ?? []).length > 0) ? [] : [`${alert}: no case where it fires`]),
+        ...(mine.some((c) => (c.exp_alerts ?? []).length === 0) ? [] : [`${alert}: no case where it stays quiet`]),
+      ];
     });
     expect(missing, missing.join('\n')).to.deep.equal([]);
   });
@@ -92,7 +104,10 @@ describe('the alert rules (ops/prometheus/alerts.yml)', () => {
   });
 
   it('use only metrics the service exports', async () => {
-    expectOnlyExported(alertRules().map((r) => ({ where: r.alert, expr: r.expr })), await exportedSeriesNames());
+    expectOnlyExported(
+      alertRules().map((r) => ({ where: r.alert, expr: r.expr })),
+      await exportedSeriesNames(),
+    );
   });
 });
 
@@ -111,7 +126,10 @@ describe('the Grafana dashboard (ops/grafana/completions-dashboard.json)', () =>
   it('has panel queries that all parse as PromQL (promtool check rules)', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-dashboard-'));
     try {
-      const rules = dashboardQueries().map(({ expr }, i) => ({ record: `dashboard:query_${i}`, expr: withGrafanaVariables(expr) }));
+      const rules = dashboardQueries().map(({ expr }, i) => ({
+        record: `dashboard:query_${i}`,
+        expr: withGrafanaVariables(expr),
+      }));
       const file = path.join(dir, 'dashboard-queries.yml');
       writeFileSync(file, stringify({ groups: [{ name: 'dashboard', rules }] }));
       const r = promtool(['check', 'rules', file]);
@@ -124,11 +142,19 @@ describe('the Grafana dashboard (ops/grafana/completions-dashboard.json)', () =>
 
   it('reads every query from the Prometheus data source chosen at import (${DS_PROMETHEUS})', () => {
     const d = dashboard();
-    expect(d.__inputs).to.deep.include({ name: 'DS_PROMETHEUS', label: 'Prometheus', description: 'The Prometheus that scrapes the web, worker and scheduler processes', type: 'datasource', pluginId: 'prometheus', pluginName: 'Prometheus' });
+    expect(d.__inputs).to.deep.include({
+      name: 'DS_PROMETHEUS',
+      label: 'Prometheus',
+      description: 'The Prometheus that scrapes the web, worker and scheduler processes',
+      type: 'datasource',
+      pluginId: 'prometheus',
+      pluginName: 'Prometheus',
+    });
     for (const p of queryPanels()) {
       expect(p.datasource, p.title).to.deep.equal({ type: 'prometheus', uid: '${DS_PROMETHEUS}' });
       expect(p.targets, p.title).to.not.be.empty;
-      for (const t of p.targets!) expect(t.datasource, `${p.title} ${t.refId}`).to.deep.equal({ type: 'prometheus', uid: '${DS_PROMETHEUS}' });
+      for (const t of p.targets!)
+        expect(t.datasource, `${p.title} ${t.refId}`).to.deep.equal({ type: 'prometheus', uid: '${DS_PROMETHEUS}' });
     }
   });
 
@@ -141,7 +167,8 @@ describe('the Grafana dashboard (ops/grafana/completions-dashboard.json)', () =>
 
 describe('the PromQL reader the checks above use', () => {
   it('finds the metric names of an expression, not its functions, labels, keywords or durations', () => {
-    const expr = 'histogram_quantile(0.99, sum by (le, provider) (rate(a_bucket{route!~"/x|y"}[$__rate_interval]))) / on() group_left b:rate5m or vector(1e3) unless c offset 5m';
+    const expr =
+      'histogram_quantile(0.99, sum by (le, provider) (rate(a_bucket{route!~"/x|y"}[$__rate_interval]))) / on() group_left b:rate5m or vector(1e3) unless c offset 5m';
     expect(metricNamesIn(expr)).to.deep.equal(['a_bucket', 'b:rate5m', 'c']);
   });
 });

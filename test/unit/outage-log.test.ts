@@ -4,7 +4,12 @@ import { dependencyOf, OutageLog } from '../../src/infra/outage.js';
 describe('the outage log: one line when a dependency goes, one when it returns', () => {
   const lines: { obj: Record<string, unknown>; msg: string }[] = [];
   let t = 0;
-  const log = new OutageLog({ warn: (obj, msg) => lines.push({ obj: obj as Record<string, unknown>, msg }) }, 'Redis', () => t, 0);
+  const log = new OutageLog(
+    { warn: (obj, msg) => lines.push({ obj: obj as Record<string, unknown>, msg }) },
+    'Redis',
+    () => t,
+    0,
+  );
   beforeEach(() => lines.splice(0));
 
   it('warns once at the first failure and counts the rest by source', () => {
@@ -21,13 +26,20 @@ describe('the outage log: one line when a dependency goes, one when it returns',
     log.failure('metering', new Error('Connection is closed.'));
     log.recovered();
     log.recovered();
-    expect(lines).to.deep.equal([{ obj: { dependency: 'Redis', seconds: 5.2, failures: { 'completion queue': 32, metering: 6 } }, msg: 'Redis answers again after about 5.2 s of failures' }]);
+    expect(lines).to.deep.equal([
+      {
+        obj: { dependency: 'Redis', seconds: 5.2, failures: { 'completion queue': 32, metering: 6 } },
+        msg: 'Redis answers again after about 5.2 s of failures',
+      },
+    ]);
     expect(log.down).to.equal(false);
   });
 
   it('tells a lost Redis connection from Postgres out of reach, and both from a bug', () => {
     expect(dependencyOf(new Error("Stream isn't writeable and enableOfflineQueue options is false"))).to.equal('Redis');
-    expect(dependencyOf(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }))).to.equal('Postgres');
+    expect(
+      dependencyOf(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })),
+    ).to.equal('Postgres');
     expect(dependencyOf(new TypeError('x is undefined'))).to.equal(undefined);
   });
 });

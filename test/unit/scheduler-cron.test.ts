@@ -3,10 +3,18 @@ import { latestDuePeriod, nextFireAtOrAfter } from '../../src/scheduler/cron.js'
 
 describe('scheduler: when a job is due (UTC)', () => {
   it('finds the first fire time at or after a moment, including the moment itself', () => {
-    expect(nextFireAtOrAfter('15 0 1 * *', new Date('2026-11-01T00:00:00Z')).toISOString()).to.equal('2026-11-01T00:15:00.000Z');
-    expect(nextFireAtOrAfter('15 0 1 * *', new Date('2026-11-01T00:15:00Z')).toISOString()).to.equal('2026-11-01T00:15:00.000Z');
-    expect(nextFireAtOrAfter('15 0 1 * *', new Date('2026-11-01T00:15:00.001Z')).toISOString()).to.equal('2026-12-01T00:15:00.000Z');
-    expect(nextFireAtOrAfter('30 3 * * *', new Date('2026-11-22T12:00:00Z')).toISOString()).to.equal('2026-11-23T03:30:00.000Z');
+    expect(nextFireAtOrAfter('15 0 1 * *', new Date('2026-11-01T00:00:00Z')).toISOString()).to.equal(
+      '2026-11-01T00:15:00.000Z',
+    );
+    expect(nextFireAtOrAfter('15 0 1 * *', new Date('2026-11-01T00:15:00Z')).toISOString()).to.equal(
+      '2026-11-01T00:15:00.000Z',
+    );
+    expect(nextFireAtOrAfter('15 0 1 * *', new Date('2026-11-01T00:15:00.001Z')).toISOString()).to.equal(
+      '2026-12-01T00:15:00.000Z',
+    );
+    expect(nextFireAtOrAfter('30 3 * * *', new Date('2026-11-22T12:00:00Z')).toISOString()).to.equal(
+      '2026-11-23T03:30:00.000Z',
+    );
   });
 
   it('makes the previous month due for invoicing once the 1st-of-month run time has passed', () => {

@@ -25,7 +25,9 @@ describe('SSE event numbering', () => {
 
   it('numbers the events the web tier adds', () => {
     expect(doneEvent(4)).to.equal('id: 4\ndata: [DONE]\n\n');
-    expect(errorEvent(5, { message: 'm', type: 't', code: 'c', param: null })).to.equal('id: 5\ndata: {"error":{"message":"m","type":"t","code":"c","param":null}}\n\n');
+    expect(errorEvent(5, { message: 'm', type: 't', code: 'c', param: null })).to.equal(
+      'id: 5\ndata: {"error":{"message":"m","type":"t","code":"c","param":null}}\n\n',
+    );
   });
 });
 
@@ -37,6 +39,12 @@ describe('completion ids', () => {
   });
 
   it('have no origin when this service did not make them', () => {
-    for (const id of ['chatcmpl-short', 'chatcmpl-AAAAAAAAAAAAAAAAAAAAAAAAA', 'cmpl-AbC_-123AAAAAAAAAAAAAAAA', 'chatcmpl-AbC_-123AAAAAAAAAAAAAAA.']) expect(originOf(id), id).to.equal(undefined);
+    for (const id of [
+      'chatcmpl-short',
+      'chatcmpl-AAAAAAAAAAAAAAAAAAAAAAAAA',
+      'cmpl-AbC_-123AAAAAAAAAAAAAAAA',
+      'chatcmpl-AbC_-123AAAAAAAAAAAAAAA.',
+    ])
+      expect(originOf(id), id).to.equal(undefined);
   });
 });

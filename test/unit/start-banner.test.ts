@@ -17,7 +17,10 @@ interface BannerModule {
 const BANNER = pathToFileURL(path.join(PROJECT_ROOT, 'scripts', 'lib', 'banner.mjs')).href;
 let storesBanner: BannerModule['storesBanner'];
 
-const localPostgres = { url: 'postgres://postgres@127.0.0.1:5432/completions_dev', chosen: 'the server on 127.0.0.1:5432' };
+const localPostgres = {
+  url: 'postgres://postgres@127.0.0.1:5432/completions_dev',
+  chosen: 'the server on 127.0.0.1:5432',
+};
 const localRedis = { url: 'redis://127.0.0.1:6379', chosen: 'the server on 127.0.0.1:6379' };
 
 describe('npm start: the lines naming the database and Redis it chose', () => {
@@ -27,36 +30,53 @@ describe('npm start: the lines naming the database and Redis it chose', () => {
 
   it('name the database URL, the Redis address and the key prefix, with where each came from', () => {
     const lines = storesBanner({ postgres: localPostgres, redis: localRedis, env: { REDIS_PREFIX: 'mine' } });
-    expect(lines[0]).to.equal('Postgres: postgres://postgres@127.0.0.1:5432/completions_dev (the server on 127.0.0.1:5432)');
+    expect(lines[0]).to.equal(
+      'Postgres: postgres://postgres@127.0.0.1:5432/completions_dev (the server on 127.0.0.1:5432)',
+    );
     expect(lines[1]).to.equal('Redis: redis://127.0.0.1:6379, key prefix "mine" (the server on 127.0.0.1:6379)');
   });
 
   it('say how to keep a second checkout apart, with a command naming another database and another prefix', () => {
     const advice = storesBanner({ postgres: localPostgres, redis: localRedis, env: {} }).slice(2).join('\n');
-    expect(advice).to.include('DATABASE_URL=postgres://postgres@127.0.0.1:5432/completions_dev_b REDIS_PREFIX=svc_b npm start');
+    expect(advice).to.include(
+      'DATABASE_URL=postgres://postgres@127.0.0.1:5432/completions_dev_b REDIS_PREFIX=svc_b npm start',
+    );
   });
 
   it('never print a password, in the user part or a query parameter, plain or percent-encoded', () => {
     const secret = 'S3cr:t/@pw';
     const encoded = encodeURIComponent(secret);
     const lines = storesBanner({
-      postgres: { url: `postgres://app:${encoded}@db.internal:5432/completions_a?sslmode=require&password=${encoded}`, chosen: 'DATABASE_URL' },
+      postgres: {
+        url: `postgres://app:${encoded}@db.internal:5432/completions_a?sslmode=require&password=${encoded}`,
+        chosen: 'DATABASE_URL',
+      },
       redis: { url: `rediss://default:${encoded}@cache.internal:6380/2`, chosen: 'REDIS_URL' },
       env: {},
     }).join('\n');
     for (const shown of [secret, encoded, 'S3cr', encodeURIComponent('S3cr:')]) expect(lines).to.not.include(shown);
-    expect(lines).to.include('Postgres: postgres://app:***@db.internal:5432/completions_a?sslmode=require&password=***');
+    expect(lines).to.include(
+      'Postgres: postgres://app:***@db.internal:5432/completions_a?sslmode=require&password=***',
+    );
     expect(lines).to.include('rediss://default:***@cache.internal:6380/2');
   });
 
   it('never print a password from a Redis URL that has no user name', () => {
-    const lines = storesBanner({ postgres: localPostgres, redis: { url: 'redis://:hunter2hunter2@127.0.0.1:6379', chosen: 'REDIS_URL' }, env: {} }).join('\n');
+    const lines = storesBanner({
+      postgres: localPostgres,
+      redis: { url: 'redis://:hunter2hunter2@127.0.0.1:6379', chosen: 'REDIS_URL' },
+      env: {},
+    }).join('\n');
     expect(lines).to.not.include('hunter2');
     expect(lines).to.include('redis://:***@127.0.0.1:6379');
   });
 
   it('print no part of a URL that does not parse, since it could be all password', () => {
-    const lines = storesBanner({ postgres: { url: 'postgres://app:pa ss word@', chosen: 'DATABASE_URL' }, redis: localRedis, env: {} }).join('\n');
+    const lines = storesBanner({
+      postgres: { url: 'postgres://app:pa ss word@', chosen: 'DATABASE_URL' },
+      redis: localRedis,
+      env: {},
+    }).join('\n');
     expect(lines).to.not.match(/pa ss|word/);
     expect(lines).to.match(/^Postgres: .*DATABASE_URL/m);
   });
@@ -65,7 +85,9 @@ describe('npm start: the lines naming the database and Redis it chose', () => {
     for (const REDIS_PREFIX of [undefined, '', '  ', ' other ', 'checkout_b']) {
       const env = REDIS_PREFIX === undefined ? {} : { REDIS_PREFIX };
       const line = storesBanner({ postgres: localPostgres, redis: localRedis, env })[1]!;
-      expect(line, `REDIS_PREFIX=${JSON.stringify(REDIS_PREFIX)}`).to.include(`key prefix "${loadConfig(env).redis.prefix}"`);
+      expect(line, `REDIS_PREFIX=${JSON.stringify(REDIS_PREFIX)}`).to.include(
+        `key prefix "${loadConfig(env).redis.prefix}"`,
+      );
     }
   });
 });

@@ -17,7 +17,10 @@ describe('tokenizer', () => {
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'Hello, world!' },
     ];
-    const expected = 3 + (3 + countTokens('system') + countTokens('Be brief.')) + (3 + countTokens('user') + countTokens('Hello, world!'));
+    const expected =
+      3 +
+      (3 + countTokens('system') + countTokens('Be brief.')) +
+      (3 + countTokens('user') + countTokens('Hello, world!'));
     expect(countPromptTokens(messages)).to.equal(expected);
   });
 

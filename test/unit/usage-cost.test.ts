@@ -10,7 +10,15 @@ describe('the cost of one request (usage.cost)', () => {
   });
 
   it('keeps prices with six decimals exact, far below a cent', () => {
-    expect(requestCostUsd({ tier: 'paid', prompt_tokens: 1, completion_tokens: 1, input_price_per_million: '0.000001', output_price_per_million: '123.456789' })).to.equal('0.00012345679');
+    expect(
+      requestCostUsd({
+        tier: 'paid',
+        prompt_tokens: 1,
+        completion_tokens: 1,
+        input_price_per_million: '0.000001',
+        output_price_per_million: '123.456789',
+      }),
+    ).to.equal('0.00012345679');
   });
 
   it('is 0 on the free tier, which is never billed', () => {
@@ -30,7 +38,15 @@ describe('the cost of one request in nano-dollars (the spending limit’s unit)'
 
   it('rounds a finer cost up to the next nano-dollar, so the limit errs toward refusing', () => {
     // 0.00012345679 USD: 123456.79 nano-dollars.
-    expect(requestCostNanoUsd({ tier: 'paid', prompt_tokens: 1, completion_tokens: 1, input_price_per_million: '0.000001', output_price_per_million: '123.456789' })).to.equal(123_457n);
+    expect(
+      requestCostNanoUsd({
+        tier: 'paid',
+        prompt_tokens: 1,
+        completion_tokens: 1,
+        input_price_per_million: '0.000001',
+        output_price_per_million: '123.456789',
+      }),
+    ).to.equal(123_457n);
   });
 
   it('is 0 on the free tier', () => {

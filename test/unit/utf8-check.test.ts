@@ -13,7 +13,9 @@ describe('UTF-8 check of a body arriving in chunks', () => {
   it('accepts valid text however it is split into chunks', () => {
     for (let i = 0; i <= text.length; i++) {
       for (let j = i; j <= text.length; j++) {
-        expect(check(text.subarray(0, i), text.subarray(i, j), text.subarray(j)), `split at ${i} and ${j}`).to.equal(true);
+        expect(check(text.subarray(0, i), text.subarray(i, j), text.subarray(j)), `split at ${i} and ${j}`).to.equal(
+          true,
+        );
       }
     }
   });

@@ -9,7 +9,11 @@ const schema = {
   properties: {
     name: { type: 'string', maxLength: 5 },
     email: { type: 'string', format: 'email' },
-    items: { type: 'array', maxItems: 2, items: { type: 'object', required: ['n'], properties: { n: { type: 'integer', minimum: 1, maximum: 3 } } } },
+    items: {
+      type: 'array',
+      maxItems: 2,
+      items: { type: 'object', required: ['n'], properties: { n: { type: 'integer', minimum: 1, maximum: 3 } } },
+    },
   },
 };
 
@@ -25,7 +29,9 @@ function issues(value: unknown) {
 
 describe('request validation', () => {
   it('reports a missing field at body.<field> with type "missing"', () => {
-    expect(issues({ items: [] }).detail).to.deep.equal([{ loc: ['body', 'name'], msg: 'Field required', type: 'missing' }]);
+    expect(issues({ items: [] }).detail).to.deep.equal([
+      { loc: ['body', 'name'], msg: 'Field required', type: 'missing' },
+    ]);
   });
 
   it('locates a nested failure by path, array indexes as integers', () => {
@@ -36,7 +42,14 @@ describe('request validation', () => {
 
   it('reports every failing field once', () => {
     const d = issues({ name: 'toolong', email: 'nope', items: [{}, {}, {}] }).detail;
-    expect(d.map((i) => i.loc)).to.deep.equal([['body', 'name'], ['body', 'email'], ['body', 'items'], ['body', 'items', 0, 'n'], ['body', 'items', 1, 'n'], ['body', 'items', 2, 'n']]);
+    expect(d.map((i) => i.loc)).to.deep.equal([
+      ['body', 'name'],
+      ['body', 'email'],
+      ['body', 'items'],
+      ['body', 'items', 0, 'n'],
+      ['body', 'items', 1, 'n'],
+      ['body', 'items', 2, 'n'],
+    ]);
     expect(d[0]).to.deep.include({ type: 'string_too_long', msg: 'String should have at most 5 characters' });
     expect(d[1]).to.deep.include({ type: 'value_error' });
     expect(d[2]).to.deep.include({ type: 'too_long' });
@@ -48,7 +61,11 @@ describe('request validation', () => {
   });
 
   describe('text every string may carry', () => {
-    const chat = (content: string, extra: Record<string, unknown> = {}) => ({ model: 'm', messages: [{ role: 'user', content }], ...extra });
+    const chat = (content: string, extra: Record<string, unknown> = {}) => ({
+      model: 'm',
+      messages: [{ role: 'user', content }],
+      ...extra,
+    });
     const chatIssues = (value: unknown) => {
       try {
         validate(ChatCompletionRequestSchema, value, 'body');
@@ -60,9 +77,15 @@ describe('request validation', () => {
 
     it('refuses NUL and lone surrogates in message content, naming the message', () => {
       expect(chatIssues(chat('a\u0000b'))).to.deep.equal([
-        { loc: ['body', 'messages', 0, 'content'], msg: 'String should not contain control characters (U+0000 at position 1)', type: 'value_error' },
+        {
+          loc: ['body', 'messages', 0, 'content'],
+          msg: 'String should not contain control characters (U+0000 at position 1)',
+          type: 'value_error',
+        },
       ]);
-      expect(chatIssues(chat('a\udc00')).map((d) => [d.loc, d.type])).to.deep.equal([[['body', 'messages', 0, 'content'], 'string_unicode']]);
+      expect(chatIssues(chat('a\udc00')).map((d) => [d.loc, d.type])).to.deep.equal([
+        [['body', 'messages', 0, 'content'], 'string_unicode'],
+      ]);
     });
 
     it('keeps newlines, tabs and astral characters in message content and stop sequences', () => {

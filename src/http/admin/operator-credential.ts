@@ -14,7 +14,8 @@ export function isOperatorToken(token: string, given: string): boolean {
   return timingSafeEqual(sha256(token), sha256(given));
 }
 
-const sessionMac = (token: string, expires: number): string => createHmac('sha256', token).update(`admin-queues-session:${expires}`).digest('base64url');
+const sessionMac = (token: string, expires: number): string =>
+  createHmac('sha256', token).update(`admin-queues-session:${expires}`).digest('base64url');
 
 /**
  * A signed-in operator's cookie value: its expiry (Unix seconds) and a MAC of it keyed by the

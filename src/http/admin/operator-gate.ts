@@ -29,12 +29,21 @@ type GateContext = ParameterizedContext<AppState>;
  */
 export function operatorGate(opts: OperatorGateOptions): Middleware<AppState> {
   const { token, clock, basePath } = opts;
-  const cookieOptions = (ctx: GateContext) => ({ httpOnly: true, sameSite: 'strict' as const, secure: ctx.secure, path: basePath, overwrite: true });
+  const cookieOptions = (ctx: GateContext) => ({
+    httpOnly: true,
+    sameSite: 'strict' as const,
+    secure: ctx.secure,
+    path: basePath,
+    overwrite: true,
+  });
 
   async function login(ctx: GateContext): Promise<void> {
     const form = await readForm(ctx, LOGIN_FORM_LIMIT_BYTES);
     if (typeof form.token === 'string' && isOperatorToken(token, form.token.trim())) {
-      ctx.cookies.set(OPERATOR_COOKIE, newOperatorSession(token, clock), { ...cookieOptions(ctx), maxAge: OPERATOR_SESSION_MS });
+      ctx.cookies.set(OPERATOR_COOKIE, newOperatorSession(token, clock), {
+        ...cookieOptions(ctx),
+        maxAge: OPERATOR_SESSION_MS,
+      });
       // See Other: the browser follows with a GET, so a reload does not post the token again.
       ctx.redirect(basePath);
       ctx.status = 303;

@@ -60,7 +60,9 @@ export function queueDashboard(app: AppContext): Middleware<AppState> | undefine
 
   const server = new KoaAdapter().setBasePath(QUEUE_DASHBOARD_PATH);
   createBullBoard({
-    queues: everyQueue(app.config).map((q) => new LabelledQueue(app.queue(q.ref), q.label, { readOnlyMode: !queuesWritable, description: q.purpose })),
+    queues: everyQueue(app.config).map(
+      (q) => new LabelledQueue(app.queue(q.ref), q.label, { readOnlyMode: !queuesWritable, description: q.purpose }),
+    ),
     serverAdapter: server,
     options: {
       uiConfig: {
@@ -83,10 +85,14 @@ export function queueDashboard(app: AppContext): Middleware<AppState> | undefine
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('Referrer-Policy', 'no-referrer');
     // The board's scripts and styles carry a hash in their names; everything else shows live state.
-    ctx.set('Cache-Control', ctx.path.startsWith(`${QUEUE_DASHBOARD_PATH}/static/`) ? 'private, max-age=86400' : 'no-store');
+    ctx.set(
+      'Cache-Control',
+      ctx.path.startsWith(`${QUEUE_DASHBOARD_PATH}/static/`) ? 'private, max-age=86400' : 'no-store',
+    );
     await gate(ctx, async () => {
       await board(ctx, next);
     });
-    if (ctx.response.is('html') && typeof ctx.body === 'string') ctx.body = ctx.body.replace(THIRD_PARTY_STYLESHEET, '');
+    if (ctx.response.is('html') && typeof ctx.body === 'string')
+      ctx.body = ctx.body.replace(THIRD_PARTY_STYLESHEET, '');
   };
 }

@@ -1,7 +1,13 @@
 import type { Context, Middleware } from 'koa';
 import type { AppContext } from '../../context.js';
 import { AppError } from '../../errors.js';
-import { authenticateApiKey, authenticateJwt, cachedApiKey, forgetCachedApiKey, looksLikeApiKey } from '../../accounts/auth.service.js';
+import {
+  authenticateApiKey,
+  authenticateJwt,
+  cachedApiKey,
+  forgetCachedApiKey,
+  looksLikeApiKey,
+} from '../../accounts/auth.service.js';
 import type { AppState, AuthMode } from '../route.js';
 
 /** An `Authorization: Bearer <credential>` header; the credential is the first group. */
@@ -21,7 +27,9 @@ const WANTS: Record<Exclude<AuthMode, 'none'>, string> = {
  */
 export function authorizationHeader(ctx: Pick<Context, 'req' | 'get'>): string {
   if (ctx.req.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'authorization').length > 1) {
-    throw new AppError('invalid_request', 'The request carries more than one Authorization header; send exactly one.', { code: 'duplicate_authorization' });
+    throw new AppError('invalid_request', 'The request carries more than one Authorization header; send exactly one.', {
+      code: 'duplicate_authorization',
+    });
   }
   return ctx.get('authorization');
 }
@@ -41,7 +49,11 @@ async function challenged<T>(ctx: { set(field: string, value: string): void }, w
  * With deferKeyCheck, an API key cached in this process is taken unconfirmed and ctx.state.keyCheck
  * tells the handler what to confirm (see RouteSpec.deferKeyCheck).
  */
-export function authenticate(mode: AuthMode, app: AppContext, opts: { deferKeyCheck: boolean } = { deferKeyCheck: false }): Middleware<AppState> {
+export function authenticate(
+  mode: AuthMode,
+  app: AppContext,
+  opts: { deferKeyCheck: boolean } = { deferKeyCheck: false },
+): Middleware<AppState> {
   return async (ctx, next) => {
     if (mode === 'none') {
       await next();
@@ -58,10 +70,16 @@ export function authenticate(mode: AuthMode, app: AppContext, opts: { deferKeyCh
     const credential = m[1]!;
     const isKey = looksLikeApiKey(credential);
     if (mode === 'api_key' && !isKey) {
-      throw new AppError('authentication', `Wrong credential: this endpoint needs ${WANTS.api_key}`, { code: 'invalid_api_key', headers: CHALLENGE });
+      throw new AppError('authentication', `Wrong credential: this endpoint needs ${WANTS.api_key}`, {
+        code: 'invalid_api_key',
+        headers: CHALLENGE,
+      });
     }
     if (mode === 'jwt' && isKey) {
-      throw new AppError('authentication', `Wrong credential: this endpoint needs ${WANTS.jwt}`, { code: 'invalid_token', headers: CHALLENGE });
+      throw new AppError('authentication', `Wrong credential: this endpoint needs ${WANTS.jwt}`, {
+        code: 'invalid_token',
+        headers: CHALLENGE,
+      });
     }
     const cached = isKey && opts.deferKeyCheck ? cachedApiKey(app, credential) : undefined;
     if (cached) {
@@ -76,7 +94,9 @@ export function authenticate(mode: AuthMode, app: AppContext, opts: { deferKeyCh
           }),
       };
     } else {
-      ctx.state.account = await challenged(ctx, () => (isKey ? authenticateApiKey(app, credential) : authenticateJwt(app, credential)));
+      ctx.state.account = await challenged(ctx, () =>
+        isKey ? authenticateApiKey(app, credential) : authenticateJwt(app, credential),
+      );
     }
     ctx.state.credential = isKey ? 'api_key' : 'jwt';
     await next();

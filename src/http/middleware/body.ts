@@ -25,7 +25,9 @@ export function jsonBody(limitBytes: number, keepRaw = false): Middleware<AppSta
   return async (ctx, next) => {
     const hasBody = Boolean(ctx.request.length) || ctx.get('transfer-encoding') !== '';
     if (hasBody && !ctx.is('json', '+json')) {
-      throw validationError([{ loc: ['body'], msg: 'Body must be JSON; send Content-Type: application/json', type: 'model_attributes_type' }]);
+      throw validationError([
+        { loc: ['body'], msg: 'Body must be JSON; send Content-Type: application/json', type: 'model_attributes_type' },
+      ]);
     }
     // koa-body's middleware type is loose; it resolves once the body is parsed.
     const parsing = parse(ctx, () => Promise.resolve()) as Promise<void>;
@@ -62,7 +64,9 @@ export async function readForm(ctx: Context, limitBytes: number): Promise<Record
     patchKoa: true,
     onError: (err) => {
       const status = (err as { status?: number }).status;
-      throw status === 413 || status === 415 ? mapParseError(err) : new AppError('invalid_request', 'The form could not be read', { code: 'invalid_form' });
+      throw status === 413 || status === 415
+        ? mapParseError(err)
+        : new AppError('invalid_request', 'The form could not be read', { code: 'invalid_form' });
     },
   });
   // koa-body's middleware type is loose; it resolves once the body is parsed.
@@ -82,6 +86,10 @@ function mapParseError(err: unknown): AppError {
   // JSON.parse's message carries the position ("... at position 12"); keep it as the location.
   const pos = /position (\d+)/.exec(e.message ?? '');
   return validationError([
-    { loc: pos ? ['body', Number(pos[1])] : ['body'], msg: `JSON decode error: ${e.message ?? 'invalid JSON'}`, type: 'json_invalid' },
+    {
+      loc: pos ? ['body', Number(pos[1])] : ['body'],
+      msg: `JSON decode error: ${e.message ?? 'invalid JSON'}`,
+      type: 'json_invalid',
+    },
   ]);
 }

@@ -48,8 +48,12 @@ function fromHttpError(err: unknown): AppError {
   const e = err as { status?: number; statusCode?: number; expose?: boolean; message?: string };
   const status = e?.status ?? e?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    if (status === 413) return new AppError('payload_too_large', 'Request body is too large', { code: 'request_too_large' });
+    if (status === 413)
+      return new AppError('payload_too_large', 'Request body is too large', { code: 'request_too_large' });
     return new AppError('invalid_request', e.expose && e.message ? e.message : 'Bad request', { status });
   }
-  return new AppError('internal', 'The server had an error while processing your request. Please retry; if it persists, contact support with the request id.');
+  return new AppError(
+    'internal',
+    'The server had an error while processing your request. Please retry; if it persists, contact support with the request id.',
+  );
 }

@@ -18,7 +18,18 @@ export function observe(app: AppContext): Middleware<AppState> {
       const level = ctx.status >= 500 ? 'warn' : ctx.status >= 400 ? 'info' : 'debug';
       if (app.log.isLevelEnabled(level)) {
         const code = ctx.state.errorCode;
-        app.log[level]({ requestId: ctx.state.requestId, ...(ctx.state.traceId ? { traceId: ctx.state.traceId } : {}), method: ctx.method, path: ctx.path, status: ctx.status, ...(code ? { code } : {}), ms: Math.round(seconds * 1000) }, 'request');
+        app.log[level](
+          {
+            requestId: ctx.state.requestId,
+            ...(ctx.state.traceId ? { traceId: ctx.state.traceId } : {}),
+            method: ctx.method,
+            path: ctx.path,
+            status: ctx.status,
+            ...(code ? { code } : {}),
+            ms: Math.round(seconds * 1000),
+          },
+          'request',
+        );
       }
     };
     // 'close' covers a client that went away before the end (a cancelled stream).

@@ -1,6 +1,14 @@
 import { createHash } from 'node:crypto';
 import { regenerateApiKey, regenerationLimitHeaders, signUp, verifyEmail } from '../../accounts/accounts.service.js';
-import { RegenerateResponse, SignupRequest, SignupResponse, VerifyQuery, VerifyResponse, type IssuedKeyResult, type SignupInput } from '../../accounts/accounts.schema.js';
+import {
+  RegenerateResponse,
+  SignupRequest,
+  SignupResponse,
+  VerifyQuery,
+  VerifyResponse,
+  type IssuedKeyResult,
+  type SignupInput,
+} from '../../accounts/accounts.schema.js';
 import { isAppError, type AppError } from '../../errors.js';
 import { escapeHtml, prefersHtml, renderPage, sendPage } from '../html.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
@@ -27,7 +35,10 @@ const COPY_SCRIPT = `document.getElementById('copy').addEventListener('click', a
 // only our own inline script (allowed by its hash) may run.
 function secretPageHeaders(ctx: HttpContext, script?: string): void {
   const scriptSrc = script ? `'sha256-${createHash('sha256').update(script).digest('base64')}'` : "'none'";
-  ctx.set('Content-Security-Policy', `default-src 'none'; style-src 'unsafe-inline'; script-src ${scriptSrc}; frame-ancestors 'none'; base-uri 'none'; form-action 'none'`);
+  ctx.set(
+    'Content-Security-Policy',
+    `default-src 'none'; style-src 'unsafe-inline'; script-src ${scriptSrc}; frame-ancestors 'none'; base-uri 'none'; form-action 'none'`,
+  );
   ctx.set('Referrer-Policy', 'no-referrer');
   ctx.set('X-Content-Type-Options', 'nosniff');
 }
@@ -49,11 +60,17 @@ function keyPage(result: IssuedKeyResult, baseUrl: string): string {
 }
 
 function tokenErrorPage(err: AppError): string {
-  const title = err.code === 'token_expired' ? 'This link has expired' : err.code === 'token_used' ? 'This link was already used' : 'This link is not valid';
+  const title =
+    err.code === 'token_expired'
+      ? 'This link has expired'
+      : err.code === 'token_used'
+        ? 'This link was already used'
+        : 'This link is not valid';
   return renderPage({ title, body: `<h1 class="error">${escapeHtml(title)}</h1>\n<p>${escapeHtml(err.message)}</p>` });
 }
 
-const tokenErrorDoc = 'The token is unknown (`invalid_token`), already used (`token_used`) or expired (`token_expired`): OpenAI error envelope, or an HTML page when the request prefers HTML. Never a key.';
+const tokenErrorDoc =
+  'The token is unknown (`invalid_token`), already used (`token_used`) or expired (`token_expired`): OpenAI error envelope, or an HTML page when the request prefers HTML. Never a key.';
 
 /** Endpoints 1 to 3: sign-up, email verification, API key regeneration. */
 export function accountsRoutes(): RouteSpec[] {
@@ -72,7 +89,10 @@ export function accountsRoutes(): RouteSpec[] {
       bodyLimitBytes: 16 * 1024,
       responses: {
         200: { description: 'Account created (or already there); check the email', schema: SignupResponse },
-        429: { description: 'Too many sign-ups for this mailbox or from this network within the hour (the same answer whether the address is known or not)' },
+        429: {
+          description:
+            'Too many sign-ups for this mailbox or from this network within the hour (the same answer whether the address is known or not)',
+        },
       },
       handler: async (ctx, app) => {
         ctx.body = await signUp(app, ctx.state.body as SignupInput, { ip: ctx.ip });
@@ -83,12 +103,18 @@ export function accountsRoutes(): RouteSpec[] {
       path: '/v1/auth/verify',
       operationId: 'verifyEmail',
       summary: 'Turn the emailed token into the account’s API key (shown once)',
-      description: 'JSON by default; a formatted HTML page with a copy button when the request prefers text/html (a browser following the email link). Never cached.',
+      description:
+        'JSON by default; a formatted HTML page with a copy button when the request prefers text/html (a browser following the email link). Never cached.',
       tag: 'accounts',
       auth: 'none',
       query: VerifyQuery,
       responses: {
-        200: { description: 'Verified; the API key, shown once', schema: VerifyResponse, alsoAs: ['text/html'], headers: { 'Cache-Control': 'no-store' } },
+        200: {
+          description: 'Verified; the API key, shown once',
+          schema: VerifyResponse,
+          alsoAs: ['text/html'],
+          headers: { 'Cache-Control': 'no-store' },
+        },
         400: { description: tokenErrorDoc, alsoAs: ['text/html'] },
       },
       handler: async (ctx, app) => {
@@ -119,19 +145,29 @@ export function accountsRoutes(): RouteSpec[] {
       path: '/v1/auth/regenerate-api-key',
       operationId: 'regenerateApiKey',
       summary: 'Issue a new API key; the old one stops working at once',
-      description: 'Limited to 1 call per 2 hours per account: a 429 says when the next one is allowed (in the message and X-RateLimit-Reset; x-should-retry: false, since the wait is longer than a retry should sleep). Tier, rate-limit counters, subscription and billing stay with the account.',
+      description:
+        'Limited to 1 call per 2 hours per account: a 429 says when the next one is allowed (in the message and X-RateLimit-Reset; x-should-retry: false, since the wait is longer than a retry should sleep). Tier, rate-limit counters, subscription and billing stay with the account.',
       tag: 'accounts',
       auth: 'jwt',
       responses: {
         200: {
           description: 'The new API key, shown once',
           schema: RegenerateResponse,
-          headers: { 'Cache-Control': 'no-store', 'X-RateLimit-Limit': 'Regenerations allowed per 2 hours (1)', 'X-RateLimit-Remaining': 'Regenerations left in the window' },
+          headers: {
+            'Cache-Control': 'no-store',
+            'X-RateLimit-Limit': 'Regenerations allowed per 2 hours (1)',
+            'X-RateLimit-Remaining': 'Regenerations left in the window',
+          },
         },
         403: { description: 'The account has not verified its email address' },
         429: {
           description: 'Regenerated less than 2 hours ago',
-          headers: { 'X-RateLimit-Reset': 'Seconds until a regeneration is allowed again', 'x-should-retry': 'false when the wait is over a minute (it almost always is)', 'X-RateLimit-Limit': 'Regenerations allowed per 2 hours (1)', 'X-RateLimit-Remaining': '0' },
+          headers: {
+            'X-RateLimit-Reset': 'Seconds until a regeneration is allowed again',
+            'x-should-retry': 'false when the wait is over a minute (it almost always is)',
+            'X-RateLimit-Limit': 'Regenerations allowed per 2 hours (1)',
+            'X-RateLimit-Remaining': '0',
+          },
         },
       },
       handler: async (ctx, app) => {

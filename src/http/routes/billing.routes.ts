@@ -7,7 +7,7 @@ import { accountOf, defineRoutes, type RouteSpec } from '../route.js';
 
 const TAG = 'billing';
 
-const spendLimit = { description: 'The limit and this month\'s figures', schema: SpendLimitSchema };
+const spendLimit = { description: "The limit and this month's figures", schema: SpendLimitSchema };
 
 /** Endpoints 16 to 18: usage this month, an invoice on demand, billing history; and the monthly spending limit. */
 export function billingRoutes(): RouteSpec[] {
@@ -30,14 +30,18 @@ export function billingRoutes(): RouteSpec[] {
       method: 'post',
       path: '/v1/billing/generate-invoice',
       operationId: 'generateInvoice',
-      summary: 'Invoice the paid-tier usage of the current month to date that is on no invoice yet: one line per model, finalized and sent through Stripe',
+      summary:
+        'Invoice the paid-tier usage of the current month to date that is on no invoice yet: one line per model, finalized and sent through Stripe',
       description:
         'status `invoiced`: a Stripe invoice was created, finalized and sent, and the usage it covers will never be billed again. status `nothing_to_invoice` (`invoice: null`): no unbilled paid-tier usage this month (a free account that never used the paid tier, an empty month, or a second call with no new usage); no invoice is created. A free account that used the paid tier earlier this month still gets an invoice for that usage.',
       tag: TAG,
       auth: 'api_key_or_jwt',
       responses: {
         200: { description: 'Invoiced, or nothing to invoice', schema: GenerateInvoiceSchema },
-        409: { description: 'An invoice for the account is being generated right now (invoice_in_progress), or it owes usage but has no Stripe customer (no_billing_customer)' },
+        409: {
+          description:
+            'An invoice for the account is being generated right now (invoice_in_progress), or it owes usage but has no Stripe customer (no_billing_customer)',
+        },
         502: { description: 'Stripe answered with an error; the reserved invoice is completed by the next call' },
         503: { description: 'Stripe or the usage stream is unreachable, or billing is not configured' },
       },
@@ -50,7 +54,8 @@ export function billingRoutes(): RouteSpec[] {
       path: '/v1/billing/history',
       operationId: 'billingHistory',
       summary: 'Invoices and monthly usage totals for a period (UTC dates, both inclusive)',
-      description: 'Defaults: `end_date` today, `start_date` the 1st of the month eleven months earlier (twelve calendar months). A malformed date or an end before the start is a 422.',
+      description:
+        'Defaults: `end_date` today, `start_date` the 1st of the month eleven months earlier (twelve calendar months). A malformed date or an end before the start is a 422.',
       tag: TAG,
       auth: 'jwt',
       query: HistoryQuery,
@@ -63,9 +68,9 @@ export function billingRoutes(): RouteSpec[] {
       method: 'get',
       path: '/v1/billing/spend-limit',
       operationId: 'getSpendLimit',
-      summary: "The monthly spending limit and what is left of it this month (UTC)",
+      summary: 'The monthly spending limit and what is left of it this month (UTC)',
       description:
-        '`spent_usd` is this month\'s paid-tier spend, `reserved_usd` what requests in flight hold (the most each can cost), `remaining_usd` the limit minus both. ' +
+        "`spent_usd` is this month's paid-tier spend, `reserved_usd` what requests in flight hold (the most each can cost), `remaining_usd` the limit minus both. " +
         'With no limit set, `monthly_limit_usd` and `remaining_usd` are null and nothing is refused for spend.',
       tag: TAG,
       auth: 'jwt',
@@ -78,14 +83,18 @@ export function billingRoutes(): RouteSpec[] {
       method: 'put',
       path: '/v1/billing/spend-limit',
       operationId: 'setSpendLimit',
-      summary: 'Set the monthly spending limit in USD (paid tier): requests that may cost more than what is left are refused with 429 insufficient_quota',
+      summary:
+        'Set the monthly spending limit in USD (paid tier): requests that may cost more than what is left are refused with 429 insufficient_quota',
       description:
-        'Each chat completion reserves the most it can cost (its prompt tokens and max_tokens, or the default reservation, for each of n choices, at the model\'s prices) against what is left, and its real cost replaces the reservation when it ends. ' +
+        "Each chat completion reserves the most it can cost (its prompt tokens and max_tokens, or the default reservation, for each of n choices, at the model's prices) against what is left, and its real cost replaces the reservation when it ends. " +
         'Emails go out at 80% and 100% of the limit, once each per month. The limit applies from the next request; the figures restart at 00:00 UTC on the 1st.',
       tag: TAG,
       auth: 'jwt',
       body: SpendLimitBody,
-      responses: { 200: spendLimit, 403: { description: 'The account is on the free tier (spend_limit_requires_paid_tier)' } },
+      responses: {
+        200: spendLimit,
+        403: { description: 'The account is on the free tier (spend_limit_requires_paid_tier)' },
+      },
       handler: async (ctx, app) => {
         ctx.body = await setSpendLimit(app, accountOf(ctx).id, ctx.state.body as { monthly_limit_usd: string });
       },

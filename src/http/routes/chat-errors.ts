@@ -15,6 +15,9 @@ export function relayFailure(e: RelayError): AppError {
 }
 
 export const lostRelay = (): AppError =>
-  new AppError('upstream', 'Part of the response was lost between the worker and this server; please retry.', { code: 'relay_interrupted' });
+  new AppError('upstream', 'Part of the response was lost between the worker and this server; please retry.', {
+    code: 'relay_interrupted',
+  });
 
-export const stalled = (): AppError => new AppError('upstream', 'The worker stopped answering; please retry.', { code: 'worker_timeout' });
+export const stalled = (): AppError =>
+  new AppError('upstream', 'The worker stopped answering; please retry.', { code: 'worker_timeout' });

@@ -18,7 +18,13 @@ const CompletionParams: JsonSchema = {
   type: 'object',
   required: ['completion_id'],
   properties: {
-    completion_id: { type: 'string', maxLength: 64, 'x-text': 'line', description: 'The `id` of the completion (of its chunks, for a stream)', example: 'chatcmpl-…' },
+    completion_id: {
+      type: 'string',
+      maxLength: 64,
+      'x-text': 'line',
+      description: 'The `id` of the completion (of its chunks, for a stream)',
+      example: 'chatcmpl-…',
+    },
   },
 };
 
@@ -32,7 +38,8 @@ const StreamQuery: JsonSchema = {
     starting_after: {
       type: 'string',
       pattern: EVENT_ID,
-      description: 'Resume after the event with this `id:` (the Last-Event-ID header, when sent, takes precedence). Default 0: from the first event.',
+      description:
+        'Resume after the event with this `id:` (the Last-Event-ID header, when sent, takes precedence). Default 0: from the first event.',
       example: '12',
     },
   },
@@ -44,20 +51,29 @@ const ResumeHeaders: JsonSchema = {
     'last-event-id': {
       type: 'string',
       pattern: EVENT_ID,
-      description: 'Resume after the event with this `id:`, as EventSource sends it when it reconnects; takes precedence over starting_after.',
+      description:
+        'Resume after the event with this `id:`, as EventSource sends it when it reconnects; takes precedence over starting_after.',
       example: '12',
     },
   },
 };
 
 const notFound = (app: AppContext, id: string) =>
-  new AppError('not_found', `No completion found with id '${id}'. A completion can be read back by the account that made it, until ${app.config.queue.relayLogTtlSeconds} s after it ended.`, {
-    code: 'completion_not_found',
-    param: 'completion_id',
-  });
+  new AppError(
+    'not_found',
+    `No completion found with id '${id}'. A completion can be read back by the account that made it, until ${app.config.queue.relayLogTtlSeconds} s after it ended.`,
+    {
+      code: 'completion_not_found',
+      param: 'completion_id',
+    },
+  );
 
 const redisDown = (err: unknown) =>
-  new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', { code: 'service_unavailable', headers: { 'Retry-After': '5' }, cause: err });
+  new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', {
+    code: 'service_unavailable',
+    headers: { 'Retry-After': '5' },
+    cause: err,
+  });
 
 /** The event to resume after: Last-Event-ID, else ?starting_after, else 0 (from the first event). */
 function resumeAfter(ctx: HttpContext): number {
@@ -85,13 +101,20 @@ async function resumeStream(ctx: HttpContext, app: AppContext, id: string, after
   }
   if (!attached) throw notFound(app, id);
   if (!attached.stream) {
-    throw new AppError('invalid_request', `The completion '${id}' was not streamed, so it has no events to resume: read it with GET /v1/chat/completions/${id}.`, {
-      code: 'completion_not_streamed',
-      param: 'completion_id',
-    });
+    throw new AppError(
+      'invalid_request',
+      `The completion '${id}' was not streamed, so it has no events to resume: read it with GET /v1/chat/completions/${id}.`,
+      {
+        code: 'completion_not_streamed',
+        param: 'completion_id',
+      },
+    );
   }
 
-  const sse = new SseResponse(ctx, { heartbeatMs: app.config.queue.heartbeatMs, maxBufferedBytes: app.config.queue.streamMaxBufferedBytes });
+  const sse = new SseResponse(ctx, {
+    heartbeatMs: app.config.queue.heartbeatMs,
+    maxBufferedBytes: app.config.queue.streamMaxBufferedBytes,
+  });
   const gone = new AbortController();
   ctx.res.once('close', () => gone.abort());
   const idleMs = app.config.providers.requestTimeoutMs + 10_000;
@@ -131,7 +154,9 @@ async function resumeStream(ctx: HttpContext, app: AppContext, id: string, after
       sse.fail(sse.isCommitted ? lostRelay() : redisDown(err));
     } finally {
       if (attached.counted && !sawEnd) {
-        await leaveReader(app.redis, prefix, stateKey, id, instance, runningTtlSeconds(app.config)).catch(() => undefined);
+        await leaveReader(app.redis, prefix, stateKey, id, instance, runningTtlSeconds(app.config)).catch(
+          () => undefined,
+        );
       }
     }
   })();
@@ -149,14 +174,17 @@ export const chatRetrievalRoutes: RouteSpec[] = defineRoutes([
     summary: 'A finished chat completion, streamed or not, for RELAY_LOG_TTL_SECONDS after it ended',
     description:
       "OpenAI's stored-completion retrieval: the answer in the `chat.completion` shape (a stream's chunks put together, its usage with `cost`), for the account that made the request. " +
-      'An unknown id, another account\'s or one past its time gives 404; a request still running gives 409 `completion_in_progress` (follow it with `/stream`); one that ended without a whole answer (cancelled, failed) gives 409 `completion_incomplete` naming the error it ended with.',
+      "An unknown id, another account's or one past its time gives 404; a request still running gives 409 `completion_in_progress` (follow it with `/stream`); one that ended without a whole answer (cancelled, failed) gives 409 `completion_incomplete` naming the error it ended with.",
     tag: 'chat',
     auth: 'api_key',
     params: CompletionParams,
     responses: {
       200: { description: 'The completion', schema: ChatCompletionSchema },
-      404: { description: 'No such completion for this account (unknown, another account\'s, or expired)' },
-      409: { description: 'Still running (`completion_in_progress`), or ended without a whole answer (`completion_incomplete`)' },
+      404: { description: "No such completion for this account (unknown, another account's, or expired)" },
+      409: {
+        description:
+          'Still running (`completion_in_progress`), or ended without a whole answer (`completion_incomplete`)',
+      },
       503: { description: 'Redis is unreachable; see Retry-After' },
     },
     handler: async (ctx, app) => {
@@ -170,19 +198,27 @@ export const chatRetrievalRoutes: RouteSpec[] = defineRoutes([
       }
       if (!found) throw notFound(app, id);
       if (found.status === 'running') {
-        throw new AppError('conflict', `The completion '${id}' is still being generated; follow it with GET /v1/chat/completions/${id}/stream, or ask again once it has ended.`, {
-          code: 'completion_in_progress',
-          param: 'completion_id',
-        });
+        throw new AppError(
+          'conflict',
+          `The completion '${id}' is still being generated; follow it with GET /v1/chat/completions/${id}/stream, or ask again once it has ended.`,
+          {
+            code: 'completion_in_progress',
+            param: 'completion_id',
+          },
+        );
       }
       if (found.status === 'failed') {
         const { code, message } = found.error.error;
-        throw new AppError('conflict', `The completion '${id}' ended without a whole answer (${code ?? 'error'}: ${message})`, {
-          code: 'completion_incomplete',
-          param: 'completion_id',
-          // Asking again gives the same answer: the OpenAI SDKs would otherwise retry a 409.
-          headers: { 'x-should-retry': 'false' },
-        });
+        throw new AppError(
+          'conflict',
+          `The completion '${id}' ended without a whole answer (${code ?? 'error'}: ${message})`,
+          {
+            code: 'completion_incomplete',
+            param: 'completion_id',
+            // Asking again gives the same answer: the OpenAI SDKs would otherwise retry a 409.
+            headers: { 'x-should-retry': 'false' },
+          },
+        );
       }
       ctx.type = 'application/json';
       ctx.body = found.body;
@@ -194,7 +230,7 @@ export const chatRetrievalRoutes: RouteSpec[] = defineRoutes([
     operationId: 'resumeChatCompletionStream',
     summary: 'Resume a stream after its last event received (Last-Event-ID), on any web process',
     description:
-      'Every event of a stream carries `id: <n>`, its sequence number. This replays the events after `Last-Event-ID` (or `starting_after`) from the request\'s relay log and then follows the stream as it is generated, to `data: [DONE]`, with the headers, heartbeats and error events of the original stream. ' +
+      "Every event of a stream carries `id: <n>`, its sequence number. This replays the events after `Last-Event-ID` (or `starting_after`) from the request's relay log and then follows the stream as it is generated, to `data: [DONE]`, with the headers, heartbeats and error events of the original stream. " +
       'Works for any streamed completion until RELAY_LOG_TTL_SECONDS after it ended, for the account that made it; several readers may follow one stream at once. ' +
       'A request made with `stream_options: {"resumable": true}` outlives its connection: it runs on for RESUME_GRACE_SECONDS after its last reader left, then is cancelled.',
     tag: 'chat',
@@ -203,9 +239,15 @@ export const chatRetrievalRoutes: RouteSpec[] = defineRoutes([
     query: StreamQuery,
     headers: ResumeHeaders,
     responses: {
-      200: { description: 'Server-sent events: the rest of the stream, ending with `data: [DONE]`', alsoAs: ['text/event-stream'] },
-      400: { description: 'The completion was not streamed (`completion_not_streamed`): read it with GET /v1/chat/completions/{completion_id}' },
-      404: { description: 'No such completion for this account (unknown, another account\'s, or expired)' },
+      200: {
+        description: 'Server-sent events: the rest of the stream, ending with `data: [DONE]`',
+        alsoAs: ['text/event-stream'],
+      },
+      400: {
+        description:
+          'The completion was not streamed (`completion_not_streamed`): read it with GET /v1/chat/completions/{completion_id}',
+      },
+      404: { description: "No such completion for this account (unknown, another account's, or expired)" },
       502: { description: 'The stream had failed before its first event; the error it failed with' },
       503: { description: 'Redis is unreachable; see Retry-After' },
     },

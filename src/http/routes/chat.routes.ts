@@ -1,6 +1,11 @@
 import type { AppContext } from '../../context.js';
 import { AppError } from '../../errors.js';
-import { CHAT_BODY_LIMIT_BYTES, ChatCompletionRequestSchema, ChatCompletionSchema, type ChatCompletionRequest } from '../../chat/chat.schema.js';
+import {
+  CHAT_BODY_LIMIT_BYTES,
+  ChatCompletionRequestSchema,
+  ChatCompletionSchema,
+  type ChatCompletionRequest,
+} from '../../chat/chat.schema.js';
 import { prepareCompletion, spendCheckOf } from '../../chat/chat.service.js';
 import { alertSpendLimitReached } from '../../billing/spend-alerts.service.js';
 import type { PreparedJob } from '../../chat/completion-job.js';
@@ -41,7 +46,11 @@ async function streamCompletion(ctx: HttpContext, app: AppContext, job: Prepared
     maxBufferedBytes: app.config.queue.streamMaxBufferedBytes,
     // The close cancels the job (watchDisconnect), which stops the upstream and bills what was
     // produced; a resumable one runs on for its grace period instead.
-    onSlowReader: (buffered) => app.log.info({ requestId: job.id, traceId: ctx.state.traceId, buffered }, 'stream client stopped reading; ending the stream'),
+    onSlowReader: (buffered) =>
+      app.log.info(
+        { requestId: job.id, traceId: ctx.state.traceId, buffered },
+        'stream client stopped reading; ending the stream',
+      ),
   });
   let waitTimer: NodeJS.Timeout | undefined;
   const d = await app.dispatcher.dispatch(job, (e) => {
@@ -94,12 +103,22 @@ function watchDisconnect(ctx: HttpContext, d: Dispatch, resumable: boolean): voi
  * model refused on its tier waits for a fresh read (the account may have just left that tier).
  * A changed account is read afresh and the request decided again.
  */
-async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job: PreparedJob; admission: Admission; account: Account }> {
+async function prepareAndAdmit(
+  ctx: HttpContext,
+  app: AppContext,
+): Promise<{ job: PreparedJob; admission: Admission; account: Account }> {
   const req = ctx.state.body as ChatCompletionRequest;
   const prepare = (account: Account) => prepareCompletion(app, account, req, app.relayHub.instance);
   const admitFor = (account: Account, job: PreparedJob, guard?: { key: string; value: string | null }) =>
     traceAdmission(job, () =>
-      app.limiter.admit({ accountId: account.id, tier: account.tier, requestId: job.id, reserveTokens: job.reservedTokens, guard, spend: spendCheckOf(account, job) }),
+      app.limiter.admit({
+        accountId: account.id,
+        tier: account.tier,
+        requestId: job.id,
+        reserveTokens: job.reservedTokens,
+        guard,
+        spend: spendCheckOf(account, job),
+      }),
     );
   let check = ctx.state.keyCheck;
   const confirmed = async () => {
@@ -118,7 +137,11 @@ async function prepareAndAdmit(ctx: HttpContext, app: AppContext): Promise<{ job
   }
   app.dispatcher.assertRoom();
   try {
-    return { job, admission: await admitFor(account, job, check && { key: check.versionKey, value: check.version }), account };
+    return {
+      job,
+      admission: await admitFor(account, job, check && { key: check.versionKey, value: check.version }),
+      account,
+    };
   } catch (err) {
     if (!(err instanceof GuardChanged) || !check) throw err;
     account = await confirmed();
@@ -145,7 +168,8 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
     bodyLimitBytes: CHAT_BODY_LIMIT_BYTES,
     responses: {
       200: {
-        description: 'A chat.completion body; with `stream: true`, server-sent events, each `data: <chat.completion.chunk JSON>`, ending with `data: [DONE]`',
+        description:
+          'A chat.completion body; with `stream: true`, server-sent events, each `data: <chat.completion.chunk JSON>`, ending with `data: [DONE]`',
         schema: ChatCompletionSchema,
         alsoAs: ['text/event-stream'],
       },

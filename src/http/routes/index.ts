@@ -10,5 +10,14 @@ import { billingRoutes } from './billing.routes.js';
 
 /** Every endpoint of the service, in the order the OpenAPI document lists them. */
 export function allRoutes(openApi: () => unknown): RouteSpec[] {
-  return [...accountsRoutes(), ...chatRoutes, ...chatRetrievalRoutes, ...modelsRoutes(), ...subscriptionRoutes(), ...webhookRoutes(), ...billingRoutes(), ...opsRoutes(openApi)];
+  return [
+    ...accountsRoutes(),
+    ...chatRoutes,
+    ...chatRetrievalRoutes,
+    ...modelsRoutes(),
+    ...subscriptionRoutes(),
+    ...webhookRoutes(),
+    ...billingRoutes(),
+    ...opsRoutes(openApi),
+  ];
 }

@@ -28,7 +28,15 @@ const ModelList: JsonSchema = {
 const ModelParams: JsonSchema = {
   type: 'object',
   required: ['model'],
-  properties: { model: { type: 'string', maxLength: 50, 'x-text': 'line', description: 'A model id, as GET /v1/models lists them', example: 'gemini-2.5-flash' } },
+  properties: {
+    model: {
+      type: 'string',
+      maxLength: 50,
+      'x-text': 'line',
+      description: 'A model id, as GET /v1/models lists them',
+      example: 'gemini-2.5-flash',
+    },
+  },
 };
 
 const toModelObject = (m: CatalogModel) => ({ id: m.id, object: 'model', created: CREATED, owned_by: m.provider });
@@ -41,10 +49,11 @@ export function modelsRoutes(): RouteSpec[] {
       path: '/v1/models',
       operationId: 'listModels',
       summary: "The models the caller's tier may use",
-      description: 'In the OpenAI list shape, so OpenAI clients (`client.models.list()`) work. The free tier lists exactly three models.',
+      description:
+        'In the OpenAI list shape, so OpenAI clients (`client.models.list()`) work. The free tier lists exactly three models.',
       tag: 'chat',
       auth: 'api_key_or_jwt',
-      responses: { 200: { description: 'The models of the caller\'s tier', schema: ModelList } },
+      responses: { 200: { description: "The models of the caller's tier", schema: ModelList } },
       handler: (ctx, app) => {
         const { tier } = accountOf(ctx);
         ctx.body = { object: 'list', data: app.catalog.forTier(tier).map(toModelObject) };
@@ -54,7 +63,7 @@ export function modelsRoutes(): RouteSpec[] {
       method: 'get',
       path: '/v1/models/:model',
       operationId: 'retrieveModel',
-      summary: 'One model, if the caller\'s tier may use it',
+      summary: "One model, if the caller's tier may use it",
       tag: 'chat',
       auth: 'api_key_or_jwt',
       params: ModelParams,
@@ -67,16 +76,24 @@ export function modelsRoutes(): RouteSpec[] {
         const { model: id } = ctx.state.params as { model: string };
         const model = app.catalog.find(id);
         if (!model) {
-          throw new AppError('not_found', `The model \`${id}\` does not exist or you do not have access to it. GET /v1/models lists the models your tier may use.`, {
-            code: 'model_not_found',
-            param: 'model',
-          });
+          throw new AppError(
+            'not_found',
+            `The model \`${id}\` does not exist or you do not have access to it. GET /v1/models lists the models your tier may use.`,
+            {
+              code: 'model_not_found',
+              param: 'model',
+            },
+          );
         }
         if (!model.tiers.includes(accountOf(ctx).tier)) {
-          throw new AppError('permission', `The model \`${model.id}\` needs the paid tier. Upgrade with POST /v1/subscription/upgrade.`, {
-            code: 'model_requires_paid_tier',
-            param: 'model',
-          });
+          throw new AppError(
+            'permission',
+            `The model \`${model.id}\` needs the paid tier. Upgrade with POST /v1/subscription/upgrade.`,
+            {
+              code: 'model_requires_paid_tier',
+              param: 'model',
+            },
+          );
         }
         ctx.body = toModelObject(model);
       },

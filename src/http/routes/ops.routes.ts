@@ -29,7 +29,12 @@ function wantsPrometheusText(accept: string): boolean {
 const check = (extra: Record<string, JsonSchema> = {}): JsonSchema => ({
   type: 'object',
   required: ['status'],
-  properties: { status: { type: 'string', enum: ['ok', 'down'] }, latency_ms: { type: 'number' }, error: { type: 'string' }, ...extra },
+  properties: {
+    status: { type: 'string', enum: ['ok', 'down'] },
+    latency_ms: { type: 'number' },
+    error: { type: 'string' },
+    ...extra,
+  },
 });
 
 const HealthReportSchema: JsonSchema = {
@@ -39,18 +44,30 @@ const HealthReportSchema: JsonSchema = {
     status: { type: 'string', enum: ['ok', 'unavailable'] },
     checks: {
       type: 'object',
-      properties: { postgres: check(), redis: check(), queue: check({
-        waiting: { type: 'integer', description: 'Jobs waiting for a worker' },
-        active: { type: 'integer', description: 'Jobs workers are running' },
-        workers: { type: 'integer', description: 'Live completion workers' },
-        capacity: { type: 'integer', description: 'Jobs the live workers take at once, in all' },
-      }) },
+      properties: {
+        postgres: check(),
+        redis: check(),
+        queue: check({
+          waiting: { type: 'integer', description: 'Jobs waiting for a worker' },
+          active: { type: 'integer', description: 'Jobs workers are running' },
+          workers: { type: 'integer', description: 'Live completion workers' },
+          capacity: { type: 'integer', description: 'Jobs the live workers take at once, in all' },
+        }),
+      },
     },
-    down: { type: 'array', items: { type: 'string', enum: ['postgres', 'redis', 'queue'] }, description: 'The dependencies that did not answer' },
+    down: {
+      type: 'array',
+      items: { type: 'string', enum: ['postgres', 'redis', 'queue'] },
+      description: 'The dependencies that did not answer',
+    },
     info: {
       type: 'object',
       properties: {
-        model_backend: { type: 'string', enum: ['local', 'catalog'], description: 'Who answers completions: the built-in local model, or each model\'s provider' },
+        model_backend: {
+          type: 'string',
+          enum: ['local', 'catalog'],
+          description: "Who answers completions: the built-in local model, or each model's provider",
+        },
         model_note: { type: 'string' },
       },
     },
@@ -75,7 +92,9 @@ export function opsRoutes(openApi: () => unknown): RouteSpec[] {
         const backend = app.config.providers.backend;
         const report = await checkHealth(app, {
           model_backend: backend,
-          ...(backend === 'local' ? { model_note: 'no provider keys configured: every catalog model is served by the built-in local model' } : {}),
+          ...(backend === 'local'
+            ? { model_note: 'no provider keys configured: every catalog model is served by the built-in local model' }
+            : {}),
         });
         ctx.status = report.status === 'ok' ? 200 : 503;
         ctx.set('Cache-Control', 'no-store');
@@ -86,7 +105,8 @@ export function opsRoutes(openApi: () => unknown): RouteSpec[] {
       method: 'get',
       path: '/metrics',
       operationId: 'metrics',
-      summary: 'Process and HTTP metrics: JSON by default, Prometheus text when Accept asks for text/plain or OpenMetrics',
+      summary:
+        'Process and HTTP metrics: JSON by default, Prometheus text when Accept asks for text/plain or OpenMetrics',
       tag: 'operations',
       auth: 'none',
       responses: { 200: { description: 'Metrics', alsoAs: ['text/plain'] } },

@@ -10,7 +10,11 @@ import {
 } from '../../subscriptions/subscriptions.schema.js';
 import { checkoutCancelled, completeCheckout, upgrade } from '../../subscriptions/checkout-sessions.service.js';
 import { downgrade } from '../../subscriptions/paid-tier.service.js';
-import { confirmPaymentUpdate, confirmUpgrade, startPaymentMethodUpdate } from '../../subscriptions/setup-intents.service.js';
+import {
+  confirmPaymentUpdate,
+  confirmUpgrade,
+  startPaymentMethodUpdate,
+} from '../../subscriptions/setup-intents.service.js';
 import { subscriptionInfo } from '../../subscriptions/subscription-info.service.js';
 import type { SubscriptionResult } from '../../subscriptions/subscription-result.presenter.js';
 import { escapeHtml, prefersHtml, renderPage, sendPage } from '../html.js';
@@ -19,7 +23,9 @@ import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../ro
 const TAG = 'subscription';
 const result = (description: string) => ({ description, schema: SubscriptionResultSchema });
 const stripeFailed = { description: 'Stripe answered with an error; nothing was changed' };
-const stripeDown = { description: 'Stripe is not configured (billing_not_configured), unreachable or timing out; nothing was changed' };
+const stripeDown = {
+  description: 'Stripe is not configured (billing_not_configured), unreachable or timing out; nothing was changed',
+};
 
 /** How confirm-upgrade and confirm-payment-update refuse a setup intent. */
 const setupIntentRefusals = {
@@ -31,7 +37,9 @@ const setupIntentRefusals = {
 };
 
 function upgradedPage(r: SubscriptionResult): string {
-  const card = r.payment_method?.last4 ? ` Your ${escapeHtml(r.payment_method.brand ?? 'card')} ending in ${escapeHtml(r.payment_method.last4)} is on file for monthly invoices.` : '';
+  const card = r.payment_method?.last4
+    ? ` Your ${escapeHtml(r.payment_method.brand ?? 'card')} ending in ${escapeHtml(r.payment_method.last4)} is on file for monthly invoices.`
+    : '';
   return renderPage({
     title: 'Upgrade complete',
     body: `<h1 class="ok">You are on the paid tier</h1><p>${escapeHtml(r.message)}${card}</p><p>You can close this page.</p>`,
@@ -49,7 +57,8 @@ export function subscriptionRoutes(): RouteSpec[] {
       method: 'get',
       path: '/v1/subscription/info',
       operationId: 'subscriptionInfo',
-      summary: 'Tier, models and prices available to it, its limits, the payment method on file and the subscription status',
+      summary:
+        'Tier, models and prices available to it, its limits, the payment method on file and the subscription status',
       tag: TAG,
       auth: 'api_key_or_jwt',
       responses: { 200: { description: 'Subscription information', schema: SubscriptionInfoSchema } },
@@ -61,12 +70,17 @@ export function subscriptionRoutes(): RouteSpec[] {
       method: 'post',
       path: '/v1/subscription/upgrade',
       operationId: 'upgrade',
-      summary: 'Move to the paid tier: at once with a payment method on file, otherwise through a hosted checkout session (no upfront charge)',
+      summary:
+        'Move to the paid tier: at once with a payment method on file, otherwise through a hosted checkout session (no upfront charge)',
       description:
         'status `upgraded`: the account is paid now. `checkout_required`: open `checkout_url` to add a card; a second call while that checkout is open returns the same session. `already_paid`: nothing was done (never a second subscription).',
       tag: TAG,
       auth: 'api_key_or_jwt',
-      responses: { 200: result('Upgraded, already paid, or a checkout session to complete'), 502: stripeFailed, 503: stripeDown },
+      responses: {
+        200: result('Upgraded, already paid, or a checkout session to complete'),
+        502: stripeFailed,
+        503: stripeDown,
+      },
       handler: async (ctx, app) => {
         ctx.body = await upgrade(app, accountOf(ctx).id);
       },
@@ -75,7 +89,8 @@ export function subscriptionRoutes(): RouteSpec[] {
       method: 'post',
       path: '/v1/subscription/confirm-upgrade',
       operationId: 'confirmUpgrade',
-      summary: "After a card was added through a setup intent: checks it succeeded and belongs to the caller's customer, then upgrades",
+      summary:
+        "After a card was added through a setup intent: checks it succeeded and belongs to the caller's customer, then upgrades",
       tag: TAG,
       auth: 'api_key_or_jwt',
       query: SetupIntentQuery,
@@ -92,8 +107,10 @@ export function subscriptionRoutes(): RouteSpec[] {
       method: 'get',
       path: '/v1/subscription/upgrade-success',
       operationId: 'upgradeSuccess',
-      summary: 'Where the hosted checkout returns: sets the collected card as default and upgrades the account that owns the session',
-      description: 'Takes no credential: the session id names the account. Answers an HTML page to a browser, JSON otherwise.',
+      summary:
+        'Where the hosted checkout returns: sets the collected card as default and upgrades the account that owns the session',
+      description:
+        'Takes no credential: the session id names the account. Answers an HTML page to a browser, JSON otherwise.',
       tag: TAG,
       auth: 'none',
       query: SessionQuery,
@@ -131,7 +148,14 @@ export function subscriptionRoutes(): RouteSpec[] {
       handler: (ctx) => {
         const body = checkoutCancelled();
         if (prefersHtml(ctx)) {
-          sendPage(ctx, 200, renderPage({ title: 'Checkout cancelled', body: `<h1>Checkout cancelled</h1><p>${escapeHtml(body.message)}</p>` }));
+          sendPage(
+            ctx,
+            200,
+            renderPage({
+              title: 'Checkout cancelled',
+              body: `<h1>Checkout cancelled</h1><p>${escapeHtml(body.message)}</p>`,
+            }),
+          );
         } else {
           ctx.body = body;
         }
@@ -141,10 +165,15 @@ export function subscriptionRoutes(): RouteSpec[] {
       method: 'post',
       path: '/v1/subscription/update-payment-method',
       operationId: 'updatePaymentMethod',
-      summary: 'A new setup intent for adding or changing the card (confirm it with Stripe.js, then call confirm-payment-update or confirm-upgrade)',
+      summary:
+        'A new setup intent for adding or changing the card (confirm it with Stripe.js, then call confirm-payment-update or confirm-upgrade)',
       tag: TAG,
       auth: 'api_key_or_jwt',
-      responses: { 200: { description: 'The setup intent and its client secret', schema: SetupIntentResultSchema }, 502: stripeFailed, 503: stripeDown },
+      responses: {
+        200: { description: 'The setup intent and its client secret', schema: SetupIntentResultSchema },
+        502: stripeFailed,
+        503: stripeDown,
+      },
       handler: async (ctx: HttpContext, app: AppContext) => {
         ctx.set('Cache-Control', 'no-store');
         ctx.body = await startPaymentMethodUpdate(app, accountOf(ctx).id, ctx.state.requestId);
@@ -171,7 +200,8 @@ export function subscriptionRoutes(): RouteSpec[] {
       method: 'post',
       path: '/v1/subscription/downgrade',
       operationId: 'downgrade',
-      summary: 'Back to the free tier at once; the Stripe subscription is cancelled and usage already incurred is still invoiced',
+      summary:
+        'Back to the free tier at once; the Stripe subscription is cancelled and usage already incurred is still invoiced',
       tag: TAG,
       auth: 'api_key_or_jwt',
       responses: { 200: result('Downgraded (or already free)'), 502: stripeFailed, 503: stripeDown },

@@ -17,7 +17,10 @@ export function webhookRoutes(): RouteSpec[] {
       // Stripe's event payloads are a few kilobytes; an invoice with many lines stays far below this.
       bodyLimitBytes: 1024 * 1024,
       responses: {
-        200: { description: 'Event received (and applied, ignored or recognised as a duplicate)', schema: WebhookResultSchema },
+        200: {
+          description: 'Event received (and applied, ignored or recognised as a duplicate)',
+          schema: WebhookResultSchema,
+        },
         400: { description: 'Missing or invalid signature; nothing was done' },
         502: { description: 'Stripe failed while the current state was read; Stripe will redeliver' },
         503: { description: 'Webhook secret not configured, or Stripe unreachable; Stripe will redeliver' },

@@ -5,7 +5,13 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from '../testing/upstream-fake.js';
 
-export { type FakeReply, type StreamScript, type ErrorReply, type RecordedRequest, DEFAULT_TOKENS } from '../testing/upstream-fake.js';
+export {
+  type FakeReply,
+  type StreamScript,
+  type ErrorReply,
+  type RecordedRequest,
+  DEFAULT_TOKENS,
+} from '../testing/upstream-fake.js';
 
 export const FAKE_ANTHROPIC_KEY = 'sk-ant-fake-key';
 
@@ -24,7 +30,12 @@ const event = (name: string, o: unknown) => `event: ${name}\ndata: ${JSON.string
 const MESSAGE_ID = 'msg_fake01';
 
 function usage(plan: Plan, output: number) {
-  return { input_tokens: plan.usage?.prompt ?? 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: output };
+  return {
+    input_tokens: plan.usage?.prompt ?? 0,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: 0,
+    output_tokens: output,
+  };
 }
 
 export const anthropicWire: WireFormat = {
@@ -35,27 +46,50 @@ export const anthropicWire: WireFormat = {
   },
   // SDK 1.x sends the key as a bearer token; older clients send x-api-key. Both are accepted upstream.
   authorized: (h: IncomingHttpHeaders) =>
-    typeof h['anthropic-version'] === 'string' && (h['x-api-key'] === FAKE_ANTHROPIC_KEY || h.authorization === `Bearer ${FAKE_ANTHROPIC_KEY}`),
-  errorBody: (status, message, type) => ({ type: 'error', error: { type: type ?? ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), message }, request_id: 'req_fake01' }),
+    typeof h['anthropic-version'] === 'string' &&
+    (h['x-api-key'] === FAKE_ANTHROPIC_KEY || h.authorization === `Bearer ${FAKE_ANTHROPIC_KEY}`),
+  errorBody: (status, message, type) => ({
+    type: 'error',
+    error: { type: type ?? ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), message },
+    request_id: 'req_fake01',
+  }),
   finishWord: (f) => (f === 'length' ? 'max_tokens' : 'end_turn'),
   sse: {
     start: (plan) =>
       event('message_start', {
         type: 'message_start',
-        message: { id: MESSAGE_ID, type: 'message', role: 'assistant', content: [], model: plan.req.model, stop_reason: null, stop_sequence: null, usage: usage(plan, 1) },
+        message: {
+          id: MESSAGE_ID,
+          type: 'message',
+          role: 'assistant',
+          content: [],
+          model: plan.req.model,
+          stop_reason: null,
+          stop_sequence: null,
+          usage: usage(plan, 1),
+        },
       }) +
-      event('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }) +
+      event('content_block_start', {
+        type: 'content_block_start',
+        index: 0,
+        content_block: { type: 'text', text: '' },
+      }) +
       event('ping', { type: 'ping' }),
-    token: (_plan, _index, text) => event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }),
+    token: (_plan, _index, text) =>
+      event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }),
     finish: (plan, _index, reason) =>
       event('content_block_stop', { type: 'content_block_stop', index: 0 }) +
       event('message_delta', {
         type: 'message_delta',
-        delta: { stop_reason: reason, stop_sequence: reason === 'stop_sequence' ? (plan.req.body?.stop_sequences?.[0] ?? null) : null },
+        delta: {
+          stop_reason: reason,
+          stop_sequence: reason === 'stop_sequence' ? (plan.req.body?.stop_sequences?.[0] ?? null) : null,
+        },
         usage: usage(plan, plan.usage?.completion ?? 0),
       }),
     end: () => event('message_stop', { type: 'message_stop' }),
-    error: (_plan, message) => event('error', { type: 'error', error: { type: 'overloaded_error', message: message || 'Overloaded' } }),
+    error: (_plan, message) =>
+      event('error', { type: 'error', error: { type: 'overloaded_error', message: message || 'Overloaded' } }),
   },
   complete: (plan, texts, reasons) => ({
     id: MESSAGE_ID,

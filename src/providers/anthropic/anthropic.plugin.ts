@@ -8,10 +8,19 @@ export const anthropic = defineProvider({
     baseUrl: { kind: 'url', variable: 'ANTHROPIC_BASE_URL' },
   },
   adapter: async () => {
-    const [{ AnthropicProvider }, { checkAnthropicRequest }] = await Promise.all([import('./anthropic.provider.js'), import('./anthropic.rules.js')]);
+    const [{ AnthropicProvider }, { checkAnthropicRequest }] = await Promise.all([
+      import('./anthropic.provider.js'),
+      import('./anthropic.rules.js'),
+    ]);
     return {
       rules: checkAnthropicRequest,
-      create: (s, shared) => new AnthropicProvider({ apiKey: s.apiKey, baseUrl: s.baseUrl, timeoutMs: shared.timeoutMs, defaultMaxTokens: shared.defaultMaxTokens }),
+      create: (s, shared) =>
+        new AnthropicProvider({
+          apiKey: s.apiKey,
+          baseUrl: s.baseUrl,
+          timeoutMs: shared.timeoutMs,
+          defaultMaxTokens: shared.defaultMaxTokens,
+        }),
     };
   },
 });

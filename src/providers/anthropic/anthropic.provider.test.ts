@@ -32,11 +32,17 @@ function fieldOf422(fn: () => void): { param: string | null; loc: unknown } {
 describe('Anthropic adapter against a fake Anthropic API', () => {
   let fake: FakeAnthropic;
   let provider: AnthropicProvider;
-  const run = (p: CompletionParams = params(), signal = new AbortController().signal) => collectEvents(provider.stream(p, signal));
+  const run = (p: CompletionParams = params(), signal = new AbortController().signal) =>
+    collectEvents(provider.stream(p, signal));
 
   before(async () => {
     fake = await startFakeAnthropic();
-    provider = new AnthropicProvider({ apiKey: fake.apiKey, baseUrl: fake.url, timeoutMs: 5000, defaultMaxTokens: 4096 });
+    provider = new AnthropicProvider({
+      apiKey: fake.apiKey,
+      baseUrl: fake.url,
+      timeoutMs: 5000,
+      defaultMaxTokens: 4096,
+    });
   });
   afterEach(() => fake.reset());
   after(() => fake.close());
@@ -95,10 +101,27 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
   });
 
   it("sends the request's max_tokens and leaves sampling defaults out", async () => {
-    await run(params({ max_tokens: 64, temperature: 1, top_p: 1, n: 1, presence_penalty: 0, frequency_penalty: 0, logit_bias: {} }));
+    await run(
+      params({
+        max_tokens: 64,
+        temperature: 1,
+        top_p: 1,
+        n: 1,
+        presence_penalty: 0,
+        frequency_penalty: 0,
+        logit_bias: {},
+      }),
+    );
     const body = fake.lastRequest!.body;
     expect(body.max_tokens).to.equal(64);
-    expect(body).to.not.have.any.keys('temperature', 'top_p', 'n', 'presence_penalty', 'frequency_penalty', 'logit_bias');
+    expect(body).to.not.have.any.keys(
+      'temperature',
+      'top_p',
+      'n',
+      'presence_penalty',
+      'frequency_penalty',
+      'logit_bias',
+    );
   });
 
   it('maps stop_reason max_tokens to length', async () => {
@@ -118,7 +141,11 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
   });
 
   it('turns a 429 into a retryable ProviderError carrying retry-after', async () => {
-    fake.nextResponse({ status: 429, message: 'Number of request tokens has exceeded your per-minute rate limit', retryAfter: 3 });
+    fake.nextResponse({
+      status: 429,
+      message: 'Number of request tokens has exceeded your per-minute rate limit',
+      retryAfter: 3,
+    });
     const e = (await run()).error as ProviderError;
     expect(e).to.be.instanceOf(ProviderError);
     expect(e).to.include({ status: 429, retryable: true, retryAfterMs: 3000 });
@@ -136,7 +163,12 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
   });
 
   it('turns a bad key (401) into a non-retryable ProviderError with the upstream message', async () => {
-    const wrong = new AnthropicProvider({ apiKey: 'sk-ant-wrong', baseUrl: fake.url, timeoutMs: 5000, defaultMaxTokens: 4096 });
+    const wrong = new AnthropicProvider({
+      apiKey: 'sk-ant-wrong',
+      baseUrl: fake.url,
+      timeoutMs: 5000,
+      defaultMaxTokens: 4096,
+    });
     const e = (await collectEvents(wrong.stream(params(), new AbortController().signal))).error as ProviderError;
     expect(e).to.be.instanceOf(ProviderError);
     expect(e).to.include({ status: 401, retryable: false });
@@ -164,15 +196,21 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
     expect(r.error).to.include({ retryable: true });
   });
 
-  it('cancels the upstream request when aborted: the fake sees the connection close', () => expectAbortClosesTheUpstream(provider, fake, params()));
+  it('cancels the upstream request when aborted: the fake sees the connection close', () =>
+    expectAbortClosesTheUpstream(provider, fake, params()));
 
   describe('check()', () => {
     it('accepts the fields Anthropic can honour', () => {
-      expect(() => provider.check(params({ max_tokens: 8192, stop: ['END'], user: 'u', temperature: 1, top_p: 1, n: 1 }))).to.not.throw();
+      expect(() =>
+        provider.check(params({ max_tokens: 8192, stop: ['END'], user: 'u', temperature: 1, top_p: 1, n: 1 })),
+      ).to.not.throw();
     });
 
     it('rejects a non-default temperature with a 422 naming temperature', () => {
-      expect(fieldOf422(() => provider.check(params({ temperature: 1.5 })))).to.deep.equal({ param: 'temperature', loc: ['body', 'temperature'] });
+      expect(fieldOf422(() => provider.check(params({ temperature: 1.5 })))).to.deep.equal({
+        param: 'temperature',
+        loc: ['body', 'temperature'],
+      });
       expect(fieldOf422(() => provider.check(params({ temperature: 0.2 }))).param).to.equal('temperature');
     });
 
@@ -194,15 +232,23 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
     });
 
     it('rejects a whitespace-only stop sequence with a 422 naming its position', () => {
-      expect(fieldOf422(() => provider.check(params({ stop: ['END', '\n'] })))).to.deep.equal({ param: 'stop', loc: ['body', 'stop', 1] });
+      expect(fieldOf422(() => provider.check(params({ stop: ['END', '\n'] })))).to.deep.equal({
+        param: 'stop',
+        loc: ['body', 'stop', 1],
+      });
     });
 
     it('rejects an empty message content with a 422 naming the message', () => {
-      expect(fieldOf422(() => provider.check(params({ messages: [{ role: 'user', content: '' }] })))).to.deep.equal({ param: 'messages', loc: ['body', 'messages', 0, 'content'] });
+      expect(fieldOf422(() => provider.check(params({ messages: [{ role: 'user', content: '' }] })))).to.deep.equal({
+        param: 'messages',
+        loc: ['body', 'messages', 0, 'content'],
+      });
     });
 
     it('rejects a conversation of system messages only', () => {
-      expect(fieldOf422(() => provider.check(params({ messages: [{ role: 'system', content: 'x' }] }))).param).to.equal('messages');
+      expect(fieldOf422(() => provider.check(params({ messages: [{ role: 'system', content: 'x' }] }))).param).to.equal(
+        'messages',
+      );
     });
   });
 });

@@ -1,5 +1,13 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { assertComplete, connectionFailure, httpFailure, retryAfterMs, UpstreamCall, wholeAnswer, type UpstreamSettings } from '../upstream.js';
+import {
+  assertComplete,
+  connectionFailure,
+  httpFailure,
+  retryAfterMs,
+  UpstreamCall,
+  wholeAnswer,
+  type UpstreamSettings,
+} from '../upstream.js';
 import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from '../types.js';
 import { checkAnthropicRequest } from './anthropic.rules.js';
 
@@ -23,12 +31,24 @@ const FINISH: Record<string, string> = {
 
 function classify(err: unknown): ProviderError {
   if (err instanceof Anthropic.APIError && typeof err.status === 'number') {
-    return httpFailure(PROVIDER, err.status, err.apiMessage ?? err.message, retryAfterMs(err.headers as Headers | undefined), err);
+    return httpFailure(
+      PROVIDER,
+      err.status,
+      err.apiMessage ?? err.message,
+      retryAfterMs(err.headers as Headers | undefined),
+      err,
+    );
   }
   // An `event: error` inside the stream (overloaded_error, api_error) arrives without a status.
   if (err instanceof Anthropic.APIError && !(err instanceof Anthropic.APIConnectionError)) {
     const overloaded = err.type === 'overloaded_error' || err.type === 'rate_limit_error';
-    return new ProviderError(`${PROVIDER} stream failed: ${err.apiMessage ?? err.message}`, overloaded ? 529 : 502, true, undefined, { cause: err });
+    return new ProviderError(
+      `${PROVIDER} stream failed: ${err.apiMessage ?? err.message}`,
+      overloaded ? 529 : 502,
+      true,
+      undefined,
+      { cause: err },
+    );
   }
   return connectionFailure(PROVIDER, err);
 }
@@ -45,7 +65,9 @@ export function toAnthropicRequest(p: CompletionParams, defaultMaxTokens: number
   const body: MessageCreateBody = {
     model: p.model,
     max_tokens: p.max_tokens ?? defaultMaxTokens,
-    messages: p.messages.filter((m) => m.role === 'user' || m.role === 'assistant').map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content })),
+    messages: p.messages
+      .filter((m) => m.role === 'user' || m.role === 'assistant')
+      .map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content })),
     stream: true,
   };
   if (system.length) body.system = system.join('\n\n');
@@ -84,24 +106,34 @@ export class AnthropicProvider implements Provider {
     let stopReason: string | null = null;
     let model: string | undefined;
     try {
-      const stream = await this.client.messages.create(toAnthropicRequest(p, this.settings.defaultMaxTokens), { signal: call.signal });
+      const stream = await this.client.messages.create(toAnthropicRequest(p, this.settings.defaultMaxTokens), {
+        signal: call.signal,
+      });
       for await (const event of stream) {
         call.touch();
         switch (event.type) {
           case 'message_start':
             model = event.message.model || undefined;
             // Prompt tokens include the prompt cache's reads and writes, all billed as input here.
-            promptTokens = (event.message.usage.input_tokens ?? 0) + (event.message.usage.cache_creation_input_tokens ?? 0) + (event.message.usage.cache_read_input_tokens ?? 0);
+            promptTokens =
+              (event.message.usage.input_tokens ?? 0) +
+              (event.message.usage.cache_creation_input_tokens ?? 0) +
+              (event.message.usage.cache_read_input_tokens ?? 0);
             completionTokens = event.message.usage.output_tokens ?? 0;
             break;
           case 'content_block_delta':
-            if (event.delta.type === 'text_delta' && event.delta.text) yield { type: 'delta', index: 0, content: event.delta.text };
+            if (event.delta.type === 'text_delta' && event.delta.text)
+              yield { type: 'delta', index: 0, content: event.delta.text };
             break;
           case 'message_delta':
             // message_delta's usage is cumulative.
-            if (event.usage.output_tokens !== null && event.usage.output_tokens !== undefined) completionTokens = event.usage.output_tokens;
+            if (event.usage.output_tokens !== null && event.usage.output_tokens !== undefined)
+              completionTokens = event.usage.output_tokens;
             if (event.usage.input_tokens !== null && event.usage.input_tokens !== undefined) {
-              promptTokens = event.usage.input_tokens + (event.usage.cache_creation_input_tokens ?? 0) + (event.usage.cache_read_input_tokens ?? 0);
+              promptTokens =
+                event.usage.input_tokens +
+                (event.usage.cache_creation_input_tokens ?? 0) +
+                (event.usage.cache_read_input_tokens ?? 0);
             }
             if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
             break;
@@ -126,13 +158,21 @@ export class AnthropicProvider implements Provider {
   /** One whole-answer call (stream: false) for a client that does not stream; see Provider.complete. */
   async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
     const message = await wholeAnswer(signal, this.settings.timeoutMs, PROVIDER, classify, (s) =>
-      this.client.messages.create({ ...toAnthropicRequest(p, this.settings.defaultMaxTokens), stream: false }, { signal: s }),
+      this.client.messages.create(
+        { ...toAnthropicRequest(p, this.settings.defaultMaxTokens), stream: false },
+        { signal: s },
+      ),
     );
     const text = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
     if (text) yield { type: 'delta', index: 0, content: text };
     yield { type: 'finish', index: 0, reason: FINISH[message.stop_reason ?? 'end_turn'] ?? 'stop' };
     const u = message.usage;
     // Prompt tokens include the prompt cache's reads and writes, all billed as input here.
-    yield { type: 'usage', prompt_tokens: u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0), completion_tokens: u.output_tokens, model: message.model || undefined };
+    yield {
+      type: 'usage',
+      prompt_tokens: u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0),
+      completion_tokens: u.output_tokens,
+      model: message.model || undefined,
+    };
   }
 }

@@ -11,23 +11,43 @@ const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
 export function checkAnthropicRequest(p: CompletionParams): void {
   checkRoles(p.messages, ROLES, PROVIDER);
   if (!p.messages.some((m) => m.role === 'user' || m.role === 'assistant')) {
-    throw unsupported('messages', 'Anthropic models need at least one user or assistant message besides system messages', ['messages']);
+    throw unsupported(
+      'messages',
+      'Anthropic models need at least one user or assistant message besides system messages',
+      ['messages'],
+    );
   }
   // The Messages API refuses empty text blocks, except a final assistant turn (a prefill).
   p.messages.forEach((m, i) => {
     if (m.content === '' && !(m.role === 'assistant' && i === p.messages.length - 1)) {
-      throw unsupported('messages', 'Anthropic models do not accept an empty message content', ['messages', i, 'content']);
+      throw unsupported('messages', 'Anthropic models do not accept an empty message content', [
+        'messages',
+        i,
+        'content',
+      ]);
     }
   });
-  const sampling = 'is not supported by Anthropic models: the Messages API (version 2026-10-21) removed sampling parameters; leave it out or set it to 1';
+  const sampling =
+    'is not supported by Anthropic models: the Messages API (version 2026-10-21) removed sampling parameters; leave it out or set it to 1';
   if (p.temperature !== undefined && p.temperature !== 1) throw unsupported('temperature', `temperature ${sampling}`);
   if (p.top_p !== undefined && p.top_p !== 1) throw unsupported('top_p', `top_p ${sampling}`);
-  if (p.n !== undefined && p.n !== 1) throw unsupported('n', 'n greater than 1 is not supported by Anthropic models (one completion per request)');
-  if (p.presence_penalty !== undefined && p.presence_penalty !== 0) throw unsupported('presence_penalty', 'presence_penalty is not supported by Anthropic models; leave it out or set it to 0');
-  if (p.frequency_penalty !== undefined && p.frequency_penalty !== 0) throw unsupported('frequency_penalty', 'frequency_penalty is not supported by Anthropic models; leave it out or set it to 0');
-  if (p.logit_bias !== undefined && Object.keys(p.logit_bias).length > 0) throw unsupported('logit_bias', 'logit_bias is not supported by Anthropic models');
+  if (p.n !== undefined && p.n !== 1)
+    throw unsupported('n', 'n greater than 1 is not supported by Anthropic models (one completion per request)');
+  if (p.presence_penalty !== undefined && p.presence_penalty !== 0)
+    throw unsupported(
+      'presence_penalty',
+      'presence_penalty is not supported by Anthropic models; leave it out or set it to 0',
+    );
+  if (p.frequency_penalty !== undefined && p.frequency_penalty !== 0)
+    throw unsupported(
+      'frequency_penalty',
+      'frequency_penalty is not supported by Anthropic models; leave it out or set it to 0',
+    );
+  if (p.logit_bias !== undefined && Object.keys(p.logit_bias).length > 0)
+    throw unsupported('logit_bias', 'logit_bias is not supported by Anthropic models');
   // The API refuses a stop sequence made only of whitespace.
   p.stop?.forEach((s, i) => {
-    if (s.trim() === '') throw unsupported('stop', 'Anthropic models do not accept a stop sequence made only of whitespace', ['stop', i]);
+    if (s.trim() === '')
+      throw unsupported('stop', 'Anthropic models do not accept a stop sequence made only of whitespace', ['stop', i]);
   });
 }

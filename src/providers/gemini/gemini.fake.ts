@@ -5,7 +5,13 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from '../testing/upstream-fake.js';
 
-export { type FakeReply, type StreamScript, type ErrorReply, type RecordedRequest, DEFAULT_TOKENS } from '../testing/upstream-fake.js';
+export {
+  type FakeReply,
+  type StreamScript,
+  type ErrorReply,
+  type RecordedRequest,
+  DEFAULT_TOKENS,
+} from '../testing/upstream-fake.js';
 
 export const FAKE_GEMINI_KEY = 'fake-gemini-key';
 
@@ -47,11 +53,22 @@ export const geminiWire: WireFormat = {
     const m = ROUTE.exec(url.pathname);
     if (method !== 'POST' || !m) return undefined;
     const g = body?.generationConfig ?? {};
-    return { model: decodeURIComponent(m[1]!), stream: m[2] === 'streamGenerateContent', n: g.candidateCount ?? 1, maxTokens: g.maxOutputTokens, body };
+    return {
+      model: decodeURIComponent(m[1]!),
+      stream: m[2] === 'streamGenerateContent',
+      n: g.candidateCount ?? 1,
+      maxTokens: g.maxOutputTokens,
+      body,
+    };
   },
-  authorized: (h: IncomingHttpHeaders, url: URL) => h['x-goog-api-key'] === FAKE_GEMINI_KEY || url.searchParams.get('key') === FAKE_GEMINI_KEY,
+  authorized: (h: IncomingHttpHeaders, url: URL) =>
+    h['x-goog-api-key'] === FAKE_GEMINI_KEY || url.searchParams.get('key') === FAKE_GEMINI_KEY,
   errorBody(status, message, type) {
-    const error: Record<string, unknown> = { code: status, message, status: type ?? STATUS[status] ?? (status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT') };
+    const error: Record<string, unknown> = {
+      code: status,
+      message,
+      status: type ?? STATUS[status] ?? (status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT'),
+    };
     if (status === 429) error.details = [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '1s' }];
     return { error };
   },
@@ -60,14 +77,25 @@ export const geminiWire: WireFormat = {
     start: () => '',
     token: (plan, index, text) => data(response(plan, [{ content: { parts: [{ text }], role: 'model' }, index }])),
     // The last event of each candidate carries its finishReason (with an empty text part, as Gemini does).
-    finish: (plan, index, reason) => data(response(plan, [{ content: { parts: [{ text: '' }], role: 'model' }, finishReason: reason, index }], index === plan.choices.length - 1)),
+    finish: (plan, index, reason) =>
+      data(
+        response(
+          plan,
+          [{ content: { parts: [{ text: '' }], role: 'model' }, finishReason: reason, index }],
+          index === plan.choices.length - 1,
+        ),
+      ),
     end: () => '',
     error: (_plan, message) => data({ error: { code: 500, message, status: 'INTERNAL' } }),
   },
   complete: (plan, texts, reasons) =>
     response(
       plan,
-      texts.map((text, index) => ({ content: { parts: [{ text }], role: 'model' }, finishReason: reasons[index], index })),
+      texts.map((text, index) => ({
+        content: { parts: [{ text }], role: 'model' },
+        finishReason: reasons[index],
+        index,
+      })),
       true,
     ),
 };

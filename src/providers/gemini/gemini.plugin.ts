@@ -8,7 +8,10 @@ export const gemini = defineProvider({
     baseUrl: { kind: 'url', variable: 'GEMINI_BASE_URL' },
   },
   adapter: async () => {
-    const [{ GeminiProvider }, { checkGeminiRequest }] = await Promise.all([import('./gemini.provider.js'), import('./gemini.rules.js')]);
+    const [{ GeminiProvider }, { checkGeminiRequest }] = await Promise.all([
+      import('./gemini.provider.js'),
+      import('./gemini.rules.js'),
+    ]);
     return {
       rules: checkGeminiRequest,
       create: (s, shared) => new GeminiProvider({ apiKey: s.apiKey, baseUrl: s.baseUrl, timeoutMs: shared.timeoutMs }),

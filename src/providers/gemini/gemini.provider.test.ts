@@ -20,7 +20,8 @@ const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
 describe('Gemini adapter against a fake Gemini API', () => {
   let fake: FakeGemini;
   let provider: GeminiProvider;
-  const run = (p: CompletionParams = params(), signal = new AbortController().signal) => collectEvents(provider.stream(p, signal));
+  const run = (p: CompletionParams = params(), signal = new AbortController().signal) =>
+    collectEvents(provider.stream(p, signal));
 
   before(async () => {
     fake = await startFakeGemini();
@@ -46,7 +47,18 @@ describe('Gemini adapter against a fake Gemini API', () => {
   });
 
   it('maps system to systemInstruction, assistant to model and every supported field to generationConfig', async () => {
-    await run(params({ temperature: 0.3, top_p: 0.8, max_tokens: 99, stop: ['END'], n: 2, presence_penalty: 0.5, frequency_penalty: 0.25, user: 'u-1' }));
+    await run(
+      params({
+        temperature: 0.3,
+        top_p: 0.8,
+        max_tokens: 99,
+        stop: ['END'],
+        n: 2,
+        presence_penalty: 0.5,
+        frequency_penalty: 0.25,
+        user: 'u-1',
+      }),
+    );
     expect(fake.lastRequest!.body).to.deep.equal({
       contents: [
         { role: 'user', parts: [{ text: 'Say hello' }] },
@@ -54,7 +66,15 @@ describe('Gemini adapter against a fake Gemini API', () => {
         { role: 'user', parts: [{ text: 'Again' }] },
       ],
       systemInstruction: { parts: [{ text: 'Be brief.' }] },
-      generationConfig: { temperature: 0.3, topP: 0.8, maxOutputTokens: 99, stopSequences: ['END'], candidateCount: 2, presencePenalty: 0.5, frequencyPenalty: 0.25 },
+      generationConfig: {
+        temperature: 0.3,
+        topP: 0.8,
+        maxOutputTokens: 99,
+        stopSequences: ['END'],
+        candidateCount: 2,
+        presencePenalty: 0.5,
+        frequencyPenalty: 0.25,
+      },
     });
   });
 
@@ -161,7 +181,8 @@ describe('Gemini adapter against a fake Gemini API', () => {
     expect(fake.lastRequest!.closedEarly).to.equal(true);
   });
 
-  it('cancels the upstream request when aborted: the fake sees the connection close', () => expectAbortClosesTheUpstream(provider, fake, params()));
+  it('cancels the upstream request when aborted: the fake sees the connection close', () =>
+    expectAbortClosesTheUpstream(provider, fake, params()));
 
   it('reads GEMINI_BASE_URL as the API root, with or without a version', () => {
     expect(geminiRoot(undefined)).to.equal('https://generativelanguage.googleapis.com/v1beta');
@@ -171,7 +192,19 @@ describe('Gemini adapter against a fake Gemini API', () => {
 
   describe('check()', () => {
     it('accepts every field but logit_bias', () => {
-      expect(() => provider.check(params({ temperature: 2, top_p: 0.1, n: 5, presence_penalty: 1, frequency_penalty: 1, stop: ['x'], user: 'u' }))).to.not.throw();
+      expect(() =>
+        provider.check(
+          params({
+            temperature: 2,
+            top_p: 0.1,
+            n: 5,
+            presence_penalty: 1,
+            frequency_penalty: 1,
+            stop: ['x'],
+            user: 'u',
+          }),
+        ),
+      ).to.not.throw();
     });
 
     it('rejects logit_bias with a 422 naming logit_bias', () => {
@@ -181,7 +214,9 @@ describe('Gemini adapter against a fake Gemini API', () => {
       } catch (err) {
         expect(err).to.be.instanceOf(AppError);
         expect(err).to.include({ status: 422, param: 'logit_bias' });
-        expect((err as AppError).detail).to.deep.equal([{ loc: ['body', 'logit_bias'], msg: 'logit_bias is not supported by Gemini models', type: 'value_error' }]);
+        expect((err as AppError).detail).to.deep.equal([
+          { loc: ['body', 'logit_bias'], msg: 'logit_bias is not supported by Gemini models', type: 'value_error' },
+        ]);
       }
     });
   });

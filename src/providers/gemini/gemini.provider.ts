@@ -1,5 +1,13 @@
 import { EventSourceParserStream } from 'eventsource-parser/stream';
-import { assertComplete, connectionFailure, httpFailure, retryAfterMs, UpstreamCall, wholeAnswer, type UpstreamSettings } from '../upstream.js';
+import {
+  assertComplete,
+  connectionFailure,
+  httpFailure,
+  retryAfterMs,
+  UpstreamCall,
+  wholeAnswer,
+  type UpstreamSettings,
+} from '../upstream.js';
 import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from '../types.js';
 import { checkGeminiRequest } from './gemini.rules.js';
 
@@ -37,7 +45,11 @@ export interface GeminiRequest {
 }
 
 interface GeminiChunk {
-  candidates?: { index?: number; content?: { parts?: { text?: string; thought?: boolean }[] }; finishReason?: string }[];
+  candidates?: {
+    index?: number;
+    content?: { parts?: { text?: string; thought?: boolean }[] };
+    finishReason?: string;
+  }[];
   promptFeedback?: { blockReason?: string };
   usageMetadata?: { promptTokenCount?: number; candidatesTokenCount?: number; thoughtsTokenCount?: number };
   /** The model that answered. */
@@ -51,11 +63,16 @@ interface GeminiErrorBody {
 
 /** The generateContent body: system (and developer) messages become systemInstruction, assistant becomes "model". */
 export function toGeminiRequest(p: CompletionParams): GeminiRequest {
-  const system = p.messages.filter((m) => m.role === 'system' || m.role === 'developer').map((m) => ({ text: m.content }));
+  const system = p.messages
+    .filter((m) => m.role === 'system' || m.role === 'developer')
+    .map((m) => ({ text: m.content }));
   const body: GeminiRequest = {
     contents: p.messages
       .filter((m) => m.role === 'user' || m.role === 'assistant')
-      .map((m) => ({ role: m.role === 'assistant' ? ('model' as const) : ('user' as const), parts: [{ text: m.content }] })),
+      .map((m) => ({
+        role: m.role === 'assistant' ? ('model' as const) : ('user' as const),
+        parts: [{ text: m.content }],
+      })),
     generationConfig: {},
   };
   if (system.length) body.systemInstruction = { parts: system };
@@ -84,7 +101,9 @@ export function geminiRoot(baseUrl: string | undefined): string {
 }
 
 function classify(e: unknown): ProviderError {
-  return e instanceof SyntaxError ? new ProviderError(`${PROVIDER} sent malformed JSON: ${e.message}`, 502, true, undefined, { cause: e }) : connectionFailure(PROVIDER, e);
+  return e instanceof SyntaxError
+    ? new ProviderError(`${PROVIDER} sent malformed JSON: ${e.message}`, 502, true, undefined, { cause: e })
+    : connectionFailure(PROVIDER, e);
 }
 
 /**
@@ -99,7 +118,10 @@ function* eventsOf(chunk: GeminiChunk, expected: number, finished: Set<number>):
   for (const c of chunk.candidates ?? []) {
     const index = c.index ?? 0;
     // Thought summaries (only sent when asked for) are not part of the answer.
-    const text = (c.content?.parts ?? []).filter((part) => !part.thought && part.text).map((part) => part.text).join('');
+    const text = (c.content?.parts ?? [])
+      .filter((part) => !part.thought && part.text)
+      .map((part) => part.text)
+      .join('');
     if (text) yield { type: 'delta', index, content: text };
     if (c.finishReason && !finished.has(index)) {
       finished.add(index);
@@ -119,7 +141,12 @@ function* eventsOf(chunk: GeminiChunk, expected: number, finished: Set<number>):
 
 /** Completion tokens include thinking tokens: Google bills them as output. */
 function usageEvent(usage: NonNullable<GeminiChunk['usageMetadata']>, model: string | undefined): CompletionEvent {
-  return { type: 'usage', prompt_tokens: usage.promptTokenCount ?? 0, completion_tokens: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0), model: model || undefined };
+  return {
+    type: 'usage',
+    prompt_tokens: usage.promptTokenCount ?? 0,
+    completion_tokens: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0),
+    model: model || undefined,
+  };
 }
 
 /**
@@ -149,7 +176,11 @@ export class GeminiProvider implements Provider {
   private async post(p: CompletionParams, stream: boolean, signal: AbortSignal): Promise<Response> {
     const res = await fetch(this.url(p.model, stream), {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', 'x-goog-api-key': this.settings.apiKey },
+      headers: {
+        'content-type': 'application/json',
+        accept: stream ? 'text/event-stream' : 'application/json',
+        'x-goog-api-key': this.settings.apiKey,
+      },
       body: JSON.stringify(toGeminiRequest(p)),
       signal,
     });
@@ -198,7 +229,13 @@ export class GeminiProvider implements Provider {
 
   /** One whole-answer call (:generateContent) for a client that does not stream; see Provider.complete. */
   async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
-    const answer = await wholeAnswer(signal, this.settings.timeoutMs, PROVIDER, classify, async (s) => (await (await this.post(p, false, s)).json()) as GeminiChunk);
+    const answer = await wholeAnswer(
+      signal,
+      this.settings.timeoutMs,
+      PROVIDER,
+      classify,
+      async (s) => (await (await this.post(p, false, s)).json()) as GeminiChunk,
+    );
     const expected = p.n ?? 1;
     const finished = new Set<number>();
     yield* eventsOf(answer, expected, finished);

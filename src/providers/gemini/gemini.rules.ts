@@ -11,7 +11,10 @@ const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
 export function checkGeminiRequest(p: CompletionParams): void {
   checkRoles(p.messages, ROLES, PROVIDER);
   if (!p.messages.some((m) => m.role === 'user' || m.role === 'assistant')) {
-    throw unsupported('messages', 'Gemini models need at least one user or assistant message besides system messages', ['messages']);
+    throw unsupported('messages', 'Gemini models need at least one user or assistant message besides system messages', [
+      'messages',
+    ]);
   }
-  if (p.logit_bias !== undefined && Object.keys(p.logit_bias).length > 0) throw unsupported('logit_bias', 'logit_bias is not supported by Gemini models');
+  if (p.logit_bias !== undefined && Object.keys(p.logit_bias).length > 0)
+    throw unsupported('logit_bias', 'logit_bias is not supported by Gemini models');
 }

@@ -11,7 +11,10 @@ export const local = defineProvider({
     tokensPerSecond: { kind: 'int', variable: 'LOCAL_MODEL_TOKENS_PER_SECOND', fallback: 50, min: 1, max: 1_000_000 },
   },
   adapter: async () => {
-    const [{ LocalProvider }, { checkLocalRequest }] = await Promise.all([import('./local.provider.js'), import('./local.rules.js')]);
+    const [{ LocalProvider }, { checkLocalRequest }] = await Promise.all([
+      import('./local.provider.js'),
+      import('./local.rules.js'),
+    ]);
     return { rules: checkLocalRequest, create: (s) => new LocalProvider(s) };
   },
 });

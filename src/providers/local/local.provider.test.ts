@@ -19,7 +19,11 @@ interface Collected {
   events: CompletionEvent[];
 }
 
-async function collect(provider: LocalProvider, p: CompletionParams, signal = new AbortController().signal): Promise<Collected> {
+async function collect(
+  provider: LocalProvider,
+  p: CompletionParams,
+  signal = new AbortController().signal,
+): Promise<Collected> {
   const out: Collected = { texts: [], finishes: {}, events: [] };
   for await (const e of provider.stream(p, signal)) {
     out.events.push(e);
@@ -58,7 +62,13 @@ describe('local model', () => {
   });
 
   it('produces roughly 30 to 120 tokens when max_tokens is not set', async () => {
-    for (const content of ['Explain recursion', 'What is the capital of France?', 'Write a haiku about rain', 'hi', 'Compare TCP and UDP']) {
+    for (const content of [
+      'Explain recursion',
+      'What is the capital of France?',
+      'Write a haiku about rain',
+      'hi',
+      'Compare TCP and UDP',
+    ]) {
       const r = await collect(fast, params({ messages: [{ role: 'user', content }] }));
       expect(countTokens(r.texts[0]!)).to.be.within(25, 135);
     }
@@ -109,7 +119,13 @@ describe('local model', () => {
   });
 
   it('reports usage once, last: the chat prompt count and the tokens produced across all choices', async () => {
-    const p = params({ n: 2, messages: [{ role: 'system', content: 'Be helpful.' }, { role: 'user', content: 'Tell me about tides' }] });
+    const p = params({
+      n: 2,
+      messages: [
+        { role: 'system', content: 'Be helpful.' },
+        { role: 'user', content: 'Tell me about tides' },
+      ],
+    });
     const r = await collect(fast, p);
     expect(r.events.filter((e) => e.type === 'usage')).to.have.length(1);
     expect(r.events.at(-1)?.type).to.equal('usage');
@@ -181,7 +197,18 @@ describe('local model', () => {
 
   it('accepts every request field (check does not throw)', () => {
     expect(() =>
-      fast.check(params({ temperature: 2, top_p: 0.5, n: 5, presence_penalty: 1, frequency_penalty: -1, logit_bias: { '50256': -100 }, user: 'u1', stop: ['\n'] })),
+      fast.check(
+        params({
+          temperature: 2,
+          top_p: 0.5,
+          n: 5,
+          presence_penalty: 1,
+          frequency_penalty: -1,
+          logit_bias: { '50256': -100 },
+          user: 'u1',
+          stop: ['\n'],
+        }),
+      ),
     ).to.not.throw();
   });
 });

@@ -51,7 +51,8 @@ const STOPWORDS = new Set(
 function topicOf(messages: readonly ChatMessage[]): string {
   const last = [...messages].reverse().find((m) => m.role === 'user') ?? messages[messages.length - 1];
   const words = (last?.content.slice(0, 4000).match(/[A-Za-z][A-Za-z'-]*/g) ?? []).map((w) => w.toLowerCase());
-  const salient = (w: string | undefined) => w !== undefined && w.length >= 4 && w.length <= 20 && !w.includes("'") && !STOPWORDS.has(w);
+  const salient = (w: string | undefined) =>
+    w !== undefined && w.length >= 4 && w.length <= 20 && !w.includes("'") && !STOPWORDS.has(w);
   let best = -1;
   words.forEach((w, i) => {
     if (salient(w) && (best < 0 || w.length > words[best]!.length)) best = i;
@@ -66,9 +67,45 @@ function topicOf(messages: readonly ChatMessage[]): string {
 
 const an = (word: string): string => `${/^[aeiou]/.test(word) ? 'an' : 'a'} ${word}`;
 
-const OPENERS = ['Sure.', 'Good question.', 'Happy to help.', 'Here is a short answer.', "Let's take it step by step.", 'In short:'];
-const ADJ = ['main', 'underlying', 'practical', 'overall', 'typical', 'important', 'simple', 'basic', 'usual', 'key', 'common'];
-const NOUNS = ['approach', 'result', 'process', 'example', 'detail', 'structure', 'method', 'pattern', 'idea', 'step', 'constraint', 'trade-off', 'input', 'context', 'goal', 'assumption'];
+const OPENERS = [
+  'Sure.',
+  'Good question.',
+  'Happy to help.',
+  'Here is a short answer.',
+  "Let's take it step by step.",
+  'In short:',
+];
+const ADJ = [
+  'main',
+  'underlying',
+  'practical',
+  'overall',
+  'typical',
+  'important',
+  'simple',
+  'basic',
+  'usual',
+  'key',
+  'common',
+];
+const NOUNS = [
+  'approach',
+  'result',
+  'process',
+  'example',
+  'detail',
+  'structure',
+  'method',
+  'pattern',
+  'idea',
+  'step',
+  'constraint',
+  'trade-off',
+  'input',
+  'context',
+  'goal',
+  'assumption',
+];
 const VPS = [
   'depends on the context',
   'changes the outcome',
@@ -92,7 +129,12 @@ const SENTENCES: ((w: Words) => string)[] = [
   (w) => `Most people find that ${w.np()} ${w.vp()} once ${w.np()} is clear.`,
   (w) => `For ${w.topic}, ${w.np()} usually ${w.vp()}.`,
 ];
-const CLOSERS = ['I hope this helps.', 'Let me know if you would like more detail.', 'Feel free to ask a follow-up question.', 'Would you like a worked example?'];
+const CLOSERS = [
+  'I hope this helps.',
+  'Let me know if you would like more detail.',
+  'Feel free to ask a follow-up question.',
+  'Would you like a worked example?',
+];
 
 interface Words {
   topic: string;
@@ -105,7 +147,13 @@ interface Words {
 /** A plausible, deterministic answer of roughly `target` tokens, ending at a sentence. */
 function compose(rand: () => number, topic: string, target: number): string {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
-  const w: Words = { topic, adj: () => pick(ADJ), noun: () => pick(NOUNS), np: () => `the ${pick(ADJ)} ${pick(NOUNS)}`, vp: () => pick(VPS) };
+  const w: Words = {
+    topic,
+    adj: () => pick(ADJ),
+    noun: () => pick(NOUNS),
+    np: () => `the ${pick(ADJ)} ${pick(NOUNS)}`,
+    vp: () => pick(VPS),
+  };
   let text = pick(OPENERS);
   let words = text.split(' ').length;
   let inParagraph = 0;

@@ -4,7 +4,13 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from '../testing/upstream-fake.js';
 
-export { type FakeReply, type StreamScript, type ErrorReply, type RecordedRequest, DEFAULT_TOKENS } from '../testing/upstream-fake.js';
+export {
+  type FakeReply,
+  type StreamScript,
+  type ErrorReply,
+  type RecordedRequest,
+  DEFAULT_TOKENS,
+} from '../testing/upstream-fake.js';
 
 export const FAKE_OPENAI_KEY = 'sk-fake-openai-key';
 
@@ -44,7 +50,13 @@ const usageOf = (plan: Plan) =>
 export const openaiWire: WireFormat = {
   parse(method, url, body): ChatRequest | undefined {
     if (method !== 'POST' || !url.pathname.endsWith('/chat/completions')) return undefined;
-    return { model: String(body?.model ?? ''), stream: body?.stream === true, n: body?.n ?? 1, maxTokens: body?.max_completion_tokens ?? body?.max_tokens ?? undefined, body };
+    return {
+      model: String(body?.model ?? ''),
+      stream: body?.stream === true,
+      n: body?.n ?? 1,
+      maxTokens: body?.max_completion_tokens ?? body?.max_tokens ?? undefined,
+      body,
+    };
   },
   authorized: (headers: IncomingHttpHeaders) => headers.authorization === `Bearer ${FAKE_OPENAI_KEY}`,
   errorBody(status, message, type) {
@@ -53,8 +65,23 @@ export const openaiWire: WireFormat = {
   },
   finishWord: (f) => f,
   sse: {
-    start: (plan) => plan.choices.map((c) => data(chunk(plan, [{ index: c.index, delta: { role: 'assistant', content: '', refusal: null }, logprobs: null, finish_reason: null }]))).join(''),
-    token: (plan, index, text) => data(chunk(plan, [{ index, delta: { content: text }, logprobs: null, finish_reason: null }])),
+    start: (plan) =>
+      plan.choices
+        .map((c) =>
+          data(
+            chunk(plan, [
+              {
+                index: c.index,
+                delta: { role: 'assistant', content: '', refusal: null },
+                logprobs: null,
+                finish_reason: null,
+              },
+            ]),
+          ),
+        )
+        .join(''),
+    token: (plan, index, text) =>
+      data(chunk(plan, [{ index, delta: { content: text }, logprobs: null, finish_reason: null }])),
     finish: (plan, index, reason) => data(chunk(plan, [{ index, delta: {}, logprobs: null, finish_reason: reason }])),
     end(plan) {
       const includeUsage = plan.req.body?.stream_options?.include_usage === true;
@@ -68,7 +95,12 @@ export const openaiWire: WireFormat = {
     created: CREATED,
     model: plan.req.model,
     system_fingerprint: 'fp_fake',
-    choices: texts.map((content, index) => ({ index, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: reasons[index] })),
+    choices: texts.map((content, index) => ({
+      index,
+      message: { role: 'assistant', content, refusal: null },
+      logprobs: null,
+      finish_reason: reasons[index],
+    })),
     ...(plan.usage ? { usage: usageOf(plan) } : {}),
   }),
 };

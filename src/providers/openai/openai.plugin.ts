@@ -8,7 +8,10 @@ export const openai = defineProvider({
     baseUrl: { kind: 'url', variable: 'OPENAI_BASE_URL' },
   },
   adapter: async () => {
-    const [{ OpenAIProvider }, { checkOpenAIRequest }] = await Promise.all([import('./openai.provider.js'), import('./openai.rules.js')]);
+    const [{ OpenAIProvider }, { checkOpenAIRequest }] = await Promise.all([
+      import('./openai.provider.js'),
+      import('./openai.rules.js'),
+    ]);
     return {
       rules: checkOpenAIRequest,
       create: (s, shared) => new OpenAIProvider({ apiKey: s.apiKey, baseUrl: s.baseUrl, timeoutMs: shared.timeoutMs }),

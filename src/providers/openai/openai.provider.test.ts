@@ -21,7 +21,8 @@ const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
 describe('OpenAI adapter against a fake OpenAI', () => {
   let fake: FakeOpenAI;
   let provider: OpenAIProvider;
-  const run = (p: CompletionParams = params(), signal = new AbortController().signal) => collectEvents(provider.stream(p, signal));
+  const run = (p: CompletionParams = params(), signal = new AbortController().signal) =>
+    collectEvents(provider.stream(p, signal));
 
   before(async () => {
     fake = await startFakeOpenAI();
@@ -43,7 +44,10 @@ describe('OpenAI adapter against a fake OpenAI', () => {
   it('a stream started with startNow sends its request before anyone reads it, and loses no event', async () => {
     fake.script({ tokens: ['Hel', 'lo'], usage: { prompt: 5, completion: 2 } });
     const started = startNow(provider.stream(params(), new AbortController().signal));
-    await eventually(async () => (fake.requests.length === 1 ? true : undefined), 'the upstream request to arrive unread');
+    await eventually(
+      async () => (fake.requests.length === 1 ? true : undefined),
+      'the upstream request to arrive unread',
+    );
     const r = await collectEvents(started);
     expect(r.error).to.equal(undefined);
     expect(r.texts).to.deep.equal(['Hello']);
@@ -58,7 +62,17 @@ describe('OpenAI adapter against a fake OpenAI', () => {
 
   it('maps every request field onto the upstream body and always asks for usage', async () => {
     await run(
-      params({ temperature: 0.2, top_p: 0.9, max_tokens: 50, n: 2, stop: ['\n\n'], presence_penalty: 0.5, frequency_penalty: -0.5, logit_bias: { '1234': -100 }, user: 'user-7' }),
+      params({
+        temperature: 0.2,
+        top_p: 0.9,
+        max_tokens: 50,
+        n: 2,
+        stop: ['\n\n'],
+        presence_penalty: 0.5,
+        frequency_penalty: -0.5,
+        logit_bias: { '1234': -100 },
+        user: 'user-7',
+      }),
     );
     const req = fake.lastRequest!;
     expect(req.path).to.equal('/v1/chat/completions');
@@ -89,7 +103,12 @@ describe('OpenAI adapter against a fake OpenAI', () => {
   });
 
   it('streams n choices with their own indexes and finish reasons', async () => {
-    fake.script({ choices: [['A', 'a'], ['B', 'b', 'b']] });
+    fake.script({
+      choices: [
+        ['A', 'a'],
+        ['B', 'b', 'b'],
+      ],
+    });
     const r = await run(params({ n: 2, max_tokens: 2 }));
     expect(r.texts).to.deep.equal(['Aa', 'Bb']);
     expect(r.finishes).to.deep.equal({ 0: 'stop', 1: 'length' });
@@ -179,7 +198,8 @@ describe('OpenAI adapter against a fake OpenAI', () => {
     expect(fake.lastRequest!.closedEarly).to.equal(true);
   });
 
-  it('cancels the upstream request when aborted: the fake sees the connection close', () => expectAbortClosesTheUpstream(provider, fake, params()));
+  it('cancels the upstream request when aborted: the fake sees the connection close', () =>
+    expectAbortClosesTheUpstream(provider, fake, params()));
 
   it('closes the upstream connection when the consumer stops reading early', async () => {
     fake.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
@@ -191,7 +211,8 @@ describe('OpenAI adapter against a fake OpenAI', () => {
   });
 
   describe('whole-answer calls, for clients that do not stream', () => {
-    const whole = (p: CompletionParams = params(), signal = new AbortController().signal) => collectEvents(provider.complete(p, signal));
+    const whole = (p: CompletionParams = params(), signal = new AbortController().signal) =>
+      collectEvents(provider.complete(p, signal));
 
     it('asks for one JSON answer (stream: false) and yields the same events: text, finish reason, usage', async () => {
       fake.script({ tokens: ['Hel', 'lo', ' there'], usage: { prompt: 12, completion: 3 } });
@@ -205,7 +226,12 @@ describe('OpenAI adapter against a fake OpenAI', () => {
     });
 
     it('yields n choices with their own indexes and finish reasons', async () => {
-      fake.script({ choices: [['a', 'b'], ['c', 'd', 'e']] });
+      fake.script({
+        choices: [
+          ['a', 'b'],
+          ['c', 'd', 'e'],
+        ],
+      });
       const r = await whole(params({ n: 2, max_tokens: 2 }));
       expect(r.texts).to.deep.equal(['ab', 'cd']);
       expect(r.finishes).to.deep.equal({ 0: 'stop', 1: 'length' });
@@ -246,7 +272,11 @@ describe('OpenAI adapter against a fake OpenAI', () => {
 
   describe('check()', () => {
     it('accepts every interface field with valid values', () => {
-      expect(() => provider.check(params({ temperature: 2, top_p: 0, n: 5, logit_bias: { '50256': -100, '11': 100 }, presence_penalty: 2 }))).to.not.throw();
+      expect(() =>
+        provider.check(
+          params({ temperature: 2, top_p: 0, n: 5, logit_bias: { '50256': -100, '11': 100 }, presence_penalty: 2 }),
+        ),
+      ).to.not.throw();
     });
 
     it('rejects a logit_bias key that is not a token id with a 422 naming logit_bias', () => {
@@ -258,7 +288,13 @@ describe('OpenAI adapter against a fake OpenAI', () => {
         const e = err as AppError;
         expect(e.status).to.equal(422);
         expect(e.param).to.equal('logit_bias');
-        expect(e.detail).to.deep.equal([{ loc: ['body', 'logit_bias', 'hello'], msg: 'logit_bias keys must be token ids (integers); got "hello"', type: 'value_error' }]);
+        expect(e.detail).to.deep.equal([
+          {
+            loc: ['body', 'logit_bias', 'hello'],
+            msg: 'logit_bias keys must be token ids (integers); got "hello"',
+            type: 'value_error',
+          },
+        ]);
       }
     });
 
@@ -266,7 +302,13 @@ describe('OpenAI adapter against a fake OpenAI', () => {
       expect(() => provider.check(params({ messages: [{ role: 'wizard', content: 'hi' }] })))
         .to.throw(AppError)
         .with.property('detail')
-        .that.deep.equals([{ loc: ['body', 'messages', 0, 'role'], msg: 'Role "wizard" is not supported by OpenAI models; use one of system, developer, user, assistant', type: 'value_error' }]);
+        .that.deep.equals([
+          {
+            loc: ['body', 'messages', 0, 'role'],
+            msg: 'Role "wizard" is not supported by OpenAI models; use one of system, developer, user, assistant',
+            type: 'value_error',
+          },
+        ]);
     });
   });
 });

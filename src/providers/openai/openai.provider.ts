@@ -6,7 +6,15 @@ import type {
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
 import { postForEvents, postForJson, UpstreamHttpError } from '../sse-request.js';
-import { assertComplete, connectionFailure, httpFailure, retryAfterMs, UpstreamCall, wholeAnswer, type UpstreamSettings } from '../upstream.js';
+import {
+  assertComplete,
+  connectionFailure,
+  httpFailure,
+  retryAfterMs,
+  UpstreamCall,
+  wholeAnswer,
+  type UpstreamSettings,
+} from '../upstream.js';
 import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from '../types.js';
 import { checkOpenAIRequest } from './openai.rules.js';
 
@@ -30,7 +38,10 @@ function classify(err: unknown): ProviderError {
 /** The upstream request body: every interface field maps one to one. */
 export function toOpenAIRequest(p: CompletionParams): ChatCompletionCreateParamsStreaming;
 export function toOpenAIRequest(p: CompletionParams, stream: false): ChatCompletionCreateParamsNonStreaming;
-export function toOpenAIRequest(p: CompletionParams, stream = true): ChatCompletionCreateParamsStreaming | ChatCompletionCreateParamsNonStreaming {
+export function toOpenAIRequest(
+  p: CompletionParams,
+  stream = true,
+): ChatCompletionCreateParamsStreaming | ChatCompletionCreateParamsNonStreaming {
   const messages = p.messages.map((m) => ({ role: m.role, content: m.content }) as ChatCompletionMessageParam);
   const body: ChatCompletionCreateParamsStreaming | ChatCompletionCreateParamsNonStreaming = stream
     ? // Always: usage is what the account is billed for (a whole answer carries it anyway).
@@ -81,7 +92,8 @@ export class OpenAIProvider implements Provider {
         if (data === '[DONE]') continue;
         const chunk = JSON.parse(data) as ChatCompletionChunk & { error?: { message?: string } };
         // An error in the stream itself (OpenAI-compatible servers send `data: {"error": ...}`).
-        if (chunk.error) throw new ProviderError(`${PROVIDER} stream failed: ${chunk.error.message ?? 'unknown error'}`, 502, true);
+        if (chunk.error)
+          throw new ProviderError(`${PROVIDER} stream failed: ${chunk.error.message ?? 'unknown error'}`, 502, true);
         if (chunk.model) model = chunk.model;
         for (const choice of chunk.choices ?? []) {
           if (choice.delta?.content) yield { type: 'delta', index: choice.index, content: choice.delta.content };
@@ -90,7 +102,13 @@ export class OpenAIProvider implements Provider {
             yield { type: 'finish', index: choice.index, reason: choice.finish_reason };
           }
         }
-        if (chunk.usage) yield { type: 'usage', prompt_tokens: chunk.usage.prompt_tokens, completion_tokens: chunk.usage.completion_tokens, model };
+        if (chunk.usage)
+          yield {
+            type: 'usage',
+            prompt_tokens: chunk.usage.prompt_tokens,
+            completion_tokens: chunk.usage.completion_tokens,
+            model,
+          };
       }
       assertComplete(PROVIDER, expected, finished);
       call.complete();
@@ -103,11 +121,14 @@ export class OpenAIProvider implements Provider {
 
   /** One whole-answer call (stream: false) for a client that does not stream; see Provider.complete. */
   async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
-    const answer = (await wholeAnswer(signal, this.settings.timeoutMs, PROVIDER, classify, (s) => postForJson(this.url, this.headers, toOpenAIRequest(p, false), s))) as ChatCompletion & {
+    const answer = (await wholeAnswer(signal, this.settings.timeoutMs, PROVIDER, classify, (s) =>
+      postForJson(this.url, this.headers, toOpenAIRequest(p, false), s),
+    )) as ChatCompletion & {
       error?: { message?: string };
     };
     // OpenAI-compatible servers may answer 200 with an error body.
-    if (answer.error) throw new ProviderError(`${PROVIDER} answer failed: ${answer.error.message ?? 'unknown error'}`, 502, true);
+    if (answer.error)
+      throw new ProviderError(`${PROVIDER} answer failed: ${answer.error.message ?? 'unknown error'}`, 502, true);
     const finished = new Set<number>();
     for (const choice of answer.choices ?? []) {
       const content = choice.message?.content;
@@ -118,6 +139,12 @@ export class OpenAIProvider implements Provider {
       }
     }
     assertComplete(PROVIDER, p.n ?? 1, finished);
-    if (answer.usage) yield { type: 'usage', prompt_tokens: answer.usage.prompt_tokens, completion_tokens: answer.usage.completion_tokens, model: answer.model || undefined };
+    if (answer.usage)
+      yield {
+        type: 'usage',
+        prompt_tokens: answer.usage.prompt_tokens,
+        completion_tokens: answer.usage.completion_tokens,
+        model: answer.model || undefined,
+      };
   }
 }

@@ -63,7 +63,19 @@ export type FakeReply = ErrorReply | StreamScript;
 
 const isError = (r: FakeReply): r is ErrorReply => typeof (r as ErrorReply).status === 'number';
 
-export const DEFAULT_TOKENS = ['Hello', '!', ' This', ' is', ' a', ' scripted', ' answer', ' from', ' the', ' fake', '.'];
+export const DEFAULT_TOKENS = [
+  'Hello',
+  '!',
+  ' This',
+  ' is',
+  ' a',
+  ' scripted',
+  ' answer',
+  ' from',
+  ' the',
+  ' fake',
+  '.',
+];
 
 /** What a provider fake reads from one chat request. */
 export interface ChatRequest {
@@ -194,7 +206,8 @@ export class FakeUpstream {
 
     const chat = this.wire.parse(req.method ?? 'GET', url, body);
     if (!chat) return this.sendError(res, { status: 404, message: `Unknown route ${req.method} ${url.pathname}` });
-    if (!this.wire.authorized(req.headers, url)) return this.sendError(res, { status: 401, message: 'Invalid API key provided.' });
+    if (!this.wire.authorized(req.headers, url))
+      return this.sendError(res, { status: 401, message: 'Invalid API key provided.' });
 
     const reply = this.queue.shift() ?? this.fallback;
     if (isError(reply)) return this.sendError(res, reply);
@@ -232,7 +245,9 @@ export class FakeUpstream {
 
     if (!chat.stream) {
       const texts = plan.choices.map((c) => c.pieces.join(''));
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(this.wire.complete(plan, texts, plan.choices.map(reason))));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify(this.wire.complete(plan, texts, plan.choices.map(reason))));
       return;
     }
 
@@ -303,7 +318,8 @@ export async function collectEvents(stream: AsyncIterable<{ type: string; [k: st
       out.events.push(e);
       if (e.type === 'delta') out.texts[e.index] = (out.texts[e.index] ?? '') + e.content;
       else if (e.type === 'finish') out.finishes[e.index] = e.reason;
-      else if (e.type === 'usage') out.usage = { prompt_tokens: e.prompt_tokens, completion_tokens: e.completion_tokens };
+      else if (e.type === 'usage')
+        out.usage = { prompt_tokens: e.prompt_tokens, completion_tokens: e.completion_tokens };
     }
   } catch (err) {
     out.error = err;

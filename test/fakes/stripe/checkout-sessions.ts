@@ -22,7 +22,8 @@ export function registerCheckoutSessions(routes: Routes, store: StripeStore): vo
   routes.add('POST', '/v1/checkout/sessions/:id/expire', ({ params }) => {
     const s = store.checkoutSessions.get(params.id);
     if (!s) throw missing('checkout.session', params.id);
-    if (s.status !== 'open') throw invalid(`Only Checkout Sessions with a status of open can be expired (this one is ${s.status}).`);
+    if (s.status !== 'open')
+      throw invalid(`Only Checkout Sessions with a status of open can be expired (this one is ${s.status}).`);
     s.status = 'expired';
     store.emit('checkout.session.expired', s);
     return s;
@@ -35,7 +36,11 @@ export function newCheckoutSession(store: StripeStore, body: Obj): Obj {
   if (body.mode !== 'setup') throw invalid('This fake supports Checkout Sessions in setup mode only.', 'mode');
   if (!body.success_url) throw required('success_url');
   if (!body.currency && !body.allowed_payment_method_types) {
-    throw invalid('currency is required in setup mode when allowed_payment_method_types is not set.', 'currency', 'parameter_missing');
+    throw invalid(
+      'currency is required in setup mode when allowed_payment_method_types is not set.',
+      'currency',
+      'parameter_missing',
+    );
   }
   if (body.customer) requireCustomer(store, String(body.customer), 'customer');
   const id = randomId('cs_test_', 58);
@@ -103,16 +108,31 @@ export function newCheckoutSession(store: StripeStore, body: Obj): Obj {
  * session's customer through the session's setup intent; the session completes. Returns the
  * URL Stripe would redirect the browser to (success_url with the session id filled in).
  */
-export function completeCheckoutSession(store: StripeStore, sessionId: string, card: FakeCard = {}): { session: Obj; paymentMethod: Obj; returnUrl: string } {
+export function completeCheckoutSession(
+  store: StripeStore,
+  sessionId: string,
+  card: FakeCard = {},
+): { session: Obj; paymentMethod: Obj; returnUrl: string } {
   const session = store.checkoutSessions.get(sessionId);
   if (!session) throw new Error(`no checkout session ${sessionId}`);
   if (session.status !== 'open') throw new Error(`checkout session ${sessionId} is ${session.status}`);
   const si = store.setupIntents.get(session.setup_intent)!;
   const pm = confirmSetupIntent(store, si.id, card);
   session.status = 'complete';
-  session.customer_details = { address: null, email: store.customers.get(session.customer)?.email ?? null, name: null, phone: null, tax_exempt: 'none', tax_ids: [] };
+  session.customer_details = {
+    address: null,
+    email: store.customers.get(session.customer)?.email ?? null,
+    name: null,
+    phone: null,
+    tax_exempt: 'none',
+    tax_ids: [],
+  };
   store.emit('checkout.session.completed', session);
-  return { session: clone(session), paymentMethod: clone(pm), returnUrl: String(session.success_url).replace('{CHECKOUT_SESSION_ID}', session.id) };
+  return {
+    session: clone(session),
+    paymentMethod: clone(pm),
+    returnUrl: String(session.success_url).replace('{CHECKOUT_SESSION_ID}', session.id),
+  };
 }
 
 /** The session times out unused (Stripe expires sessions after 24 hours). */

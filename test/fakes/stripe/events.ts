@@ -30,6 +30,13 @@ export async function deliverEvent(
   const payload = opts.payload ?? JSON.stringify(event, null, 2);
   const header =
     opts.signature ??
-    Stripe.webhooks.generateTestHeaderString({ payload, secret, ...(opts.timestamp !== undefined ? { timestamp: opts.timestamp } : {}) });
-  return request('POST', url, { raw: payload, headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': header } });
+    Stripe.webhooks.generateTestHeaderString({
+      payload,
+      secret,
+      ...(opts.timestamp !== undefined ? { timestamp: opts.timestamp } : {}),
+    });
+  return request('POST', url, {
+    raw: payload,
+    headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': header },
+  });
 }

@@ -38,12 +38,19 @@ export class Faults {
   takeFailure(method: string, path: string): { status: number; body: Obj } | undefined {
     const failure = take(this.failures, method, path);
     if (!failure) return undefined;
-    return { status: failure.status ?? 500, body: { error: failure.error ?? { type: 'api_error', message: 'An unknown error occurred (injected by the fake).' } } };
+    return {
+      status: failure.status ?? 500,
+      body: {
+        error: failure.error ?? { type: 'api_error', message: 'An unknown error occurred (injected by the fake).' },
+      },
+    };
   }
 }
 
 function take<R extends Rule>(rules: R[], method: string, path: string): R | undefined {
-  const rule = rules.find((r) => r.remaining > 0 && (!r.method || r.method === method) && (!r.path || r.path.test(path)));
+  const rule = rules.find(
+    (r) => r.remaining > 0 && (!r.method || r.method === method) && (!r.path || r.path.test(path)),
+  );
   if (rule) rule.remaining -= 1;
   return rule;
 }

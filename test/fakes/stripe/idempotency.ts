@@ -23,7 +23,8 @@ export class IdempotencyKeys {
   replay(key: string, fingerprint: string): Reply | undefined {
     const saved = this.saved.get(key);
     if (!saved) return undefined;
-    if (saved.fingerprint === fingerprint) return { status: saved.status, body: saved.body, headers: { 'idempotent-replayed': 'true' } };
+    if (saved.fingerprint === fingerprint)
+      return { status: saved.status, body: saved.body, headers: { 'idempotent-replayed': 'true' } };
     const err = new StripeApiError(
       400,
       'idempotency_error',
@@ -38,4 +39,5 @@ export class IdempotencyKeys {
 }
 
 /** Same method, path and parameters: what makes a repeated key the same request. */
-export const fingerprint = (method: string, path: string, body: unknown): string => `${method} ${path} ${JSON.stringify(body)}`;
+export const fingerprint = (method: string, path: string, body: unknown): string =>
+  `${method} ${path} ${JSON.stringify(body)}`;

@@ -19,8 +19,14 @@ export function registerInvoiceItems(routes: Routes, store: StripeStore): void {
     let price: string | null = null;
     if (body.amount !== undefined) {
       amount = asInt(body.amount, 'amount');
-    } else if (body.unit_amount_decimal !== undefined || body.price_data?.unit_amount_decimal !== undefined || body.price_data?.unit_amount !== undefined) {
-      unitDecimal = String(body.unit_amount_decimal ?? body.price_data?.unit_amount_decimal ?? body.price_data?.unit_amount);
+    } else if (
+      body.unit_amount_decimal !== undefined ||
+      body.price_data?.unit_amount_decimal !== undefined ||
+      body.price_data?.unit_amount !== undefined
+    ) {
+      unitDecimal = String(
+        body.unit_amount_decimal ?? body.price_data?.unit_amount_decimal ?? body.price_data?.unit_amount,
+      );
       amount = roundScaled(toScaled(unitDecimal) * BigInt(quantity));
     } else if (body.pricing?.price) {
       price = String(body.pricing.price);
@@ -32,7 +38,8 @@ export function registerInvoiceItems(routes: Routes, store: StripeStore): void {
       throw required('amount');
     }
     const currency = String(body.currency ?? body.price_data?.currency ?? customer.currency ?? 'usd');
-    if (customer.currency && customer.currency !== currency) throw invalid(`The customer's currency is ${customer.currency}; invoice items must use it.`, 'currency');
+    if (customer.currency && customer.currency !== currency)
+      throw invalid(`The customer's currency is ${customer.currency}; invoice items must use it.`, 'currency');
     let invoice: Obj | undefined;
     if (body.invoice) {
       invoice = store.invoices.get(String(body.invoice));
@@ -56,9 +63,17 @@ export function registerInvoiceItems(routes: Routes, store: StripeStore): void {
       livemode: false,
       metadata: mergeMetadata({}, body.metadata),
       net_amount: amount,
-      parent: body.subscription ? { type: 'subscription_details', subscription_details: { subscription: body.subscription } } : null,
-      period: body.period ? { start: asInt(body.period.start, 'period[start]'), end: asInt(body.period.end, 'period[end]') } : { start: now, end: now },
-      pricing: { type: 'price_details', price_details: price ? { price, product: store.productId } : undefined, unit_amount_decimal: unitDecimal ?? String(amount) },
+      parent: body.subscription
+        ? { type: 'subscription_details', subscription_details: { subscription: body.subscription } }
+        : null,
+      period: body.period
+        ? { start: asInt(body.period.start, 'period[start]'), end: asInt(body.period.end, 'period[end]') }
+        : { start: now, end: now },
+      pricing: {
+        type: 'price_details',
+        price_details: price ? { price, product: store.productId } : undefined,
+        unit_amount_decimal: unitDecimal ?? String(amount),
+      },
       proration: false,
       quantity,
       quantity_decimal: String(quantity),

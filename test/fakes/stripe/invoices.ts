@@ -71,7 +71,13 @@ export function registerInvoices(routes: Routes, store: StripeStore): void {
       next_payment_attempt: null,
       number: null,
       on_behalf_of: null,
-      parent: body.subscription ? { type: 'subscription_details', quote_details: null, subscription_details: { metadata: {}, subscription: body.subscription } } : null,
+      parent: body.subscription
+        ? {
+            type: 'subscription_details',
+            quote_details: null,
+            subscription_details: { metadata: {}, subscription: body.subscription },
+          }
+        : null,
       payment_settings: { default_mandate: null, payment_method_options: null, payment_method_types: null },
       period_end: now,
       period_start: now,
@@ -122,7 +128,12 @@ export function registerInvoices(routes: Routes, store: StripeStore): void {
   routes.add('POST', '/v1/invoices/:id/finalize', ({ params, body }) => {
     const inv = store.invoices.get(params.id);
     if (!inv) throw missing('invoice', params.id);
-    if (inv.status !== 'draft') throw invalid(`This invoice is already finalized, you can't re-finalize a non-draft invoice.`, undefined, 'invoice_not_editable');
+    if (inv.status !== 'draft')
+      throw invalid(
+        `This invoice is already finalized, you can't re-finalize a non-draft invoice.`,
+        undefined,
+        'invoice_not_editable',
+      );
     const customer = requireCustomer(store, inv.customer);
     const now = store.now();
     inv.status = 'open';
@@ -133,7 +144,8 @@ export function registerInvoices(routes: Routes, store: StripeStore): void {
     inv.ending_balance = 0;
     inv.hosted_invoice_url = `${store.baseUrl()}/i/${inv.id}`;
     inv.invoice_pdf = `${store.baseUrl()}/i/${inv.id}/pdf`;
-    if (inv.collection_method === 'send_invoice' && inv.due_date === null) inv.due_date = now + inv.days_until_due_requested * 86400;
+    if (inv.collection_method === 'send_invoice' && inv.due_date === null)
+      inv.due_date = now + inv.days_until_due_requested * 86400;
     if (body.auto_advance !== undefined) inv.auto_advance = asBool(body.auto_advance);
     store.emit('invoice.finalized', inv);
     if (inv.amount_due === 0) {
@@ -154,7 +166,8 @@ export function registerInvoices(routes: Routes, store: StripeStore): void {
   routes.add('POST', '/v1/invoices/:id/send', ({ params }) => {
     const inv = store.invoices.get(params.id);
     if (!inv) throw missing('invoice', params.id);
-    if (inv.status !== 'open' && inv.status !== 'paid') throw invalid('You can only send an invoice that has been finalized.', undefined, 'invoice_not_editable');
+    if (inv.status !== 'open' && inv.status !== 'paid')
+      throw invalid('You can only send an invoice that has been finalized.', undefined, 'invoice_not_editable');
     store.sentInvoices.push(inv.id);
     store.emit('invoice.sent', inv);
     return inv;
@@ -163,7 +176,8 @@ export function registerInvoices(routes: Routes, store: StripeStore): void {
   routes.add('POST', '/v1/invoices/:id/void', ({ params }) => {
     const inv = store.invoices.get(params.id);
     if (!inv) throw missing('invoice', params.id);
-    if (inv.status !== 'open' && inv.status !== 'uncollectible') throw invalid('You can only void open or uncollectible invoices.');
+    if (inv.status !== 'open' && inv.status !== 'uncollectible')
+      throw invalid('You can only void open or uncollectible invoices.');
     inv.status = 'void';
     inv.status_transitions.voided_at = store.now();
     store.emit('invoice.voided', inv);
@@ -184,19 +198,30 @@ export function addInvoiceItem(inv: Obj, item: Obj): void {
  */
 export function payInvoice(store: StripeStore, inv: Obj): void {
   if (inv.status === 'paid') throw invalid('Invoice is already paid', undefined, 'invoice_already_paid');
-  if (inv.status !== 'open') throw invalid(`You can only pay an invoice in the open state (it is ${inv.status}).`, undefined, 'invoice_not_open');
+  if (inv.status !== 'open')
+    throw invalid(
+      `You can only pay an invoice in the open state (it is ${inv.status}).`,
+      undefined,
+      'invoice_not_open',
+    );
   const customer = requireCustomer(store, inv.customer);
   const pmId = inv.default_payment_method ?? customer.invoice_settings.default_payment_method;
   inv.attempted = true;
   inv.attempt_count += 1;
   if (!pmId) {
     store.emit('invoice.payment_failed', inv);
-    throw invalid('This customer has no attached payment source or default payment method.', undefined, 'invoice_no_customer_line_items');
+    throw invalid(
+      'This customer has no attached payment source or default payment method.',
+      undefined,
+      'invoice_no_customer_line_items',
+    );
   }
   if (store.declining.has(pmId)) {
     inv.next_payment_attempt = store.now() + 3 * 86400;
     store.emit('invoice.payment_failed', inv);
-    throw new StripeApiError(402, 'card_error', 'Your card was declined.', 'card_declined', undefined, { decline_code: 'generic_decline' });
+    throw new StripeApiError(402, 'card_error', 'Your card was declined.', 'card_declined', undefined, {
+      decline_code: 'generic_decline',
+    });
   }
   inv.status = 'paid';
   inv.amount_paid = inv.amount_due;
@@ -235,7 +260,12 @@ function lineFor(item: Obj, invoiceId: string): Obj {
     metadata: item.metadata,
     parent: {
       type: 'invoice_item_details',
-      invoice_item_details: { invoice_item: item.id, proration: false, proration_details: { credited_items: null }, subscription: null },
+      invoice_item_details: {
+        invoice_item: item.id,
+        proration: false,
+        proration_details: { credited_items: null },
+        subscription: null,
+      },
       subscription_item_details: null,
     },
     period: item.period,

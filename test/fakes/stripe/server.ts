@@ -91,12 +91,21 @@ export class StripeHttpServer {
     const query = parseStripeForm(url.search.slice(1));
     const body = parseStripeForm(text);
     const idempotencyKey = req.headers['idempotency-key'] as string | undefined;
-    const received: ReceivedRequest = { method, path: url.pathname, query, body, idempotencyKey, stripeVersion: req.headers['stripe-version'] as string | undefined, at: performance.now() };
+    const received: ReceivedRequest = {
+      method,
+      path: url.pathname,
+      query,
+      body,
+      idempotencyKey,
+      stripeVersion: req.headers['stripe-version'] as string | undefined,
+      at: performance.now(),
+    };
     this.requests.push(received);
     // Counted on arrival, as Stripe's limiter does; the latency is the time to answer.
     const limited = this.bucket !== undefined && !this.bucket.take();
     const latency = this.opts.traffic?.latencyMs;
-    if (latency) await new Promise((resolve) => setTimeout(resolve, latency[0] + Math.random() * (latency[1] - latency[0])));
+    if (latency)
+      await new Promise((resolve) => setTimeout(resolve, latency[0] + Math.random() * (latency[1] - latency[0])));
 
     const requestId = randomId('req_', 14);
     const send = (status: number, payload: string, headers: Record<string, string> = {}) => {
@@ -118,7 +127,17 @@ export class StripeHttpServer {
       return;
     }
     if (limited) {
-      send(429, JSON.stringify({ error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.' } }));
+      send(
+        429,
+        JSON.stringify({
+          error: {
+            type: 'invalid_request_error',
+            code: 'rate_limit',
+            message:
+              'Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.',
+          },
+        }),
+      );
       return;
     }
     const failure = faults.takeFailure(method, url.pathname);
@@ -127,7 +146,15 @@ export class StripeHttpServer {
       return;
     }
     if (req.headers.authorization !== `Bearer ${secretKey}`) {
-      send(401, JSON.stringify({ error: { type: 'invalid_request_error', message: `Invalid API Key provided: ${String(req.headers.authorization ?? '').slice(7, 15)}****` } }));
+      send(
+        401,
+        JSON.stringify({
+          error: {
+            type: 'invalid_request_error',
+            message: `Invalid API Key provided: ${String(req.headers.authorization ?? '').slice(7, 15)}****`,
+          },
+        }),
+      );
       return;
     }
 
@@ -144,7 +171,12 @@ export class StripeHttpServer {
     let payload: string;
     try {
       const route = routes.match(method, url.pathname);
-      if (!route) throw new StripeApiError(404, 'invalid_request_error', `Unrecognized request URL (${method}: ${url.pathname}).`);
+      if (!route)
+        throw new StripeApiError(
+          404,
+          'invalid_request_error',
+          `Unrecognized request URL (${method}: ${url.pathname}).`,
+        );
       const input = method === 'POST' ? body : query;
       const result = route.handler({ params: route.params, query, body: input });
       const expand = (input.expand as string[] | undefined) ?? [];
@@ -152,7 +184,14 @@ export class StripeHttpServer {
     } catch (err) {
       // A bug in the fake answers 500, as Stripe's own api_error would, rather than leaving the
       // client waiting for an answer that never comes.
-      const apiError = err instanceof StripeApiError ? err : new StripeApiError(500, 'api_error', `The fake failed: ${err instanceof Error ? err.message : String(err)}`);
+      const apiError =
+        err instanceof StripeApiError
+          ? err
+          : new StripeApiError(
+              500,
+              'api_error',
+              `The fake failed: ${err instanceof Error ? err.message : String(err)}`,
+            );
       status = apiError.status;
       payload = JSON.stringify(apiError.toBody());
     }

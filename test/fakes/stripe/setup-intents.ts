@@ -11,7 +11,12 @@ export function registerSetupIntents(routes: Routes, store: StripeStore): void {
 
   routes.add('POST', '/v1/setup_intents', ({ body }) => {
     if (body.customer) requireCustomer(store, String(body.customer), 'customer');
-    return newSetupIntent(store, { customer: body.customer ?? null, metadata: mergeMetadata({}, body.metadata), usage: body.usage, allowed: body.allowed_payment_method_types });
+    return newSetupIntent(store, {
+      customer: body.customer ?? null,
+      metadata: mergeMetadata({}, body.metadata),
+      usage: body.usage,
+      allowed: body.allowed_payment_method_types,
+    });
   });
 
   routes.add('GET', '/v1/setup_intents/:id', ({ params }) => {
@@ -22,7 +27,10 @@ export function registerSetupIntents(routes: Routes, store: StripeStore): void {
 }
 
 /** A setup intent waiting for a card; checkout sessions in setup mode make one too. */
-export function newSetupIntent(store: StripeStore, opts: { customer: string | null; metadata: Obj; usage?: string; allowed?: string[] }): Obj {
+export function newSetupIntent(
+  store: StripeStore,
+  opts: { customer: string | null; metadata: Obj; usage?: string; allowed?: string[] },
+): Obj {
   const id = randomId('seti_');
   const si = {
     id,
@@ -66,7 +74,12 @@ export function confirmSetupIntent(store: StripeStore, setupIntentId: string, ca
   if (!si) throw new Error(`no setup intent ${setupIntentId}`);
   if (fail) {
     si.status = 'requires_payment_method';
-    si.last_setup_error = { code: 'card_declined', decline_code: 'generic_decline', message: 'Your card was declined.', type: 'card_error' };
+    si.last_setup_error = {
+      code: 'card_declined',
+      decline_code: 'generic_decline',
+      message: 'Your card was declined.',
+      type: 'card_error',
+    };
     store.emit('setup_intent.setup_failed', si);
     return si;
   }
@@ -81,7 +94,12 @@ export function confirmSetupIntent(store: StripeStore, setupIntentId: string, ca
 /** A setup intent for `customer` in the given state, as if created and confirmed elsewhere (Stripe.js, another server). */
 export function createSetupIntent(
   store: StripeStore,
-  opts: { customer: string | null; status?: 'succeeded' | 'requires_payment_method' | 'processing' | 'canceled'; card?: FakeCard; metadata?: Obj },
+  opts: {
+    customer: string | null;
+    status?: 'succeeded' | 'requires_payment_method' | 'processing' | 'canceled';
+    card?: FakeCard;
+    metadata?: Obj;
+  },
 ): Obj {
   const si = newSetupIntent(store, { customer: opts.customer, metadata: opts.metadata ?? {} });
   const status = opts.status ?? 'succeeded';

@@ -18,7 +18,9 @@ export function registerSubscriptions(routes: Routes, store: StripeStore): void 
 
   routes.add('GET', '/v1/subscriptions', ({ query }) => {
     const subs = [...store.subscriptions.values()].filter(
-      (s) => (!query.customer || s.customer === query.customer) && (query.status === 'all' || (query.status ? s.status === query.status : s.status !== 'canceled')),
+      (s) =>
+        (!query.customer || s.customer === query.customer) &&
+        (query.status === 'all' || (query.status ? s.status === query.status : s.status !== 'canceled')),
     );
     return listPage(subs, '/v1/subscriptions', query);
   });
@@ -32,7 +34,12 @@ export function registerSubscriptions(routes: Routes, store: StripeStore): void 
   routes.add('DELETE', '/v1/subscriptions/:id', ({ params }) => {
     const s = store.subscriptions.get(params.id);
     if (!s) throw missing('subscription', params.id);
-    if (s.status === 'canceled') throw invalid('A canceled subscription can only update its cancellation_details and metadata.', undefined, 'subscription_canceled');
+    if (s.status === 'canceled')
+      throw invalid(
+        'A canceled subscription can only update its cancellation_details and metadata.',
+        undefined,
+        'subscription_canceled',
+      );
     setSubscriptionStatus(store, s.id, 'canceled');
     return s;
   });
