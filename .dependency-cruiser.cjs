@@ -1,15 +1,59 @@
 // Which layer may import which (README, "Dependency rules"), checked on every `npm test`.
 // Paths are relative to the repository root; only the service's own code is checked (tests may
 // import anything).
-const FEATURES = '^src/(accounts|billing|catalog|chat|health|limits|scheduler|subscriptions|usage)/';
+const FEATURES = '^src/(accounts|console-identity|billing|catalog|chat|health|limits|scheduler|subscriptions|usage)/';
 const CONTEXT = '^src/(context|lifecycle|metrics-server)[.]ts$';
-const CORE = '^src/(config|clock|errors|logger|metrics|validation)[.]ts$';
+const CORE = '^src/(calendar|clock|config|errors|ids|local-secret|logger|metrics|validation)[.]ts$|^db/';
 // The provider list and each provider's plug-in (name and settings schema): config.ts reads them.
 const PLUGINS = '^src/providers/(providers|plugin)[.]ts$|^src/providers/[^/]+/[^/]+[.]plugin[.]ts$';
+// Tests beside the code may import anything.
+const TESTS = '[.]test[.]ts$';
+
+// The layers under the process context and the edges, lowest first. A module imports its own
+// room and the rooms of lower layers; the rooms of one layer do not import each other. Above
+// them: the process context (CONTEXT), then the edges (src/http, workers, scripts), by the rules below.
+const LAYERS = [
+  { core: CORE },
+  { infra: '^src/infra/', providers: '^src/providers/' },
+  { catalog: '^src/catalog/' },
+  { usage: '^src/usage/' },
+  { limits: '^src/limits/' },
+  { accounts: '^src/accounts/' },
+  // The console's sign-in and sessions: above the accounts they sign in to.
+  { 'console-identity': '^src/console-identity/' },
+  { billing: '^src/billing/' },
+  { subscriptions: '^src/subscriptions/' },
+  { chat: '^src/chat/' },
+  { health: '^src/health/', scheduler: '^src/scheduler/' },
+];
+
+/** One rule per room: nothing from a higher layer, nor from another room of its own layer. */
+const layerRules = LAYERS.flatMap((layer, i) =>
+  Object.entries(layer).map(([room, path]) => {
+    const siblings = Object.entries(layer).filter(([other]) => other !== room);
+    const higher = LAYERS.slice(i + 1).flatMap((l) => Object.values(l));
+    return {
+      name: `${room}-imports-only-lower-layers`,
+      comment: `${room} imports only itself and the layers below it (README, "Dependency rules"); type-only imports included.`,
+      severity: 'error',
+      from: { path, pathNot: TESTS },
+      // config.ts reads every provider's settings schema through the plug-in list (kept light below).
+      to: {
+        path: [...siblings.map(([, p]) => p), ...higher].join('|'),
+        ...(room === 'core' ? { pathNot: PLUGINS } : {}),
+      },
+    };
+  }),
+);
+
+// Every module of src/ is in one room: a layer's, the process context's or the HTTP edge's (and
+// src/types holds declarations only). A module in none would escape every layer rule above.
+const ROOMS = [...LAYERS.flatMap((l) => Object.values(l)), CONTEXT, '^src/http/', '^src/types/'].join('|');
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
+    ...layerRules,
     {
       name: 'edges-are-not-imported',
       comment: 'src/http and workers are the two edges: nothing imports them (but themselves and the tests).',
@@ -45,22 +89,6 @@ module.exports = {
       to: { path: 'node_modules/bullmq/' },
     },
     {
-      name: 'providers-know-no-features',
-      comment:
-        'A provider takes an OpenAI-shaped request and yields chunks; it knows nothing of accounts, billing or the rest.',
-      severity: 'error',
-      from: { path: '^src/providers/', pathNot: '[.]test[.]ts$' },
-      to: { path: `${FEATURES}|^src/(http|infra)/|^workers/` },
-    },
-    {
-      name: 'infra-and-core-stay-low',
-      comment:
-        "One file per outside system and the shared core: they import neither features nor providers (config.ts only the plug-ins' settings).",
-      severity: 'error',
-      from: { path: `^src/infra/|${CORE}` },
-      to: { path: `${FEATURES}|^src/providers/`, pathNot: PLUGINS },
-    },
-    {
       name: 'provider-plug-ins-stay-light',
       comment:
         "config.ts reads every provider's settings through the plug-in list, so the list and the plug-ins load nothing else: adapters and their SDKs come by dynamic import, with the registry.",
@@ -71,10 +99,17 @@ module.exports = {
     {
       name: 'edges-call-services-not-repositories',
       comment:
-        "Routes and workers call a feature's service; the service decides what to read and write (types may be shared).",
+        "Routes, workers and scripts call a feature's service; the service decides what to read and write (types may be shared).",
       severity: 'error',
-      from: { path: '^(src/http|workers)/' },
+      from: { path: '^(src/http|workers|scripts)/' },
       to: { path: '[.]repository[.]ts$', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'features-call-services-not-repositories',
+      comment: "A feature calls another feature's service, never its repository (CONVENTIONS.md); types may be shared.",
+      severity: 'error',
+      from: { path: FEATURES, pathNot: TESTS },
+      to: { path: '[.]repository[.]ts$', pathNot: '^src/$1/', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'only-repositories-write-sql',
@@ -95,6 +130,37 @@ module.exports = {
       severity: 'error',
       from: { path: '^(src|workers|db|scripts)/', pathNot: '([.]test|[.]fake)[.]ts$|/testing/' },
       to: { path: '^test/|([.]test|[.]fake)[.]ts$|/testing/' },
+    },
+    {
+      name: 'console-is-not-imported',
+      comment:
+        'The console (console/) is a browser app the build bundles on its own: the service serves its built files, never imports it.',
+      severity: 'error',
+      from: { path: '^(src|workers|db|scripts)/' },
+      to: { path: '^console/' },
+    },
+    {
+      name: 'console-imports-no-service-code',
+      comment:
+        'The console talks to the service over HTTP only, like any frontend: no module of the service in the bundle.',
+      severity: 'error',
+      from: { path: '^console/' },
+      to: { path: '^(src|workers|db|scripts|test|bench)/' },
+    },
+    {
+      name: 'every-module-in-a-room',
+      comment:
+        'A module of src/ outside every room (LAYERS, the process context, src/http) is unchecked by the layer rules: add it to a room.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: `${ROOMS}|${TESTS}` },
+      to: {},
+    },
+    {
+      name: 'imports-only-modules-in-a-room',
+      comment: 'Importing a module of src/ that is in no room: add it to one (see every-module-in-a-room).',
+      severity: 'error',
+      from: { path: '^(src|workers|scripts)/' },
+      to: { path: '^src/', pathNot: ROOMS },
     },
     { name: 'no-cycles', severity: 'error', from: {}, to: { circular: true } },
   ],

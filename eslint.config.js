@@ -2,6 +2,7 @@
 // benchmark and the tests. Which layer may import which, and import cycles, are
 // dependency-cruiser's (.dependency-cruiser.cjs). `npm test` runs both before the suite.
 import js from '@eslint/js';
+import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -16,8 +17,12 @@ export default tseslint.config(
         'error',
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' },
       ],
+      // A type-only import says so, so the emitted code (and dependency-cruiser) can tell a type from a runtime edge.
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
     },
   },
+  // Layout is Prettier's (`npm run format`, checked by `npm run lint`): no lint rule argues with it.
+  prettier,
   {
     // Tests read JSON bodies and SSE chunks as whatever the service sent: `any` there is the
     // point (the assertions check the shape), so the rules against untyped values are off.

@@ -68,6 +68,8 @@ function leafPackage(f: Frame): string {
   return 'other: service code';
 }
 
+const STOPPED_GAP_US = 50_000;
+
 export function attribute(profile: CpuProfile): { total: number; buckets: Map<string, number> } {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
@@ -92,6 +94,9 @@ export function attribute(profile: CpuProfile): { total: number; buckets: Map<st
   let total = 0;
   profile.samples.forEach((id, i) => {
     const us = profile.timeDeltas[i] ?? 0;
+    // V8 samples every millisecond or so; a gap far longer is the process stopped (the benchmark
+    // stops each side between its turns), which would otherwise count as work of whatever was on the stack.
+    if (us > STOPPED_GAP_US) return;
     const b = resolve(id);
     buckets.set(b, (buckets.get(b) ?? 0) + us);
     if (b !== '(idle)') total += us;

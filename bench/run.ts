@@ -8,7 +8,7 @@
 // idle streams. Prints Markdown tables (for docs/benchmark.md) and writes var/bench/results.json.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { availableParallelism as cpuCount } from 'node:os';
+import { availableParallelism as cpuCount, setPriority } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -44,12 +44,21 @@ const { values: a } = parseArgs({
     quick: { type: 'boolean', default: false },
     // Writes V8 CPU profiles of the web and worker processes to var/bench/profiles (open in Chrome DevTools).
     'cpu-prof': { type: 'boolean', default: false },
+    // Leaves the load generator and the upstream at the sides' priority (by default they run above it, as root).
+    'same-priority': { type: 'boolean', default: false },
     // Adds a side: a third copy of the service (one web, one worker) with OpenTelemetry tracing on,
     // every trace kept, exported over OTLP/HTTP to the fake upstream (which drops them).
     tracing: { type: 'boolean', default: false },
+    // Adds a side: another build of the service (its OUT_DIR, e.g. a build of main), one web and one
+    // worker on a Redis prefix of their own, so a change is measured against what it changes in the
+    // same run. `npm run bench -- --before main` builds that revision itself (scripts/bench.mjs).
+    before: { type: 'string', default: '' },
+    // Which sides to run (direct, the baseline, always runs): e.g. `--sides service,before` for a
+    // short before/after run of one change.
+    sides: { type: 'string', default: '' },
   },
 });
-const concurrencies = a.concurrency.split(',').map(Number);
+const concurrencies = a.concurrency.split(',').filter(Boolean).map(Number);
 const modes = a.modes.split(',').map((m) => {
   if (m !== 'stream' && m !== 'json') throw new Error(`--modes takes stream and/or json, not ${m}`);
   return m === 'stream';
@@ -99,13 +108,20 @@ function startProcess(
 
 // 'two workers' is a second copy of the service (its own web process and Redis prefix, the same
 // configuration) with two worker processes: the same load against one worker and against two.
-const ALL_SIDES = ['direct', 'service', 'two workers', 'pass-through', 'portkey', 'traced'] as const;
-const SIDES = ALL_SIDES.filter((s) => s !== 'traced' || a.tracing);
-// The open-loop rows compare the service with the reference gateway; direct is the baseline the
-// added latencies are taken from, and the pass-through the floor.
-const OPEN_SIDES = ['direct', 'service', 'portkey', 'pass-through'] as const;
-type OpenSide = (typeof OPEN_SIDES)[number];
+// 'before' is another build of the service (--before), measured in the same rounds as this one.
+const ALL_SIDES = ['direct', 'service', 'two workers', 'pass-through', 'portkey', 'traced', 'before'] as const;
 type Side = (typeof ALL_SIDES)[number];
+const chosen = a.sides === '' ? undefined : new Set(['direct', ...a.sides.split(',')]);
+for (const s of chosen ?? []) if (!(ALL_SIDES as readonly string[]).includes(s)) throw new Error(`no side named ${s}`);
+const SIDES: Side[] = ALL_SIDES.filter(
+  (s) => (s !== 'traced' || a.tracing) && (s !== 'before' || a.before !== '') && (!chosen || chosen.has(s)),
+);
+const has = (s: Side) => SIDES.includes(s);
+// The open-loop rows compare the service with the reference gateway (and the build before, when
+// given); direct is the baseline the added latencies are taken from, and the pass-through the floor.
+const OPEN_ALL = ['direct', 'service', 'before', 'portkey', 'pass-through'] as const;
+type OpenSide = (typeof OPEN_ALL)[number];
+const OPEN_SIDES: OpenSide[] = OPEN_ALL.filter((s) => has(s));
 
 interface Row {
   mode: 'stream' | 'json';
@@ -235,30 +251,31 @@ async function main(): Promise<void> {
     .values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix })
     .execute();
 
-  const web = await startProcess(
-    path.join(dist, 'src/http/server.js'),
-    { ...env, LOG_LEVEL: 'info' },
-    /listening on (http:\/\/[^\s"]+)/,
-  );
-  const worker = await startProcess(
-    path.join(dist, 'workers/worker.js'),
-    { ...env, LOG_LEVEL: 'info' },
-    /worker: running/,
-  );
+  type Started = Awaited<ReturnType<typeof startProcess>>;
+  /** One copy of the service: a web process and `workers` worker processes from the build in `dir`. */
+  const startCopy = async (copyEnv: NodeJS.ProcessEnv, workers: number, dir = dist) => {
+    const web = await startProcess(
+      path.join(dir, 'src/http/server.js'),
+      { ...copyEnv, LOG_LEVEL: 'info' },
+      /listening on (http:\/\/[^\s"]+)/,
+    );
+    const ws: Started[] = [];
+    for (let i = 0; i < workers; i++)
+      ws.push(
+        await startProcess(path.join(dir, 'workers/worker.js'), { ...copyEnv, LOG_LEVEL: 'info' }, /worker: running/),
+      );
+    return { web, workers: ws, url: `${web.match[1]}/v1/chat/completions` };
+  };
+  const {
+    web,
+    workers: [worker],
+  } = await startCopy(env, 1);
+  if (!worker) throw new Error('the service has no worker');
   // The two-worker copy: one web process and two workers on a Redis prefix of their own (so a
   // queue of their own), under the benchmark's prefix so the clean-up below removes it too.
   const env2: NodeJS.ProcessEnv = { ...env, REDIS_PREFIX: `${prefix}w2` };
   const config2 = loadConfig(env2);
-  const web2 = await startProcess(
-    path.join(dist, 'src/http/server.js'),
-    { ...env2, LOG_LEVEL: 'info' },
-    /listening on (http:\/\/[^\s"]+)/,
-  );
-  const workers2 = await Promise.all(
-    [1, 2].map(() =>
-      startProcess(path.join(dist, 'workers/worker.js'), { ...env2, LOG_LEVEL: 'info' }, /worker: running/),
-    ),
-  );
+  const two = has('two workers') ? await startCopy(env2, 2) : undefined;
   // The traced copy: tracing on, every trace kept, exported to the fake upstream's OTLP sink.
   const envTraced: NodeJS.ProcessEnv = {
     ...env,
@@ -266,36 +283,25 @@ async function main(): Promise<void> {
     OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${upstreamPort}`,
     OTEL_TRACES_SAMPLER: process.env.OTEL_TRACES_SAMPLER ?? 'always_on',
   };
-  const traced = a.tracing
-    ? await Promise.all([
-        startProcess(
-          path.join(dist, 'src/http/server.js'),
-          { ...envTraced, LOG_LEVEL: 'info' },
-          /listening on (http:\/\/[^\s"]+)/,
-        ),
-        startProcess(path.join(dist, 'workers/worker.js'), { ...envTraced, LOG_LEVEL: 'info' }, /worker: running/),
-      ])
-    : [];
-  const serviceUrl = `${web.match[1]}/v1/chat/completions`;
+  const traced = has('traced') ? await startCopy(envTraced, 1) : undefined;
+  // The build before a change, on a prefix of its own, against the same database and upstream.
+  const envBefore: NodeJS.ProcessEnv = { ...env, REDIS_PREFIX: `${prefix}bf` };
+  const before = has('before') ? await startCopy(envBefore, 1, path.resolve(a.before)) : undefined;
+  const copies = [two, traced, before].filter((c) => c !== undefined);
   const directUrl = `${upstreamUrl}/chat/completions`;
   const messages = [{ role: 'user', content: 'Benchmark prompt: say something.' }];
   const directBody = { model: model.upstream_model, messages, stream_options: { include_usage: true } };
+  const serviceBody = { model: model.id, messages };
+  const nowhere = 'http://127.0.0.1:9/v1/chat/completions';
   const targets: Record<
     Side,
     { url: string; apiKey: string; body: Record<string, unknown>; headers?: Record<string, string> }
   > = {
     direct: { url: directUrl, apiKey: 'sk-bench-upstream', body: directBody },
-    service: { url: serviceUrl, apiKey: key.key, body: { model: model.id, messages } },
-    'two workers': {
-      url: `${web2.match[1]}/v1/chat/completions`,
-      apiKey: key.key,
-      body: { model: model.id, messages },
-    },
-    traced: {
-      url: `${traced[0]?.match[1] ?? 'http://127.0.0.1:9'}/v1/chat/completions`,
-      apiKey: key.key,
-      body: { model: model.id, messages },
-    },
+    service: { url: `${web.match[1]}/v1/chat/completions`, apiKey: key.key, body: serviceBody },
+    'two workers': { url: two?.url ?? nowhere, apiKey: key.key, body: serviceBody },
+    traced: { url: traced?.url ?? nowhere, apiKey: key.key, body: serviceBody },
+    before: { url: before?.url ?? nowhere, apiKey: key.key, body: serviceBody },
     'pass-through': {
       url: `http://127.0.0.1:${proxyPort}/v1/chat/completions`,
       apiKey: 'sk-bench-upstream',
@@ -308,37 +314,96 @@ async function main(): Promise<void> {
       headers: portkey.headers,
     },
   };
+  const pidsOf = (c: { web: Started; workers: Started[] } | undefined) =>
+    c ? [c.web, ...c.workers].map((p) => p.child.pid!) : [];
+  // Each side's own processes. While one side is measured every other side's are stopped
+  // (SIGSTOP): an idle copy of the service still polls Redis and Postgres (queue fetches, stalled
+  // checks, liveness keys, the usage stream and the email outbox), which took CPU from the side
+  // measured and counted as its Redis and Postgres time.
+  const sideProcesses: Record<Side, number[]> = {
+    direct: [],
+    service: pidsOf({ web, workers: [worker] }),
+    'two workers': pidsOf(two),
+    traced: pidsOf(traced),
+    before: pidsOf(before),
+    'pass-through': [proxy.pid!],
+    portkey: [portkey.child.pid!],
+  };
+  const signal = (pids: number[], sig: NodeJS.Signals) => {
+    for (const pid of pids) {
+      try {
+        process.kill(pid, sig);
+      } catch {
+        // already gone
+      }
+    }
+  };
+  let running: Side | 'all' = 'all';
+  const isolate = (side: Side | 'all') => {
+    if (running === side) return;
+    for (const s of ALL_SIDES) if (side !== 'all' && s !== side) signal(sideProcesses[s], 'SIGSTOP');
+    signal(side === 'all' ? Object.values(sideProcesses).flat() : sideProcesses[side], 'SIGCONT');
+    running = side;
+  };
+  // The upstream and the load generator run at a higher priority than the sides, so that neither
+  // is starved by the side it measures (which would count as that side's latency, or hide it).
+  if (!a['same-priority'])
+    for (const pid of [process.pid, upstream.pid!]) {
+      try {
+        setPriority(pid, -5);
+      } catch {
+        process.stderr.write('bench: could not raise the priority of the load generator and upstream (not root)\n');
+      }
+    }
+  // Requests sent through any copy of the service, warm-ups included: the ledger must hold as many.
+  let sentThroughService = 0;
+  const SERVICE_SIDES: Side[] = ['service', 'two workers', 'traced', 'before'];
+  const served = (r: LoadResult) => r.samples.length + Object.values(r.errors).reduce((x, y) => x + y, 0);
+  const count = <T extends LoadResult>(side: Side, r: T): T => {
+    if (SERVICE_SIDES.includes(side)) sentThroughService += served(r);
+    return r;
+  };
+  const load = async (side: Side, spec: Omit<Parameters<typeof runLoad>[0], 'url' | 'apiKey' | 'body' | 'headers'>) =>
+    count(side, await runLoad({ ...targets[side], ...spec }));
+  // After a side is resumed: its timers catch up and its JIT, pools and script caches warm again.
+  const warm = (side: Side, stream: boolean, concurrency: number) =>
+    load(side, {
+      stream,
+      concurrency: Math.min(concurrency, 32),
+      requests: Math.min(200, Math.max(50, concurrency * 4)),
+    });
 
   try {
     process.stderr.write(
-      `bench: upstream ${upstreamUrl}, service ${web.match[1]} (web pid ${web.child.pid}, worker pid ${worker.child.pid}), ` +
-        `two workers ${web2.match[1]} (web pid ${web2.child.pid}, worker pids ${workers2.map((w) => w.child.pid).join(', ')}), model ${model.id}\n`,
+      `bench: upstream ${upstreamUrl}, sides ${SIDES.join(', ')}; service ${web.match[1]} (web pid ${web.child.pid}, worker pid ${worker.child.pid})` +
+        `${before ? `, before ${before.web.match[1]} from ${a.before}` : ''}, model ${model.id}\n`,
     );
-    // Warm every path (JIT, connection pools, script cache).
-    for (const stream of [true, false]) {
-      await runLoad({ ...targets.direct, stream, concurrency: 8, requests: 100 });
-      await runLoad({ ...targets['pass-through'], stream, concurrency: 8, requests: 100 });
-      await runLoad({ ...targets.portkey, stream, concurrency: 8, requests: WARMUP_REQUESTS });
-      await runLoad({ ...targets.service, stream, concurrency: 8, requests: WARMUP_REQUESTS });
-      await runLoad({ ...targets['two workers'], stream, concurrency: 8, requests: WARMUP_REQUESTS });
-      if (a.tracing) await runLoad({ ...targets.traced, stream, concurrency: 8, requests: WARMUP_REQUESTS });
+    // Warm every path (JIT, connection pools, script cache), each side alone.
+    for (const side of SIDES) {
+      isolate(side);
+      for (const stream of [true, false])
+        await load(side, { stream, concurrency: 8, requests: side === 'direct' ? 100 : WARMUP_REQUESTS });
     }
     const redisPid = Number(/process_id:(\d+)/.exec(await ctx.redis.info('server'))?.[1]);
     const roles: Record<
       | (typeof CPU_ROLES)[number]
       | (typeof TWO_WORKER_ROLES)[number]
       | (typeof TRACED_ROLES)[number]
+      | 'web before'
+      | 'worker before'
       | 'pass-through'
       | 'portkey',
       () => number[]
     > = {
       web: () => [web.child.pid!],
       worker: () => [worker.child.pid!],
-      'web 2w': () => [web2.child.pid!],
-      'worker 2w.1': () => [workers2[0]!.child.pid!],
-      'worker 2w.2': () => [workers2[1]!.child.pid!],
-      'web traced': () => (traced[0] ? [traced[0].child.pid!] : []),
-      'worker traced': () => (traced[1] ? [traced[1].child.pid!] : []),
+      'web 2w': () => (two ? [two.web.child.pid!] : []),
+      'worker 2w.1': () => (two ? [two.workers[0]!.child.pid!] : []),
+      'worker 2w.2': () => (two ? [two.workers[1]!.child.pid!] : []),
+      'web traced': () => (traced ? [traced.web.child.pid!] : []),
+      'worker traced': () => (traced ? [traced.workers[0]!.child.pid!] : []),
+      'web before': () => (before ? [before.web.child.pid!] : []),
+      'worker before': () => (before ? [before.workers[0]!.child.pid!] : []),
       redis: () => (redisPid ? [redisPid] : []),
       // Postgres may serve other databases on this machine: only our database's backends and the server's own processes count.
       postgres: () => postgresPidsFor(decodeURIComponent(new URL(config.db.url).pathname.slice(1))),
@@ -362,10 +427,12 @@ async function main(): Promise<void> {
           // Each round starts with the next side, so no side always runs first or last.
           const order = SIDES.map((_, i) => SIDES[(i + r) % SIDES.length]!);
           for (const t of order) {
-            const before = snapshot(roles);
+            isolate(t);
+            await warm(t, stream, c);
+            const at = snapshot(roles);
             const machineBefore = machineBusyMs();
-            row.results[t].push(await runLoad({ ...targets[t], stream, concurrency: c, requests: requestsFor(c) }));
-            row.cpu[t] = add(row.cpu[t], diff(before, snapshot(roles)));
+            row.results[t].push(await load(t, { stream, concurrency: c, requests: requestsFor(c) }));
+            row.cpu[t] = add(row.cpu[t], diff(at, snapshot(roles)));
             const machineAfter = machineBusyMs();
             row.machineMs[t] +=
               machineBefore === undefined || machineAfter === undefined ? NaN : machineAfter - machineBefore;
@@ -394,7 +461,7 @@ async function main(): Promise<void> {
       cpu: Record<OpenSide, CpuSnapshot>;
     }[] = [];
     for (const rate of rates) {
-      const perSide = <T>(f: () => T) => Object.fromEntries(OPEN_SIDES.map((t) => [t, f()])) as Record<OpenSide, T>;
+      const perSide = <T>(f: () => T) => Object.fromEntries(OPEN_ALL.map((t) => [t, f()])) as Record<OpenSide, T>;
       const row = {
         rate,
         results: perSide((): LoadResult[] => []),
@@ -404,15 +471,30 @@ async function main(): Promise<void> {
       for (let r = 0; r < rounds; r++) {
         const order = OPEN_SIDES.map((_, i) => OPEN_SIDES[(i + r) % OPEN_SIDES.length]!);
         for (const t of order) {
-          const before = snapshot(roles);
-          const res = await runOpenLoop({
-            ...targets[t],
-            stream: true,
-            rate,
-            durationMs: openMs,
-            random: seededRandom(rate * 1000 + r),
-          });
-          row.cpu[t] = add(row.cpu[t], diff(before, snapshot(roles)));
+          isolate(t);
+          // Warm-up at the same rate (a schedule of its own), so no side starts its row cold.
+          count(
+            t,
+            await runOpenLoop({
+              ...targets[t],
+              stream: true,
+              rate,
+              durationMs: Math.min(1000, openMs),
+              random: seededRandom(rate * 1000 + 500 + r),
+            }),
+          );
+          const at = snapshot(roles);
+          const res = count(
+            t,
+            await runOpenLoop({
+              ...targets[t],
+              stream: true,
+              rate,
+              durationMs: openMs,
+              random: seededRandom(rate * 1000 + r),
+            }),
+          );
+          row.cpu[t] = add(row.cpu[t], diff(at, snapshot(roles)));
           row.results[t].push(res);
           row.lateMs[t] = Math.max(row.lateMs[t], res.lateMs);
         }
@@ -426,26 +508,16 @@ async function main(): Promise<void> {
       );
     }
 
-    // Metering must keep up: every request above is one ledger row once the usage stream drains.
-    const served = (r: LoadResult) => r.samples.length + Object.values(r.errors).reduce((x, y) => x + y, 0);
-    const serviceRequests =
-      WARMUP_REQUESTS * 4 +
-      (a.tracing ? WARMUP_REQUESTS * 2 : 0) +
-      rows.reduce(
-        (n, r) =>
-          n +
-          [...r.results.service, ...r.results['two workers'], ...r.results.traced].reduce((m, x) => m + served(x), 0),
-        0,
-      ) +
-      openRows.reduce((n, r) => n + r.results.service.reduce((m, x) => m + served(x), 0), 0);
+    // Metering must keep up: every request above is one ledger row once the usage stream drains
+    // (every copy's workers meter into the same ledger, so all run again for it).
+    isolate('all');
+    const serviceRequests = sentThroughService;
     const backlog = async () =>
       (
         await Promise.all(
-          [
-            ...usageStreamKeys(config),
-            ...usageStreamKeys(config2),
-            ...(a.tracing ? usageStreamKeys(loadConfig(envTraced)) : []),
-          ].map((k) => ctx.redis.xlen(k)),
+          [config, config2, loadConfig(envTraced), loadConfig(envBefore)]
+            .flatMap((c) => usageStreamKeys(c))
+            .map((k) => ctx.redis.xlen(k)),
         )
       ).reduce((a, b) => a + b, 0);
     const backlogAtEnd = await backlog();
@@ -457,9 +529,8 @@ async function main(): Promise<void> {
 
     // Redis memory per request: what a batch of requests through the one-worker service leaves in
     // Redis once each has ended, by kind of key, times how long each kind lives.
-    web2.child.kill('SIGTERM');
-    for (const w of workers2) w.child.kill('SIGTERM');
-    await Promise.all([web2, ...workers2].map((p) => exited(p.child)));
+    for (const c of copies) for (const p of [c.web, ...c.workers]) p.child.kill('SIGTERM');
+    await Promise.all(copies.flatMap((c) => [c.web, ...c.workers]).map((p) => exited(p.child)));
     const relayTtlSeconds = config.queue.relayLogTtlSeconds;
     const keyKinds = [
       { name: 'relay log (`rlog`)', match: new RegExp(`^${prefix}:rlog:`), ttlSeconds: relayTtlSeconds },
@@ -624,6 +695,7 @@ async function main(): Promise<void> {
       const ownCpu: Record<OpenSide, string[]> = {
         direct: [],
         service: ['web', 'worker', 'redis', 'postgres'],
+        before: ['web before', 'worker before', 'redis', 'postgres'],
         portkey: ['portkey'],
         'pass-through': ['pass-through'],
       };
@@ -684,6 +756,32 @@ async function main(): Promise<void> {
         const t = summarise(row.results.traced);
         lines.push(
           `| ${row.mode} | ${row.concurrency} | ${fmt2(plain)} | ${fmt2(withTraces)} | **${fmt((100 * (withTraces - plain)) / plain)}%** | ${fmt(s.rps)} / ${fmt(t.rps)} | ${t.errors} |`,
+        );
+      }
+    }
+    if (has('before')) {
+      lines.push('');
+      lines.push(
+        `This build against the build before (${a.before}), in the same rounds, each side alone on the machine: CPU per request, ms, ` +
+          "by process (Redis and Postgres as measured during each side's runs), and Portkey's process for reference.",
+      );
+      lines.push('');
+      lines.push(
+        '| mode | concurrency | web before / after | worker before / after | redis before / after | postgres before / after | all four before / after (change) | Portkey | req/s before / after |',
+      );
+      lines.push('|---|---|---|---|---|---|---|---|---|');
+      for (const row of rows) {
+        const b = perRequest(row, 'before');
+        const s = perRequest(row, 'service');
+        const k = perRequest(row, 'portkey');
+        const own = ['redis', 'postgres'];
+        const totalB = b('web before', 'worker before', ...own);
+        const totalS = s('web', 'worker', ...own);
+        lines.push(
+          `| ${row.mode} | ${row.concurrency} | ${fmt2(b('web before'))} / ${fmt2(s('web'))} | ${fmt2(b('worker before'))} / ${fmt2(s('worker'))} | ` +
+            `${fmt2(b('redis'))} / ${fmt2(s('redis'))} | ${fmt2(b('postgres'))} / ${fmt2(s('postgres'))} | ` +
+            `${fmt2(totalB)} / **${fmt2(totalS)}** (${fmt((100 * (totalS - totalB)) / totalB)}%) | ${fmt2(k('portkey'))} | ` +
+            `${fmt(summarise(row.results.before).rps)} / ${fmt(summarise(row.results.service).rps)} |`,
         );
       }
     }
@@ -804,8 +902,11 @@ async function main(): Promise<void> {
       ),
     );
   } finally {
-    for (const p of [web, worker, web2, ...workers2, ...traced]) p.child.kill('SIGTERM');
-    await Promise.all([web, worker, web2, ...workers2, ...traced].map((p) => exited(p.child)));
+    // A stopped process handles no SIGTERM: every side runs again first.
+    isolate('all');
+    const all = [web, worker, ...copies.flatMap((c) => [c.web, ...c.workers])];
+    for (const p of all) p.child.kill('SIGTERM');
+    await Promise.all(all.map((p) => exited(p.child)));
     upstream.kill('SIGTERM');
     proxy.kill('SIGTERM');
     portkey.child.kill('SIGTERM');

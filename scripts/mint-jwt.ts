@@ -1,7 +1,7 @@
 import { loadConfigOrExit, type Config } from '../src/config.js';
 import { createDb, type Db } from '../src/infra/db.js';
-import { pingDatabase } from '../src/health/health.repository.js';
-import { findAccountByEmail } from '../src/accounts/accounts.repository.js';
+import { databaseAnswers } from '../src/health/health.service.js';
+import { findAccountForEmail } from '../src/accounts/accounts.service.js';
 import { mintJwt } from '../src/accounts/jwt.js';
 import { systemClock } from '../src/clock.js';
 
@@ -25,7 +25,7 @@ async function openDb(config: Config): Promise<Db> {
   for (const url of candidates) {
     const db = createDb({ ...config, db: { ...config.db, url } });
     try {
-      await pingDatabase(db);
+      await databaseAnswers(db);
       return db;
     } catch {
       await db.destroy();
@@ -48,7 +48,7 @@ if (config.auth.jwt.secret === undefined) {
 
 const db = await openDb(config);
 try {
-  const account = await findAccountByEmail(db, email);
+  const account = await findAccountForEmail(db, email);
   if (!account) fail(65, `no account with the email address ${email}`);
   if (account.verified_at === null) {
     process.stderr.write(

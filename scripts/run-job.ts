@@ -1,11 +1,10 @@
 import { pino } from 'pino';
 import { loadConfigOrExit } from '../src/config.js';
 import { createContext } from '../src/context.js';
-import { parseMonthKey } from '../src/billing/periods.js';
+import { parseMonthKey } from '../src/calendar.js';
 import { latestDuePeriod } from '../src/scheduler/cron.js';
-import { runJob } from '../src/scheduler/job-runner.js';
+import { recentJobRuns, runJob } from '../src/scheduler/job-runner.js';
 import { isJobName, JOBS } from '../src/scheduler/jobs.js';
-import { recentRuns } from '../src/scheduler/scheduler-runs.repository.js';
 
 // `npm run run-job -- JOB [options]` runs a scheduled job now, printing one progress line per
 // account on stdout (logs go to stderr). It takes the same claim as the scheduler, so it never
@@ -19,6 +18,7 @@ const USAGE = `usage: npm run run-job -- <job> [options]
                                                    one job per account for the workers, or in this process with --here
   reconcile [--account ID]...                      compare every account with Stripe and repair drift
   rollup    [--month YYYY-MM]                      check a month's usage totals against the ledger, rebuild if they differ
+  sign-ins                                         delete sign-in links and console sessions that ended over a day ago
   status                                           the latest scheduler runs
 --account limits the run to those accounts and leaves scheduler_runs untouched.`;
 
@@ -43,8 +43,9 @@ while (args.length) {
   else usage(`unknown option ${flag}`);
 }
 if (name !== 'status' && !isJobName(name)) usage(`unknown job ${name}`);
-if (month !== undefined && (name === 'reconcile' || !parseMonthKey(month)))
-  usage(name === 'reconcile' ? '--month does not apply to reconcile' : `--month must be YYYY-MM (got ${month})`);
+const daily = name === 'reconcile' || name === 'sign-ins';
+if (month !== undefined && (daily || !parseMonthKey(month)))
+  usage(daily ? `--month does not apply to ${name}` : `--month must be YYYY-MM (got ${month})`);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 for (const a of accounts) if (!UUID.test(a)) usage(`--account must be an account id (a UUID), got ${a}`);
 
@@ -56,7 +57,7 @@ const say = (line: string) => process.stdout.write(`${line}\n`);
 let code = 0;
 try {
   if (name === 'status') {
-    for (const r of await recentRuns(app.db, 20)) {
+    for (const r of await recentJobRuns(app.db, 20)) {
       say(
         `${r.job.padEnd(10)} ${r.period_key.padEnd(10)} ${r.status.padEnd(9)} started ${r.started_at.toISOString()}${r.finished_at ? ` finished ${r.finished_at.toISOString()}` : ''}`,
       );

@@ -1,9 +1,23 @@
 // `npm start`: install, build, make sure Postgres and Redis are there, migrate, then supervise the
 // web tier, one completion worker and the scheduler. One Ctrl-C stops all of them cleanly.
+// First: .env is loaded before any other module reads the environment.
+import './lib/env-file.mjs';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { storesBanner } from './lib/banner.mjs';
-import { ROOT, build, ensureDependencies, ensurePostgres, ensureRedis, main, migrate, say } from './lib/setup.mjs';
+import { boundPorts, storesBanner } from './lib/banner.mjs';
+import {
+  ROOT,
+  build,
+  ensureDependencies,
+  ensurePortsFree,
+  anyFreePort,
+  ensurePostgres,
+  ensureRedis,
+  freePortAfter,
+  main,
+  migrate,
+  say,
+} from './lib/setup.mjs';
 
 const ROLES = [
   ['web', 'dist/src/http/server.js'],
@@ -11,14 +25,26 @@ const ROLES = [
   ['scheduler', 'dist/workers/scheduler.js'],
 ];
 
+const host = process.env.HOST?.trim() || '127.0.0.1';
+const ports = boundPorts(process.env);
+
 await main(async () => {
+  // First, so a taken port fails at once rather than after the build.
+  await ensurePortsFree(host, ports);
   ensureDependencies();
   build();
   const postgres = await ensurePostgres('completions_dev');
   const redis = await ensureRedis();
-  for (const line of storesBanner({ postgres, redis, env: process.env })) say(line);
+  const freePorts = {};
+  for (const { variable, port } of ports)
+    freePorts[variable] = await freePortAfter(host, port, [...ports.map((p) => p.port), ...Object.values(freePorts)]);
+  for (const line of storesBanner({ postgres, redis, env: process.env, freePorts })) say(line);
   const env = { ...process.env, DATABASE_URL: postgres.url, ...(redis.clusterNodes ? {} : { REDIS_URL: redis.url }) };
+  // PORT=0 (any free port) is chosen here, so the address announced is the one the web tier binds.
+  if (/^0+$/.test(env.PORT?.trim() ?? '')) env.PORT = String(await anyFreePort(host));
   await migrate(env);
+  // Again just before the roles bind them: the build and migrations leave time for another to.
+  await ensurePortsFree(host, ports);
 
   const children = new Map();
   let stopping = false;
@@ -59,13 +85,14 @@ await main(async () => {
   process.on('SIGINT', () => void stopAll(0));
   process.on('SIGTERM', () => void stopAll(0));
 
-  const port = process.env.PORT || '8080';
-  const host = process.env.HOST || '127.0.0.1';
+  const port = env.PORT?.trim() || '8080';
   const base = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
+  // The port was free just before the web tier started, so what answers here is this web tier.
   for (let i = 0; i < 300 && !stopping; i++) {
     try {
       const res = await fetch(`${base}/health`);
       await res.arrayBuffer();
+      if (stopping) return;
       process.stdout.write(
         `\nService running at ${base}  (API under ${base}/v1, docs at ${base}/docs; Ctrl-C stops everything)\n\n`,
       );
@@ -74,4 +101,5 @@ await main(async () => {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
+  if (!stopping) say(`the web tier has not answered ${base}/health within 30 s: see its log lines above`);
 });

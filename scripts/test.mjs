@@ -2,6 +2,8 @@
 // Postgres and one Redis server, then the Redis Cluster part of the suite against a private
 // three-master cluster on loopback ports. Each run gets its own database and its own Redis key
 // prefix, removed at the end.
+// First: .env is loaded before any other module reads the environment.
+import './lib/env-file.mjs';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import {
@@ -33,8 +35,12 @@ const CLUSTER_SUITE = [
   'test/e2e/chat-failures.test.js',
   'test/e2e/fleet.test.js',
   'test/integration/limiter.test.js',
+  'test/integration/limits-remaining.test.js',
   'test/integration/metering-totals.test.js',
 ];
+
+/** Credentials of the paid outside services (model providers, Stripe, Postmark). */
+const OUTSIDE_SERVICE_KEY = /^(\w+_API_KEY|STRIPE_SECRET_KEY|STRIPE_WEBHOOK_SECRET|POSTMARK_SERVER_TOKEN)$/;
 
 await main(async () => {
   ensureDependencies();
@@ -46,13 +52,20 @@ await main(async () => {
   // With DATABASE_URL set, the run still gets a database of its own on that server, never the one named.
   if (process.env.DATABASE_URL) postgres.url = await createDatabase(postgres.serverUrl, dbName);
   const redis = await ensureRedis();
+  // The suite replaces the paid outside services with local fakes: keys to the real ones, from
+  // .env or the shell, are not passed to it.
+  const realKeys = Object.keys(process.env).filter((k) => process.env[k] && OUTSIDE_SERVICE_KEY.test(k));
+  if (realKeys.length) say(`not passed to the tests, which use local fakes: ${realKeys.join(', ')}`);
   const env = {
     ...process.env,
+    ...Object.fromEntries(realKeys.map((k) => [k, ''])),
     NODE_ENV: 'test',
     DATABASE_URL: postgres.url,
     PG_SERVER_URL: postgres.serverUrl,
     REDIS_URL: redis.url,
     REDIS_PREFIX: `test_${runId}`,
+    // The tests' own development JWT secret, apart from the checkout's (var/jwt-secret).
+    JWT_SECRET_FILE: path.join(ROOT, 'var', 'test', 'jwt-secret'),
   };
   await migrate(env);
   ensureChromium();

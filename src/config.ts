@@ -2,8 +2,9 @@
 // grouped object; a bad value stops the process with one line naming the variable.
 // Each provider's variables come from its plug-in's settings schema. The list and its plug-ins
 // import nothing at run time (adapters load with the registry), so config.ts stays at the bottom.
-import type { Setting, SettingsOf, SettingsSchema } from './providers/plugin.js';
+import type { ProviderPlugin, Setting, SettingsOf, SettingsSchema } from './providers/plugin.js';
 import { PROVIDERS, type ProviderSettings } from './providers/providers.js';
+import { readOrCreateLocalSecret } from './local-secret.js';
 
 export type Env = Record<string, string | undefined>;
 
@@ -75,6 +76,10 @@ export interface Config {
   };
   auth: {
     jwt: {
+      /**
+       * JWT_SECRET; outside production without it (and without JWT_JWKS_URL), the random secret
+       * kept in JWT_SECRET_FILE (default var/jwt-secret), made on first start. Nothing built in.
+       */
       secret: string | undefined;
       jwksUrl: string | undefined;
       algorithms: string[];
@@ -84,6 +89,17 @@ export interface Config {
     };
     verifyTokenTtlMs: number;
     regenerateWindowMs: number;
+  };
+  /** Signing in to the console (docs/console.md#sessions-and-security). */
+  console: {
+    /** A sign-in link works once, for this long. */
+    signInLinkTtlMs: number;
+    /** A session ends after this long without a request… */
+    sessionIdleMs: number;
+    /** …and this long after it started, whatever its activity. */
+    sessionMaxMs: number;
+    /** Lifetime of the JWTs POST /console/token hands the signed-in page. */
+    jwtTtlSeconds: number;
   };
   mail: {
     transport: MailTransport;
@@ -97,6 +113,8 @@ export interface Config {
   catalog: { modelsFile: string };
   /** Besides these, each provider's settings under its name (`providers.openai.apiKey`), from its plug-in. */
   providers: {
+    /** The plug-ins whose settings were read: providers.ts's list (a test may add its own). */
+    plugins: readonly ProviderPlugin[];
     backend: ModelBackend;
     requestTimeoutMs: number;
     maxRetries: number;
@@ -121,7 +139,10 @@ export interface Config {
     resumeGraceSeconds: number;
     /** How far a stream's client may fall behind (bytes written but not yet sent) before the stream is ended. */
     streamMaxBufferedBytes: number;
+    /** How often BullMQ looks for jobs whose worker stopped renewing their lock. */
     stalledIntervalMs: number;
+    /** How long a job's queue lock lasts unless its worker renews it (derived: see lockDurationMs). */
+    lockDurationMs: number;
     /**
      * How long after its admission a job handed out again with no trace of an earlier run is still
      * run: beyond it the request ended long ago and its state expired (see chat/run-job.ts).
@@ -136,6 +157,8 @@ export interface Config {
     /** How long a settled request is remembered, so a repeated settlement is ignored (see settledMarkerTtlMs below). */
     settledMarkerTtlMs: number;
     signup: { perAddressPerHour: number; perClientPerHour: number };
+    /** Sign-in links asked for (each sends an email), per mailbox and per client network. */
+    signIn: { perAddressPerHour: number; perClientPerHour: number };
   };
   stripe: {
     secretKey: string | undefined;
@@ -195,6 +218,8 @@ export interface Config {
     invoiceCron: string;
     reconcileCron: string;
     rollupCron: string;
+    /** Deletes spent sign-in links and ended console sessions. */
+    signInCleanupCron: string;
     metricsPort: number | undefined;
   };
 }
@@ -318,6 +343,19 @@ class Reader {
 }
 
 /**
+ * Outside production with neither JWT_SECRET nor JWT_JWKS_URL: the checkout's own random secret,
+ * kept in JWT_SECRET_FILE (default var/jwt-secret, from the working directory, as npm start runs
+ * every process), made with mode 0600 on first start. No secret is written in the source, so a
+ * token signed with one from the source is refused.
+ */
+function localJwtSecret(r: Reader): string {
+  const file = r.str('JWT_SECRET_FILE', 'var/jwt-secret');
+  const found = readOrCreateLocalSecret(file);
+  if ('problem' in found) throw new ConfigError('JWT_SECRET_FILE', found.problem, file);
+  return found.secret;
+}
+
+/**
  * DB_STATEMENT_TIMEOUT_MS, or 0: PgBouncer refuses statement_timeout as a startup parameter, so
  * behind it the service sends none and the role's own setting applies.
  */
@@ -334,7 +372,8 @@ function statementTimeout(r: Reader): number {
 const HS_ALGS = ['HS256', 'HS384', 'HS512'];
 const ASYM_ALGS = ['RS256', 'RS384', 'RS512', 'PS256', 'ES256', 'ES384', 'EdDSA'];
 
-export function loadConfig(env: Env = process.env): Config {
+/** `plugins`: the providers whose settings to read, providers.ts's list unless a test adds its own. */
+export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlugin[] = PROVIDERS): Config {
   const r = new Reader(env);
   const nodeEnv = r.oneOf<NodeEnv>('NODE_ENV', ['development', 'test', 'production'], 'development');
   const production = nodeEnv === 'production';
@@ -408,7 +447,7 @@ export function loadConfig(env: Env = process.env): Config {
   // auto: with no provider key on a non-production machine every model is served by the
   // built-in local model, so the whole product works offline.
   const backendSetting = r.oneOf('MODEL_BACKEND', ['auto', 'local', 'catalog'], 'auto');
-  const anyKey = PROVIDERS.some((p) =>
+  const anyKey = plugins.some((p) =>
     Object.values(p.settings).some((s: Setting) => s.kind === 'key' && r.optional(s.variable) !== undefined),
   );
   const backend: ModelBackend =
@@ -451,9 +490,7 @@ export function loadConfig(env: Env = process.env): Config {
     redis: { url: redisUrl, clusterNodes, prefix: redisPrefix, shards: r.int('REDIS_SHARDS', 1, 1, 256) },
     auth: {
       jwt: {
-        secret:
-          jwtSecret ??
-          (production || jwksUrl !== undefined ? undefined : 'dev-only-jwt-secret-change-me-0123456789abcdef'),
+        secret: jwtSecret ?? (production || jwksUrl !== undefined ? undefined : localJwtSecret(r)),
         jwksUrl,
         algorithms,
         issuer: r.optional('JWT_ISSUER'),
@@ -462,6 +499,12 @@ export function loadConfig(env: Env = process.env): Config {
       },
       verifyTokenTtlMs: r.int('VERIFY_TOKEN_TTL_HOURS', 24, 1, 24 * 30) * 3_600_000,
       regenerateWindowMs: 2 * 3_600_000,
+    },
+    console: {
+      signInLinkTtlMs: 15 * 60_000,
+      sessionIdleMs: r.int('CONSOLE_SESSION_IDLE_MINUTES', 12 * 60, 5, 30 * 24 * 60) * 60_000,
+      sessionMaxMs: r.int('CONSOLE_SESSION_MAX_HOURS', 7 * 24, 1, 90 * 24) * 3_600_000,
+      jwtTtlSeconds: r.int('CONSOLE_JWT_TTL_SECONDS', 300, 30, 3600),
     },
     mail: {
       transport: mailTransport,
@@ -473,8 +516,9 @@ export function loadConfig(env: Env = process.env): Config {
     },
     catalog: { modelsFile: r.str('MODELS_FILE', 'config/models.json') },
     providers: {
+      plugins,
       backend,
-      ...(Object.fromEntries(PROVIDERS.map((p) => [p.name, r.settings(p.settings)])) as ProviderSettings),
+      ...(Object.fromEntries(plugins.map((p) => [p.name, r.settings(p.settings)])) as ProviderSettings),
       requestTimeoutMs: r.int('UPSTREAM_TIMEOUT_MS', 120_000, 1000, 3_600_000),
       maxRetries: r.int('UPSTREAM_MAX_RETRIES', 2, 0, 10),
     },
@@ -489,8 +533,9 @@ export function loadConfig(env: Env = process.env): Config {
       relayLogTtlSeconds: r.int('RELAY_LOG_TTL_SECONDS', 120, 10, 86_400),
       relayCoalesceMs: r.int('RELAY_COALESCE_MS', 4, 0, 100),
       resumeGraceSeconds: r.int('RESUME_GRACE_SECONDS', 60, 1, 3600),
-      stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 10_000, 100, 600_000),
+      stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 2000, 100, 600_000),
       rerunHorizonMs: 0,
+      lockDurationMs: 0,
     },
     limits: {
       paid: {
@@ -505,6 +550,10 @@ export function loadConfig(env: Env = process.env): Config {
       signup: {
         perAddressPerHour: r.int('SIGNUP_PER_ADDRESS_PER_HOUR', 3, 1, 1000),
         perClientPerHour: r.int('SIGNUP_PER_CLIENT_PER_HOUR', 10, 1, 1_000_000),
+      },
+      signIn: {
+        perAddressPerHour: r.int('SIGNIN_PER_ADDRESS_PER_HOUR', 5, 1, 1000),
+        perClientPerHour: r.int('SIGNIN_PER_CLIENT_PER_HOUR', 20, 1, 1_000_000),
       },
     },
     stripe: {
@@ -534,10 +583,12 @@ export function loadConfig(env: Env = process.env): Config {
       invoiceCron: r.cron('INVOICE_CRON', '15 0 1 * *'),
       reconcileCron: r.cron('RECONCILE_CRON', '30 3 * * *'),
       rollupCron: r.cron('ROLLUP_CRON', '5 * * * *'),
+      signInCleanupCron: r.cron('SIGN_IN_CLEANUP_CRON', '40 3 * * *'),
       metricsPort: r.optionalInt('SCHEDULER_METRICS_PORT', 0, 65535),
     },
   };
   config.queue.rerunHorizonMs = rerunHorizonMs(config.queue);
+  config.queue.lockDurationMs = lockDurationMs(config.queue);
   config.limits.settledMarkerTtlMs = settledMarkerTtlMs(config.queue);
   return deepFreeze(config);
 }
@@ -561,6 +612,17 @@ export function loadConfigOrExit(env: Env = process.env): Config {
     }
     throw err;
   }
+}
+
+/**
+ * A dead worker's job is found stalled once its lock has lapsed, at the second stalled-job check
+ * after its last renewal: within lockDuration + stalledInterval of the death. The lock outlasts
+ * two liveness TTLs (it is renewed every half lock), so by the time it lapses the dead worker's
+ * liveness key has expired too and the job is taken over at once rather than declined as still
+ * held. With the defaults (3 s checks, 2 s TTL): found within 7 s, taken over within 9 s.
+ */
+function lockDurationMs(q: Config['queue']): number {
+  return Math.max(q.stalledIntervalMs, 2 * q.livenessTtlMs);
 }
 
 /**

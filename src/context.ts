@@ -8,6 +8,7 @@ import { completionShards, createQueue, type Queue, type QueueRef } from './infr
 import { createStripe, type Stripe } from './infra/stripe.js';
 import { StripePacer } from './infra/stripe-pacing.js';
 import { OutageLog } from './infra/outage.js';
+import { traceLogFields } from './infra/tracing.js';
 import { AppError } from './errors.js';
 import { catalogFile, loadCatalog, type Catalog } from './catalog/catalog.js';
 import { ProviderRegistry } from './providers/registry.js';
@@ -19,6 +20,8 @@ import { RelayHub } from './chat/relay-hub.js';
 import { RelayLogTails } from './chat/relay-log-tail.js';
 import { Dispatcher } from './chat/dispatch.service.js';
 import type { CompletionJob } from './chat/completion-job.js';
+import type { UsageRecordedListener } from './usage/metering.service.js';
+import { queueReachedSpendAlerts } from './billing/spend-alerts.service.js';
 
 export interface ContextOptions {
   role: string;
@@ -45,6 +48,8 @@ export class AppContext {
   readonly outages: { redis: OutageLog; postgres: OutageLog };
   readonly apiKeyCache = new ApiKeyCache();
   readonly limiter: Limiter;
+  /** Usage metered into the ledger: billing queues the spending-limit alerts it reaches. */
+  readonly onUsageRecorded: UsageRecordedListener = (events) => queueReachedSpendAlerts(this, events);
   private readonly connections = new Map<string, RedisClient>();
   private readonly queues = new Map<string, Queue>();
   private readonly closers: (() => Promise<unknown>)[] = [];
@@ -53,6 +58,7 @@ export class AppContext {
     catalog?: Catalog;
     providers?: ProviderRegistry;
     signupLimits?: SignupLimits;
+    signInLimits?: SignupLimits;
     jwtVerifier?: JwtVerifier;
     relayHub?: RelayHub;
     relayLogTails?: RelayLogTails;
@@ -64,7 +70,7 @@ export class AppContext {
     readonly config: Config,
     readonly opts: ContextOptions,
   ) {
-    this.log = opts.logger ?? createLogger(config, opts.role);
+    this.log = opts.logger ?? createLogger(config, opts.role, traceLogFields);
     this.metrics = createMetrics(opts.role);
     // A setting, exported so that an alert can compare the queue's depth with its bound.
     this.metrics.dispatch.maxDepth.set(config.queue.maxDepth);
@@ -91,7 +97,10 @@ export class AppContext {
 
   /** The model catalog, loaded once; an invalid file throws (CatalogError) on first use. */
   get catalog(): Catalog {
-    return (this.built.catalog ??= loadCatalog(catalogFile(this.config)));
+    return (this.built.catalog ??= loadCatalog(
+      catalogFile(this.config),
+      this.config.providers.plugins.map((p) => p.name),
+    ));
   }
 
   /** Loads the catalog now, so a bad file stops start-up instead of the first request. */
@@ -110,6 +119,14 @@ export class AppContext {
       config: this.config,
       outages: this.outages,
     }));
+  }
+
+  /** Console sign-in links asked for, limited as sign-up is (with counters and limits of their own). */
+  get signInLimits(): SignupLimits {
+    return (this.built.signInLimits ??= new SignupLimits(
+      { redis: this.redis, clock: this.clock, config: this.config, outages: this.outages },
+      'sign-in',
+    ));
   }
 
   get jwtVerifier(): JwtVerifier {

@@ -51,6 +51,8 @@ export interface ValidationIssue {
   loc: (string | number)[];
   msg: string;
   type: string;
+  /** More about the failure, as FastAPI puts it (a JSON decode error's reason: `{ error }`). */
+  ctx?: Record<string, string>;
 }
 
 export interface AppErrorOptions {
@@ -101,9 +103,16 @@ export class AppError extends Error {
     if (this.kind === 'validation') {
       const detail = this.detail ?? [];
       const first = detail[0];
-      const param = first ? paramOf(first.loc) : null;
       const more = detail.length > 1 ? ` (and ${detail.length - 1} more: see detail)` : '';
-      const message = first ? `Invalid ${param ? `'${param}'` : 'request body'}: ${first.msg}${more}` : this.message;
+      // A JSON decode error's loc ends with a character position (as FastAPI's does), not a field.
+      const position = first?.type === 'json_invalid' ? first.loc[1] : undefined;
+      if (typeof position === 'number') {
+        const message = `Invalid JSON in the request body at position ${position} (characters from its start): ${first!.ctx?.error ?? first!.msg}${more}`;
+        return { detail, error: { message, type: 'invalid_request_error', code: first!.type, param: null } };
+      }
+      const param = first ? paramOf(first.loc) : null;
+      const reason = first?.ctx?.error ? `${first.msg}: ${first.ctx.error}` : first?.msg;
+      const message = first ? `Invalid ${param ? `'${param}'` : 'request body'}: ${reason}${more}` : this.message;
       return { detail, error: { message, type: 'invalid_request_error', code: first?.type ?? null, param } };
     }
     return { error: { message: this.message, type: this.type, code: this.code, param: this.param } };

@@ -1,10 +1,10 @@
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
-import { traceLogFields } from './infra/tracing.js';
 
 export type { Logger };
 
-export function createLogger(config: Config, role: string): Logger {
+/** `traceFields` gives the ids of the span active where a line is written (infra/tracing.ts's traceLogFields). */
+export function createLogger(config: Config, role: string, traceFields?: () => object): Logger {
   return pino({
     level: config.log.level,
     base: { role, pid: process.pid },
@@ -13,6 +13,6 @@ export function createLogger(config: Config, role: string): Logger {
       censor: '[redacted]',
     },
     // With tracing on, a line written inside a sampled span carries its traceId (and spanId).
-    ...(config.tracing.enabled ? { mixin: traceLogFields } : {}),
+    ...(config.tracing.enabled && traceFields ? { mixin: traceFields } : {}),
   });
 }

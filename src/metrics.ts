@@ -46,6 +46,13 @@ function dispatchMetrics(registers: client.Registry[]) {
       help: 'QUEUE_MAX_DEPTH: the waiting jobs beyond which web processes refuse completions with 503 queue_full',
       registers,
     }),
+    clientTtft: new client.Histogram({
+      name: 'completion_client_ttft_seconds',
+      help: "Time from a streamed completion request's arrival at the web process to the first events of its answer written to the client (admission, queue, worker, upstream and relay), by catalog model",
+      labelNames: ['model'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+      registers,
+    }),
     relaying: new client.Gauge({
       name: 'completion_requests_relaying',
       help: 'Completion requests this web process is waiting on or streaming now (each holds a client connection)',
@@ -204,7 +211,7 @@ function billingMetrics(registers: client.Registry[]) {
     }),
     totalsRepairs: new client.Counter({
       name: 'billing_usage_totals_repairs_total',
-      help: 'Monthly usage totals found different from the ledger and rebuilt by the rollup audit',
+      help: 'Usage totals (monthly or daily) found different from the ledger and rebuilt by the rollup audit',
       registers,
     }),
   };

@@ -66,7 +66,8 @@ export function addSchemaKeywords(target: { addKeyword(def: KeywordDefinition): 
   });
 }
 
-const ajv = new Ajv({ allErrors: true, strict: true, allowUnionTypes: true });
+// discriminator: OpenAPI's tagged unions (content parts, response_format), each error at the tag.
+const ajv = new Ajv({ allErrors: true, strict: true, allowUnionTypes: true, discriminator: true });
 addFormats(ajv);
 addSchemaKeywords(ajv);
 
@@ -176,6 +177,18 @@ function describe(e: ErrorObject): { extra?: string; msg: string; type: string }
         msg: e.message ?? 'Invalid characters',
         type: p.kind === 'lone_surrogate' ? 'string_unicode' : p.kind === 'blank' ? 'string_too_short' : 'value_error',
       };
+    case 'discriminator':
+      return p.error === 'mapping'
+        ? {
+            extra: String(p.tag),
+            msg: `Input tag ${JSON.stringify(p.tagValue)} found using '${String(p.tag)}' does not match any of the expected tags`,
+            type: 'union_tag_invalid',
+          }
+        : {
+            extra: String(p.tag),
+            msg: `Unable to extract tag using discriminator '${String(p.tag)}'`,
+            type: 'union_tag_not_found',
+          };
     case 'additionalProperties':
       return { extra: String(p.additionalProperty), msg: 'Extra inputs are not permitted', type: 'extra_forbidden' };
     case 'format':

@@ -3,7 +3,7 @@ import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { completionShards, createWorker } from '../src/infra/queues.js';
 import { settlementOf, type CompletionJob } from '../src/chat/completion-job.js';
-import { cancelChannel, detachedRequest } from '../src/chat/relay-protocol.js';
+import { cancelChannel, detachedRequest, relayTtls } from '../src/chat/relay-protocol.js';
 import { ResumeGrace } from '../src/chat/resume-grace.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
 import {
@@ -11,7 +11,7 @@ import {
   ConnectionStability,
   settledAfterMs,
   WorkerPresence,
-  workerAliveKey,
+  readWorkerSeen,
 } from '../src/chat/liveness.js';
 import { runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { traceJob } from '../src/chat/completion-tracing.js';
@@ -84,10 +84,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
     workerId,
     batch: new RelayBatch(
       app.redis,
-      {
-        runningSeconds: Math.ceil((config.providers.requestTimeoutMs / 1000) * 3),
-        endedSeconds: config.queue.relayLogTtlSeconds,
-      },
+      relayTtls(config),
       (err) => {
         metrics.relayPublishFailures.inc();
         if (isDependencyDown(err)) app.outages.redis.failure('relay', err);
@@ -100,10 +97,10 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
     record: (job, usage) =>
       Promise.all([appendUsage(app.redis, config, job.shard, usage), app.limiter.settle(settlementOf(job, usage))]),
     recordDirectly: (usage) => recordUsageDirectly(app, usage),
-    workerAlive: async (id) => {
+    workerSeen: async (id) => {
       // Absence means something only on a connection that has been up long enough (see liveness.ts).
       while (!stability.stableFor(settledAfterMs(ttl))) await new Promise((r) => setTimeout(r, 100));
-      return (await app.redis.exists(workerAliveKey(prefix, id))) === 1;
+      return readWorkerSeen(app.redis, prefix, id);
     },
     metrics,
     grace,
@@ -138,17 +135,15 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
         const outcome = await traceJob(job.data, rerun, () => runJob(runtime, job.data, rerun));
         metrics.finished.inc({ outcome });
       },
-      {
-        concurrency: share(i),
-        lockDuration: Math.max(config.queue.stalledIntervalMs, 1000),
-      },
+      { concurrency: share(i) },
     ),
   );
   for (const worker of workers) {
     worker.on('error', (err) => {
       if (isDependencyDown(err)) app.outages.redis.failure('completion queue', err);
-      // A lock lost in a Redis restart: the job was taken over, declined or finished elsewhere.
-      else if (/could not renew lock|Missing lock|Missing key/.test(err.message))
+      // A lock lost in a Redis restart: the job was taken over, declined or finished elsewhere, and
+      // its end reported to the queue by this worker finds the lock gone or another's.
+      else if (/could not renew lock|Missing lock|Missing key|Lock mismatch/.test(err.message))
         app.log.info({ reason: err.message }, 'a completion job lost its queue lock');
       else app.log.error({ err }, 'completion worker error');
     });

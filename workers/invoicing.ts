@@ -5,7 +5,7 @@ import {
   type AccountInvoicingJob,
   type AccountInvoicingResult,
 } from '../src/billing/monthly-invoicing.service.js';
-import { parseMonthKey } from '../src/billing/periods.js';
+import { parseMonthKey } from '../src/calendar.js';
 import { createWorker, INVOICING_QUEUE, rateLimited } from '../src/infra/queues.js';
 import { isStripeRateLimit } from '../src/infra/stripe.js';
 import type { BackgroundService } from '../src/lifecycle.js';

@@ -3,6 +3,13 @@ import type { BackgroundService } from '../src/lifecycle.js';
 import { drainUsageOnce, ensureMeteringGroups } from '../src/usage/metering.service.js';
 import { dependencyOf } from '../src/infra/outage.js';
 
+/** The pause after a pass that found entries: about the longest a ledger row waits to gather a batch. */
+const BATCH_WINDOW_MS = 100;
+/** Entries per stream and pass; a pass that fills it starts the next at once. */
+const BATCH_MAX = 500;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 /** Drains the usage streams into the ledger continuously; each worker replica is one consumer of each stream's group. */
 export async function startMetering(app: AppContext): Promise<BackgroundService> {
   // A blocking read holds its connection, so metering has one of its own.
@@ -12,15 +19,19 @@ export async function startMetering(app: AppContext): Promise<BackgroundService>
   const loop = (async () => {
     while (running) {
       try {
-        await drainUsageOnce(app, redis, { blockMs: 1000 });
+        const drained = await drainUsageOnce(app, redis, { blockMs: 1000, count: BATCH_MAX });
         app.outages.postgres.recovered();
+        // A busy service puts a few entries on the stream between two passes: read back to back,
+        // each pass pays its reads, one insert (and the totals' statement triggers) and one
+        // acknowledgement for those few. Waiting out the window lets them gather into one batch.
+        if (drained > 0 && drained < BATCH_MAX) await sleep(BATCH_WINDOW_MS);
       } catch (err) {
         if (!running) break;
         const dependency = dependencyOf(err);
         if (dependency === 'Postgres') app.outages.postgres.failure('metering', err);
         else if (dependency === 'Redis') app.outages.redis.failure('metering', err);
         else app.log.error({ err }, 'metering batch failed; retrying');
-        await new Promise((r) => setTimeout(r, 1000));
+        await sleep(1000);
       }
     }
   })();

@@ -2,10 +2,14 @@ import type { Migration } from 'kysely';
 import * as initialSchema from './2026-11-22T130000-initial-schema.js';
 import * as usageMonthlyTotals from './2026-11-22T140000-usage-monthly-totals.js';
 import * as spendLimits from './2026-11-23T100000-spend-limits.js';
+import * as usageDailyTotals from './2026-11-24T100000-usage-daily-totals.js';
+import * as consoleSessions from './2026-11-26T150000-console-sessions.js';
 
 // Listed explicitly (not read from the folder) so the build, not the file system, decides what runs.
 export const migrations: Record<string, Migration> = {
   '2026-11-22T130000-initial-schema': initialSchema,
   '2026-11-22T140000-usage-monthly-totals': usageMonthlyTotals,
   '2026-11-23T100000-spend-limits': spendLimits,
+  '2026-11-24T100000-usage-daily-totals': usageDailyTotals,
+  '2026-11-26T150000-console-sessions': consoleSessions,
 };

@@ -17,6 +17,8 @@ export interface InvoicesTable {
   currency: string;
   amount_cents: ColumnType<string, string | number | bigint, string | number | bigint>;
   hosted_invoice_url: string | null;
+  /** Stripe's link to the invoice's PDF. */
+  invoice_pdf: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: ColumnType<Date, Date | undefined, never>;
   finalized_at: Date | null;
 }

@@ -19,6 +19,8 @@ export interface UsageEventsTable {
   output_price_per_million: string;
   /** Exact USD cost of the request (numeric, unrounded); rounding happens per invoice line. */
   cost_usd: string;
+  /** The request asked for a stream (false on rows recorded before this was kept). */
+  stream: ColumnType<boolean, boolean | undefined, boolean>;
   created_at: Date;
   recorded_at: ColumnType<Date, Date | undefined, never>;
   invoice_id: string | null;

@@ -1,6 +1,7 @@
 // What `npm start` says about the Postgres and Redis it chose. Two checkouts on one machine
 // otherwise share the default database and key prefix without a word.
 // Plain JavaScript, like setup.mjs: it runs before anything is built.
+import path from 'node:path';
 
 const HIDDEN = '***';
 
@@ -39,18 +40,51 @@ function anotherDatabase(url) {
 }
 
 /**
- * The start-up lines: the database, the Redis server and key prefix, where each choice came from,
- * and how to keep a second checkout apart.
- * `postgres` and `redis` are { url, chosen } as ensurePostgres() and ensureRedis() return them.
+ * The ports an instance binds, as src/config.ts reads them: the web tier's PORT (8080 by default)
+ * and each metrics port that is set. A second instance on the machine needs another of each.
  */
-export function storesBanner({ postgres, redis, env }) {
+export function boundPorts(env) {
+  const ports = [{ variable: 'PORT', port: Number(env.PORT?.trim() || 8080) }];
+  for (const variable of ['WORKER_METRICS_PORT', 'SCHEDULER_METRICS_PORT']) {
+    const value = env[variable]?.trim();
+    if (value) ports.push({ variable, port: Number(value) });
+  }
+  // Port 0 asks the system for any free port: nothing to keep apart.
+  return ports.filter((p) => Number.isInteger(p.port) && p.port > 0);
+}
+
+/**
+ * The start-up lines: the database, the Redis server and key prefix, where each choice came from,
+ * and the command that starts a second checkout beside this one: its own database, key prefix and
+ * ports, and its own mail outbox when this one's is an absolute path (a relative one is per checkout).
+ * `postgres` and `redis` are { url, chosen } as ensurePostgres() and ensureRedis() return them;
+ * `freePorts` maps each of boundPorts(env)'s variables to a port free now (default: the next one).
+ */
+export function storesBanner({ postgres, redis, env, freePorts = {} }) {
   const prefix = redisPrefix(env);
+  const second = [`DATABASE_URL=${anotherDatabase(postgres.url)}`, `REDIS_PREFIX=${prefix}_b`];
+  const ports = boundPorts(env);
+  for (const { variable, port } of ports) second.push(`${variable}=${freePorts[variable] ?? port + 1}`);
+  const own = ['DATABASE_URL', 'REDIS_PREFIX', ...ports.map((p) => p.variable)];
+  const mailDir = env.MAIL_DEV_DIR?.trim();
+  if (mailDir && path.isAbsolute(mailDir)) {
+    second.push(`MAIL_DEV_DIR=${mailDir.replace(/\/+$/, '')}_b`);
+    own.push('MAIL_DEV_DIR');
+  }
+  if (env.PUBLIC_BASE_URL?.trim()) {
+    const host = env.HOST?.trim() || '127.0.0.1';
+    second.push(
+      `PUBLIC_BASE_URL=http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${freePorts.PORT ?? ports[0].port + 1}`,
+    );
+    own.push('PUBLIC_BASE_URL');
+  }
+  const named = `${own.slice(0, -1).join(', ')} and ${own[own.length - 1]}`;
   return [
     `Postgres: ${printable(postgres.url)} (${postgres.chosen})`,
     redis.clusterNodes
       ? `Redis Cluster: seed nodes ${redis.clusterNodes}, key prefix "${prefix}" (${redis.chosen})`
       : `Redis: ${printable(redis.url)}, key prefix "${prefix}" (${redis.chosen})`,
-    'A second checkout on this machine shares both unless it sets its own DATABASE_URL and REDIS_PREFIX, e.g.',
-    `  DATABASE_URL=${anotherDatabase(postgres.url)} REDIS_PREFIX=${prefix}_b npm start`,
+    `A second checkout on this machine needs its own ${named} (otherwise it shares this one's data or fails on a port in use), e.g.`,
+    `  ${second.join(' ')} npm start`,
   ];
 }

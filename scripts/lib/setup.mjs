@@ -79,9 +79,16 @@ export function build() {
   if (process.env.BUILD_TOLERATE_ERRORS === '1') {
     const r = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit' });
     if (r.status !== 0) say('type errors above (tolerated because BUILD_TOLERATE_ERRORS=1)');
-    return;
+  } else {
+    run(process.execPath, args);
   }
-  run(process.execPath, args);
+  buildConsole();
+}
+
+/** The console (console/, bundled by esbuild) into <OUT_DIR>/console/, in a child: esbuild is a dependency, this file runs before any. */
+function buildConsole() {
+  say(`building the console (esbuild) into ${path.relative(ROOT, OUT_DIR)}/console/`);
+  run(process.execPath, [path.join(ROOT, 'scripts', 'build-console.mjs'), OUT_DIR]);
 }
 
 // ---------------------------------------------------------------- Chromium
@@ -166,7 +173,18 @@ export function checkStructure() {
   run(
     'imports break the dependency rules (.dependency-cruiser.cjs)',
     ['dependency-cruiser', 'bin', 'dependency-cruise.mjs'],
-    ['--config', '.dependency-cruiser.cjs', ...service],
+    ['--config', '.dependency-cruiser.cjs', ...service, 'console'],
+  );
+  // The console is bundled by esbuild, which does not check types: tsc does, with the DOM's.
+  run(
+    'type errors in the console (console/tsconfig.json)',
+    ['typescript', 'bin', 'tsc'],
+    ['-p', 'console/tsconfig.json'],
+  );
+  run(
+    'files not formatted by Prettier (run `npm run format`)',
+    ['prettier', 'bin', 'prettier.cjs'],
+    ['--check', '--log-level', 'warn', '.'],
   );
   run(
     'lint errors (eslint.config.js)',
@@ -178,6 +196,60 @@ export function checkStructure() {
     ['madge', 'bin', 'cli.js'],
     ['--circular', '--no-spinner', '--extensions', 'js', ...['src', 'workers', 'db'].map((d) => path.join(OUT_DIR, d))],
   );
+}
+
+// ---------------------------------------------------------------- Ports
+
+/** Whether host:port can be bound now: null when it can, else the error code (EADDRINUSE, EACCES). */
+function bindProblem(host, port) {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', (err) => resolve(err.code ?? 'error'));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(null)));
+  });
+}
+
+/** The first port after `port` that can be bound now and is not in `taken`. */
+/** A port the system says is free on `host` now (what binding port 0 gets). */
+export async function anyFreePort(host) {
+  const server = net.createServer();
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, host, resolve);
+  });
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+export async function freePortAfter(host, port, taken = []) {
+  for (let p = port + 1; p < Math.min(port + 200, 65536); p++)
+    if (!taken.includes(p) && (await bindProblem(host, p)) === null) return p;
+  return port + 1;
+}
+
+/**
+ * Fails with one clear line when a port the service is about to bind ({ variable, port }, see
+ * boundPorts in banner.mjs) is taken: otherwise the role dies on it after start-up, and whatever
+ * holds the port (often another instance) answers in its place.
+ */
+export async function ensurePortsFree(host, ports) {
+  for (const { variable, port } of ports) {
+    const problem = await bindProblem(host, port);
+    if (problem === null) continue;
+    const other = await freePortAfter(
+      host,
+      port,
+      ports.map((p) => p.port),
+    );
+    const why =
+      problem === 'EADDRINUSE'
+        ? 'is already in use (another instance of this service, or another program)'
+        : `cannot be bound (${problem})`;
+    throw new SetupError(
+      `${variable}=${port}: ${host}:${port} ${why}. Stop what holds it, or choose another port, e.g. ${variable}=${other} npm start`,
+    );
+  }
 }
 
 // ---------------------------------------------------------------- Redis

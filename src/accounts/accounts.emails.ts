@@ -42,16 +42,16 @@ export function accountExistsEmail(to: { name: string; email: string }, baseUrl:
       `Hello ${to.name},`,
       '',
       'Someone (probably you) tried to sign up again with this email address, which already has a verified account.',
-      'Nothing was changed. If you lost your API key, regenerate it (POST /v1/auth/regenerate-api-key with your dashboard login).',
+      'Nothing was changed. If you lost your API key, sign in to the console and regenerate it there:',
       '',
-      `Service: ${baseUrl}`,
+      `${baseUrl}/console/sign-in`,
       '',
       'If this was not you, you can ignore this message.',
     ].join('\n'),
     html: layout(
       `<p>Hello ${escapeText(to.name)},</p>
 <p>Someone (probably you) tried to sign up again with this email address, which already has a verified account.</p>
-<p>Nothing was changed. If you lost your API key, regenerate it (<code>POST /v1/auth/regenerate-api-key</code> with your dashboard login).</p>
+<p>Nothing was changed. If you lost your API key, sign in to the console and regenerate it there: <a href="${escapeText(`${baseUrl}/console/sign-in`)}">${escapeText(`${baseUrl}/console/sign-in`)}</a></p>
 <p>If this was not you, you can ignore this message.</p>`,
     ),
   };

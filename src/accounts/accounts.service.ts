@@ -45,6 +45,11 @@ export async function getAccount(app: Pick<AccountsDeps, 'db'>, accountId: strin
   return account;
 }
 
+/** The account with that address (any letter case), if there is one. */
+export async function findAccountForEmail(db: Db | Trx, email: string): Promise<Account | undefined> {
+  return findAccountByEmail(db, email);
+}
+
 export const verificationLink = (app: Pick<AccountsDeps, 'config'>, token: string): string =>
   `${app.config.http.publicBaseUrl}/v1/auth/verify?token=${encodeURIComponent(token)}`;
 
@@ -85,7 +90,13 @@ export async function signUp(
   };
 }
 
-async function sendVerificationLink(app: AccountsDeps, trx: Trx, account: Account, now: Date): Promise<void> {
+/** Emails a fresh verification link to an unverified account, inside the caller's transaction. */
+export async function sendVerificationLink(
+  app: Pick<AccountsDeps, 'config'>,
+  trx: Trx,
+  account: Account,
+  now: Date,
+): Promise<void> {
   const { token, hash } = generateVerificationToken();
   const ttl = app.config.auth.verifyTokenTtlMs;
   await insertVerificationToken(trx, {
@@ -106,6 +117,20 @@ export const TOKEN_ERRORS = {
   token_expired: 'This verification link has expired. Sign up again with the same email address to get a new one.',
 } as const;
 
+/**
+ * What a verification token would do, read without using it (the page a browser, or a mail
+ * scanner, opens from the link): undefined when it can be used, or why not.
+ */
+export async function checkVerificationToken(
+  app: Pick<AccountsDeps, 'db' | 'clock'>,
+  token: string,
+): Promise<keyof typeof TOKEN_ERRORS | undefined> {
+  const row = await findVerificationToken(app.db, hashVerificationToken(token));
+  if (!row) return 'invalid_token';
+  if (row.used_at !== null) return 'token_used';
+  return row.expires_at.getTime() <= app.clock.now().getTime() ? 'token_expired' : undefined;
+}
+
 const tokenError = (code: keyof typeof TOKEN_ERRORS) =>
   new AppError('invalid_request', TOKEN_ERRORS[code], { code, param: 'token' });
 
@@ -114,7 +139,12 @@ const tokenError = (code: keyof typeof TOKEN_ERRORS) =>
  * of two concurrent uses only one wins), the account is marked verified, its other open links are
  * closed, and its API key is issued. The key is returned here once and stored only as a hash.
  */
-export async function verifyEmail(app: AccountsDeps, token: string): Promise<IssuedKeyResult> {
+export async function verifyEmail(
+  app: AccountsDeps,
+  token: string,
+  /** Runs in the verification's transaction with the new key (the console starts a session there). */
+  onVerified?: (trx: Trx, account: Account, apiKey: string) => Promise<void>,
+): Promise<IssuedKeyResult> {
   const hash = hashVerificationToken(token);
   const now = app.clock.now();
   return transaction(app.db, async (trx) => {
@@ -128,6 +158,7 @@ export async function verifyEmail(app: AccountsDeps, token: string): Promise<Iss
     if (!account) throw tokenError('token_used');
     await closeVerificationTokens(trx, account.id, now);
     const apiKey = await replaceApiKey(app, trx, account.id, now);
+    if (onVerified) await onVerified(trx, account, apiKey);
     app.log.info({ accountId: account.id }, 'account verified; API key issued');
     return {
       message: 'Email verified. This is your API key: save it now, it will not be shown again.',

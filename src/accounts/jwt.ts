@@ -87,8 +87,13 @@ function keySetUnavailable(err: unknown): boolean {
   return err instanceof TypeError && /fetch failed/i.test(err.message);
 }
 
-/** Signs a token the configured verifier accepts (shared-secret configurations only). */
-export async function mintJwt(config: Config, clock: Clock, claims: { sub: string; email: string }): Promise<string> {
+/** Signs a token the configured verifier accepts (shared-secret configurations only), for JWT_MINT_TTL_SECONDS unless told. */
+export async function mintJwt(
+  config: Pick<Config, 'auth'>,
+  clock: Clock,
+  claims: { sub: string; email: string },
+  ttlSeconds: number = config.auth.jwt.mintTtlSeconds,
+): Promise<string> {
   const jwt = config.auth.jwt;
   if (jwt.secret === undefined)
     throw new Error('minting needs JWT_SECRET; with JWT_JWKS_URL tokens come from your identity provider');
@@ -97,7 +102,7 @@ export async function mintJwt(config: Config, clock: Clock, claims: { sub: strin
     .setProtectedHeader({ alg: jwt.algorithms[0] ?? 'HS256', typ: 'JWT' })
     .setSubject(claims.sub)
     .setIssuedAt(now)
-    .setExpirationTime(now + jwt.mintTtlSeconds);
+    .setExpirationTime(now + ttlSeconds);
   if (jwt.issuer !== undefined) builder = builder.setIssuer(jwt.issuer);
   if (jwt.audience !== undefined) builder = builder.setAudience(jwt.audience);
   return builder.sign(new TextEncoder().encode(jwt.secret));

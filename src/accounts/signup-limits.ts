@@ -3,14 +3,31 @@ import ipaddr from 'ipaddr.js';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
-import type { OutageLog } from '../infra/outage.js';
+import { dependencyDown, type OutageLog } from '../infra/outage.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
 import { redisKey, type RedisClient } from '../infra/redis.js';
 
 const HOUR_SECONDS = 3600;
 
+/** What an address is limited for: each of them sends an email. */
+export type MailingPurpose = 'signup' | 'sign-in';
+
+const WORDS: Record<MailingPurpose, { what: string; refusal: string; unavailable: string }> = {
+  signup: {
+    what: 'sign-up limits',
+    refusal: 'Too many sign-up attempts for this email address or from your network.',
+    unavailable: 'Sign-up is temporarily unavailable. Please retry shortly.',
+  },
+  'sign-in': {
+    what: 'sign-in limits',
+    refusal: 'Too many sign-in links asked for this email address or from your network.',
+    unavailable: 'Signing in is temporarily unavailable. Please retry shortly.',
+  },
+};
+
 /**
- * Sign-up sends an email, so it is limited per destination mailbox (a mailbox cannot be flooded
+ * Sign-up (and asking for a console sign-in link, by the same rule, with counters and limits of
+ * its own) sends an email, so it is limited per destination mailbox (a mailbox cannot be flooded
  * with verification emails) and per client network (one client cannot sign up thousands of
  * addresses). Both are counted in Redis, shared by every web process, in windows of an hour
  * from the first attempt. The trade-off: anyone can use up an address's attempts for an hour;
@@ -27,12 +44,14 @@ export class SignupLimits {
       config: Pick<Config, 'redis' | 'limits'>;
       outages: { redis: OutageLog };
     },
+    private readonly purpose: MailingPurpose = 'signup',
   ) {
-    const { perAddressPerHour, perClientPerHour } = deps.config.limits.signup;
+    const { perAddressPerHour, perClientPerHour } =
+      purpose === 'signup' ? deps.config.limits.signup : deps.config.limits.signIn;
     const make = (what: string, points: number) =>
       new RateLimiterRedis({
         storeClient: deps.redis,
-        keyPrefix: redisKey(deps.config, 'signup', what),
+        keyPrefix: redisKey(deps.config, purpose, what),
         points,
         duration: HOUR_SECONDS,
         rejectIfRedisNotReady: true,
@@ -54,19 +73,18 @@ export class SignupLimits {
       if (err instanceof RateLimiterRes) {
         throw new AppError(
           'rate_limited',
-          `${REFUSAL} Try again ${describeReset(this.deps.clock.now().getTime(), err.msBeforeNext)}.`,
+          `${WORDS[this.purpose].refusal} Try again ${describeReset(this.deps.clock.now().getTime(), err.msBeforeNext)}.`,
           {
             code: 'rate_limit_exceeded',
             headers: retryAdvice(err.msBeforeNext),
           },
         );
       }
-      this.deps.outages.redis.failure('sign-up limits', err);
-      throw new AppError('unavailable', 'Sign-up is temporarily unavailable. Please retry shortly.', {
-        code: 'service_unavailable',
-        headers: retryAdvice(5000),
-        cause: err,
-      });
+      throw dependencyDown(
+        err,
+        { log: this.deps.outages.redis, source: WORDS[this.purpose].what },
+        WORDS[this.purpose].unavailable,
+      );
     }
   }
 }
@@ -96,5 +114,3 @@ export function clientNetworkKey(ip: string): string {
     .map((p) => p.toString(16))
     .join(':')}::/64`;
 }
-
-const REFUSAL = 'Too many sign-up attempts for this email address or from your network.';

@@ -106,6 +106,7 @@ export const InvoiceSchema: JsonSchema = {
     'amount_cents',
     'amount',
     'hosted_invoice_url',
+    'invoice_pdf',
     'created_at',
   ],
   properties: {
@@ -123,6 +124,7 @@ export const InvoiceSchema: JsonSchema = {
     amount_cents: integer('The sum of the rounded lines'),
     amount: decimal('amount_cents as a currency amount', '12.34'),
     hosted_invoice_url: { type: ['string', 'null'], description: "Stripe's page for viewing and paying the invoice" },
+    invoice_pdf: { type: ['string', 'null'], description: "Stripe's link to the invoice as a PDF" },
     created_at: { type: 'string', format: 'date-time' },
     lines: { type: 'array', items: InvoiceLine },
   },
@@ -175,5 +177,132 @@ export const HistorySchema: JsonSchema = {
     },
     total_invoiced_cents: integer('Sum of the listed invoices that were issued (not draft or void)'),
     total_invoiced: decimal('total_invoiced_cents as a currency amount', '12.34'),
+  },
+};
+
+export const DailyUsageQuery: JsonSchema = {
+  type: 'object',
+  properties: {
+    start_date: {
+      type: 'string',
+      format: 'date',
+      description: "First day (UTC, inclusive), YYYY-MM-DD. Default: the 1st of end_date's month.",
+      example: '2026-11-01',
+    },
+    end_date: {
+      type: 'string',
+      format: 'date',
+      description:
+        'Last day (UTC, inclusive), YYYY-MM-DD, on or after start_date and at most 365 days after it (366 days in all). Default: today.',
+      example: '2026-11-22',
+    },
+  },
+};
+
+const dailyFigures = {
+  requests: integer('Requests'),
+  prompt_tokens: integer('Prompt (input) tokens'),
+  completion_tokens: integer('Completion (output) tokens'),
+  total_tokens: integer('prompt_tokens + completion_tokens'),
+  cost_usd: decimal(
+    'Exact cost in USD of paid-tier requests, unrounded (free-tier requests cost nothing)',
+    '0.0123456',
+  ),
+};
+const dailyFigureKeys = Object.keys(dailyFigures);
+
+export const DailyUsageSchema: JsonSchema = {
+  type: 'object',
+  required: ['object', 'timezone', 'start_date', 'end_date', 'data', 'totals'],
+  properties: {
+    object: { type: 'string', const: 'list' },
+    timezone: { type: 'string', const: 'UTC', description: 'Days are UTC calendar days' },
+    start_date: { type: 'string', format: 'date' },
+    end_date: { type: 'string', format: 'date' },
+    data: {
+      type: 'array',
+      description: 'One entry per day and model that has usage, by day then model; days without usage are left out',
+      items: {
+        type: 'object',
+        required: ['date', 'model', ...dailyFigureKeys],
+        properties: {
+          date: { type: 'string', format: 'date', example: '2026-11-21' },
+          model: { type: 'string' },
+          ...dailyFigures,
+        },
+      },
+    },
+    totals: {
+      type: 'object',
+      description: 'The sums of data: the whole period',
+      required: dailyFigureKeys,
+      properties: dailyFigures,
+    },
+  },
+};
+
+export const RecentRequestsQuery: JsonSchema = {
+  type: 'object',
+  properties: {
+    limit: {
+      type: 'string',
+      pattern: '^([1-9]|[1-9][0-9]|100)$',
+      description: 'How many requests a page holds, 1 to 100. Default 20.',
+      example: '20',
+    },
+    starting_after: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 64,
+      'x-text': 'line',
+      description: 'The `id` of the last request of the previous page: this page starts with the one before it',
+      example: 'chatcmpl-…',
+    },
+  },
+};
+
+export const RecentRequestsSchema: JsonSchema = {
+  type: 'object',
+  required: ['object', 'data', 'has_more'],
+  properties: {
+    object: { type: 'string', const: 'list' },
+    data: {
+      type: 'array',
+      description: 'Newest first',
+      items: {
+        type: 'object',
+        required: [
+          'id',
+          'created',
+          'model',
+          'stream',
+          'status',
+          'prompt_tokens',
+          'completion_tokens',
+          'total_tokens',
+          'cost_usd',
+        ],
+        properties: {
+          id: {
+            type: 'string',
+            description: 'The completion id its client received (`id` of the chat.completion or of its chunks)',
+            example: 'chatcmpl-…',
+          },
+          created: { type: 'integer', description: 'Unix seconds: when the request was admitted' },
+          model: { type: 'string' },
+          stream: { type: 'boolean', description: 'Whether the request asked for a stream' },
+          status: {
+            type: 'string',
+            enum: ['completed', 'cancelled', 'failed'],
+            description: 'completed, cancelled (the client went away or the service stopped it) or failed',
+          },
+          prompt_tokens: integer('Prompt tokens billed'),
+          completion_tokens: integer('Completion tokens billed (those produced, for a cancelled or failed request)'),
+          total_tokens: integer('prompt_tokens + completion_tokens'),
+          cost_usd: decimal('Exact cost in USD; "0" on the free tier', '0.000123'),
+        },
+      },
+    },
+    has_more: { type: 'boolean', description: 'More requests follow: ask again with starting_after the last id' },
   },
 };

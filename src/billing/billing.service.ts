@@ -5,11 +5,11 @@ import type { Db } from '../infra/db.js';
 import type { Tier } from '../../db/schema/index.js';
 import type { Account } from '../accounts/accounts.repository.js';
 import type { Limiter } from '../limits/limiter.service.js';
-import { monthUsageByModel, usageByMonth } from '../usage/usage.repository.js';
+import { monthUsageByModel, usageByMonth } from '../usage/ledger.service.js';
 import { listInvoices } from './invoices.repository.js';
 import { invoiceView, type InvoiceView } from './invoices.presenter.js';
-import { centsToAmount, normalizeDecimal, toSafeInteger } from './money.js';
-import { addDays, addMonths, dayKey, monthOf, parseDay } from './periods.js';
+import { centsToAmount, normalizeDecimal, sumDecimals, toSafeInteger } from './money.js';
+import { addDays, addMonths, dayKey, monthOf, parseDay } from '../calendar.js';
 import { spendLimitView, type SpendLimitView } from './spend-limit.service.js';
 
 /** What the usage and history endpoints read: the ledger's totals, the invoices, today's date and the currency (and the spending limit's figures). */
@@ -72,19 +72,6 @@ export interface CurrentUsage {
   spend_limit: SpendLimitView;
 }
 
-function sumDecimals(values: string[]): string {
-  // Exact: scale every value to the longest fraction, add as bigint, scale back.
-  const scale = Math.max(0, ...values.map((v) => (v.split('.')[1] ?? '').length));
-  let total = 0n;
-  for (const v of values) {
-    const [whole, frac = ''] = v.split('.');
-    total += BigInt(whole!) * 10n ** BigInt(scale) + BigInt(frac.padEnd(scale, '0') || '0');
-  }
-  if (scale === 0) return total.toString();
-  const s = total.toString().padStart(scale + 1, '0');
-  return normalizeDecimal(`${s.slice(0, -scale)}.${s.slice(-scale)}`);
-}
-
 /** GET /v1/billing/usage: this month to date, per model and in total, and the spending limit. */
 export async function currentUsage(
   app: BillingDeps,
@@ -92,7 +79,7 @@ export async function currentUsage(
 ): Promise<CurrentUsage> {
   const now = app.clock.now();
   const month = monthOf(now);
-  const rows = await monthUsageByModel(app.db, account.id, month.start);
+  const rows = await monthUsageByModel(app.db, account.id, month);
   const models: ModelUsage[] = rows.map((r) => ({
     model: r.model,
     billable_requests: toSafeInteger(r.paid_requests),
@@ -159,7 +146,7 @@ export async function billingHistory(app: BillingDeps, accountId: string, q: His
   const from = parseDay(startDate);
   const to = addDays(parseDay(endDate), 1);
   const invoices = (await listInvoices(app.db, accountId, from, to)).map((r) => invoiceView(r));
-  const rows = await usageByMonth(app.db, accountId, monthOf(from).start, monthOf(parseDay(endDate)).start);
+  const rows = await usageByMonth(app.db, accountId, monthOf(from), monthOf(parseDay(endDate)));
   const months = rows.map((r) => ({ month: r.month, ...figuresOf(r) }));
   const invoiced = invoices
     .filter((i) => i.status !== 'draft' && i.status !== 'void')

@@ -15,7 +15,7 @@ import {
 } from './invoices.repository.js';
 import { invoiceView, type InvoiceView } from './invoices.presenter.js';
 import { toSafeInteger } from './money.js';
-import { monthOf, unixSeconds } from './periods.js';
+import { monthOf, unixSeconds } from '../calendar.js';
 
 // The Stripe half of an invoice (steps 2 and 3 of invoicing.service.ts): a reserved draft becomes
 // a finalized, sent Stripe invoice, and the local row records it.
@@ -192,6 +192,7 @@ export async function issueInvoice(
   const issued = await markInvoiceIssued(conn, draft.id, {
     status: stripeInvoice.status ?? 'open',
     hostedInvoiceUrl: stripeInvoice.hosted_invoice_url ?? null,
+    invoicePdf: stripeInvoice.invoice_pdf ?? null,
     finalizedAt,
   });
   const m = app.metrics.billing;

@@ -28,6 +28,7 @@ export interface InvoiceView {
   amount_cents: number;
   amount: string;
   hosted_invoice_url: string | null;
+  invoice_pdf: string | null;
   created_at: string;
   lines?: InvoiceLineView[];
 }
@@ -44,6 +45,7 @@ export function invoiceView(row: InvoiceRow, lines?: InvoiceLineRow[]): InvoiceV
     amount_cents: toSafeInteger(row.amount_cents),
     amount: centsToAmount(row.amount_cents),
     hosted_invoice_url: row.hosted_invoice_url,
+    invoice_pdf: row.invoice_pdf,
     created_at: row.created_at.toISOString(),
     ...(lines
       ? {

@@ -119,18 +119,32 @@ export async function setLineItemId(db: Db, invoiceId: string, model: string, it
 export async function markInvoiceIssued(
   db: Db,
   invoiceId: string,
-  v: { status: string; hostedInvoiceUrl: string | null; finalizedAt: Date },
+  v: { status: string; hostedInvoiceUrl: string | null; invoicePdf: string | null; finalizedAt: Date },
 ): Promise<InvoiceRow> {
   return db
     .updateTable('invoices')
-    .set({ status: v.status, hosted_invoice_url: v.hostedInvoiceUrl, finalized_at: v.finalizedAt })
+    .set({
+      status: v.status,
+      hosted_invoice_url: v.hostedInvoiceUrl,
+      invoice_pdf: v.invoicePdf,
+      finalized_at: v.finalizedAt,
+    })
     .where('id', '=', invoiceId)
     .returningAll()
     .executeTakeFirstOrThrow();
 }
 
-export async function setInvoiceStatus(db: Db, invoiceId: string, status: string): Promise<void> {
-  await db.updateTable('invoices').set({ status }).where('id', '=', invoiceId).execute();
+/** Stripe's current status of an issued invoice and its links (the PDF link is new to invoices issued before it was kept). */
+export async function refreshIssuedInvoice(
+  db: Db,
+  invoiceId: string,
+  v: { status: string; hostedInvoiceUrl: string | null; invoicePdf: string | null },
+): Promise<void> {
+  await db
+    .updateTable('invoices')
+    .set({ status: v.status, hosted_invoice_url: v.hostedInvoiceUrl, invoice_pdf: v.invoicePdf })
+    .where('id', '=', invoiceId)
+    .execute();
 }
 
 /** Invoices whose period overlaps [from, to). */

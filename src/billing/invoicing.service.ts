@@ -8,8 +8,8 @@ import type { Logger } from '../logger.js';
 import type { BillingMetrics, MeteringMetrics } from '../metrics.js';
 import type { Account } from '../accounts/accounts.repository.js';
 import { getAccount } from '../accounts/accounts.service.js';
-import { flushUsage } from '../usage/metering.service.js';
-import { monthlyKey, onDemandKey, reserveDraft, type DraftDeps } from './invoice-drafts.service.js';
+import { flushUsage, type UsageRecordedListener } from '../usage/metering.service.js';
+import { monthlyKey, onDemandKey, reserveDraft, type DeferredLine, type DraftDeps } from './invoice-drafts.service.js';
 import { issueInvoice, type IssuingDeps } from './invoice-issuing.service.js';
 import {
   countInvoices,
@@ -19,8 +19,9 @@ import {
   type InvoiceRow,
 } from './invoices.repository.js';
 import { invoiceView, type InvoiceView } from './invoices.presenter.js';
+import { normalizeDecimal } from './money.js';
 import { BUSY, withInvoicingLock } from './invoicing-lock.repository.js';
-import { monthOf, type Month } from './periods.js';
+import { monthOf, type Month } from '../calendar.js';
 
 /*
  * Invoicing, built to survive a crash between any two steps without billing twice:
@@ -53,12 +54,15 @@ export interface InvoicingDeps {
   metrics: { billing: BillingMetrics; metering: MeteringMetrics };
   /** Throws 503 billing_not_configured when STRIPE_SECRET_KEY is not set. */
   stripe: Stripe;
+  /** Told of the usage flushed into the ledger before invoicing (the spending-limit alerts). */
+  onUsageRecorded: UsageRecordedListener;
 }
 
 export type InvoiceOutcome =
   | { status: 'invoiced'; invoice: InvoiceView; resumed: boolean }
   | { status: 'already_invoiced'; invoice: InvoiceView }
-  | { status: 'nothing_to_invoice'; invoice: null };
+  /** `deferred`: unbilled usage there is, whose lines would round to zero cents (see reserveDraft). */
+  | { status: 'nothing_to_invoice'; invoice: null; deferred: DeferredLine[] };
 
 export type InvoiceRequest = { kind: 'monthly'; month: Month } | { kind: 'on_demand' };
 
@@ -76,7 +80,7 @@ export async function invoiceAccount(
   for (const draft of await findDraftInvoices(conn, account.id))
     resumed.push(await issueInvoice(app, conn, account, draft, true));
 
-  let draft: InvoiceRow | undefined;
+  let reserved: { draft: InvoiceRow | undefined; deferred: DeferredLine[] };
   if (request.kind === 'monthly') {
     const key = monthlyKey(account.id, request.month);
     const existing = await findInvoiceByKey(conn, key);
@@ -89,7 +93,7 @@ export async function invoiceAccount(
     // Everything unbilled up to the month's end: normally that month's usage, plus any row
     // recorded after an earlier month was invoiced (a request in flight at midnight) and
     // sub-cent lines deferred from earlier invoices.
-    draft = await reserveDraft(app, conn, account, {
+    reserved = await reserveDraft(app, conn, account, {
       kind: 'monthly',
       key,
       from: null,
@@ -101,7 +105,7 @@ export async function invoiceAccount(
     const now = app.clock.now();
     const month = monthOf(now);
     const n = (await countInvoices(conn, account.id, 'on_demand', month.start)) + 1;
-    draft = await reserveDraft(app, conn, account, {
+    reserved = await reserveDraft(app, conn, account, {
       kind: 'on_demand',
       key: onDemandKey(account.id, month, n),
       from: month.start,
@@ -110,10 +114,20 @@ export async function invoiceAccount(
       periodEnd: now,
     });
   }
+  const { draft, deferred } = reserved;
   if (draft)
     return { status: 'invoiced', invoice: await issueInvoice(app, conn, account, draft, false), resumed: false };
   const last = resumed.at(-1);
-  return last ? { status: 'invoiced', invoice: last, resumed: true } : { status: 'nothing_to_invoice', invoice: null };
+  return last
+    ? { status: 'invoiced', invoice: last, resumed: true }
+    : { status: 'nothing_to_invoice', invoice: null, deferred };
+}
+
+/** "gpt-4.1 $0.0036 (1 request), o3 $0.001 (2 requests)": what waits, in words. */
+export function describeDeferred(deferred: DeferredLine[]): string {
+  return deferred
+    .map((l) => `${l.model} $${normalizeDecimal(l.cost_usd)} (${l.requests} request${l.requests === 1 ? '' : 's'})`)
+    .join(', ');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -167,7 +181,12 @@ export async function generateInvoice(app: InvoicingDeps, accountId: string): Pr
     return {
       status: 'nothing_to_invoice',
       message:
-        'Nothing to invoice: this month has no paid-tier usage that is not already on an invoice (free-tier usage is not billed). No invoice was created.',
+        outcome.deferred.length === 0
+          ? 'Nothing to invoice: this month has no paid-tier usage that is not already on an invoice (free-tier usage is not billed). No invoice was created.'
+          : `Nothing to invoice yet: this month's paid-tier usage not on an invoice is ${describeDeferred(outcome.deferred)}. ` +
+            "An invoice bills each model's usage rounded to the cent, and under half a cent that is $0.00, so it stays unbilled " +
+            "and is billed on a later invoice (one you generate, or the monthly invoice after the month ends) once the model's unbilled usage reaches half a cent. " +
+            'No invoice was created.',
       invoice: null,
     };
   }

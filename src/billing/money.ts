@@ -18,10 +18,11 @@ export function centsToAmount(cents: bigint | string): string {
  * fail loudly instead of being silently rounded.
  */
 export function toSafeInteger(v: bigint | string | number): number {
-  const b = typeof v === 'bigint' ? v : BigInt(v);
-  if (b > BigInt(Number.MAX_SAFE_INTEGER) || b < BigInt(Number.MIN_SAFE_INTEGER))
-    throw new RangeError(`integer ${b} does not fit a JSON number exactly`);
-  return Number(b);
+  // Number() of a value at or past 2^53 is no longer a safe integer, so the check catches it.
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || (typeof v === 'string' && !/^-?\d+$/.test(v)))
+    throw new RangeError(`integer ${String(v)} does not fit a JSON number exactly`);
+  return n;
 }
 
 /** Trims a numeric string's trailing zeros for display ("0.001200000" -> "0.0012", "3.000" -> "3"). */
@@ -29,4 +30,18 @@ export function normalizeDecimal(v: string): string {
   if (!v.includes('.')) return v;
   const trimmed = v.replace(/0+$/, '').replace(/\.$/, '');
   return trimmed === '' || trimmed === '-' ? '0' : trimmed;
+}
+
+/** The exact sum of non-negative decimal strings ("0.05", "1.2345"), as a decimal string without trailing zeros. */
+export function sumDecimals(values: string[]): string {
+  // Exact: scale every value to the longest fraction, add as bigint, scale back.
+  const scale = Math.max(0, ...values.map((v) => (v.split('.')[1] ?? '').length));
+  let total = 0n;
+  for (const v of values) {
+    const [whole, frac = ''] = v.split('.');
+    total += BigInt(whole!) * 10n ** BigInt(scale) + BigInt(frac.padEnd(scale, '0') || '0');
+  }
+  if (scale === 0) return total.toString();
+  const s = total.toString().padStart(scale + 1, '0');
+  return normalizeDecimal(`${s.slice(0, -scale)}.${s.slice(-scale)}`);
 }

@@ -8,13 +8,13 @@ import {
   type QueueEvents,
   type QueueRef,
 } from '../infra/queues.js';
-import { findAccountById } from '../accounts/accounts.repository.js';
+import { findAccount } from '../accounts/account-billing.service.js';
 import { flushUsage } from '../usage/metering.service.js';
 import { accountsToInvoice } from './invoices.repository.js';
 import { BUSY, withInvoicingLock } from './invoicing-lock.repository.js';
-import { invoiceAccount, type InvoicingDeps } from './invoicing.service.js';
+import { describeDeferred, invoiceAccount, type InvoicingDeps } from './invoicing.service.js';
 import type { JobOptions, JobResult } from './job.js';
-import type { Month } from './periods.js';
+import type { Month } from '../calendar.js';
 
 /*
  * The monthly run fans out: the run (held by one process through its claim on the month) lists
@@ -62,7 +62,7 @@ export async function invoiceMonthAccount(
   accountId: string,
 ): Promise<AccountInvoicingResult> {
   const outcome = await withInvoicingLock(app.db, accountId, JOB_LOCK_WAIT_MS, async (conn) => {
-    const account = await findAccountById(conn, accountId);
+    const account = await findAccount(conn, accountId);
     if (!account) throw new Error(`no account ${accountId}`);
     return invoiceAccount(app, conn, account, { kind: 'monthly', month });
   });
@@ -71,7 +71,10 @@ export async function invoiceMonthAccount(
     return {
       status: 'nothing_to_invoice',
       amount_cents: '0',
-      line: `  ${accountId}: nothing to invoice (no billable usage, or under one cent, deferred)`,
+      line:
+        outcome.deferred.length === 0
+          ? `  ${accountId}: nothing to invoice (no billable usage)`
+          : `  ${accountId}: nothing to invoice: ${describeDeferred(outcome.deferred)} under half a cent, left for a later invoice`,
     };
   }
   const inv = outcome.invoice;

@@ -3,7 +3,7 @@ import type { NewOutboxEmail } from '../accounts/email-outbox.service.js';
 import { escapeText } from '../accounts/text.js';
 import type { SpendAlertThreshold } from '../../db/schema/spend-alerts.js';
 import { centsToAmount } from './money.js';
-import type { Month } from './periods.js';
+import type { Month } from '../calendar.js';
 import { nanoUsdOf } from '../usage/usage-cost.js';
 
 /** A USD amount for people: rounded half up to the cent ("20.123456" -> "20.12"). */
@@ -28,7 +28,7 @@ export function spendAlertEmail(f: SpendAlertFacts): NewOutboxEmail {
   const spent = dollars(f.spentUsd);
   const month = monthName(f.month);
   const change =
-    'You can raise or remove the limit at any time (PUT or DELETE /v1/billing/spend-limit with your dashboard login).';
+    'You can raise or remove the limit at any time on the Billing page of the console (sign in at /console/sign-in), or with PUT or DELETE /v1/billing/spend-limit.';
   const [subject, lines] =
     f.threshold === 80
       ? [

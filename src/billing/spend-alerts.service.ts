@@ -1,12 +1,13 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { transaction, type Db } from '../infra/db.js';
-import { paidAccountsWithSpendLimit, type Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/accounts.repository.js';
+import { paidAccountsWithSpendLimit } from '../accounts/account-billing.service.js';
 import { queueEmail } from '../accounts/email-outbox.service.js';
 import type { Limiter, SpendRefusal } from '../limits/limiter.service.js';
 import type { UsageEvent } from '../usage/usage-event.js';
 import { usdOfNano } from '../usage/usage-cost.js';
-import { monthOf, parseMonthKey } from './periods.js';
+import { monthOf, parseMonthKey } from '../calendar.js';
 import { insertReachedSpendAlerts, insertSpendAlert } from './spend-alerts.repository.js';
 import { spendAlertEmail } from './spend-alerts.emails.js';
 

@@ -4,12 +4,13 @@ import type { Logger } from '../logger.js';
 import { AppError, validationError } from '../errors.js';
 import { onCommit, transaction, type Db } from '../infra/db.js';
 import type { RedisClient } from '../infra/redis.js';
-import { lockAccount, setMonthlySpendLimit, type Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/accounts.repository.js';
+import { lockAccount, setMonthlySpendLimit } from '../accounts/account-billing.service.js';
 import { invalidateAccountKeys } from '../accounts/auth.service.js';
 import type { Limiter } from '../limits/limiter.service.js';
 import { ledgerSpendNanoUsd } from '../usage/month-spend.service.js';
 import { nanoUsdOf, usdOfNano } from '../usage/usage-cost.js';
-import { monthOf } from './periods.js';
+import { monthOf } from '../calendar.js';
 import { MAX_MONTHLY_LIMIT_USD } from './spend-limit.schema.js';
 
 /** What reading the limit works with: the account's limit, the limiter's month figures, the ledger behind them. */

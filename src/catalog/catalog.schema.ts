@@ -9,14 +9,15 @@ export const PRICE_PATTERN = '^\\d+(\\.\\d{1,6})?$';
 
 const price: JsonSchema = { type: 'string', pattern: PRICE_PATTERN, maxLength: 20 };
 
-export const catalogModelSchema: JsonSchema = {
+/** A catalog entry, whose `provider` is one of `providerNames`. */
+export const catalogModelSchema = (providerNames: readonly string[]): JsonSchema => ({
   type: 'object',
   additionalProperties: false,
   required: ['id', 'provider', 'upstream_model', 'tiers', 'input_price_per_million', 'output_price_per_million'],
   properties: {
     // The public id is what clients send as `model`, which the interface bounds at 50 characters.
     id: { type: 'string', minLength: 1, maxLength: 50, pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]*$' },
-    provider: { type: 'string', enum: [...PROVIDER_NAMES] },
+    provider: { type: 'string', enum: [...providerNames] },
     upstream_model: { type: 'string', minLength: 1, maxLength: 200 },
     tiers: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', enum: ['free', 'paid'] } },
     input_price_per_million: price,
@@ -25,15 +26,23 @@ export const catalogModelSchema: JsonSchema = {
     published_input_price_per_million: price,
     published_output_price_per_million: price,
     description: { type: 'string', maxLength: 500 },
+    /** What a prompt may hold: text always; "image" lets user messages carry image_url parts. */
+    input_modalities: {
+      type: 'array',
+      minItems: 1,
+      uniqueItems: true,
+      items: { type: 'string', enum: ['text', 'image'] },
+    },
   },
-};
+});
 
-export const catalogFileSchema: JsonSchema = {
+/** The catalog file (MODELS_FILE), for the providers this process serves (providers.ts's list by default). */
+export const catalogFileSchema = (providerNames: readonly string[] = PROVIDER_NAMES): JsonSchema => ({
   type: 'object',
   additionalProperties: false,
   required: ['models', 'personas'],
   properties: {
-    models: { type: 'array', minItems: 1, items: catalogModelSchema },
+    models: { type: 'array', minItems: 1, items: catalogModelSchema(providerNames) },
     // Persona names are what clients send as `persona` (max 50 characters in the interface).
     personas: {
       type: 'object',
@@ -41,4 +50,4 @@ export const catalogFileSchema: JsonSchema = {
       additionalProperties: { type: 'string', minLength: 1, maxLength: 20000 },
     },
   },
-};
+});

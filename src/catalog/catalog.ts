@@ -19,6 +19,8 @@ export interface CatalogModel {
   published_input_price_per_million?: string;
   published_output_price_per_million?: string;
   description?: string;
+  /** Text always; "image" when the model takes image_url parts. Absent: text only. */
+  input_modalities?: ('text' | 'image')[];
 }
 
 export interface Catalog {
@@ -142,9 +144,12 @@ function semanticProblems(data: CatalogFile): string[] {
   return problems;
 }
 
-/** Parses and validates a catalog document; throws CatalogError naming `file` and every fault. */
-export function parseCatalog(raw: unknown, file: string): Catalog {
-  const result = check(catalogFileSchema, raw);
+/**
+ * Parses and validates a catalog document whose models name the given providers (providers.ts's
+ * list by default); throws CatalogError naming `file` and every fault.
+ */
+export function parseCatalog(raw: unknown, file: string, providerNames?: readonly string[]): Catalog {
+  const result = check(catalogFileSchema(providerNames), raw);
   if (!result.ok) {
     throw new CatalogError(
       file,
@@ -177,7 +182,7 @@ function buildCatalog(data: CatalogFile): Catalog {
 }
 
 /** Reads the catalog file (start-up only, so synchronously); an unreadable or invalid file throws CatalogError. */
-export function loadCatalog(file: string): Catalog {
+export function loadCatalog(file: string, providerNames?: readonly string[]): Catalog {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -190,7 +195,7 @@ export function loadCatalog(file: string): Catalog {
   } catch (err) {
     throw new CatalogError(file, [`not valid JSON: ${(err as Error).message}`]);
   }
-  return parseCatalog(raw, file);
+  return parseCatalog(raw, file, providerNames);
 }
 
 /** The catalog file the configuration names, relative to the process's working directory. */

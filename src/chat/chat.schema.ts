@@ -3,37 +3,194 @@ import type { JsonSchema } from '../validation.js';
 const nullable = (t: string | string[]) => (Array.isArray(t) ? [...t, 'null'] : [t, 'null']);
 
 const MAX_MESSAGES = 100;
-const MAX_CONTENT_CHARS = 50_000;
 const MAX_ROLE_CHARS = 20;
+/** Content parts of one message, and tool calls of one assistant message. */
+const MAX_PARTS = 100;
+const MAX_TOOL_CALLS = 128;
+/** As many tools as OpenAI takes in one request. */
+const MAX_TOOLS = 128;
+const ID_CHARS = 64;
+// Keys and punctuation of one content part or tool call, beyond the characters it carries (which
+// count against the message's 50,000): {"type":"image_url","image_url":{"url":"","detail":"high"}}.
+const PART_BYTES = 96;
+const TOOL_CALL_BYTES = 128;
+
+/** What OpenAI allows as a function name (and Anthropic and Gemini as a tool name). */
+export const FUNCTION_NAME_PATTERN = '^[a-zA-Z0-9_-]{1,64}$';
+
+/**
+ * The characters a message carries, all counted against its 50,000: its text (a string, or the text
+ * of its parts), the URL of each image (a data URL whole), and the id, name and arguments of each
+ * tool call it makes. JSON Schema bounds a string alone, so the sum is checked after validation
+ * (chat.service.ts); a string content is bounded by the schema as well.
+ */
+export const MAX_CONTENT_CHARS = 50_000;
 
 /**
  * The largest valid request in bytes: JSON Schema counts characters as code points, and one
  * astral character escaped as a surrogate pair (\ud83d\ude00) is 12 bytes, so every message's
- * content and role at 12 bytes a character, with 64 bytes of keys and punctuation each, plus
- * 1 MiB for the fields without a bound of their own (stop, logit_bias), fields the service
- * ignores, and whitespace.
+ * characters and role at 12 bytes a character, with 64 bytes of keys and punctuation each and more
+ * for each content part and tool call it may hold, plus 1 MiB for the fields without a bound of
+ * their own (stop, logit_bias, tools, response_format), fields the service ignores, and whitespace.
  */
-export const CHAT_BODY_LIMIT_BYTES = MAX_MESSAGES * ((MAX_CONTENT_CHARS + MAX_ROLE_CHARS) * 12 + 64) + 1024 * 1024;
+export const CHAT_BODY_LIMIT_BYTES =
+  MAX_MESSAGES *
+    ((MAX_CONTENT_CHARS + MAX_ROLE_CHARS + ID_CHARS) * 12 +
+      64 +
+      MAX_PARTS * PART_BYTES +
+      MAX_TOOL_CALLS * TOOL_CALL_BYTES) +
+  1024 * 1024;
+
+const TextPart: JsonSchema = {
+  type: 'object',
+  required: ['type', 'text'],
+  properties: { type: { const: 'text' }, text: { type: 'string', maxLength: MAX_CONTENT_CHARS } },
+};
+
+const ImagePart: JsonSchema = {
+  type: 'object',
+  required: ['type', 'image_url'],
+  properties: {
+    type: { const: 'image_url' },
+    image_url: {
+      type: 'object',
+      required: ['url'],
+      properties: {
+        url: {
+          type: 'string',
+          maxLength: MAX_CONTENT_CHARS,
+          'x-text': 'line',
+          description:
+            'A data URL (data:image/png;base64,…: PNG, JPEG, GIF or WebP), or an https URL for a provider that fetches images itself (OpenAI, Anthropic); the service never fetches one',
+        },
+        detail: { type: 'string', enum: ['auto', 'low', 'high'] },
+      },
+    },
+  },
+};
+
+/** A content part: text always, an image for a model the catalog marks as taking images, in a user message. */
+export const ContentPartSchema: JsonSchema = {
+  type: 'object',
+  discriminator: { propertyName: 'type' },
+  oneOf: [TextPart, ImagePart],
+};
+
+export const ToolCallSchema: JsonSchema = {
+  type: 'object',
+  required: ['id', 'type', 'function'],
+  properties: {
+    id: { type: 'string', minLength: 1, maxLength: ID_CHARS, 'x-text': 'line' },
+    type: { const: 'function' },
+    function: {
+      type: 'object',
+      required: ['name', 'arguments'],
+      properties: {
+        name: { type: 'string', pattern: FUNCTION_NAME_PATTERN },
+        arguments: { type: 'string', maxLength: MAX_CONTENT_CHARS, description: 'The arguments as JSON text' },
+      },
+    },
+  },
+};
 
 export const ChatMessageSchema: JsonSchema = {
   type: 'object',
-  required: ['role', 'content'],
+  required: ['role'],
   properties: {
     role: {
       type: 'string',
       maxLength: MAX_ROLE_CHARS,
       'x-text': 'line',
-      description: 'system, developer, user or assistant',
+      description: 'system, developer, user, assistant or tool',
       example: 'user',
     },
-    content: { type: 'string', maxLength: MAX_CONTENT_CHARS },
+    content: {
+      type: ['string', 'array', 'null'],
+      maxLength: MAX_CONTENT_CHARS,
+      maxItems: MAX_PARTS,
+      items: ContentPartSchema,
+      description:
+        'A string, or content parts (text; image_url in user messages). Null (or absent) only in an assistant message that makes tool calls. At most 50,000 characters in all: the text, each image URL and each tool call (id, name, arguments) count',
+    },
+    name: { type: nullable('string'), maxLength: ID_CHARS, 'x-text': 'line', description: "The participant's name" },
+    tool_calls: {
+      type: nullable('array'),
+      maxItems: MAX_TOOL_CALLS,
+      items: ToolCallSchema,
+      description: 'The tool calls an assistant message made',
+    },
+    tool_call_id: {
+      type: nullable('string'),
+      maxLength: ID_CHARS,
+      'x-text': 'line',
+      description: 'In a tool message: the id of the call it answers, made by an earlier assistant message',
+    },
   },
 };
 
+/** A JSON Schema object (checked against the JSON Schema meta-schema after validation). */
+const JsonSchemaObject = (description: string): JsonSchema => ({ type: 'object', description });
+
+export const ToolSchema: JsonSchema = {
+  type: 'object',
+  required: ['type', 'function'],
+  properties: {
+    type: { const: 'function' },
+    function: {
+      type: 'object',
+      required: ['name'],
+      properties: {
+        name: { type: 'string', pattern: FUNCTION_NAME_PATTERN },
+        description: { type: nullable('string') },
+        parameters: {
+          ...JsonSchemaObject(
+            'The arguments, as a JSON Schema object (draft 2020-12 or draft-07); left out, the function takes none',
+          ),
+          type: nullable('object'),
+        },
+        strict: { type: nullable('boolean') },
+      },
+    },
+  },
+};
+
+const ResponseFormatSchema: JsonSchema = {
+  type: 'object',
+  discriminator: { propertyName: 'type' },
+  oneOf: [
+    { type: 'object', required: ['type'], properties: { type: { const: 'text' } } },
+    { type: 'object', required: ['type'], properties: { type: { const: 'json_object' } } },
+    {
+      type: 'object',
+      required: ['type', 'json_schema'],
+      properties: {
+        type: { const: 'json_schema' },
+        json_schema: {
+          type: 'object',
+          required: ['name'],
+          properties: {
+            name: { type: 'string', pattern: FUNCTION_NAME_PATTERN },
+            description: { type: nullable('string') },
+            schema: { ...JsonSchemaObject('The JSON Schema the answer must match'), type: nullable('object') },
+            strict: {
+              type: nullable('boolean'),
+              description: 'true: the answer is checked against the schema before it is returned',
+            },
+          },
+        },
+      },
+    },
+  ],
+};
+
+const TOOL_CHOICE_WORDS = '^(none|auto|required)$';
+
 /**
- * ChatCompletionRequest exactly as the interface bounds it. Other fields are ignored, except the
- * OpenAI parameters below, which would change what the answer is: silently ignoring one would
- * hand the client something it did not ask for, so each is refused with a 422 naming it.
+ * ChatCompletionRequest: the interface's fields and bounds, and the forms OpenAI's clients send
+ * beside them (stop as a string, content parts, tools, structured output, …). Other fields are
+ * ignored, except the OpenAI parameters below, which would change what the answer is: silently
+ * ignoring one would hand the client something it did not ask for, so each is refused with a 422
+ * naming it.
  */
 export const ChatCompletionRequestSchema: JsonSchema = {
   type: 'object',
@@ -54,8 +211,20 @@ export const ChatCompletionRequestSchema: JsonSchema = {
     },
     temperature: { type: nullable('number'), minimum: 0, maximum: 2, default: 1 },
     max_tokens: { type: nullable('integer'), minimum: 1, maximum: 8192 },
+    max_completion_tokens: {
+      type: nullable('integer'),
+      minimum: 1,
+      maximum: 8192,
+      description: "max_tokens' other name (OpenAI's, on newer models); with both set they must agree",
+    },
     top_p: { type: nullable('number'), minimum: 0, maximum: 1, default: 1 },
-    n: { type: nullable('integer'), minimum: 1, maximum: 5, default: 1 },
+    n: {
+      type: nullable('integer'),
+      minimum: 1,
+      maximum: 5,
+      default: 1,
+      description: 'Choices to generate, on every model (where a provider has none, as that many calls, billed once)',
+    },
     stream: { type: nullable('boolean'), default: false },
     stream_options: {
       type: nullable('object'),
@@ -71,7 +240,12 @@ export const ChatCompletionRequestSchema: JsonSchema = {
         },
       },
     },
-    stop: { type: nullable('array'), maxItems: 4, items: { type: 'string' } },
+    stop: {
+      type: ['string', 'array', 'null'],
+      maxItems: 4,
+      items: { type: 'string' },
+      description: 'A stop sequence, or up to 4',
+    },
     presence_penalty: { type: nullable('number'), minimum: -2, maximum: 2, default: 0 },
     frequency_penalty: { type: nullable('number'), minimum: -2, maximum: 2, default: 0 },
     logit_bias: { type: nullable('object'), additionalProperties: { type: 'number' } },
@@ -82,39 +256,112 @@ export const ChatCompletionRequestSchema: JsonSchema = {
       'x-text': 'line',
       description: 'Name of a configured system prompt',
     },
+    seed: {
+      type: nullable('integer'),
+      minimum: Number.MIN_SAFE_INTEGER,
+      maximum: Number.MAX_SAFE_INTEGER,
+      description:
+        'Sampling seed, best effort where the provider has one (the local model answers the same to the same seed)',
+    },
+    tools: {
+      type: nullable('array'),
+      maxItems: MAX_TOOLS,
+      items: ToolSchema,
+      description: 'Functions the model may call; names unique',
+    },
+    tool_choice: {
+      type: ['string', 'object', 'null'],
+      pattern: TOOL_CHOICE_WORDS,
+      required: ['type', 'function'],
+      properties: {
+        type: { const: 'function' },
+        function: {
+          type: 'object',
+          required: ['name'],
+          properties: { name: { type: 'string', pattern: FUNCTION_NAME_PATTERN } },
+        },
+      },
+      description: 'none, auto, required, or {"type": "function", "function": {"name": …}} naming one of the tools',
+    },
+    parallel_tool_calls: {
+      type: nullable('boolean'),
+      description: 'false: at most one tool call per answer',
+    },
+    response_format: ResponseFormatSchema,
   },
 };
 
+export type ContentPart =
+  { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };
+
+export interface RequestToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export interface RequestMessage {
+  role: string;
+  content?: string | ContentPart[] | null;
+  name?: string | null;
+  tool_calls?: RequestToolCall[] | null;
+  tool_call_id?: string | null;
+}
+
+export interface RequestTool {
+  type: 'function';
+  function: {
+    name: string;
+    description?: string | null;
+    parameters?: Record<string, unknown> | null;
+    strict?: boolean | null;
+  };
+}
+
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | {
+      type: 'json_schema';
+      json_schema: {
+        name: string;
+        description?: string | null;
+        schema?: Record<string, unknown> | null;
+        strict?: boolean | null;
+      };
+    };
+
+export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
+
 export interface ChatCompletionRequest {
   model: string;
-  messages: { role: string; content: string }[];
+  messages: RequestMessage[];
   temperature?: number | null;
   max_tokens?: number | null;
+  max_completion_tokens?: number | null;
   top_p?: number | null;
   n?: number | null;
   stream?: boolean | null;
   stream_options?: { include_usage?: boolean | null; resumable?: boolean | null } | null;
-  stop?: string[] | null;
+  stop?: string | string[] | null;
   presence_penalty?: number | null;
   frequency_penalty?: number | null;
   logit_bias?: Record<string, number> | null;
   user?: string | null;
   persona?: string | null;
+  seed?: number | null;
+  tools?: RequestTool[] | null;
+  tool_choice?: ToolChoice | null;
+  parallel_tool_calls?: boolean | null;
+  response_format?: ResponseFormat | null;
 }
 
-const NO_TOOLS = 'Tool and function calling is not supported: answers are plain assistant text. Remove this field.';
+const NO_FUNCTIONS = 'The legacy functions API is not supported; send tools (and tool_choice) instead.';
 
 /** OpenAI request parameters the service cannot honour, and what to tell a client that sends one. */
 export const UNSUPPORTED_OPENAI_FIELDS: Record<string, { refuse: (value: unknown) => boolean; msg: string }> = {
-  tools: { refuse: (v) => Array.isArray(v) && v.length > 0, msg: NO_TOOLS },
-  tool_choice: { refuse: (v) => v !== 'none', msg: NO_TOOLS },
-  parallel_tool_calls: { refuse: () => true, msg: NO_TOOLS },
-  functions: { refuse: (v) => Array.isArray(v) && v.length > 0, msg: NO_TOOLS },
-  function_call: { refuse: (v) => v !== 'none', msg: NO_TOOLS },
-  response_format: {
-    refuse: (v) => (v as { type?: unknown } | null)?.type !== 'text',
-    msg: 'Only plain text answers are supported (response_format type "text"); ask for JSON in the messages instead.',
-  },
+  functions: { refuse: (v) => Array.isArray(v) && v.length > 0, msg: NO_FUNCTIONS },
+  function_call: { refuse: (v) => v !== 'none', msg: NO_FUNCTIONS },
   logprobs: {
     refuse: (v) => v === true,
     msg: 'Log probabilities are not returned by this service; leave logprobs out or false.',
@@ -122,10 +369,6 @@ export const UNSUPPORTED_OPENAI_FIELDS: Record<string, { refuse: (value: unknown
   top_logprobs: {
     refuse: (v) => typeof v === 'number' && v > 0,
     msg: 'Log probabilities are not returned by this service; leave top_logprobs out.',
-  },
-  max_completion_tokens: {
-    refuse: () => true,
-    msg: 'Use max_tokens (1 to 8192) to bound the answer; max_completion_tokens is not read.',
   },
   modalities: {
     refuse: (v) => Array.isArray(v) && v.some((m) => m !== 'text'),
@@ -175,15 +418,38 @@ export const ChatCompletionSchema: JsonSchema = {
             required: ['role', 'content', 'refusal'],
             properties: {
               role: { type: 'string', const: 'assistant' },
-              content: { type: 'string' },
+              content: {
+                type: ['string', 'null'],
+                description: 'The text; null when the answer is only tool calls',
+              },
               refusal: { type: 'null' },
+              tool_calls: {
+                type: 'array',
+                description: 'The tool calls the model made (finish_reason tool_calls)',
+                items: {
+                  type: 'object',
+                  required: ['id', 'type', 'function'],
+                  properties: {
+                    id: { type: 'string' },
+                    type: { type: 'string', const: 'function' },
+                    function: {
+                      type: 'object',
+                      required: ['name', 'arguments'],
+                      properties: {
+                        name: { type: 'string' },
+                        arguments: { type: 'string', description: 'JSON text' },
+                      },
+                    },
+                  },
+                },
+              },
             },
           },
           logprobs: { type: 'null' },
           finish_reason: {
             type: 'string',
             description:
-              'stop when the model finished, length at max_tokens, content_filter when the provider withheld content',
+              'stop when the model finished, length at max_tokens, tool_calls when it called tools, content_filter when the provider withheld content',
           },
         },
       },

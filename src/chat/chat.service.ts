@@ -4,13 +4,15 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import { AppError, validationError } from '../errors.js';
-import { countPromptTokens } from '../providers/tokenizer.js';
-import type { ChatMessage, CompletionParams } from '../providers/types.js';
+import { countPromptTokens, IMAGE_TOKENS } from '../providers/tokenizer.js';
+import { imagesOf, textOf } from '../providers/messages.js';
+import type { CompletionParams } from '../providers/types.js';
 import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.schema.js';
 import type { PreparedJob } from './completion-job.js';
 import type { SpendCheck } from '../limits/limiter.service.js';
 import { nanoUsdOf, requestCostNanoUsd } from '../usage/usage-cost.js';
 import { completionId } from './relay-protocol.js';
+import { completionParamsOf } from './request-forms.js';
 
 /**
  * Above this many characters the prompt is not tokenized on the web tier (it would hold the event
@@ -19,13 +21,20 @@ import { completionId } from './relay-protocol.js';
  */
 const TOKENIZE_LIMIT_CHARS = 64_000;
 
-function estimatePromptTokens(messages: ChatMessage[]): number {
+function estimatePromptTokens(params: CompletionParams): number {
+  const { messages, tools, response_format } = params;
+  // Tool calls, tool definitions and a json_schema count by their JSON text; images by IMAGE_TOKENS each.
+  const texts = messages.map((m) => textOf(m.content) + (m.tool_calls ? JSON.stringify(m.tool_calls) : ''));
+  if (tools) texts.push(JSON.stringify(tools));
+  if (response_format) texts.push(JSON.stringify(response_format));
   let chars = 0;
-  for (const m of messages) chars += m.content.length;
-  if (chars <= TOKENIZE_LIMIT_CHARS) return countPromptTokens(messages);
+  for (const t of texts) chars += t.length;
+  if (chars <= TOKENIZE_LIMIT_CHARS) return countPromptTokens(messages, params);
   let bytes = 0;
-  for (const m of messages) bytes += Buffer.byteLength(m.content);
-  return Math.ceil(bytes / 3) + 4 * messages.length;
+  for (const t of texts) bytes += Buffer.byteLength(t);
+  let images = 0;
+  for (const m of messages) images += imagesOf(m.content).length;
+  return Math.ceil(bytes / 3) + 4 * messages.length + images * IMAGE_TOKENS;
 }
 
 /** A null value means "not set" in OpenAI's API, so only a set value is refused. */
@@ -90,7 +99,6 @@ export function prepareCompletion(
       },
     );
   }
-  const messages: ChatMessage[] = req.messages.map((m) => ({ role: m.role, content: m.content }));
   let persona: string | undefined;
   if (req.persona != null) {
     persona = catalog.persona(req.persona);
@@ -106,23 +114,18 @@ export function prepareCompletion(
     }
   }
 
-  const params: CompletionParams = { model: model.upstream_model, messages };
-  if (req.temperature != null) params.temperature = req.temperature;
-  if (req.top_p != null) params.top_p = req.top_p;
-  if (req.max_tokens != null) params.max_tokens = req.max_tokens;
-  if (req.n != null) params.n = req.n;
-  if (req.stop != null && req.stop.length > 0) params.stop = req.stop;
-  if (req.presence_penalty != null) params.presence_penalty = req.presence_penalty;
-  if (req.frequency_penalty != null) params.frequency_penalty = req.frequency_penalty;
-  if (req.logit_bias != null) params.logit_bias = req.logit_bias;
-  if (req.user != null) params.user = req.user;
+  const params = completionParamsOf(req, model);
 
   // Checked before the persona's system prompt goes in, so an error names the client's own message index.
-  app.providers.for(model).check(params);
-  if (persona !== undefined) messages.unshift({ role: 'system', content: persona });
+  const provider = app.providers.for(model);
+  provider.check(params);
+  if (persona !== undefined) params.messages.unshift({ role: 'system', content: persona });
 
-  const promptTokens = estimatePromptTokens(messages);
-  const completionBudget = (req.max_tokens ?? app.config.limits.defaultCompletionReservation) * (req.n ?? 1);
+  // Where a provider makes fewer choices per call than n, each of the n calls bills the prompt.
+  const n = params.n ?? 1;
+  const calls = n > (provider.maxChoices ?? n) ? n : 1;
+  const promptTokens = estimatePromptTokens(params) * calls;
+  const completionBudget = (params.max_tokens ?? app.config.limits.defaultCompletionReservation) * n;
   return {
     id: completionId(relayTo),
     relayTo,

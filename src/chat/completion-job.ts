@@ -59,6 +59,7 @@ export function usageOf(
     input_price_per_million: job.model.input_price_per_million,
     output_price_per_million: job.model.output_price_per_million,
     created_at: new Date(job.created * 1000).toISOString(),
+    stream: job.stream,
   };
 }
 

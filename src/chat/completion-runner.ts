@@ -1,7 +1,6 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { AppError, retryAdvice } from '../errors.js';
-import { countTokens } from '../providers/tokenizer.js';
 import { ProviderError, type CompletionEvent, type Provider } from '../providers/types.js';
 import type { UsageEvent } from '../usage/usage-event.js';
 import type { UsageStatus } from '../../db/schema/index.js';
@@ -11,6 +10,7 @@ import type { RelayError } from './relay-protocol.js';
 import type { RelayPublisher } from './relay-publisher.js';
 import { chunkFramer } from './sse.js';
 import { traceRecord, traceUpstream } from './completion-tracing.js';
+import { messageOf, newChoice, takeToolCall, tokensOf, type ChoiceState } from './choices.js';
 
 /** The process's pieces a completion uses: its configuration and its log. */
 export interface RunnerApp {
@@ -78,12 +78,6 @@ export interface RunOutcome {
   completionTokens: number;
 }
 
-interface ChoiceState {
-  text: string;
-  started: boolean;
-  finish: string | null;
-}
-
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
     if (signal.aborted) return resolve();
@@ -137,16 +131,22 @@ export function toRelayError(err: unknown): RelayError {
 }
 
 /** What a stream's worker logs once the upstream has answered in full: a re-run ends the stream with it. */
+/** What a client still there is told when its request was stopped: a cut answer is not a whole one. */
+export const stoppedError = (): AppError =>
+  new AppError('unavailable', 'The completion was stopped before it finished; please retry.', {
+    code: 'request_cancelled',
+  });
+
 export interface LoggedUsage {
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number; cost?: number };
   /** The `done` message's payload (the usage chunk, when the client asked for it). */
   done: string;
 }
 
-/** Completion tokens of a partial answer: each choice's whole text counted, as its reader would. */
-export function countChoices(choices: readonly { text: string }[]): number {
+/** Completion tokens of a partial answer: each choice's whole text and tool calls counted, as its reader would. */
+export function countChoices(choices: readonly Pick<ChoiceState, 'text' | 'calls'>[]): number {
   let total = 0;
-  for (const c of choices) total += countTokens(c.text);
+  for (const c of choices) total += tokensOf(c);
   return total;
 }
 
@@ -189,7 +189,7 @@ export async function finishRecording(
 export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promise<RunOutcome> {
   const { app, provider, publisher, signal } = deps;
   const n = job.params.n ?? 1;
-  const choices: ChoiceState[] = Array.from({ length: n }, () => ({ text: '', started: false, finish: null }));
+  const choices: ChoiceState[] = Array.from({ length: n }, newChoice);
   const fingerprint = provider.fingerprint === undefined ? {} : { system_fingerprint: provider.fingerprint };
   const framer = chunkFramer(job, provider.fingerprint);
 
@@ -201,9 +201,10 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   let attemptStarted =
     deps.firstAttempt && deps.firstAttemptStartedAt !== undefined ? deps.firstAttemptStartedAt : performance.now();
   let firstTokenAt: number | undefined;
-  const upstream = traceUpstream(job, provider.name, attemptStarted);
+  const upstream = traceUpstream(job, provider, attemptStarted);
   const onEvent = (ev: CompletionEvent) => {
-    if (ev.type === 'delta' && firstTokenAt === undefined) firstTokenAt = performance.now();
+    if ((ev.type === 'delta' || ev.type === 'tool_call') && firstTokenAt === undefined)
+      firstTokenAt = performance.now();
     if (ev.type === 'usage') {
       upstreamUsage = { prompt_tokens: ev.prompt_tokens, completion_tokens: ev.completion_tokens };
       responseModel = ev.model;
@@ -221,6 +222,12 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
         c.started = true;
         publisher.sse(framer.chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }), first);
       }
+    } else if (ev.type === 'tool_call') {
+      produced = true;
+      const first = !c.started;
+      const delta = takeToolCall(c, ev);
+      if (job.stream)
+        publisher.sse(framer.chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }), first);
     } else if (ev.type === 'finish') {
       c.finish = ev.reason;
       if (job.stream) {
@@ -324,7 +331,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
         // OpenAI's schema requires `refusal` (null when none); a provider's refusal shows as finish_reason content_filter.
         choices: choices.map((c, index) => ({
           index,
-          message: { role: 'assistant', content: c.text, refusal: null },
+          message: messageOf(c),
           logprobs: null,
           finish_reason: c.finish ?? 'stop',
         })),
@@ -346,10 +353,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   } else {
     // Cancelled: record what was produced. Normally nobody is listening; should a client still be
     // there (its web process was only thought gone), it must not take the cut answer for a whole one.
-    const cancelled = new AppError('unavailable', 'The completion was stopped before it finished; please retry.', {
-      code: 'request_cancelled',
-    });
-    await end('error', JSON.stringify(toRelayError(cancelled)));
+    await end('error', JSON.stringify(toRelayError(stoppedError())));
   }
   return { status, promptTokens, completionTokens };
 }

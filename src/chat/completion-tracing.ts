@@ -15,18 +15,13 @@ import {
   tracingEnabled,
   type Span,
 } from '../infra/tracing.js';
-import { ProviderError } from '../providers/types.js';
+import { telemetryNameOf } from '../providers/registry.js';
+import { ProviderError, type Provider } from '../providers/types.js';
 import type { CompletionJob, PreparedJob } from './completion-job.js';
 
 const REQUEST_ID = 'app.request.id';
 const ACCOUNT_ID = 'app.account.id';
 const OUTCOME = 'app.outcome';
-
-/**
- * OpenTelemetry's gen_ai.provider.name for each provider whose well-known name differs from ours;
- * OpenAI-compatible servers behind OPENAI_BASE_URL speak OpenAI's API and are named openai.
- */
-const GEN_AI_PROVIDER_NAMES: Readonly<Record<string, string>> = { gemini: 'gcp.gemini' };
 
 /** The limiter's decision for a request, in a span of its own; the server span learns the request's ids. */
 export function traceAdmission<A extends { allowed: boolean; reason?: string }>(
@@ -49,7 +44,7 @@ export function traceAdmission<A extends { allowed: boolean; reason?: string }>(
 
 /** How a queued request's dispatch ended, as its spans record it; the failures mark the span failed. */
 export type DispatchOutcome =
-  'final' | 'done' | 'error' | 'gap' | 'idle' | 'cancelled' | 'detached' | 'closed' | 'no_worker' | 'queue_unavailable';
+  'final' | 'done' | 'error' | 'gap' | 'idle' | 'cancelled' | 'detached' | 'no_worker' | 'queue_unavailable';
 const FAILED: ReadonlySet<DispatchOutcome> = new Set(['error', 'gap', 'idle', 'no_worker', 'queue_unavailable']);
 
 /** The web process's spans of a queued request: the wait for a worker, then the relay of its answer. */
@@ -136,7 +131,8 @@ export interface UpstreamResult {
   responseModel: string | undefined;
   inputTokens: number;
   outputTokens: number;
-  choices: readonly { finish: string | null }[];
+  /** Each choice's finish reason and the names of the tools it called. */
+  choices: readonly { finish: string | null; calls?: readonly { name: string }[] }[];
   /** performance.now() at the start of the attempt that answered, and at its first token. */
   attemptStartedAt: number;
   firstTokenAt: number | undefined;
@@ -158,11 +154,12 @@ const errorType = (err: unknown): string =>
  * under the active (job) span, from `startedAt` (performance.now(), when the request went out).
  * Undefined when tracing is off, so a caller's `?.end({...})` does not even build its argument.
  */
-export function traceUpstream(job: CompletionJob, providerName: string, startedAt: number): UpstreamTrace | undefined {
+export function traceUpstream(job: CompletionJob, upstream: Provider, startedAt: number): UpstreamTrace | undefined {
   if (!tracingEnabled()) return undefined;
   const p = job.params;
   const span = startSpan(`chat ${p.model}`, SpanKind.CLIENT, undefined, startedAt);
-  const provider = GEN_AI_PROVIDER_NAMES[providerName] ?? providerName;
+  // Its plug-in's telemetry name (registry.ts): this module keeps no list of providers.
+  const provider = telemetryNameOf(upstream);
   span.setAttribute('gen_ai.operation.name', 'chat');
   span.setAttribute('gen_ai.provider.name', provider);
   // The attribute's earlier name, still what many tracing back ends read.
@@ -175,6 +172,14 @@ export function traceUpstream(job: CompletionJob, providerName: string, startedA
   if (p.presence_penalty !== undefined) span.setAttribute('gen_ai.request.presence_penalty', p.presence_penalty);
   if (p.frequency_penalty !== undefined) span.setAttribute('gen_ai.request.frequency_penalty', p.frequency_penalty);
   if (p.n !== undefined && p.n !== 1) span.setAttribute('gen_ai.request.choice.count', p.n);
+  if (p.seed !== undefined) span.setAttribute('gen_ai.request.seed', p.seed);
+  // Tool names only: a definition's description and a call's arguments are the client's content.
+  if (p.tools)
+    span.setAttribute(
+      'app.request.tools',
+      p.tools.map((t) => t.function.name),
+    );
+  if (p.response_format) span.setAttribute('gen_ai.output.type', 'json');
   span.setAttribute(REQUEST_ID, job.id);
   span.setAttribute(ACCOUNT_ID, job.accountId);
   span.setAttribute('app.stream', job.stream);
@@ -188,6 +193,8 @@ export function traceUpstream(job: CompletionJob, providerName: string, startedA
       span.setAttribute('gen_ai.usage.output_tokens', r.outputTokens);
       const reasons = r.choices.flatMap((c) => (c.finish === null ? [] : [c.finish]));
       if (reasons.length > 0) span.setAttribute('gen_ai.response.finish_reasons', reasons);
+      const called = r.choices.flatMap((c) => (c.calls ?? []).filter(Boolean).map((call) => call.name));
+      if (called.length > 0) span.setAttribute('app.response.tool_calls', called);
       if (r.firstTokenAt !== undefined) {
         span.setAttribute('gen_ai.response.time_to_first_chunk', (r.firstTokenAt - r.attemptStartedAt) / 1000);
         span.addEvent('gen_ai.first_chunk', r.firstTokenAt);

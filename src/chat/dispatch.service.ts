@@ -9,36 +9,17 @@ import { relayLogKey, type RelayError, type RelayMessage } from './relay-protoco
 import { readRelayLog } from './relay-log.js';
 import type { RelayHub } from './relay-hub.js';
 import { readFleet } from './liveness.js';
-import { traceDispatch } from './completion-tracing.js';
-
-export type DispatchEvent =
-  | { kind: 'picked' }
-  | { kind: 'sse'; payload: string }
-  | { kind: 'final'; payload: string }
-  | { kind: 'error'; error: RelayError }
-  /** The stream is complete; `payload` holds any last SSE events (the usage chunk). */
-  | { kind: 'done'; payload: string }
-  /** A relay message was lost (sequence gap) or could not be read. */
-  | { kind: 'gap' }
-  /** Nothing arrived for too long after the job started (its worker died and nobody re-ran it). */
-  | { kind: 'idle' };
-
-export interface Dispatch {
-  /**
-   * Settles when a worker has the job (or the job already ended); rejects with 503 when none took
-   * it within config.queue.pickupTimeoutMs (the job is then withdrawn, its reservation released).
-   */
-  pickedUp: Promise<void>;
-  /** The client went away: stop the job wherever it is (waiting in the queue or running). */
-  cancel(): void;
-  /**
-   * The client of a resumable request went away: a job still queued is withdrawn (nothing ran,
-   * nothing to resume); a running one goes on, and its worker starts the grace period.
-   */
-  detach(): void;
-  /** Stop listening (the response is complete). */
-  close(): void;
-}
+import { traceDispatch, type DispatchOutcome } from './completion-tracing.js';
+import {
+  CompletionStream,
+  realTimers,
+  silenceLimitMs,
+  type CompletionEvent,
+  type EndReason,
+  type StreamState,
+  type Timers,
+} from './completion-stream.js';
+import { lostRelay, relayFailure, stalled } from './completion-errors.js';
 
 const NO_WORKER_RETRY_AFTER_S = 30;
 const QUEUE_FULL_RETRY_AFTER_S = 10;
@@ -118,6 +99,8 @@ export interface DispatcherDeps {
   limiter: Limiter;
   metrics: DispatchMetrics;
   config: Pick<Config, 'redis' | 'queue' | 'providers'>;
+  /** Tests move time by hand (the pickup and silence timeouts). */
+  timers?: Timers;
 }
 
 /**
@@ -142,83 +125,183 @@ function assertQueueHasRoom(app: DispatcherDeps, depth: QueueDepth): void {
   }
 }
 
+const noWorker = (): AppError =>
+  new AppError('unavailable', 'No completion worker is available right now; please retry shortly.', {
+    code: 'no_worker_available',
+    headers: { 'Retry-After': String(NO_WORKER_RETRY_AFTER_S) },
+  });
+
+const failure = (error: AppError, started: boolean): CompletionEvent => ({
+  kind: 'error',
+  error,
+  lastEventId: 0,
+  started,
+});
+
+/** How the dispatch span records an end. */
+function outcomeOf(reason: EndReason, last: CompletionEvent | undefined, resumable: boolean): DispatchOutcome {
+  switch (reason) {
+    case 'completed':
+      return last?.kind === 'final' ? 'final' : 'done';
+    case 'failed':
+      return 'error';
+    case 'relay_gap':
+    case 'redis_down':
+      return 'gap';
+    case 'idle':
+      return 'idle';
+    case 'no_worker':
+      return 'no_worker';
+    case 'client_left':
+      return resumable ? 'detached' : 'cancelled';
+  }
+}
+
 /**
- * Queues the job and relays what its worker publishes to `onEvent`, in order. Throws 503 when the
- * queue cannot be reached; `pickedUp` rejects with 503 when no worker takes the job in time.
+ * Queues the job and returns the stream of what its worker publishes, in order. Throws 503 when
+ * the queue cannot be reached; the stream ends with a 503 when no worker takes the job in time
+ * (config.queue.pickupTimeoutMs; the job is then withdrawn, its reservation released).
  */
-async function dispatch(
-  app: DispatcherDeps,
-  depth: QueueDepth,
-  job: CompletionJob,
-  onEvent: (e: DispatchEvent) => void,
-): Promise<Dispatch> {
-  const { hub } = app;
+async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJob): Promise<CompletionStream> {
   const queue = app.queues[job.shard]!;
-  let expected = 0;
-  let picked = false;
-  let ended = false;
-  let idleTimer: NodeJS.Timeout | undefined;
-  const idleMs = app.config.providers.requestTimeoutMs + 10_000;
   // Before the job is queued: it carries this request's trace context to its worker.
   const spans = traceDispatch(job, queue.name);
-
   let resolvePickup!: (v: 'picked' | 'ended') => void;
   const pickup = new Promise<'picked' | 'ended'>((r) => (resolvePickup = r));
+  const withdraw = () => withdrawJob(app, queue, job);
+  let stopRelay = (): void => undefined;
+  const stream = new CompletionStream(
+    job.id,
+    { model: job.model.id, resumable: job.resumable },
+    {
+      ended(reason, was, last) {
+        stopRelay();
+        resolvePickup('ended');
+        spans.ended(outcomeOf(reason, last, job.resumable));
+        release(app, job, reason, was, withdraw);
+      },
+    },
+  );
+  stopRelay = relayInOrder(app, job, stream, () => {
+    spans.picked();
+    resolvePickup('picked');
+  });
 
-  const end = (e: Exclude<DispatchEvent, { kind: 'picked' | 'sse' }>) => {
-    if (ended) return;
-    ended = true;
-    clearTimeout(idleTimer);
-    unregister();
-    resolvePickup('ended');
-    spans.ended(e.kind);
-    // The client is told its answer broke off: its worker stops too, and bills what it produced.
-    if (e.kind === 'gap' || e.kind === 'idle') void hub.cancel(job.id);
-    onEvent(e);
-  };
-  const armIdle = () => {
-    clearTimeout(idleTimer);
-    idleTimer = setTimeout(() => end({ kind: 'idle' }), idleMs);
-    idleTimer.unref();
-  };
+  await app.hub.start();
+  try {
+    await queue.add('completion', job, { jobId: job.id });
+  } catch (err) {
+    stopRelay();
+    spans.ended('queue_unavailable');
+    app.metrics.rejected.inc({ reason: 'queue_unavailable' });
+    await app.limiter.settle(settlementOf(job)).catch(() => undefined);
+    throw new AppError('unavailable', 'The completion queue is unreachable right now; please retry shortly.', {
+      code: 'queue_unavailable',
+      headers: { 'Retry-After': '5' },
+      cause: err,
+    });
+  }
+  depth.added();
+  void awaitPickup(app, pickup, withdraw, () => stream.end('no_worker', failure(noWorker(), false)));
+  return stream;
+}
 
-  // Messages are taken in sequence. One seen twice (sent again after a Redis restart) is dropped;
-  // one that skips ahead means some were lost on the way, and they are read from the relay log.
+/** Takes a queued job back (a worker holds none it could not have); its reservation is released. */
+async function withdrawJob(app: DispatcherDeps, queue: Queue<CompletionJob>, job: CompletionJob): Promise<boolean> {
+  // remove() refuses a job a worker holds, so this never races with one that just started it.
+  const removed = await queue.remove(job.id).catch(() => 0);
+  if (removed === 1) await app.limiter.settle(settlementOf(job)).catch(() => undefined);
+  return removed === 1;
+}
+
+/** What an ended stream leaves to do about its job. */
+function release(
+  app: DispatcherDeps,
+  job: CompletionJob,
+  reason: EndReason,
+  was: StreamState,
+  withdraw: () => Promise<boolean>,
+): void {
+  switch (reason) {
+    case 'relay_gap':
+    case 'idle':
+      // The client is told its answer broke off: its worker stops too, and bills what it produced.
+      void app.hub.cancel(job.id);
+      return;
+    case 'no_worker':
+      app.metrics.rejected.inc({ reason: 'no_worker' });
+      return;
+    case 'client_left':
+      // A queued job is withdrawn (nothing ran). A running one is stopped, unless the request is
+      // resumable: then it goes on, and its worker starts the grace period.
+      if (job.resumable) {
+        void (async () => {
+          if (was === 'queued' && (await withdraw())) return;
+          await app.hub.detach(job.id);
+        })();
+      } else {
+        if (was === 'queued') void withdraw();
+        void app.hub.cancel(job.id);
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+/**
+ * Feeds the stream from the relay hub: messages in sequence, the lost ones read from the relay
+ * log, the stream ended after the silence limit. Returns what stops it.
+ */
+function relayInOrder(
+  app: DispatcherDeps,
+  job: CompletionJob,
+  stream: CompletionStream,
+  picked: () => void,
+): () => void {
+  const timers = app.timers ?? realTimers;
+  const idleMs = silenceLimitMs(app.config);
+  let expected = 0;
+  let started = false;
+  let idleTimer: unknown;
+  // One message seen twice (sent again after a Redis restart) is dropped; one that skips ahead
+  // means some were lost on the way, and they are read from the relay log.
   let highestSeen = -1;
+  const gap = () => stream.end('relay_gap', failure(lostRelay(), started));
   const take = (m: RelayMessage) => {
     expected = m.seq + 1;
-    armIdle();
-    if (!picked) {
+    timers.clearTimeout(idleTimer);
+    idleTimer = timers.setTimeout(() => stream.end('idle', failure(stalled(), started)), idleMs);
+    if (stream.state === 'queued') {
       // 'picked' itself may be the message that was lost: any message means a worker has the job.
-      picked = true;
-      spans.picked();
-      resolvePickup('picked');
-      onEvent({ kind: 'picked' });
+      picked();
+      stream.push({ kind: 'picked' });
     }
     switch (m.kind) {
       case 'picked':
         return;
       case 'sse':
-        return onEvent({ kind: 'sse', payload: m.payload });
+        started = true;
+        return stream.push({ kind: 'events', payload: m.payload });
       case 'final':
-        return end({ kind: 'final', payload: m.payload });
+        return stream.end('completed', { kind: 'final', body: m.payload });
       case 'done':
-        return end({ kind: 'done', payload: m.payload });
+        return stream.end('completed', { kind: 'done', payload: m.payload, lastEventId: 0 });
       case 'error': {
         let error: RelayError;
         try {
           error = JSON.parse(m.payload) as RelayError;
         } catch {
-          return end({ kind: 'gap' });
+          return gap();
         }
-        return end({ kind: 'error', error });
+        return stream.end('failed', failure(relayFailure(error), started));
       }
     }
   };
   let resyncing: Promise<void> | undefined;
   let resyncAgain = false;
   const resync = (): void => {
-    if (ended) return;
+    if (stream.state === 'ended') return;
     if (resyncing) {
       resyncAgain = true;
       return;
@@ -234,21 +317,20 @@ async function dispatch(
           return;
         }
         for (const e of entries) {
-          if (ended) return;
+          if (stream.state === 'ended') return;
           if (e.kind === 'usage' || e.seq < expected) continue;
-          if (e.seq > expected) return end({ kind: 'gap' });
+          if (e.seq > expected) return gap();
           take(e as RelayMessage);
         }
         // A message was seen that the log does not have: it cannot be filled any more.
-        if (!ended && highestSeen >= expected) return end({ kind: 'gap' });
-      } while (resyncAgain && !ended);
+        if (stream.state !== 'ended' && highestSeen >= expected) return gap();
+      } while (resyncAgain && stream.state !== 'ended');
     })().finally(() => (resyncing = undefined));
   };
-
-  const unregister = hub.register(job.id, {
+  const unregister = app.hub.register(job.id, {
     message: (m) => {
-      if (ended) return;
-      if (!m) return end({ kind: 'gap' });
+      if (stream.state === 'ended') return;
+      if (!m) return gap();
       if (m.seq < expected) return;
       if (m.seq > expected) {
         highestSeen = Math.max(highestSeen, m.seq);
@@ -258,86 +340,33 @@ async function dispatch(
     },
     resync,
   });
-
-  await hub.start();
-  try {
-    await queue.add('completion', job, { jobId: job.id });
-  } catch (err) {
+  return () => {
+    timers.clearTimeout(idleTimer);
     unregister();
-    spans.ended('queue_unavailable');
-    app.metrics.rejected.inc({ reason: 'queue_unavailable' });
-    await app.limiter.settle(settlementOf(job)).catch(() => undefined);
-    throw new AppError('unavailable', 'The completion queue is unreachable right now; please retry shortly.', {
-      code: 'queue_unavailable',
-      headers: { 'Retry-After': '5' },
-      cause: err,
-    });
+  };
+}
+
+/**
+ * Waits for a worker to take the job; if none does in time, withdraws it and says so. A job held
+ * by a worker that has not announced itself yet cannot be withdrawn: it is waited for again.
+ */
+async function awaitPickup(
+  app: DispatcherDeps,
+  pickup: Promise<'picked' | 'ended'>,
+  withdraw: () => Promise<boolean>,
+  noWorkerTookIt: () => void,
+): Promise<void> {
+  const timers = app.timers ?? realTimers;
+  for (;;) {
+    let timer: unknown;
+    const timedOut = new Promise<'timeout'>(
+      (r) => (timer = timers.setTimeout(() => r('timeout'), app.config.queue.pickupTimeoutMs)),
+    );
+    const outcome = await Promise.race([pickup, timedOut]);
+    timers.clearTimeout(timer);
+    if (outcome !== 'timeout') return;
+    if (await withdraw()) return noWorkerTookIt();
   }
-  depth.added();
-
-  const withdraw = async (): Promise<boolean> => {
-    // remove() refuses a job a worker holds, so this never races with one that just started it.
-    const removed = await queue.remove(job.id).catch(() => 0);
-    if (removed === 1) await app.limiter.settle(settlementOf(job)).catch(() => undefined);
-    return removed === 1;
-  };
-
-  // Wait for a worker to take the job; if none does in time, withdraw it and say so.
-  const pickedUp = (async () => {
-    for (;;) {
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<'timeout'>(
-        (r) => (timer = setTimeout(() => r('timeout'), app.config.queue.pickupTimeoutMs)),
-      );
-      const outcome = await Promise.race([pickup, timedOut]);
-      clearTimeout(timer);
-      if (outcome !== 'timeout') return;
-      if (await withdraw()) {
-        ended = true;
-        unregister();
-        spans.ended('no_worker');
-        app.metrics.rejected.inc({ reason: 'no_worker' });
-        throw new AppError('unavailable', 'No completion worker is available right now; please retry shortly.', {
-          code: 'no_worker_available',
-          headers: { 'Retry-After': String(NO_WORKER_RETRY_AFTER_S) },
-        });
-      }
-      // Held by a worker that has not announced itself yet: keep waiting.
-    }
-  })();
-
-  return {
-    pickedUp,
-    cancel() {
-      if (ended) return;
-      ended = true;
-      clearTimeout(idleTimer);
-      unregister();
-      resolvePickup('ended');
-      spans.ended('cancelled');
-      if (!picked) void withdraw();
-      void hub.cancel(job.id);
-    },
-    detach() {
-      if (ended) return;
-      ended = true;
-      clearTimeout(idleTimer);
-      unregister();
-      resolvePickup('ended');
-      spans.ended('detached');
-      const wasPicked = picked;
-      void (async () => {
-        if (!wasPicked && (await withdraw())) return;
-        await hub.detach(job.id);
-      })();
-    },
-    close() {
-      spans.ended('closed');
-      ended = true;
-      clearTimeout(idleTimer);
-      unregister();
-    },
-  };
 }
 
 /**
@@ -359,10 +388,10 @@ export class Dispatcher {
     assertQueueHasRoom(this.deps, this.depth);
   }
 
-  /** Queues the job on the next shard and relays what its worker publishes to `onEvent`, in order. */
-  dispatch(job: PreparedJob, onEvent: (e: DispatchEvent) => void): Promise<Dispatch> {
+  /** Queues the job on the next shard: the stream of what its worker publishes, in order. */
+  dispatch(job: PreparedJob): Promise<CompletionStream> {
     const shard = this.nextShard++ % this.deps.queues.length;
-    return dispatch(this.deps, this.depth, { ...job, shard }, onEvent);
+    return dispatch(this.deps, this.depth, { ...job, shard });
   }
 
   stop(): void {

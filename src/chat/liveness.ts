@@ -1,4 +1,5 @@
-import { hashTag, onNodeChange, RECONNECT_MAX_DELAY_MS, type RedisClient } from '../infra/redis.js';
+import { hashTag, onNodeChange, RECONNECT_MAX_DELAY_MS, shardSubscribers, type RedisClient } from '../infra/redis.js';
+import { relayChannel } from './relay-protocol.js';
 
 // Processes say they are alive with a key that expires unless renewed: a worker learns that the
 // web process holding a client is gone (and stops working for it), and a re-run of a stalled job
@@ -18,6 +19,42 @@ export const webAliveKey = (prefix: string, instance: string): string =>
   `${prefix}:alive:${fleetTag(prefix)}:web:${instance}`;
 export const workerAliveKey = (prefix: string, workerId: string): string =>
   `${prefix}:alive:${fleetTag(prefix)}:worker:${workerId}`;
+/** When a worker last wrote its liveness key, by Redis's clock: outlives the key, so a reader knows how long it has been missing. */
+export const workerSeenKey = (prefix: string, workerId: string): string =>
+  `${prefix}:alive:${fleetTag(prefix)}:seen:${workerId}`;
+
+/** How long a worker's last-seen time is kept: long past any take-over, short enough to leave nothing behind. */
+const SEEN_TTL_MS = 600_000;
+
+// Redis's clock in milliseconds, as a string (Lua numbers print large integers in exponent form).
+const REDIS_NOW_MS = "local t = redis.call('TIME') local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))";
+
+/** KEYS: the liveness key, the last-seen key. ARGV: value, TTL ms, last-seen TTL ms. */
+const BEAT_AND_STAMP = `${REDIS_NOW_MS}
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[2], now, 'PX', ARGV[3])`;
+
+/** KEYS: the liveness key, the last-seen key. Reply: { 1 if the key is there, last seen ms or '', Redis's now ms }. */
+const READ_SEEN = `${REDIS_NOW_MS}
+return { redis.call('EXISTS', KEYS[1]), redis.call('GET', KEYS[2]) or '', now }`;
+
+/** Whether a worker is alive, and if not, how long since it last wrote its liveness key (undefined when that is not known). */
+export interface WorkerSeen {
+  alive: boolean;
+  silentMs?: number;
+}
+
+/** Reads a worker's liveness and last-seen time in one call (both keys share the fleet's hash tag). */
+export async function readWorkerSeen(redis: RedisClient, prefix: string, workerId: string): Promise<WorkerSeen> {
+  const [alive, seen, now] = (await redis.eval(
+    READ_SEEN,
+    2,
+    workerAliveKey(prefix, workerId),
+    workerSeenKey(prefix, workerId),
+  )) as [number, string, string];
+  if (alive === 1) return { alive: true };
+  return seen === '' ? { alive: false } : { alive: false, silentMs: Math.max(0, Number(now) - Number(seen)) };
+}
 
 /** Writes `key` with a TTL, renewed four times per TTL and at once after a reconnect; deleted on stop. */
 export class Heartbeat {
@@ -29,6 +66,8 @@ export class Heartbeat {
     private readonly key: string,
     private readonly ttlMs: number,
     private readonly value: () => string = () => '1',
+    /** Where to note the time of each write (by Redis's clock), kept after the key expires. */
+    private readonly seenKey?: string,
   ) {}
 
   start(): Promise<void> {
@@ -45,7 +84,11 @@ export class Heartbeat {
   }
 
   private async beat(): Promise<void> {
-    await this.redis.set(this.key, this.value(), 'PX', this.ttlMs).catch(() => undefined);
+    const write =
+      this.seenKey === undefined
+        ? this.redis.set(this.key, this.value(), 'PX', this.ttlMs)
+        : this.redis.eval(BEAT_AND_STAMP, 2, this.key, this.seenKey, this.value(), this.ttlMs, SEEN_TTL_MS);
+    await write.catch(() => undefined);
   }
 }
 
@@ -75,15 +118,25 @@ export class ConnectionStability {
   }
 }
 
+/** How often a worker counts the subscribers of the channels its jobs publish on. */
+export const RECEIVER_CHECK_MS = 50;
+
 /**
- * A worker's watch on the web processes its jobs answer to: every quarter of a TTL it reads their
- * liveness keys, and stops the jobs of any that is gone (SIGKILLed, its host lost). A web process
- * that shuts down cleanly deletes its key, so its jobs stop at once. A resumable job is not
- * stopped: its client may resume elsewhere, so it is handed to `onDetached` (the grace period).
+ * A worker's watch on the web processes its jobs answer to, two ways. Every RECEIVER_CHECK_MS it
+ * counts the subscribers of their relay channels: a web process that dies (SIGKILL, a crash) has
+ * its connection closed by the kernel, Redis drops its subscription at once, and its jobs stop
+ * within a fraction of a second, before they produce much nobody receives. Every quarter of a TTL
+ * it reads their liveness keys, for a host lost without its connections being closed. A web
+ * process that shuts down cleanly deletes its key. A resumable job is not stopped: its client may
+ * resume elsewhere, so it is handed to `onDetached` (the grace period). Neither way counts until
+ * this worker's connection has been up long enough for every web process to have reconnected and
+ * subscribed again after a Redis restart.
  */
 export class ClientWatch {
   private timer: NodeJS.Timeout | undefined;
+  private receiversTimer: NodeJS.Timeout | undefined;
   private busy = false;
+  private countingReceivers = false;
 
   constructor(
     private readonly redis: RedisClient,
@@ -101,33 +154,66 @@ export class ClientWatch {
   start(): void {
     this.timer = setInterval(() => void this.check(), Math.max(50, Math.floor(this.ttlMs / 4)));
     this.timer.unref();
+    this.receiversTimer = setInterval(() => void this.countReceivers(), RECEIVER_CHECK_MS);
+    this.receiversTimer.unref();
   }
 
   stop(): void {
     clearInterval(this.timer);
+    clearInterval(this.receiversTimer);
+  }
+
+  private get settled(): boolean {
+    return this.running.size > 0 && this.stability.stableFor(settledAfterMs(this.ttlMs));
+  }
+
+  private get instances(): string[] {
+    return [...new Set([...this.running.values()].map((j) => j.relayTo))];
   }
 
   private async check(): Promise<void> {
-    if (this.busy || this.running.size === 0 || !this.stability.stableFor(settledAfterMs(this.ttlMs))) return;
+    if (this.busy || !this.settled) return;
     this.busy = true;
     try {
-      const instances = [...new Set([...this.running.values()].map((j) => j.relayTo))];
+      const instances = this.instances;
       const alive = await this.redis.mget(...instances.map((i) => webAliveKey(this.prefix, i)));
-      const gone = new Set(instances.filter((_, i) => alive[i] === null));
-      if (gone.size === 0) return;
-      for (const [requestId, job] of this.running) {
-        if (!gone.has(job.relayTo) || job.controller.signal.aborted) continue;
-        if (job.resumable) {
-          this.onDetached(requestId);
-        } else {
-          job.controller.abort('client_gone');
-          this.onGone(requestId);
-        }
-      }
+      this.stopJobsOf(new Set(instances.filter((_, i) => alive[i] === null)));
     } catch {
       // Redis went away mid-check: the next check, once it is back and settled, decides.
     } finally {
       this.busy = false;
+    }
+  }
+
+  private async countReceivers(): Promise<void> {
+    if (this.countingReceivers || !this.settled) return;
+    this.countingReceivers = true;
+    try {
+      const instances = this.instances;
+      const counts = await Promise.all(
+        instances.map((i) => shardSubscribers(this.redis, relayChannel(this.prefix, i))),
+      );
+      // Asked again only if the connection stayed up throughout: a reply from just before a restart proves nothing.
+      // Resumable jobs wait for the liveness key: a subscription lost for a moment must not stop
+      // their publishing for good (the grace period only starts once the key says so).
+      if (this.settled) this.stopJobsOf(new Set(instances.filter((_, i) => counts[i] === 0)), false);
+    } catch {
+      // As above.
+    } finally {
+      this.countingReceivers = false;
+    }
+  }
+
+  private stopJobsOf(gone: Set<string>, resumableToo = true): void {
+    if (gone.size === 0) return;
+    for (const [requestId, job] of this.running) {
+      if (!gone.has(job.relayTo) || job.controller.signal.aborted || (job.resumable && !resumableToo)) continue;
+      if (job.resumable) {
+        this.onDetached(requestId);
+      } else {
+        job.controller.abort('client_gone');
+        this.onGone(requestId);
+      }
     }
   }
 }
@@ -157,11 +243,19 @@ export class WorkerPresence {
     capacity: () => { concurrency: number; active: number },
     now: () => number = () => Date.now(),
   ) {
-    this.heartbeat = new Heartbeat(redis, workerAliveKey(prefix, workerId), ttlMs, () => {
-      const entry: WorkerCapacity = { ...capacity(), until: now() + ttlMs };
-      void this.redis.hset(workerRegistryKey(this.prefix), this.workerId, JSON.stringify(entry)).catch(() => undefined);
-      return '1';
-    });
+    this.heartbeat = new Heartbeat(
+      redis,
+      workerAliveKey(prefix, workerId),
+      ttlMs,
+      () => {
+        const entry: WorkerCapacity = { ...capacity(), until: now() + ttlMs };
+        void this.redis
+          .hset(workerRegistryKey(this.prefix), this.workerId, JSON.stringify(entry))
+          .catch(() => undefined);
+        return '1';
+      },
+      workerSeenKey(prefix, workerId),
+    );
   }
 
   start(): Promise<void> {

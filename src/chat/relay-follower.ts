@@ -4,6 +4,7 @@ import { parseLogRows, type LogEntry, type LogRows } from './relay-log.js';
 import { entryIdAfter, type RelayLogTails } from './relay-log-tail.js';
 import type { RelayError } from './relay-protocol.js';
 import { eventsAfter, lastEventIdIn } from './sse.js';
+import { realTimers, silenceLimitMs, type Timers } from './completion-stream.js';
 
 // A resumed stream reads its request's relay log: first what it holds (the replay), then each
 // entry as the worker appends it (the live tail, shared by the readers of the request on this
@@ -33,6 +34,8 @@ export interface FollowDeps {
   /** The process's live tails of relay logs. */
   tails: RelayLogTails;
   config: Pick<Config, 'providers'>;
+  /** Tests move time by hand (the silence timeout). */
+  timers?: Timers;
 }
 
 /** Entries read per command: a long answer replays in pages, its reader taking each before the next. */
@@ -136,8 +139,9 @@ export async function* followRelayLog(
   try {
     // What the log gained between the replay and joining the tail.
     if (yield* readOn()) return;
-    const idleMs = deps.config.providers.requestTimeoutMs + 10_000;
-    let idleAt = performance.now() + idleMs;
+    const timers = deps.timers ?? realTimers;
+    const idleMs = silenceLimitMs(deps.config);
+    let idleAt = timers.now() + idleMs;
     while (!signal.aborted) {
       const rows = arrived.shift();
       if (rows) {
@@ -145,23 +149,23 @@ export async function* followRelayLog(
           (e) => readThrough === undefined || entryIdAfter(e.entryId, readThrough),
         );
         if (fresh.length === 0) continue;
-        idleAt = performance.now() + idleMs;
+        idleAt = timers.now() + idleMs;
         const events = take(fresh);
         for (const e of events) yield e;
         if (ends(events)) return;
         continue;
       }
-      const left = idleAt - performance.now();
+      const left = idleAt - timers.now();
       if (left <= 0) {
         yield { kind: 'idle', lastEventId };
         return;
       }
-      let timer: NodeJS.Timeout | undefined;
+      let timer: unknown;
       await new Promise<void>((resolve) => {
         wake = resolve;
-        timer = setTimeout(resolve, left);
+        timer = timers.setTimeout(resolve, left);
       });
-      clearTimeout(timer);
+      timers.clearTimeout(timer);
       wake = undefined;
     }
   } finally {

@@ -4,8 +4,8 @@ import type { DispatchMetrics } from '../metrics.js';
 import { onResubscribed, type RedisClient } from '../infra/redis.js';
 import { Heartbeat, webAliveKey } from './liveness.js';
 import { leaveReader } from './readers.js';
+import { cancelRequest } from './request-cancel.js';
 import {
-  cancelChannel,
   decodeRelay,
   INSTANCE_LENGTH,
   runningTtlSeconds,
@@ -108,14 +108,19 @@ export class RelayHub {
   }
 
   /**
-   * Tells whichever worker runs `requestId` to stop (the client went away): the request's state
-   * names the worker holding it now (a re-run may have taken it over), and each worker listens on
-   * a channel of its own.
+   * The client of `requestId` went away: the cancel is recorded with the request (a worker that
+   * claims it later, first or taking it over, honours it) and whichever worker runs it now is told
+   * to stop, on the channel of its own that the request's state names.
    */
   async cancel(requestId: string): Promise<void> {
     try {
-      const worker = await this.deps.redis.hget(requestStateKey(this.prefix, this.instance, requestId), 'worker');
-      if (worker) await this.deps.redis.spublish(cancelChannel(this.prefix, worker), requestId);
+      await cancelRequest(
+        this.deps.redis,
+        this.prefix,
+        requestStateKey(this.prefix, this.instance, requestId),
+        requestId,
+        runningTtlSeconds(this.deps.config),
+      );
     } catch {
       // Redis is away: the worker learns it another way (this process's messages for the request
       // come back unclaimed and are cancelled again, or the job ends on its own).

@@ -1,6 +1,7 @@
 import type { RedisClient } from '../infra/redis.js';
 import { kindOf, logEntryId, seqOfLogEntry, type LogKind } from './relay-protocol.js';
 import { eventData, lastEventIdIn } from './sse.js';
+import { newChoice, takeDelta, type ChoiceState } from './choices.js';
 
 export interface LogEntry {
   seq: number;
@@ -32,19 +33,19 @@ export async function readRelayLog(redis: RedisClient, key: string, fromSeq = 0)
 }
 
 /**
- * The text of each choice as the client was sent it, from the SSE events in the log: what an
- * interrupted stream is billed for. `choices` is the request's n.
+ * Each choice as the client was sent it (its text and tool calls), from the SSE events in the log:
+ * what an interrupted stream is billed for. `choices` is the request's n.
  */
-export function deliveredText(entries: readonly LogEntry[], choices: number): string[] {
-  const text = Array.from({ length: choices }, () => '');
+export function deliveredChoices(entries: readonly LogEntry[], choices: number): ChoiceState[] {
+  const delivered = Array.from({ length: choices }, newChoice);
   for (const e of entries) {
     if (e.kind !== 'sse') continue;
     for (const data of eventData(e.payload)) {
-      const chunk = JSON.parse(data) as { choices?: { index: number; delta?: { content?: string } }[] };
-      for (const c of chunk.choices ?? []) if (c.delta?.content && c.index < choices) text[c.index] += c.delta.content;
+      const chunk = JSON.parse(data) as { choices?: { index: number; delta?: Parameters<typeof takeDelta>[1] }[] };
+      for (const c of chunk.choices ?? []) if (c.index < choices) takeDelta(delivered[c.index]!, c.delta);
     }
   }
-  return text;
+  return delivered;
 }
 
 /** The sequence number of the last SSE event the log holds (0 for none): where a re-run numbers on from. */

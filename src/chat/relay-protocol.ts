@@ -6,7 +6,7 @@ import { randomIdPart } from '../ids.js';
 // `<requestId>|<seq>|<kind>|<payload>`: the web tier checks the sequence and writes the payload as is, with
 // no JSON parse on the hot path.
 //
-// Every message a worker publishes is also appended, in the same MULTI, to the request's relay
+// Every message a worker publishes is also appended, in the same script call, to the request's relay
 // log (a Redis stream, entry id `<seq + 1>-0`). Pub/sub is fast but forgets: a message lost on
 // the way (a Redis restart, a subscriber reconnecting) is read back from the log, so a gap in
 // `seq` is filled rather than fatal, and a re-run of a stalled job knows exactly what the client
@@ -71,7 +71,7 @@ export interface RelayError {
 }
 
 // Keys and channels. Everything about one request's relay (its log, its state, the channel it is
-// published on) carries the hash tag of the web process holding its client: the worker's MULTI and
+// published on) carries the hash tag of the web process holding its client: the worker's relay call and
 // claim script then touch one slot, and on a Redis Cluster each web process's traffic stays on the
 // one shard that owns its channel.
 const webTag = (prefix: string, relayTo: string): string => hashTag(prefix, `w.${relayTo}`);
@@ -86,6 +86,18 @@ export const relayLogKey = (prefix: string, relayTo: string, requestId: string):
  */
 export const runningTtlSeconds = (config: Pick<Config, 'providers'>): number =>
   Math.ceil(Math.max(config.providers.requestTimeoutMs / 1000, 60) * 3);
+
+/**
+ * A request's state and log lifetimes: while it runs (the claim sets it, the worker's renewals
+ * keep it) and once it has ended. The one place both are derived, so a renewal never shortens
+ * what the claim set.
+ */
+export const relayTtls = (
+  config: Pick<Config, 'providers'> & { queue: Pick<Config['queue'], 'relayLogTtlSeconds'> },
+): { runningSeconds: number; endedSeconds: number } => ({
+  runningSeconds: runningTtlSeconds(config),
+  endedSeconds: config.queue.relayLogTtlSeconds,
+});
 
 /** Who runs the request, whether its usage is recorded, who may read it back and who reads it. */
 export const requestStateKey = (prefix: string, relayTo: string, requestId: string): string =>

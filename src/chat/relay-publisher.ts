@@ -1,4 +1,4 @@
-import { replicated, type ChainableCommander, type RedisClient } from '../infra/redis.js';
+import { replicated, type RedisClient } from '../infra/redis.js';
 import {
   encodeRelay,
   kindCode,
@@ -44,12 +44,17 @@ export interface RelayTtls {
 // A first run also writes who may read the request back (its account) and how (a stream, a
 // resumable one); a resumable request counts its client's connection as a reader, unless that
 // client left before the claim (its web process already counted it out, leaving the field at 0).
-// The channel is passed as a key: on a cluster it must hash to the script's slot, as it does.
-// Reply: { taken 0|1, previous owner ('' if none), recorded '0'|'1', left before the claim 0|1 }.
+// A request already recorded is left as it is: its state keeps the ended lifetime (a job BullMQ
+// handed out again after a Redis restart must not give it back the running one). The web process
+// marks a request whose client left `cancelled`, so whoever claims it, first or on a take-over,
+// honours the cancel. The channel is passed as a key: on a cluster it must hash to the script's
+// slot, as it does.
+// Reply: { taken 0|1, previous owner ('' if none), recorded '0'|'1', left before the claim 0|1, cancelled 0|1 }.
 const CLAIM_LUA = `
 local owner = redis.call('HGET', KEYS[1], 'worker')
 local recorded = redis.call('HGET', KEYS[1], 'recorded') or '0'
-if owner and owner ~= ARGV[1] and ARGV[4] ~= '1' then return { 0, owner, recorded, 0 } end
+local cancelled = redis.call('HGET', KEYS[1], 'cancelled') == '1' and 1 or 0
+if recorded == '1' or (owner and owner ~= ARGV[1] and ARGV[4] ~= '1') then return { 0, owner or '', recorded, 0, cancelled } end
 redis.call('HSET', KEYS[1], 'worker', ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 local left = 0
@@ -60,7 +65,7 @@ if not owner then
   redis.call('EXPIRE', KEYS[2], ARGV[3])
   redis.call('SPUBLISH', KEYS[3], ARGV[2])
 end
-return { 1, owner or '', recorded, left }
+return { 1, owner or '', recorded, left, cancelled }
 `;
 
 type ClaimRedis = RedisClient & {
@@ -75,7 +80,7 @@ type ClaimRedis = RedisClient & {
     account: string,
     stream: string,
     reader: string,
-  ): Promise<[number, string, string, number]>;
+  ): Promise<[number, string, string, number, number]>;
 };
 
 export interface Claim {
@@ -87,6 +92,8 @@ export interface Claim {
   recorded: boolean;
   /** A resumable request whose client left before this first claim: its grace period starts now. */
   leftBeforeClaim: boolean;
+  /** Its client left (a web process marked it): nothing more is to be produced for it. */
+  cancelled: boolean;
 }
 
 /** What a first claim records about the request, for those who read it back. */
@@ -112,7 +119,7 @@ export async function claimRequest(
   const r = redis as ClaimRedis;
   if (typeof r.relayClaim !== 'function') r.defineCommand('relayClaim', { numberOfKeys: 3, lua: CLAIM_LUA });
   const reader = request.resumableFor === undefined ? '' : readerField(request.resumableFor);
-  const [taken, owner, recorded, left] = await r.relayClaim(
+  const [taken, owner, recorded, left, cancelled] = await r.relayClaim(
     target.stateKey,
     target.logKey,
     target.channel,
@@ -131,6 +138,7 @@ export async function claimRequest(
     previousOwner: owner === workerId ? '' : owner,
     recorded: recorded === '1',
     leftBeforeClaim: Number(left) === 1,
+    cancelled: Number(cancelled) === 1,
   };
 }
 
@@ -140,7 +148,67 @@ export interface Message {
   payload: string;
 }
 
-const isNote = (m: Message): m is Message & { kind: 'usage' } => m.kind === 'usage';
+// Relay messages, in one round trip and one command for a web process's channel, however many
+// requests and messages: each appended to its request's relay log (at its logEntryId) and published on the channel as `<requestId>|<seq>|<kind>|<payload>` (see
+// relay-protocol.ts), so the payload crosses the wire once and the worker builds no second copy of
+// it. An append refused as a duplicate was taken by an earlier try whose reply was lost; it is
+// published again all the same (the web process drops a message it has seen). Then the request's
+// `recorded` mark and a new TTL for its log and state, when asked.
+// KEYS: the channel, then each request's log and state (all with the web process's hash tag: one slot).
+// ARGV, per request: its id, publish 0|1, TTL seconds (0: leave), recorded 0|1, the message count n,
+// then n × (log entry id, seq, kind code, payload). Reply: per request, '' or the first error an append met.
+const RELAY_LUA = `
+local a, errors = 1, {}
+for k = 2, #KEYS, 2 do
+  local log, state = KEYS[k], KEYS[k + 1]
+  local id, publish, ttl, n = ARGV[a], ARGV[a + 1] == '1', tonumber(ARGV[a + 2]), tonumber(ARGV[a + 4])
+  local recorded = ARGV[a + 3] == '1'
+  a = a + 5
+  local failed = ''
+  for i = 1, n do
+    local entry, seq, kind, payload = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+    a = a + 4
+    local note = kind == 'u'
+    local r = redis.pcall('XADD', log, entry, 'k', kind, 'p', payload)
+    if type(r) == 'table' and r.err and failed == '' and not string.find(r.err, 'equal or smaller', 1, true) then
+      failed = r.err
+    end
+    if publish and not note then redis.call('SPUBLISH', KEYS[1], id .. '|' .. seq .. '|' .. kind .. '|' .. payload) end
+  end
+  if recorded then redis.call('HSET', state, 'recorded', '1') end
+  if ttl > 0 then
+    redis.call('EXPIRE', log, ttl)
+    redis.call('EXPIRE', state, ttl)
+  end
+  errors[#errors + 1] = failed
+end
+return errors
+`;
+
+type RelayRedis = RedisClient & {
+  relayAppend(numKeys: number, keys: string[], args: string[]): Promise<string[]>;
+};
+
+/** One relay script call being built: a web process's channel, then each request's part. */
+export class RelayCall {
+  readonly keys: string[];
+  readonly args: string[] = [];
+
+  constructor(channel: string) {
+    this.keys = [channel];
+  }
+
+  get requests(): number {
+    return (this.keys.length - 1) / 2;
+  }
+
+  /** Sends it: one reply per request, '' or the error an append met. */
+  send(redis: RedisClient): Promise<string[]> {
+    const r = redis as RelayRedis;
+    if (typeof r.relayAppend !== 'function') r.defineCommand('relayAppend', { lua: RELAY_LUA });
+    return r.relayAppend(this.keys.length, this.keys, this.args);
+  }
+}
 
 /** How long a stream's end waits for a replica's confirmation, and how often it is sent again unconfirmed. */
 const END_REPLICA_WAIT_MS = 1000;
@@ -148,13 +216,11 @@ const END_CONFIRMATIONS = 3;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const isDuplicateEntry = (err: Error | null): boolean => err !== null && String(err).includes('equal or smaller');
-
 /**
- * Publishing for every request of a worker process: one MULTI per web process per event-loop turn
- * carries its streams' new messages, each published and appended to its relay log (so what the log
- * holds is exactly what was published); a web process's keys share one slot, so on a cluster each
- * MULTI goes to one shard. When Redis cannot be reached the messages stay with their publishers
+ * Publishing for every request of a worker process: one relay script call (RELAY_LUA) per web
+ * process per event-loop turn carries its streams' new messages, each published and appended to its
+ * relay log (so what the log holds is exactly what was published); a web process's keys share one
+ * slot, so on a cluster each call goes to one shard. When Redis cannot be reached the messages stay with their publishers
  * and the batch tries again once the connection is back: a Redis restart costs the client a pause,
  * not its answer.
  */
@@ -214,21 +280,18 @@ export class RelayBatch {
     if (failed) await this.retryLater();
   }
 
-  /** One MULTI for one web process's publishers; false when Redis could not take it (they stay dirty). */
+  /** One script call for one web process's publishers; false when Redis could not take it (they stay dirty). */
   private async send(publishers: RelayPublisher[]): Promise<boolean> {
-    const tx = this.redis.multi();
-    const spans: { publisher: RelayPublisher; through: Message | undefined; start: number; count: number }[] = [];
-    let commands = 0;
+    const call = new RelayCall(publishers[0]!.channel);
+    const spans: { publisher: RelayPublisher; through: Message | undefined }[] = [];
     for (const publisher of publishers) {
-      const { through, count } = publisher.appendTo(tx);
-      if (count === 0) continue;
-      spans.push({ publisher, through, start: commands, count });
-      commands += count;
+      const through = publisher.appendTo(call);
+      if (through !== null) spans.push({ publisher, through });
     }
-    if (commands === 0) return true;
-    let replies: [Error | null, unknown][];
+    if (spans.length === 0) return true;
+    let replies: string[];
     try {
-      replies = (await tx.exec()) ?? [];
+      replies = await call.send(this.redis);
     } catch (err) {
       this.onFailure(err);
       for (const sp of spans) {
@@ -237,10 +300,10 @@ export class RelayBatch {
       }
       return false;
     }
-    for (const sp of spans) {
-      const refused = sp.publisher.confirm(sp.through, replies.slice(sp.start, sp.start + sp.count));
+    spans.forEach((sp, i) => {
+      const refused = sp.publisher.confirm(sp.through, replies[i]);
       if (refused) this.onFailure(refused);
-    }
+    });
     return true;
   }
 
@@ -273,7 +336,7 @@ export class RelayPublisher {
   private pending: string[] = [];
   private unsent: Message[] = [];
   /**
-   * How many of `unsent` (from the front) are in a MULTI whose reply has not come yet: the next
+   * How many of `unsent` (from the front) are in a call whose reply has not come yet: the next
    * batch sends only what follows them. A Redis round trip spans several event-loop turns, and
    * sending them again each turn multiplied the relay's traffic (and the web tier's work).
    */
@@ -294,7 +357,7 @@ export class RelayPublisher {
     this.eventId = start.eventId;
   }
 
-  /** The web process's channel: publishers with the same one share a MULTI. */
+  /** The web process's channel: publishers with the same one share a relay call. */
   get channel(): string {
     return this.target.channel;
   }
@@ -333,49 +396,59 @@ export class RelayPublisher {
     return this.unsentBytes;
   }
 
-  /** Adds every message not yet taken by Redis to `tx`; returns the last message included and the commands added. */
-  appendTo(tx: ChainableCommander): { through: Message | undefined; count: number } {
+  /**
+   * Adds this request's part to `call`: every message not yet taken by Redis and, at the `end`, the
+   * recorded mark and the ended TTL. Returns the last message included (undefined: none), or null
+   * when there was nothing to add.
+   */
+  appendTo(call: RelayCall, end = false): Message | undefined | null {
     this.seal();
-    let count = 0;
-    for (let i = this.inFlight; i < this.unsent.length; i++) count += this.addMessage(tx, this.unsent[i]!);
-    this.inFlight = this.unsent.length;
-    if (count > 0 && performance.now() - this.lastTtlRefresh > (this.batch.ttls.runningSeconds * 1000) / 3) {
+    const from = this.inFlight;
+    const count = this.unsent.length - from;
+    if (count === 0 && !end) return null;
+    let ttl = 0;
+    if (end) ttl = this.batch.ttls.endedSeconds;
+    else if (performance.now() - this.lastTtlRefresh > (this.batch.ttls.runningSeconds * 1000) / 3) {
       this.lastTtlRefresh = performance.now();
-      tx.expire(this.target.logKey, this.batch.ttls.runningSeconds).expire(
-        this.target.stateKey,
-        this.batch.ttls.runningSeconds,
-      );
-      count += 2;
+      ttl = this.batch.ttls.runningSeconds;
     }
-    return { through: this.unsent.at(-1), count };
+    const { args } = call;
+    call.keys.push(this.target.logKey, this.target.stateKey);
+    args.push(this.target.requestId, this.publishing ? '1' : '0', String(ttl), end ? '1' : '0', String(count));
+    for (let i = from; i < this.unsent.length; i++) {
+      const m = this.unsent[i]!;
+      args.push(logEntryId(m.seq, m.kind === 'usage'), String(m.seq), kindCode(m.kind), m.payload);
+    }
+    this.inFlight = this.unsent.length;
+    return this.unsent.at(-1);
   }
 
   /**
    * Redis took the messages up to `through` (a log append refused as a duplicate was taken by an
-   * earlier attempt whose reply was lost). Returns a command's error if Redis refused one.
+   * earlier attempt whose reply was lost). Returns the error Redis met, if it refused an append.
    */
-  confirm(through: Message | undefined, replies: [Error | null, unknown][]): Error | undefined {
+  confirm(through: Message | undefined, failed: string | undefined): Error | undefined {
     const last = through === undefined ? -1 : this.unsent.indexOf(through);
     for (const m of this.unsent.splice(0, last + 1)) this.unsentBytes -= m.payload.length;
     this.inFlight = Math.max(0, this.inFlight - (last + 1));
-    return replies.find(([err]) => err !== null && !isDuplicateEntry(err))?.[0] ?? undefined;
+    return failed ? new Error(failed) : undefined;
   }
 
   /**
-   * A MULTI carrying this publisher's messages failed: send every message Redis has not confirmed
-   * again (the log refuses those an unanswered MULTI did take, and the web drops repeats).
+   * A call carrying this publisher's messages failed: send every message Redis has not confirmed
+   * again (the log refuses those an unanswered call did take, and the web drops repeats).
    */
   resend(): void {
     this.inFlight = 0;
   }
 
-  /** Sends what is waiting now, in a MULTI of its own, and waits for Redis (left for the next try when it cannot). */
+  /** Sends what is waiting now, in a call of its own, and waits for Redis (left for the next try when it cannot). */
   async flushNow(): Promise<void> {
-    const tx = this.batch.redis.multi();
-    const { through, count } = this.appendTo(tx);
-    if (count === 0) return;
+    const call = new RelayCall(this.channel);
+    const through = this.appendTo(call);
+    if (through === null) return;
     try {
-      this.confirm(through, (await tx.exec()) ?? []);
+      this.confirm(through, (await call.send(this.batch.redis))[0]);
     } catch {
       this.resend();
       this.batch.add(this);
@@ -384,7 +457,7 @@ export class RelayPublisher {
 
   /**
    * Ends the request: first `record` (the usage record and quota settlement, which live in other
-   * slots), then every message not yet sent, the last one and the `recorded` mark in one MULTI.
+   * slots), then every message not yet sent, the last one and the `recorded` mark in one call.
    * The client sees the end only once the usage is safe, and a re-run finds the request recorded
    * only then. The whole is retried until Redis takes it (every step is safe to repeat) or
    * `deadline` passes, when it throws. On a Redis Cluster with replicas the end is also confirmed
@@ -402,22 +475,19 @@ export class RelayPublisher {
           await record();
           recorded = true;
         }
-        const tx = this.batch.redis.multi();
+        const call = new RelayCall(this.channel);
         // Sent again after an unconfirmed try: the log refuses what it has (duplicate ids), and the
         // web process drops a message it has seen.
         if (this.unsent.length === 0) this.push(last);
-        const { through, count } = this.appendTo(tx);
-        tx.hset(this.target.stateKey, { recorded: '1' })
-          .expire(this.target.logKey, this.batch.ttls.endedSeconds)
-          .expire(this.target.stateKey, this.batch.ttls.endedSeconds);
-        let replies: [Error | null, unknown][];
+        const through = this.appendTo(call, true) ?? undefined;
+        let replies: string[];
         try {
-          replies = (await tx.exec()) ?? [];
+          replies = await call.send(this.batch.redis);
         } catch (err) {
           this.resend();
           throw err;
         }
-        this.confirm(through, replies.slice(0, count));
+        this.confirm(through, replies[0]);
         if (
           confirmations++ >= END_CONFIRMATIONS ||
           (await replicated(this.batch.redis, this.target.logKey, END_REPLICA_WAIT_MS))
@@ -444,12 +514,5 @@ export class RelayPublisher {
     this.unsent.push(m);
     this.unsentBytes += m.payload.length;
     if (this.unsentBytes > this.maxBufferedBytes) this.onOverflow();
-  }
-
-  private addMessage(tx: ChainableCommander, m: Message): number {
-    tx.xadd(this.target.logKey, logEntryId(m.seq, isNote(m)), 'k', kindCode(m.kind), 'p', m.payload);
-    if (m.kind === 'usage' || !this.publishing) return 1;
-    tx.spublish(this.target.channel, encodeRelay(this.target.requestId, m.seq, m.kind, m.payload));
-    return 2;
   }
 }

@@ -14,15 +14,25 @@ import {
   finishRecording,
   runCompletion,
   startNow,
+  stoppedError,
   toRelayError,
   type LoggedUsage,
+  type RunnerDeps,
 } from './completion-runner.js';
-import { deliveredText, lastEventIdOf, readRelayLog, type LogEntry } from './relay-log.js';
+import { deliveredChoices, lastEventIdOf, readRelayLog, type LogEntry } from './relay-log.js';
 import type { GraceJob, ResumeGrace } from './resume-grace.js';
-import { claimRequest, relayTarget, RelayPublisher, type RelayBatch, type RelayTarget } from './relay-publisher.js';
+import {
+  claimRequest,
+  relayTarget,
+  RelayPublisher,
+  type Claim,
+  type RelayBatch,
+  type RelayTarget,
+} from './relay-publisher.js';
 import { runningTtlSeconds } from './relay-protocol.js';
 import type { UsageEvent } from '../usage/usage-event.js';
 import { isDependencyDown } from '../infra/outage.js';
+import type { WorkerSeen } from './liveness.js';
 
 /** A job this worker is running, as its cancellation, its client's liveness and its grace period see it. */
 export interface RunningJob extends GraceJob {
@@ -50,8 +60,8 @@ export interface JobRuntime {
   /** Appends a request's usage to its stream and settles its quota (both safe to repeat). */
   record: (job: CompletionJob, usage: UsageEvent) => Promise<unknown>;
   recordDirectly: (usage: UsageEvent) => Promise<void>;
-  /** Whether a worker's liveness key is there, read once the connection is known to be settled. */
-  workerAlive: (workerId: string) => Promise<boolean>;
+  /** Whether a worker's liveness key is there, and since when it is not, read once the connection is known to be settled. */
+  workerSeen: (workerId: string) => Promise<WorkerSeen>;
   metrics: CompletionMetrics;
   /** Resumable requests whose client left run on for a grace period. */
   grace: ResumeGrace;
@@ -64,21 +74,22 @@ export type JobOutcome = 'completed' | 'cancelled' | 'failed' | 'interrupted' | 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Runs one completion job, deciding first what kind of run this is. A first run claims the request
- * and answers it. A job BullMQ hands out again (its worker stalled, or Redis lost its lock) is
- * declined while the worker that holds it is alive; once that worker is dead it is taken over,
- * and what its client was already sent decides the rest, read from the relay log:
+ * Runs one completion job, in named steps: claim it (or decline it, held by a live worker), take it
+ * over from a dead worker (what its client was already sent decides, read from the relay log),
+ * call the upstream, frame and relay what it answers (runCompletion and the relay publisher), and
+ * settle (finishRecording: the usage record, then the end). A job BullMQ hands out again (its
+ * worker stalled, or Redis lost its lock) is declined while the worker that holds it is alive;
+ * once that worker is dead it is taken over:
  * - the end was published: nothing is left to do;
  * - the whole answer was relayed and its usage logged: the stream is closed normally, billed exactly;
  * - part of an answer was relayed: the stream ends with an error and the delivered text is billed;
- * - nothing the client can see: the request is answered afresh.
+ * - nothing the client can see: the request is answered afresh, unless its client has left.
  */
 export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boolean): Promise<JobOutcome> {
   const { app } = rt;
   // The same process took a job it is already running (its lock was lost in a Redis restart).
   if (rt.running.has(job.id)) return 'declined';
   const target = relayTarget(app.config.redis.prefix, job.relayTo, job.id);
-  const ttl = runningTtlSeconds(app.config);
   const running: RunningJob = {
     controller: new AbortController(),
     relayTo: job.relayTo,
@@ -87,87 +98,29 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
   rt.running.set(job.id, running);
   rt.metrics.active.set(rt.running.size);
   try {
-    let provider: Provider | undefined;
-    let refused: unknown;
-    try {
-      provider = app.providers.for({ ...job.model, provider: job.model.provider as never });
-      provider.check(job.params);
-    } catch (err) {
-      refused = err;
-    }
+    const { provider, refused } = providerFor(rt, job);
     // The upstream request goes out while the job is claimed: the claim's round trip is not added
     // to the time to first token. Not for a job BullMQ has started before: its first run may have
     // answered already, and a request sent only to be aborted may still be billed by the provider.
     const firstAttemptStartedAt = performance.now();
     let firstAttempt =
-      refused === undefined && !mayBeRerun
-        ? startNow(answerEvents(provider!, job, running.controller.signal))
-        : undefined;
+      provider && !mayBeRerun ? startNow(answerEvents(provider, job, running.controller.signal)) : undefined;
 
-    // A job fetched just before Redis went away is claimed once it is back (bounded, like the record).
-    const deadline = performance.now() + app.config.queue.redisOutageMaxMs;
-    const claimed = {
-      accountId: job.accountId,
-      stream: job.stream,
-      resumableFor: running.resumable ? job.relayTo : undefined,
-    };
-    const claimOnce = async (force = false) => {
-      for (;;) {
-        try {
-          return await claimRequest(app.redis, target, rt.workerId, ttl, claimed, force);
-        } catch (err) {
-          if (!isDependencyDown(err) || performance.now() > deadline) throw err;
-          app.outages.redis.failure('claim', err);
-          await sleep(250);
-        }
-      }
-    };
-    let claim;
-    try {
-      claim = await claimOnce();
-      if (!claim.taken && !claim.recorded) {
-        // Held by another worker: leave it alone while that worker lives. A key missing right after
-        // a Redis restart may only mean its owner has not written it again yet: look twice.
-        if (await rt.workerAlive(claim.previousOwner)) return decline(running);
-        await sleep(app.config.queue.livenessTtlMs);
-        if (await rt.workerAlive(claim.previousOwner)) return decline(running);
-        claim = await claimOnce(true);
-      }
-    } catch (err) {
-      running.controller.abort('claim_failed');
-      throw err;
-    }
-    if (claim.recorded) return decline(running);
+    const claim = await claimJob(rt, job, target, running);
+    if (claim === 'declined') return decline(running);
     if (claim.leftBeforeClaim) rt.grace.detached(job.id, running);
-    // A job handed out again with no trace of an earlier run, admitted longer ago than any client
-    // still waits and any state is kept: its request ended long ago and its state has expired
-    // (every worker was down for minutes between its end and the queue's record of it). Running it
-    // again would cost an upstream call and settle its quota twice; its client, if one were still
-    // there, is told to retry.
-    if (
-      mayBeRerun &&
-      claim.previousOwner === '' &&
-      app.clock.now().getTime() - job.created * 1000 > app.config.queue.rerunHorizonMs
-    ) {
+    if (expired(rt, job, claim, mayBeRerun)) {
       running.controller.abort('expired');
       app.log.warn({ requestId: job.id }, 'job handed out again long after its request; not running it');
-      const expired = new AppError(
-        'unavailable',
-        'The request expired before a worker could answer it; please retry.',
-        { code: 'request_expired' },
-      );
-      const publisher = new RelayPublisher(rt.batch, target, { seq: 1, eventId: 0 });
-      await finishRecording(
-        { ...runnerDeps(rt, job), publisher },
-        job,
-        'error',
-        JSON.stringify(toRelayError(expired)),
-        usageOf(job, 'failed', 0, 0),
-      );
+      const err = new AppError('unavailable', 'The request expired before a worker could answer it; please retry.', {
+        code: 'request_expired',
+      });
+      await endUnanswered(rt, job, target, { seq: 1, eventId: 0 }, err, 'failed');
       return 'expired';
     }
-
-    const start = { seq: 1, eventId: 0 };
+    // Told on this worker's channel since the job arrived, or found recorded by the claim.
+    const cancelled = claim.cancelled || running.controller.signal.reason === 'client_cancelled';
+    let start = { seq: 1, eventId: 0 };
     if (claim.previousOwner !== '') {
       running.controller.abort('rerun');
       firstAttempt = undefined;
@@ -176,46 +129,176 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       if (taken !== undefined) return taken;
       // Nothing the client could see: answered afresh, numbering on from what the log holds.
       running.controller = new AbortController();
-      start.seq = Math.max(0, ...log.map((e) => e.seq)) + 1;
-      start.eventId = lastEventIdOf(log);
+      start = { seq: Math.max(0, ...log.map((e) => e.seq)) + 1, eventId: lastEventIdOf(log) };
     }
-
+    if (cancelled) {
+      // Its client left before this claim (queued, or between a dead worker and this take-over):
+      // nothing is produced for it, and nothing is billed but what an earlier run delivered.
+      running.controller.abort('client_cancelled');
+      rt.metrics.cancellations.inc({ cause: 'client_cancelled' });
+      await endUnanswered(rt, job, target, start, stoppedError(), 'cancelled');
+      return 'cancelled';
+    }
     rt.metrics.started.inc();
-    const publisher = new RelayPublisher(rt.batch, target, start, () => running.controller.abort('relay_backlog'));
-    running.publisher = publisher;
-    if (running.detached) publisher.stopPublishing();
-    if (refused !== undefined) {
-      await finishRecording(
-        { ...runnerDeps(rt, job), publisher },
-        job,
-        'error',
-        JSON.stringify(toRelayError(refused)),
-        usageOf(job, 'failed', 0, 0),
-      );
+    if (!provider) {
+      await endUnanswered(rt, job, target, start, refused, 'failed');
       return 'failed';
     }
-    const outcome = await runCompletion(job, {
-      ...runnerDeps(rt, job),
-      provider: provider!,
-      publisher,
-      signal: running.controller.signal,
-      firstAttempt,
-      firstAttemptStartedAt,
-      beforeRecord: rt.beforeRecord,
-      onUpstreamTiming: ({ ttftSeconds, tokensPerSecond }) => {
-        const labels = { provider: job.model.provider, model: job.model.id };
-        rt.metrics.upstreamTtft.observe(labels, ttftSeconds);
-        if (tokensPerSecond !== undefined) rt.metrics.upstreamTokensPerSecond.observe(labels, tokensPerSecond);
-      },
-    });
-    if (outcome.status === 'cancelled')
-      rt.metrics.cancellations.inc({ cause: String(running.controller.signal.reason ?? 'client_cancelled') });
-    return outcome.status;
+    return await callUpstream(rt, job, target, running, start, provider, { firstAttempt, firstAttemptStartedAt });
   } finally {
     clearTimeout(running.graceTimer);
     rt.running.delete(job.id);
     rt.metrics.active.set(rt.running.size);
   }
+}
+
+/** The job's provider, or why none can answer it (an unknown model, parameters it refuses). */
+function providerFor(rt: JobRuntime, job: CompletionJob): { provider?: Provider; refused?: unknown } {
+  try {
+    const provider = rt.app.providers.for({ ...job.model, provider: job.model.provider as never });
+    provider.check(job.params);
+    return { provider };
+  } catch (err) {
+    return { refused: err };
+  }
+}
+
+/**
+ * How long a worker must have gone without writing its liveness key, by Redis's clock, before its
+ * jobs are taken over: four TTLs (the key missing for three). A worker cut off from Redis for a few
+ * seconds, or whose key a Redis restart lost, writes it again as soon as it reconnects and keeps its
+ * jobs; a dead one never does. Counted from its last write rather than from the claim, the wait for
+ * the lock (two TTLs) and the stalled-job check (QUEUE_STALLED_INTERVAL_MS) is part of it: at the
+ * defaults a dead worker's jobs are taken over about 8 s after its death whatever the timers'
+ * phases, and a worker cut off for up to about 7 s keeps its jobs.
+ */
+export const takeOverSilenceMs = (config: Pick<Config, 'queue'>): number => 4 * config.queue.livenessTtlMs;
+
+/**
+ * Where the time of the worker's last write is not known (it expired, or Redis lost it), the key
+ * must stay missing this long from the claim instead: two TTLs.
+ */
+export const takeOverGraceMs = (config: Pick<Config, 'queue'>): number => 2 * config.queue.livenessTtlMs;
+
+/** Whether the worker that holds a job shows it is alive before it has been silent for the take-over's wait. */
+async function ownerComesBack(rt: JobRuntime, owner: string): Promise<boolean> {
+  const { config } = rt.app;
+  const every = Math.max(50, Math.floor(config.queue.livenessTtlMs / 8));
+  const until = performance.now() + takeOverGraceMs(config);
+  for (;;) {
+    const seen = await rt.workerSeen(owner);
+    if (seen.alive) return true;
+    const gone = seen.silentMs === undefined ? performance.now() >= until : seen.silentMs >= takeOverSilenceMs(config);
+    if (gone) return false;
+    await sleep(every);
+  }
+}
+
+/**
+ * Step one: the claim. A job fetched just before Redis went away is claimed once it is back
+ * (bounded, like the record). A request another worker holds is left alone while that worker
+ * lives ('declined'), and taken over once it is known dead.
+ */
+export async function claimJob(
+  rt: JobRuntime,
+  job: CompletionJob,
+  target: RelayTarget,
+  running: RunningJob,
+): Promise<Claim | 'declined'> {
+  const { app } = rt;
+  const deadline = performance.now() + app.config.queue.redisOutageMaxMs;
+  const claimed = {
+    accountId: job.accountId,
+    stream: job.stream,
+    resumableFor: running.resumable ? job.relayTo : undefined,
+  };
+  const ttl = runningTtlSeconds(app.config);
+  const claimOnce = async (force = false) => {
+    for (;;) {
+      try {
+        return await claimRequest(app.redis, target, rt.workerId, ttl, claimed, force);
+      } catch (err) {
+        if (!isDependencyDown(err) || performance.now() > deadline) throw err;
+        app.outages.redis.failure('claim', err);
+        await sleep(250);
+      }
+    }
+  };
+  try {
+    const claim = await claimOnce();
+    if (claim.recorded) return 'declined';
+    if (claim.taken) return claim;
+    if (await ownerComesBack(rt, claim.previousOwner)) return 'declined';
+    const forced = await claimOnce(true);
+    return forced.recorded ? 'declined' : forced;
+  } catch (err) {
+    running.controller.abort('claim_failed');
+    throw err;
+  }
+}
+
+/**
+ * A job handed out again with no trace of an earlier run, admitted longer ago than any client
+ * still waits and any state is kept: its request ended long ago and its state has expired (every
+ * worker was down for minutes between its end and the queue's record of it). Running it again
+ * would cost an upstream call and settle its quota twice; its client, if one were still there, is
+ * told to retry.
+ */
+function expired(rt: JobRuntime, job: CompletionJob, claim: Claim, mayBeRerun: boolean): boolean {
+  return (
+    mayBeRerun &&
+    claim.previousOwner === '' &&
+    rt.app.clock.now().getTime() - job.created * 1000 > rt.app.config.queue.rerunHorizonMs
+  );
+}
+
+/** Settles a request that gets no answer: the error to its client, nothing produced billed. */
+async function endUnanswered(
+  rt: JobRuntime,
+  job: CompletionJob,
+  target: RelayTarget,
+  start: { seq: number; eventId: number },
+  err: unknown,
+  status: 'failed' | 'cancelled',
+): Promise<void> {
+  await finishRecording(
+    { ...runnerDeps(rt, job), publisher: new RelayPublisher(rt.batch, target, start) },
+    job,
+    'error',
+    JSON.stringify(toRelayError(err)),
+    usageOf(job, status, 0, 0),
+  );
+}
+
+/** Calls the upstream and relays its answer (runCompletion frames, relays and settles it). */
+async function callUpstream(
+  rt: JobRuntime,
+  job: CompletionJob,
+  target: RelayTarget,
+  running: RunningJob,
+  start: { seq: number; eventId: number },
+  provider: Provider,
+  first: Pick<RunnerDeps, 'firstAttempt' | 'firstAttemptStartedAt'>,
+): Promise<JobOutcome> {
+  const publisher = new RelayPublisher(rt.batch, target, start, () => running.controller.abort('relay_backlog'));
+  running.publisher = publisher;
+  if (running.detached) publisher.stopPublishing();
+  const outcome = await runCompletion(job, {
+    ...runnerDeps(rt, job),
+    provider,
+    publisher,
+    signal: running.controller.signal,
+    ...first,
+    beforeRecord: rt.beforeRecord,
+    onUpstreamTiming: ({ ttftSeconds, tokensPerSecond }) => {
+      const labels = { provider: job.model.provider, model: job.model.id };
+      rt.metrics.upstreamTtft.observe(labels, ttftSeconds);
+      if (tokensPerSecond !== undefined) rt.metrics.upstreamTokensPerSecond.observe(labels, tokensPerSecond);
+    },
+  });
+  if (outcome.status === 'cancelled')
+    rt.metrics.cancellations.inc({ cause: String(running.controller.signal.reason ?? 'client_cancelled') });
+  return outcome.status;
 }
 
 function decline(running: RunningJob): JobOutcome {
@@ -259,14 +342,14 @@ async function takeOver(
     );
     return 'completed';
   }
-  const text = deliveredText(log, job.params.n ?? 1);
-  if (!text.some((t) => t !== '')) return undefined;
+  const delivered = deliveredChoices(log, job.params.n ?? 1);
+  if (!delivered.some((c) => c.text !== '' || c.calls.length > 0)) return undefined;
   // Part of an answer was relayed: resuming it is not possible, repeating it would garble it.
   app.log.warn(
     { requestId: job.id },
     'job re-run after its worker stopped mid-stream; ending the stream and billing what was delivered',
   );
-  const completion = countChoices(text.map((t) => ({ text: t })));
+  const completion = countChoices(delivered);
   const err = new AppError(
     'upstream',
     'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.',

@@ -3,6 +3,7 @@ import type { LoggedUsage } from './completion-runner.js';
 import { parseLogRows, type LogEntry, type LogRows } from './relay-log.js';
 import { originOf, relayLogKey, requestStateKey, type RelayError } from './relay-protocol.js';
 import { eventData } from './sse.js';
+import { messageOf, newChoice, takeDelta, type ChoiceState } from './choices.js';
 
 // A finished completion, read back from its relay log while the log is kept (RELAY_LOG_TTL_SECONDS
 // after the end): OpenAI's stored-completion retrieval. A non-streaming answer is the logged body
@@ -21,14 +22,14 @@ interface Chunk {
   created: number;
   model: string;
   system_fingerprint?: string;
-  choices?: { index: number; delta?: { content?: string }; finish_reason?: string | null }[];
+  choices?: { index: number; delta?: Parameters<typeof takeDelta>[1]; finish_reason?: string | null }[];
   usage?: LoggedUsage['usage'] | null;
 }
 
 /** The chat.completion a whole stream amounts to. */
 function completionOfStream(entries: readonly LogEntry[]): string {
   let head: Chunk | undefined;
-  const choices: { content: string; finish: string | null }[] = [];
+  const choices: ChoiceState[] = [];
   let usage: LoggedUsage['usage'] | undefined;
   for (const e of entries) {
     if (e.kind === 'usage') usage = (JSON.parse(e.payload) as LoggedUsage).usage;
@@ -38,8 +39,8 @@ function completionOfStream(entries: readonly LogEntry[]): string {
       head ??= chunk;
       if (chunk.usage) usage ??= chunk.usage;
       for (const c of chunk.choices ?? []) {
-        const choice = (choices[c.index] ??= { content: '', finish: null });
-        choice.content += c.delta?.content ?? '';
+        const choice = (choices[c.index] ??= newChoice());
+        takeDelta(choice, c.delta);
         if (c.finish_reason) choice.finish = c.finish_reason;
       }
     }
@@ -53,7 +54,7 @@ function completionOfStream(entries: readonly LogEntry[]): string {
     ...(head.system_fingerprint === undefined ? {} : { system_fingerprint: head.system_fingerprint }),
     choices: Array.from(choices, (c, index) => ({
       index,
-      message: { role: 'assistant', content: c?.content ?? '', refusal: null },
+      message: messageOf(c ?? newChoice()),
       logprobs: null,
       finish_reason: c?.finish ?? 'stop',
     })),

@@ -53,6 +53,11 @@ export interface HealthDeps {
   config: Pick<Config, 'redis'>;
 }
 
+/** Resolves once the database answers a query; rejects when it cannot be reached. */
+export async function databaseAnswers(db: Db): Promise<void> {
+  await pingDatabase(db);
+}
+
 export async function checkHealth(app: HealthDeps, info: Record<string, unknown> = {}): Promise<HealthReport> {
   const [pg, redis, queue] = await Promise.allSettled([
     timed(() => pingDatabase(app.db)),

@@ -5,7 +5,8 @@ import { AppError, validationError } from '../errors.js';
 import { validate } from '../validation.js';
 import { queueDashboard } from './admin/queue-dashboard.js';
 import { authenticate } from './middleware/auth.js';
-import { jsonBody } from './middleware/body.js';
+import { jsonBody, jsonOrFormBody } from './middleware/body.js';
+import { requireSameOrigin } from './middleware/console-session.js';
 import { corsFor } from './middleware/cors.js';
 import { errorHandler } from './middleware/errors.js';
 import { badlyEncodedQueryParam } from './middleware/utf8-check.js';
@@ -31,62 +32,29 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
   const router = new Router<AppState>();
   for (const spec of routes) {
     checkPathParams(spec);
+    // Few links per route (credential, same origin, body parsing, the rest): each link of a Koa chain
+    // is an async call and a promise per request, and the checks after the body need no chain.
+    const auth = authenticate(spec.auth, app, { deferKeyCheck: spec.deferKeyCheck ?? false });
     const stack: Koa.Middleware<AppState>[] = [
-      async (ctx, next) => {
+      (ctx, next) => {
         ctx.state.route = spec.path;
-        await next();
+        return auth(ctx, next) as Promise<void>;
       },
-      authenticate(spec.auth, app, { deferKeyCheck: spec.deferKeyCheck ?? false }),
     ];
+    if (spec.sameOrigin)
+      stack.push(async (ctx, next) => {
+        requireSameOrigin(ctx, app.config);
+        await next();
+      });
     if ((spec.method === 'post' || spec.method === 'put') && (spec.body || spec.rawBody))
-      stack.push(jsonBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, spec.rawBody));
-    if (spec.params) {
-      const schema = spec.params;
-      stack.push(async (ctx, next) => {
-        ctx.state.params = validate(schema, { ...ctx.params }, 'path');
-        await next();
-      });
-    }
-    if (spec.query) {
-      const schema = spec.query;
-      stack.push(async (ctx, next) => {
-        const bad = badlyEncodedQueryParam(ctx.querystring);
-        if (bad !== undefined)
-          throw validationError([
-            { loc: ['query', bad], msg: 'Value is not valid UTF-8 once percent-decoded', type: 'string_unicode' },
-          ]);
-        ctx.state.query = validate(schema, { ...ctx.query }, 'query');
-        await next();
-      });
-    }
-    if (spec.headers) {
-      const schema = spec.headers;
-      const names = Object.keys(schema.properties ?? {});
-      stack.push(async (ctx, next) => {
-        const present = names
-          .filter((name) => ctx.headers[name] !== undefined)
-          .map((name) => [name, ctx.headers[name]]);
-        ctx.state.headers = validate(schema, Object.fromEntries(present), 'header');
-        await next();
-      });
-    }
-    if (spec.body) {
-      const schema = spec.body;
-      const required = spec.bodyRequired ?? true;
-      stack.push(async (ctx, next) => {
-        const body = ctx.state.body;
-        if (body === undefined) {
-          if (required)
-            throw new AppError('validation', 'Body required', {
-              detail: [{ loc: ['body'], msg: 'Field required', type: 'missing' }],
-            });
-        } else {
-          ctx.state.body = validate(schema, body, 'body');
-        }
-        await next();
-      });
-    }
+      stack.push(
+        spec.formBody
+          ? jsonOrFormBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES)
+          : jsonBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, spec.rawBody),
+      );
+    const checks = inputChecks(spec);
     stack.push(async (ctx) => {
+      for (const check of checks) check(ctx);
       await spec.handler(ctx as HttpContext, app);
     });
     router[spec.method](spec.path, ...(stack as Parameters<typeof router.get>[1][]));
@@ -124,4 +92,55 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
     ctx.body = notFound.toBody();
   });
   return koa;
+}
+
+type InputCheck = (ctx: Koa.ParameterizedContext<AppState>) => void;
+
+/**
+ * A route's checks after its body is read, in this order: path parameters, query, declared
+ * headers, body. Each throws the 422 it finds.
+ */
+function inputChecks(spec: RouteSpec): InputCheck[] {
+  const checks: InputCheck[] = [];
+  if (spec.params) {
+    const schema = spec.params;
+    checks.push((ctx) => {
+      ctx.state.params = validate(schema, { ...(ctx as HttpContext).params }, 'path');
+    });
+  }
+  if (spec.query) {
+    const schema = spec.query;
+    checks.push((ctx) => {
+      const bad = badlyEncodedQueryParam(ctx.querystring);
+      if (bad !== undefined)
+        throw validationError([
+          { loc: ['query', bad], msg: 'Value is not valid UTF-8 once percent-decoded', type: 'string_unicode' },
+        ]);
+      ctx.state.query = validate(schema, { ...ctx.query }, 'query');
+    });
+  }
+  if (spec.headers) {
+    const schema = spec.headers;
+    const names = Object.keys(schema.properties ?? {});
+    checks.push((ctx) => {
+      const present = names.filter((name) => ctx.headers[name] !== undefined).map((name) => [name, ctx.headers[name]]);
+      ctx.state.headers = validate(schema, Object.fromEntries(present), 'header');
+    });
+  }
+  if (spec.body) {
+    const schema = spec.body;
+    const required = spec.bodyRequired ?? true;
+    checks.push((ctx) => {
+      const body = ctx.state.body;
+      if (body === undefined) {
+        if (required)
+          throw new AppError('validation', 'Body required', {
+            detail: [{ loc: ['body'], msg: 'Field required', type: 'missing' }],
+          });
+      } else {
+        ctx.state.body = validate(schema, body, 'body');
+      }
+    });
+  }
+  return checks;
 }

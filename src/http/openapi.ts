@@ -8,6 +8,11 @@ const ValidationError: JsonSchema = {
     loc: { type: 'array', items: { anyOf: [{ type: 'string' }, { type: 'integer' }] } },
     msg: { type: 'string' },
     type: { type: 'string' },
+    ctx: {
+      type: 'object',
+      additionalProperties: { type: 'string' },
+      description: "More about the failure, as FastAPI gives it: for `json_invalid`, the parser's reason in `error`",
+    },
   },
 };
 
@@ -28,7 +33,12 @@ const HTTPValidationError: JsonSchema = {
         },
         type: { type: 'string', const: 'invalid_request_error' },
         code: { type: ['string', 'null'], description: "The first entry's `type`" },
-        param: { type: ['string', 'null'], example: 'messages[0].content' },
+        param: {
+          type: ['string', 'null'],
+          example: 'messages[0].content',
+          description:
+            'The failing field; null when it is not a field (the whole body, or malformed JSON, whose `loc` ends with a character position)',
+        },
       },
     },
   },
@@ -118,7 +128,9 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
           ? [{ ApiKey: [] }]
           : r.auth === 'jwt'
             ? [{ JWT: [] }]
-            : [{ ApiKey: [] }, { JWT: [] }];
+            : r.auth === 'session'
+              ? [{ ConsoleSession: [] }]
+              : [{ ApiKey: [] }, { JWT: [] }];
 
     (paths[openApiPath(r.path)] ??= {})[r.method] = {
       operationId: r.operationId,
@@ -128,7 +140,15 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
       security,
       ...(parameters.length ? { parameters } : {}),
       ...(r.body
-        ? { requestBody: { required: r.bodyRequired ?? true, content: { 'application/json': { schema: r.body } } } }
+        ? {
+            requestBody: {
+              required: r.bodyRequired ?? true,
+              content: {
+                'application/json': { schema: r.body },
+                ...(r.formBody ? { 'application/x-www-form-urlencoded': { schema: r.body } } : {}),
+              },
+            },
+          }
         : {}),
       responses,
     };
@@ -148,6 +168,13 @@ export function buildOpenApi(routes: RouteSpec[], serverUrl: string): JsonSchema
       securitySchemes: {
         ApiKey: { type: 'http', scheme: 'bearer', description: 'API key: sk-svc-…' },
         JWT: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Frontend-issued JSON Web Token' },
+        ConsoleSession: {
+          type: 'apiKey',
+          in: 'cookie',
+          name: 'svc_session',
+          description:
+            'The console session cookie (`__Host-svc_session` behind https), set by signing in; state-changing requests also need X-CSRF-Token and a same-origin Origin (docs/console.md)',
+        },
       },
     },
   };

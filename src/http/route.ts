@@ -2,19 +2,27 @@ import type { RouterContext } from '@koa/router';
 import type { AppContext } from '../context.js';
 import type { JsonSchema } from '../validation.js';
 import type { Account } from '../accounts/accounts.repository.js';
+import type { LiveSession } from '../console-identity/sessions.service.js';
 
-/** Which credential an endpoint takes (the interface's Authentication section). */
-export type AuthMode = 'none' | 'api_key' | 'jwt' | 'api_key_or_jwt';
+/**
+ * Which credential an endpoint takes (the interface's Authentication section), or `session`: the
+ * console's session cookie, with the same-origin and CSRF checks on state-changing requests.
+ */
+export type AuthMode = 'none' | 'api_key' | 'jwt' | 'api_key_or_jwt' | 'session';
 
 export interface AppState {
   requestId: string;
   /** The request's trace id, when tracing is on and its trace is sampled (for log lines). */
   traceId?: string;
+  /** When the request reached this process (performance.now()), for the time to first token the client sees. */
+  arrivedAt?: number;
   /** The matched route's path, for metrics labels. */
   route?: string;
   account?: Account;
   /** How the caller authenticated, when it did. */
   credential?: 'api_key' | 'jwt';
+  /** On auth: 'session' routes, the console session and its cookie value. */
+  session?: { live: LiveSession; value: string };
   /**
    * On a route with deferKeyCheck, when the account came from this process's cache unconfirmed:
    * the version the handler must confirm in its own Redis script, and how to read the account
@@ -66,6 +74,13 @@ export interface RouteSpec {
   body?: JsonSchema;
   /** The body is required (422 when absent) rather than optional. */
   bodyRequired?: boolean;
+  /** The body may also come as a browser's form (application/x-www-form-urlencoded), validated by the same schema. */
+  formBody?: boolean;
+  /**
+   * A browser's state-changing request outside a session (sign-in, its confirmation, verification
+   * by form): refused with 403 unless its Origin is this service's own, before anything is read.
+   */
+  sameOrigin?: boolean;
   /**
    * The largest body this route reads (413 beyond it), sized to its largest valid request so an
    * unauthenticated caller cannot make the process buffer megabytes. Default DEFAULT_BODY_LIMIT_BYTES.

@@ -1,8 +1,10 @@
 import http from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { AppContext } from '../context.js';
 import { isMain, runProcess } from '../lifecycle.js';
 import { createHttpApp } from './app.js';
+import { answeredByNode } from './middleware/observe.js';
 import type { RouteSpec } from './route.js';
 
 export interface RunningServer {
@@ -37,6 +39,7 @@ export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Pro
   );
   // Longer than the 60 s idle timeout of common load balancers, so they close idle connections first.
   server.keepAliveTimeout = 65_000;
+  answerClientErrors(app, server);
 
   const sockets = new Set<Socket>();
   server.on('connection', (s) => {
@@ -71,6 +74,37 @@ export async function startWebServer(app: AppContext, routes?: RouteSpec[]): Pro
     })());
 
   return { server, url, stop };
+}
+
+// Node's own answers to what its parser refuses or what stops arriving (_http_server.js socketOnError).
+const CLIENT_ERROR_STATUS: Record<string, number> = {
+  HPE_HEADER_OVERFLOW: 431,
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: 413,
+  ERR_HTTP_REQUEST_TIMEOUT: 408,
+};
+
+/**
+ * Answers a client error as Node does by default (the same bytes, then the socket closed), and
+ * tells the access log and metrics the status that went on the wire: without this, a request
+ * already routed was recorded with Koa's default 404, and one never routed not at all.
+ */
+function answerClientErrors(app: AppContext, server: http.Server): void {
+  const inFlight = new WeakMap<Duplex, http.ServerResponse>();
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    inFlight.set(req.socket, res);
+    res.once('finish', () => {
+      if (inFlight.get(req.socket) === res) inFlight.delete(req.socket);
+    });
+  });
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    const res = inFlight.get(socket);
+    if (socket.writable && !res?.headersSent) {
+      const status = CLIENT_ERROR_STATUS[err.code ?? ''] ?? 400;
+      socket.write(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\n\r\n`);
+      answeredByNode(app, res, status, err.code ?? 'client_error');
+    }
+    socket.destroy(err);
+  });
 }
 
 if (isMain(import.meta.url)) {

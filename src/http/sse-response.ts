@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import type { AppError } from '../errors.js';
 import { doneEvent, errorEvent, HEARTBEAT, lastEventIdIn } from '../chat/sse.js';
+import { KeepAlive, type KeepAliveTimers } from './keep-alive.js';
 import type { HttpContext } from './route.js';
 
 export interface SseResponseOptions {
@@ -13,6 +14,10 @@ export interface SseResponseOptions {
    * first. Without it, the writer waits for the client instead (drained()).
    */
   onSlowReader?: (buffered: number) => void;
+  /** Told once, as the first events of the answer are written (the time to first token the client sees). */
+  onFirstEvents?: () => void;
+  /** Tests move time by hand. */
+  timers?: KeepAliveTimers;
 }
 
 export type FirstOutcome = { committed: true } | { error: AppError } | { closed: true };
@@ -26,8 +31,8 @@ export type FirstOutcome = { committed: true } | { error: AppError } | { closed:
 export class SseResponse {
   private committed = false;
   private finished = false;
-  private lastWrite = 0;
-  private beat: NodeJS.Timeout | undefined;
+  private eventsWritten = false;
+  private keepAlive: KeepAlive | undefined;
   /** The last run of events written, read only when an event is numbered here (the end). */
   private lastEvents = '';
   private knownEventId = 0;
@@ -40,7 +45,7 @@ export class SseResponse {
     private readonly opts: SseResponseOptions,
   ) {
     ctx.res.once('close', () => {
-      clearInterval(this.beat);
+      this.keepAlive?.stop();
       this.settleFirst({ closed: true });
     });
   }
@@ -63,9 +68,7 @@ export class SseResponse {
       'Cache-Control': 'no-cache',
       'X-Accel-Buffering': 'no',
     });
-    this.beat = setInterval(() => {
-      if (performance.now() - this.lastWrite >= this.opts.heartbeatMs - 5) this.write(HEARTBEAT);
-    }, this.opts.heartbeatMs);
+    this.keepAlive = new KeepAlive(this.opts.heartbeatMs, () => this.write(HEARTBEAT), this.opts.timers);
     this.settleFirst({ committed: true });
   }
 
@@ -78,6 +81,7 @@ export class SseResponse {
   /** Numbered events, ready to write. */
   events(payload: string): void {
     this.commit();
+    this.firstEvents();
     this.lastEvents = payload;
     this.write(payload);
   }
@@ -85,7 +89,10 @@ export class SseResponse {
   /** The end: the last events (may be ''), then [DONE]. `lastEventId`: the stream's last event number, when the caller knows it. */
   end(payload: string, lastEventId = 0): void {
     this.commit();
-    if (payload !== '') this.lastEvents = payload;
+    if (payload !== '') {
+      this.firstEvents();
+      this.lastEvents = payload;
+    }
     this.knownEventId = Math.max(this.knownEventId, lastEventId);
     this.finish(payload + doneEvent(this.nextEventId()));
   }
@@ -113,13 +120,19 @@ export class SseResponse {
     }
   }
 
+  private firstEvents(): void {
+    if (this.eventsWritten) return;
+    this.eventsWritten = true;
+    this.opts.onFirstEvents?.();
+  }
+
   private nextEventId(): number {
     return Math.max(this.knownEventId, lastEventIdIn(this.lastEvents) ?? 0) + 1;
   }
 
   private write(s: string): void {
     const res = this.ctx.res;
-    this.lastWrite = performance.now();
+    this.keepAlive?.wrote();
     res.write(s);
     if (this.opts.onSlowReader && res.writableLength > this.opts.maxBufferedBytes) {
       this.opts.onSlowReader(res.writableLength);
@@ -130,7 +143,7 @@ export class SseResponse {
   private finish(tail: string): void {
     if (this.finished) return;
     this.finished = true;
-    clearInterval(this.beat);
+    this.keepAlive?.stop();
     this.ctx.res.end(tail);
   }
 }

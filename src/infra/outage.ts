@@ -2,6 +2,8 @@
 // opposed to a query or command that is wrong. The web edge answers the first kind with 503 and
 // Retry-After (a client can come back), never 500.
 
+import { AppError, retryAdvice } from '../errors.js';
+
 const NETWORK_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -130,4 +132,26 @@ export class OutageLog {
     this.since = undefined;
     this.counts = {};
   }
+}
+
+/** How long a client is asked to wait before retrying a request that met Postgres or Redis out of reach. */
+export const DEPENDENCY_DOWN_RETRY_MS = 5000;
+
+/**
+ * The one answer a client gets when Postgres or Redis cannot be reached: 503 service_unavailable
+ * with a short Retry-After, never admitting unchecked traffic nor a 500. The failure is counted in
+ * the dependency's outage log (by `source`) when one is given. `message` words it for the feature
+ * that failed, where the general one would say less.
+ */
+export function dependencyDown(
+  err: unknown,
+  outage?: { log: Pick<OutageLog, 'failure'>; source: string },
+  message = 'The service is temporarily unavailable. Please retry shortly.',
+): AppError {
+  outage?.log.failure(outage.source, err);
+  return new AppError('unavailable', message, {
+    code: 'service_unavailable',
+    headers: retryAdvice(DEPENDENCY_DOWN_RETRY_MS),
+    cause: err,
+  });
 }

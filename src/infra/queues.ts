@@ -34,12 +34,19 @@ function nameOf(queue: QueueRef): string {
   return typeof queue === 'string' ? queue : queue.name;
 }
 
-/** The one queue factory: producers (the web tier, the scheduler) use this. */
+/**
+ * The one queue factory: producers (the web tier, the scheduler) use this. Nothing reads a
+ * completion shard's event stream (a request hears of its job through the relay), so BullMQ keeps
+ * it trimmed to almost nothing there instead of 10,000 events per shard; the invoicing run waits on
+ * its queue's events (QueueEvents), which keep BullMQ's default.
+ */
 export function createQueue<T = unknown>(config: Config, queue: QueueRef, connection: RedisClient): Queue<T> {
+  const completions = typeof queue !== 'string' && queue.name === COMPLETIONS_QUEUE;
   return new Queue<T>(nameOf(queue), {
     connection,
     prefix: bullPrefix(config, queue),
     defaultJobOptions: { removeOnComplete: true, removeOnFail: { count: 1000 }, attempts: 1 },
+    ...(completions ? { streams: { events: { maxLen: 0 } } } : {}),
   });
 }
 
@@ -55,8 +62,8 @@ export function createWorker<T = unknown, R = unknown>(
     connection,
     prefix: bullPrefix(config, queue),
     stalledInterval: config.queue.stalledIntervalMs,
-    // A dead worker's job is found stalled once its lock lapses: within about two stalled intervals.
-    lockDuration: Math.max(config.queue.stalledIntervalMs, 1000),
+    // A dead worker's job is found stalled once its lock lapses (config.ts says how soon).
+    lockDuration: config.queue.lockDurationMs,
     maxStalledCount: 1,
     ...opts,
   });

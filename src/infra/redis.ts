@@ -115,6 +115,20 @@ export async function replicated(client: RedisClient, key: string, timeoutMs: nu
   return Number(await master.call('WAIT', 1, timeoutMs)) >= 1;
 }
 
+/**
+ * How many connections are subscribed to a sharded channel. On a Redis Cluster, summed over the
+ * nodes serving the channel's slot (a subscriber may be on a replica).
+ */
+export async function shardSubscribers(client: RedisClient, channel: string): Promise<number> {
+  const count = async (node: Redis) => Number(((await node.call('PUBSUB', 'SHARDNUMSUB', channel)) as unknown[])[1]);
+  if (!(client instanceof Cluster)) return count(client);
+  const owners = new Set(client.slots[calculateSlot(channel)] ?? []);
+  const nodes = client.nodes('all').filter((n) => owners.has(`${n.options.host}:${n.options.port}`));
+  // A slot whose nodes are not known yet: counted as subscribed, so nobody is cancelled on a guess.
+  if (nodes.length === 0) return 1;
+  return (await Promise.all(nodes.map(count))).reduce((a, b) => a + b, 0);
+}
+
 /** On a Redis Cluster, calls `fn` when a node is lost, added or failing (a failover under way); never for one server. */
 export function onNodeChange(client: RedisClient, fn: () => void): void {
   if (!(client instanceof Cluster)) return;

@@ -33,7 +33,7 @@ export interface TraceCarrier {
 }
 
 export interface Tracing {
-  /** Sends the spans still buffered and stops the exporter (a process's last step). */
+  /** Sends the spans still buffered, stops the exporter and turns tracing off (a process's last step). */
   shutdown(): Promise<void>;
 }
 
@@ -98,7 +98,16 @@ export async function startTracing(
     { endpoint: settings.endpoint, sampler: settings.sampler, ratio: settings.samplerRatio },
     'tracing: sending spans over OTLP/HTTP',
   );
-  return { shutdown: () => provider.shutdown() };
+  return {
+    async shutdown() {
+      await provider.shutdown();
+      // Back to off, as before start: the span helpers do nothing and the globals are released.
+      tracer = undefined;
+      trace.disable();
+      context.disable();
+      propagation.disable();
+    },
+  };
 }
 
 /** The exporter, with each batch's outcome told to the outage log. */

@@ -12,7 +12,8 @@
 //
 // All of an account's keys share the hash tag {accountId}, so the scripts also run on a cluster.
 
-const NOW = `
+/** The time every script works in (see above), and the window sizes. */
+export const NOW = `
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
@@ -37,7 +38,8 @@ local function int(x) return string.format('%d', x) end
  * Reply: { allowed 0|1, reason 0 none|1 requests|2 tokens|3 spend, retryAfterMs, now, minuteCount,
  *          hourCount, dayCount, tokensUsed (settled today + every live reservation),
  *          spendUsed (the month's settled spend + every live spend reservation, nano-USD),
- *          1 when this refusal is the month's first by the spending limit },
+ *          1 when this refusal is the month's first by the spending limit reached by settled spend,
+ *          1 when only reservations of requests in flight stand in the refusing quota's way (see HELD) },
  *        or { -1 } when the guard key no longer holds the expected value (nothing was counted),
  *        or { -2 } when the month's spend is not in Redis and no ledger figure came with the call.
  *
@@ -45,6 +47,10 @@ local function int(x) return string.format('%d', x) end
  * figure was seeded), 'held' (the sum of live reservations), 'r:'..requestId (one reservation),
  * 'stop' (the limit has refused a request this month). Its reservations expire with the token
  * ones (same zset). The hash outlives its month by SPEND_GRACE, so late settlements still land.
+ *
+ * HELD: a quota (tokens or spend) that settled usage alone leaves room for, but live reservations
+ * fill, frees as those requests end, usually within seconds: the reply says so, and retryAfterMs
+ * then covers only the request windows, so the caller can ask for a short wait instead of the reset.
  */
 export const ADMIT_LUA = `${NOW}
 if ARGV[9] == '1' and (redis.call('GET', KEYS[4]) or '') ~= ARGV[10] then return { -1 } end
@@ -95,65 +101,58 @@ local reserved = tonumber(redis.call('HGET', KEYS[3], 'total')) or 0
 local spendUsed = 0
 if spendLimit then spendUsed = spent + (tonumber(redis.call('HGET', KEYS[5], 'held')) or 0) end
 
--- Over the spending limit: nothing frees it before the month ends but settlements of requests in
--- flight, so it outlasts every other wait and is the reason reported.
-if spendLimit and spendUsed + sreserve > spendLimit then
-  local first = 0
-  -- A request that alone costs more than the whole limit is too large, not a sign it was reached.
-  if sreserve <= spendLimit and redis.call('HSETNX', KEYS[5], 'stop', '1') == 1 then first = 1 end
-  return { 0, 3, 0, now, mc, hc, dc, tu + reserved, spendUsed, first }
-end
-
 -- Blocked on requests: wait until every exhausted window has rolled over.
 local requestWait = 0
 if mc >= rpm then requestWait = math.max(requestWait, (m + 1) * MINUTE - now) end
 if hc >= rph then requestWait = math.max(requestWait, (h + 1) * HOUR - now) end
 if dc >= rpd then requestWait = math.max(requestWait, (d + 1) * DAY - now) end
 
--- Blocked on tokens: settled usage resets at UTC midnight; live reservations free up at the
--- latest when they expire, so the wait is the earliest moment enough of them would have expired.
-local tokenWait = 0
-local need = tu + reserved + reserve - tpd
-if need > 0 then
-  local dayLeft = (d + 1) * DAY - now
-  tokenWait = dayLeft
-  if tu + reserve <= tpd then
-    local live = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
-    local freed = 0
-    for i = 1, #live, 2 do
-      freed = freed + (tonumber(redis.call('HGET', KEYS[3], 'r:' .. live[i])) or 0)
-      if freed >= need then
-        tokenWait = math.min(dayLeft, tonumber(live[i + 1]) - now)
-        break
-      end
-    end
-  end
+-- Over the spending limit: nothing but settlements of requests in flight frees it before the
+-- month ends, so it is the reason reported. HELD when the settled spend alone leaves room.
+if spendLimit and spendUsed + sreserve > spendLimit then
+  local first = 0
+  local held = 0
+  if spent + sreserve <= spendLimit then held = 1 end
+  -- A request that alone costs more than the whole limit is too large, not a sign it was reached;
+  -- one refused only while requests in flight hold the rest has not reached it either (yet).
+  if held == 0 and sreserve <= spendLimit and redis.call('HSETNX', KEYS[5], 'stop', '1') == 1 then first = 1 end
+  return { 0, 3, requestWait, now, mc, hc, dc, tu + reserved, spendUsed, first, held }
 end
 
-if requestWait > 0 or tokenWait > 0 then
-  -- A spent token quota outlasts a request window, so it is the reason worth reporting.
-  local reason = 1
-  if tokenWait > 0 then reason = 2 end
-  return { 0, reason, math.max(requestWait, tokenWait), now, mc, hc, dc, tu + reserved, spendUsed, 0 }
+-- Blocked on tokens: settled usage resets at UTC midnight. HELD when it alone leaves room.
+local tokenWait, held = 0, 0
+if tu + reserved + reserve > tpd then
+  if tu + reserve <= tpd then held = 1 else tokenWait = (d + 1) * DAY - now end
+end
+
+if requestWait > 0 or tokenWait > 0 or held == 1 then
+  -- A spent token quota outlasts a request window, so it is the reason worth reporting; tokens
+  -- held by requests in flight free sooner than a spent request window does.
+  local reason = 2
+  if tokenWait == 0 and requestWait > 0 then reason = 1 end
+  return { 0, reason, math.max(requestWait, tokenWait), now, mc, hc, dc, tu + reserved, spendUsed, 0, held }
 end
 
 mc, hc, dc = mc + 1, hc + 1, dc + 1
 redis.call('HSET', KEYS[1], 'm', m, 'mc', mc, 'h', h, 'hc', hc, 'd', d, 'dc', dc, 'tu', tu)
 redis.call('PEXPIRE', KEYS[1], (d + 1) * DAY - now + GRACE)
+-- A reservation's amounts exist only while its requestId is in the expiry set (both are written,
+-- released and expired together), so only a requestId already there (admitted again) can have one.
+local again = false
 if reserve > 0 or sreserve > 0 then
-  redis.call('ZADD', KEYS[2], now + ttl, requestId)
+  again = redis.call('ZADD', KEYS[2], now + ttl, requestId) == 0
   redis.call('PEXPIRE', KEYS[2], ttl + GRACE)
 end
 if reserve > 0 then
   -- Admitting the same requestId again replaces its reservation instead of holding two.
-  local previous = tonumber(redis.call('HGET', KEYS[3], 'r:' .. requestId)) or 0
+  local previous = again and tonumber(redis.call('HGET', KEYS[3], 'r:' .. requestId)) or 0
   redis.call('HSET', KEYS[3], 'r:' .. requestId, reserve)
   redis.call('HINCRBY', KEYS[3], 'total', reserve - previous)
   reserved = reserved + reserve - previous
   redis.call('PEXPIRE', KEYS[3], ttl + GRACE)
 end
 if sreserve > 0 then
-  local previous = tonumber(redis.call('HGET', KEYS[5], 'r:' .. requestId)) or 0
+  local previous = again and tonumber(redis.call('HGET', KEYS[5], 'r:' .. requestId)) or 0
   redis.call('HSET', KEYS[5], 'r:' .. requestId, ARGV[12])
   redis.call('HINCRBY', KEYS[5], 'held', int(sreserve - previous))
   spendUsed = spendUsed + sreserve - previous

@@ -1,13 +1,13 @@
 import type { Config, TierLimits } from '../config.js';
 import type { Clock } from '../clock.js';
 import type { LimiterMetrics } from '../metrics.js';
-import type { OutageLog } from '../infra/outage.js';
+import { dependencyDown, type OutageLog } from '../infra/outage.js';
 import type { Tier } from '../../db/schema/index.js';
 import { systemClock } from '../clock.js';
 import type { Db } from '../infra/db.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
 import { redisKey, type RedisClient } from '../infra/redis.js';
-import { monthOf, type Month } from '../billing/periods.js';
+import { monthOf, type Month } from '../calendar.js';
 import { ledgerSpendNanoUsd } from '../usage/month-spend.service.js';
 import { usdOfNano } from '../usage/usage-cost.js';
 import { limitsForTier } from './tier-limits.js';
@@ -22,6 +22,13 @@ const MINUTE = 60_000;
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
 
+/**
+ * The wait asked for when only reservations of requests in flight fill a quota: they free it as
+ * they end, usually within seconds, and nothing tells when. Short enough that the SDKs' default
+ * two retries cover a few seconds of it.
+ */
+export const IN_FLIGHT_RETRY_MS = 2_000;
+
 export type RejectionReason = 'requests' | 'tokens' | 'spend';
 
 export interface Admission {
@@ -31,8 +38,13 @@ export interface Admission {
   retryAfterSeconds: number;
   /** On a refusal: the limiter's time (epoch ms), for messages that name the reset time. */
   now?: number;
-  /** On a refusal for requests: the window that refused it. */
+  /** On a refusal for requests (or by a held spending limit, when one is spent too): the window. */
   window?: { name: RequestWindow['name']; limit: number };
+  /**
+   * Refused for tokens or spend that settled usage leaves room for but reservations of requests
+   * in flight fill: a retry succeeds once enough of them end, so the wait asked for is short.
+   */
+  heldInFlight?: boolean;
   /**
    * Refused because the request alone needs more tokens than the tier's whole daily quota: no
    * wait helps, only a smaller request. Retry-After still says when the quota next resets.
@@ -142,13 +154,14 @@ function scripts(app: LimiterDeps): LimiterRedis {
 }
 
 /** '' tells the scripts to read Redis's TIME: production processes then share one clock. */
-const scriptNow = (app: LimiterDeps): string => (app.clock === systemClock ? '' : String(app.clock.now().getTime()));
+export const scriptNow = (app: Pick<LimiterDeps, 'clock'>): string =>
+  app.clock === systemClock ? '' : String(app.clock.now().getTime());
 
 // The hash tag keeps every key of one account in one cluster slot, as a multi-key script needs.
 const accountKey = (config: Pick<Config, 'redis'>, accountId: string, ...parts: string[]): string =>
   redisKey(config, 'limits', `{${accountId}}`, ...parts);
 
-function usageKeys(
+export function usageKeys(
   config: Pick<Config, 'redis'>,
   accountId: string,
 ): [counters: string, reservations: string, reserved: string] {
@@ -165,13 +178,7 @@ const spendKey = (config: Pick<Config, 'redis'>, accountId: string, month: Month
 
 function unavailable(app: LimiterDeps, err: unknown): AppError {
   app.metrics.limiter.unavailable.inc();
-  app.outages.redis.failure('rate limiter', err);
-  // Never admit unchecked traffic: a 503 with a short Retry-After lets clients back off and return.
-  return new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', {
-    code: 'service_unavailable',
-    headers: { 'Retry-After': '5' },
-    cause: err,
-  });
+  return dependencyDown(err, { log: app.outages.redis, source: 'rate limiter' });
 }
 
 function requireId(name: string, value: string): void {
@@ -240,7 +247,7 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
     }
   }
   if (Number(reply[0]) === -1) throw new GuardChanged();
-  const admission = toAdmission(limits, reply.slice(0, 8).map(Number));
+  const admission = toAdmission(limits, reply.slice(0, 8).map(Number), Number(reply[10]) === 1);
   if (!admission.allowed) {
     app.metrics.limiter.rejections.inc({ reason: admission.reason, tier: input.tier });
     if (admission.reason === 'spend' && input.spend) {
@@ -251,9 +258,11 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
         month,
         firstThisMonth: Number(reply[9]) === 1,
       };
-      // Nothing but a new month (or a higher limit) helps: the SDKs must not retry.
-      const { 'Retry-After': _wait, ...rest } = admission.headers;
-      admission.headers = { ...rest, ...retryAdvice(null) };
+      // Unless requests in flight hold it, nothing but a new month (or a higher limit) helps.
+      if (!admission.heldInFlight) {
+        const { 'Retry-After': _wait, ...rest } = admission.headers;
+        admission.headers = { ...rest, ...retryAdvice(null) };
+      }
     }
     if (admission.reason === 'tokens' && input.reserveTokens > limits.tokensPerDay) {
       admission.exceedsDailyQuota = { requested: input.reserveTokens, quota: limits.tokensPerDay };
@@ -271,12 +280,7 @@ async function ledgerSpend(app: LimiterDeps, accountId: string, month: Month): P
     app.outages.postgres.recovered();
     return spent;
   } catch (err) {
-    app.outages.postgres.failure('spending limit', err);
-    throw new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', {
-      code: 'service_unavailable',
-      headers: { 'Retry-After': '5' },
-      cause: err,
-    });
+    throw dependencyDown(err, { log: app.outages.postgres, source: 'spending limit' });
   }
 }
 
@@ -285,7 +289,7 @@ function requireNano(name: string, value: bigint): void {
     throw new TypeError(`${name} must be a bigint from 0 to 2^53 - 1 (got ${String(value)})`);
 }
 
-function toAdmission(limits: TierLimits, reply: number[]): Admission {
+function toAdmission(limits: TierLimits, reply: number[], heldInFlight: boolean): Admission {
   const [allowed, reason, retryAfterMs, now, minuteCount, hourCount, dayCount, tokensUsed] = reply.map(Number) as [
     number,
     number,
@@ -304,16 +308,20 @@ function toAdmission(limits: TierLimits, reply: number[]): Admission {
   ];
   const tokens = { limit: limits.tokensPerDay, used: tokensUsed, resetMs: until(DAY) };
   if (allowed === 1) return { allowed: true, retryAfterSeconds: 0, headers: rateLimitHeaders(windows, tokens) };
-  if (reason === 3)
-    return { allowed: false, reason: 'spend', retryAfterSeconds: 0, now, headers: rateLimitHeaders(windows, tokens) };
   const refusing = nearestWindow(windows);
+  const window = { window: { name: refusing.name, limit: refusing.limit } };
+  if (reason === 3 && !heldInFlight)
+    return { allowed: false, reason: 'spend', retryAfterSeconds: 0, now, headers: rateLimitHeaders(windows, tokens) };
+  // Held by requests in flight: the script's wait covers only the request windows.
+  const waitMs = heldInFlight ? Math.max(retryAfterMs, IN_FLIGHT_RETRY_MS) : retryAfterMs;
   return {
     allowed: false,
-    reason: reason === 2 ? 'tokens' : 'requests',
-    retryAfterSeconds: ceilSeconds(retryAfterMs),
+    reason: reason === 3 ? 'spend' : reason === 2 ? 'tokens' : 'requests',
+    retryAfterSeconds: ceilSeconds(waitMs),
     now,
-    ...(reason === 2 ? {} : { window: { name: refusing.name, limit: refusing.limit } }),
-    headers: rateLimitHeaders(windows, tokens, retryAfterMs),
+    ...(reason === 1 || (reason === 3 && retryAfterMs > 0) ? window : {}),
+    ...(heldInFlight ? { heldInFlight } : {}),
+    headers: rateLimitHeaders(windows, tokens, waitMs),
   };
 }
 
@@ -323,7 +331,7 @@ function toAdmission(limits: TierLimits, reply: number[]): Admission {
  */
 export function admissionError(admission: Admission): AppError {
   if (admission.allowed) throw new Error('admissionError called for an admitted request');
-  if (admission.spend) return spendLimitError(admission.spend, admission.headers);
+  if (admission.spend) return spendLimitError(admission, admission.spend);
   const tooLarge = admission.exceedsDailyQuota;
   if (tooLarge) {
     return new AppError(
@@ -333,13 +341,15 @@ export function admissionError(admission: Admission): AppError {
       { code: 'insufficient_quota', headers: admission.headers },
     );
   }
-  // A wait of a minute or less is said in seconds, as Retry-After says it; a longer one (no
-  // Retry-After then, see retryAdvice) by the moment the window resets.
-  const waitMs = admission.retryAfterSeconds * 1000;
-  const short = 'Retry-After' in admission.headers;
-  const wait = short
-    ? `Please try again in ${admission.retryAfterSeconds}s.`
-    : `Try again ${describeReset(admission.now ?? Date.now(), waitMs)}; retrying sooner will not succeed.`;
+  const wait = waitAdvice(admission);
+  if (admission.reason === 'tokens' && admission.heldInFlight) {
+    return new AppError(
+      'insufficient_quota',
+      `Requests of yours still in flight hold the rest of your daily token quota (each holds its messages plus max_tokens for each of n choices until it ends), so this request does not fit beside them. ` +
+        `The quota frees as they finish. ${wait}`,
+      { code: 'insufficient_quota', headers: admission.headers },
+    );
+  }
   if (admission.reason === 'tokens') {
     return new AppError(
       'insufficient_quota',
@@ -350,6 +360,7 @@ export function admissionError(admission: Admission): AppError {
       },
     );
   }
+  const short = 'Retry-After' in admission.headers;
   const per = admission.window && !short ? ` (${admission.window.limit} per ${admission.window.name})` : '';
   return new AppError('rate_limited', `Rate limit reached for requests${per}. ${wait}`, {
     code: 'rate_limit_exceeded',
@@ -357,13 +368,25 @@ export function admissionError(admission: Admission): AppError {
   });
 }
 
+/**
+ * A wait of a minute or less is said in seconds, as Retry-After says it; a longer one (no
+ * Retry-After then, see retryAdvice) by the moment the window resets.
+ */
+function waitAdvice(admission: Admission): string {
+  if ('Retry-After' in admission.headers) return `Please try again in ${admission.retryAfterSeconds}s.`;
+  const waitMs = admission.retryAfterSeconds * 1000;
+  return `Try again ${describeReset(admission.now ?? Date.now(), waitMs)}; retrying sooner will not succeed.`;
+}
+
 const atMinute = (d: Date): string => d.toISOString().replace(/:\d\d\.\d{3}Z$/, 'Z');
 
 /**
  * 429 insufficient_quota naming the limit, what is left of it and when it resets. A request that
- * alone may cost more than the whole limit is told to be smaller instead.
+ * alone may cost more than the whole limit is told to be smaller instead; one refused while
+ * requests in flight hold the rest is told that it frees as they finish.
  */
-function spendLimitError(s: SpendRefusal, headers: Record<string, string>): AppError {
+function spendLimitError(admission: Admission, s: SpendRefusal): AppError {
+  const headers = admission.headers;
   const limit = `$${usdOfNano(s.limitNanoUsd)}`;
   const most = `$${usdOfNano(s.reserveNanoUsd)}`;
   const change = 'Raise or remove the limit with PUT or DELETE /v1/billing/spend-limit';
@@ -376,6 +399,16 @@ function spendLimitError(s: SpendRefusal, headers: Record<string, string>): AppE
     );
   }
   const left = s.limitNanoUsd > s.usedNanoUsd ? s.limitNanoUsd - s.usedNanoUsd : 0n;
+  if (admission.heldInFlight) {
+    const window = admission.window;
+    const also = window ? ` Your limit of ${window.limit} requests per ${window.name} is reached as well.` : '';
+    return new AppError(
+      'insufficient_quota',
+      `Requests of yours still in flight hold part of your monthly spending limit of ${limit} until they end (each holds the most it may cost, then keeps only what it cost): $${usdOfNano(left)} of it is free now, and this request may cost up to ${most}. ` +
+        `It frees as they finish.${also} ${waitAdvice(admission)}`,
+      { code: 'insufficient_quota', headers },
+    );
+  }
   return new AppError(
     'insufficient_quota',
     `You have reached your monthly spending limit of ${limit}: $${usdOfNano(left)} of it is left this month (requests in flight included), and this request may cost up to ${most}. ` +
@@ -454,6 +487,20 @@ async function admitKeyRegeneration(
     : { allowed: false, retryAfterSeconds: ceilSeconds(retryAfterMs) };
 }
 
+/** When the account may regenerate its key next: undefined when it may now (read without counting). */
+async function nextKeyRegeneration(app: LimiterDeps, accountId: string): Promise<Date | undefined> {
+  requireId('accountId', accountId);
+  let last: string | null;
+  try {
+    last = await app.redis.get(accountKey(app.config, accountId, 'key-regeneration'));
+  } catch (err) {
+    throw unavailable(app, err);
+  }
+  if (last === null) return undefined;
+  const next = new Date(Number(last) + app.config.auth.regenerateWindowMs);
+  return next.getTime() > app.clock.now().getTime() ? next : undefined;
+}
+
 /**
  * The rate limits, token quota and spending limit of every account, built once per process over
  * its command connection: admission, settlement and the key regeneration cooldown, each one Redis
@@ -487,5 +534,10 @@ export class Limiter {
 
   admitKeyRegeneration(accountId: string): Promise<{ allowed: boolean; retryAfterSeconds: number }> {
     return admitKeyRegeneration(this.deps, accountId);
+  }
+
+  /** See nextKeyRegeneration() above. */
+  nextKeyRegeneration(accountId: string): Promise<Date | undefined> {
+    return nextKeyRegeneration(this.deps, accountId);
   }
 }

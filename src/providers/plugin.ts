@@ -1,5 +1,5 @@
-// What a provider plug-in is: its name, the environment variables it reads, and (loaded only by the
-// registry) its request rules and adapter factory. This module and every <name>.plugin.ts import
+// What a provider plug-in is: its name, label and telemetry name, the environment variables it
+// reads, and (loaded only by the registry) its request rules and adapter factory. This module and every <name>.plugin.ts import
 // nothing at run time, so config.ts reads every provider's settings through the list in
 // providers.ts without loading an adapter or an SDK.
 import type { CompletionParams, Provider } from './types.js';
@@ -50,6 +50,13 @@ export interface ProviderAdapter<S extends SettingsSchema = SettingsSchema> {
 export interface ProviderPlugin<N extends string = string, S extends SettingsSchema = SettingsSchema> {
   /** The catalog's `provider` and the model object's `owned_by`. */
   readonly name: N;
+  /** How error messages name it ("OpenAI stream failed: …"). */
+  readonly label: string;
+  /**
+   * OpenTelemetry's `gen_ai.provider.name` (and `gen_ai.system`) on the spans of its calls: the
+   * GenAI conventions' well-known value where they define one (`openai`, `gcp.gemini`).
+   */
+  readonly telemetryName: string;
   readonly settings: S;
   /** A dynamic import of the adapter and its rules, so the list of plug-ins stays free of them. */
   readonly adapter: () => Promise<ProviderAdapter<S>>;

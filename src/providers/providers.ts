@@ -1,6 +1,6 @@
 // The providers, listed once. Everything else that names them derives from this list: the
 // ProviderName type, the catalog's provider enum, the model object's owned_by, the provider
-// settings config.ts reads and the registry's adapters. Adding a provider: one folder under
+// settings config.ts reads, the registry's adapters and the name traces give their calls. Adding a provider: one folder under
 // src/providers/ and one entry here (docs/models-and-providers.md, "Adding a provider").
 // The plug-ins name their adapters without importing them, so importing this list loads no SDK.
 import { anthropic } from './anthropic/anthropic.plugin.js';

@@ -1,19 +1,37 @@
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
+import { local } from './local/local.plugin.js';
 import { LocalProvider } from './local/local.provider.js';
-import { isConfigured, type ProviderAdapter, type ProviderPlugin } from './plugin.js';
+import { withCheckedOutput } from './checked-output.js';
+import { withFanOut } from './fan-out.js';
+import { isConfigured, type ProviderAdapter, type ProviderPlugin, type SettingsOf } from './plugin.js';
 import { PROVIDERS, type ProviderName } from './providers.js';
 import type { Provider } from './types.js';
 
-// Every plug-in's adapter module (and its SDK) loads here, once, with the registry: the list in
-// providers.ts only names them, so config.ts reads the providers' settings without loading one.
-const PLUGINS = new Map<string, { plugin: ProviderPlugin; adapter: ProviderAdapter }>(
-  await Promise.all(
-    PROVIDERS.map(
-      async (plugin: ProviderPlugin) => [plugin.name, { plugin, adapter: await plugin.adapter() }] as const,
-    ),
-  ),
-);
+/** Each plug-in's adapter module, loaded once per process. */
+const ADAPTERS = new WeakMap<ProviderPlugin, ProviderAdapter>();
+/** The plug-in each adapter instance serves, which names it in telemetry. */
+const SERVED_BY = new WeakMap<Provider, ProviderPlugin>();
+
+/**
+ * Loads the plug-ins' adapter modules (and their SDKs) into this process. Every plug-in in
+ * providers.ts loads here, with the registry: the list only names them, so config.ts reads the
+ * providers' settings without loading one. A test that adds a plug-in of its own loads it too.
+ */
+export async function loadAdapters(plugins: readonly ProviderPlugin[]): Promise<void> {
+  for (const [plugin, adapter] of await Promise.all(plugins.map(async (p) => [p, await p.adapter()] as const)))
+    ADAPTERS.set(plugin, adapter);
+}
+
+await loadAdapters(PROVIDERS);
+
+/**
+ * OpenTelemetry's `gen_ai.provider.name` for the calls of an adapter the registry built: its
+ * plug-in's telemetry name (the local model's when it stands in for another provider).
+ */
+export function telemetryNameOf(provider: Provider): string {
+  return SERVED_BY.get(provider)?.telemetryName ?? provider.name;
+}
 
 /** What the registry reads of a catalog model: providers know nothing of the catalog beyond this. */
 export interface ServedModel {
@@ -45,24 +63,36 @@ export class ProviderRegistry {
   for(model: ServedModel): Provider {
     const name = model.provider;
     const { providers, limits } = this.config;
-    const found = PLUGINS.get(name);
-    if (!found) throw unavailable(model);
-    const { plugin, adapter } = found;
+    const plugin = providers.plugins.find((p) => p.name === name);
+    if (!plugin) throw unavailable(model);
+    const adapter = ADAPTERS.get(plugin);
+    if (!adapter) throw new Error(`provider ${name}: its adapter is not loaded (loadAdapters)`);
     if (providers.backend === 'local' && name !== 'local')
-      return this.once(`local-as-${name}`, () => new LocalProvider(providers.local, adapter.rules));
-    const settings = providers[name];
+      return this.once(`local-as-${name}`, local, () =>
+        withCheckedOutput(new LocalProvider(providers.local, adapter.rules)),
+      );
+    // By the plug-in's name: the settings' type covers providers.ts's list, a test's own plug-in too.
+    const settings = (providers as unknown as Record<string, SettingsOf<typeof plugin.settings>>)[name]!;
     if (!isConfigured(plugin.settings, settings)) throw unavailable(model);
-    return this.once(name, () =>
-      adapter.create(settings, {
-        timeoutMs: providers.requestTimeoutMs,
-        defaultMaxTokens: limits.defaultCompletionReservation,
-      }),
+    // n beyond what one call answers becomes several calls; strict json_schema answers are checked.
+    return this.once(name, plugin, () =>
+      withCheckedOutput(
+        withFanOut(
+          adapter.create(settings, {
+            timeoutMs: providers.requestTimeoutMs,
+            defaultMaxTokens: limits.defaultCompletionReservation,
+          }),
+        ),
+      ),
     );
   }
 
-  private once(key: string, make: () => Provider): Provider {
+  private once(key: string, plugin: ProviderPlugin, make: () => Provider): Provider {
     let p = this.built.get(key);
-    if (!p) this.built.set(key, (p = make()));
+    if (!p) {
+      this.built.set(key, (p = make()));
+      SERVED_BY.set(p, plugin);
+    }
     return p;
   }
 }

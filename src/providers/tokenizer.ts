@@ -2,7 +2,8 @@
 // model's usage, for admission estimates, and for counting what a cancelled stream produced.
 // Other providers tokenize differently; their own usage numbers win whenever they send them.
 import { countTokens as bpeCount, encode, decodeGenerator } from 'gpt-tokenizer/encoding/o200k_base';
-import type { ChatMessage } from './types.js';
+import { imagesOf, textOf } from './messages.js';
+import type { ChatMessage, CompletionParams } from './types.js';
 
 // Text is plain text here: "<|endoftext|>" in a prompt is characters, not a control token
 // (the library's default would throw on it).
@@ -41,10 +42,45 @@ export function countTokens(text: string): number {
 export const TOKENS_PER_MESSAGE = 3;
 export const REPLY_PRIMING_TOKENS = 3;
 
-/** Prompt tokens of a chat request, the way OpenAI counts them for o200k models. */
-export function countPromptTokens(messages: readonly ChatMessage[]): number {
+/**
+ * An image in a prompt, whatever its size: OpenAI's count for a 1024×1024 image at high detail
+ * (85 + 4 tiles × 170). Providers count by the image's pixels, known only once it is decoded, so
+ * this is the admission estimate and the local model's count; the provider's own figure settles.
+ */
+export const IMAGE_TOKENS = 765;
+/** The framing of one tool call in a message, or of one tool definition. */
+export const TOKENS_PER_TOOL = 8;
+
+/** Tokens of a tool call or definition: its JSON text and its framing. */
+const jsonTokens = (value: unknown) => TOKENS_PER_TOOL + countTokens(JSON.stringify(value));
+
+/**
+ * Prompt tokens of a chat request, the way OpenAI counts them for o200k models: every message's
+ * role and text, each image (IMAGE_TOKENS), each tool call a message made and each tool result, the
+ * tool definitions and a json_schema the answer must match (their JSON text, as the providers put
+ * them in the prompt).
+ */
+export function countPromptTokens(
+  messages: readonly ChatMessage[],
+  extras: Pick<CompletionParams, 'tools' | 'response_format'> = {},
+): number {
   let total = REPLY_PRIMING_TOKENS;
-  for (const m of messages) total += TOKENS_PER_MESSAGE + countTokens(m.role) + countTokens(m.content);
+  for (const m of messages) {
+    total += TOKENS_PER_MESSAGE + countTokens(m.role) + countTokens(textOf(m.content));
+    total += imagesOf(m.content).length * IMAGE_TOKENS;
+    for (const call of m.tool_calls ?? []) total += jsonTokens(call.function);
+    if (m.tool_call_id !== undefined) total += countTokens(m.tool_call_id);
+  }
+  for (const tool of extras.tools ?? []) total += jsonTokens(tool.function);
+  const format = extras.response_format;
+  if (format?.type === 'json_schema') total += jsonTokens(format.json_schema);
+  return total;
+}
+
+/** Completion tokens of tool calls: each call's function name and arguments, and its framing. */
+export function countToolCallTokens(calls: readonly { name: string; arguments: string }[]): number {
+  let total = 0;
+  for (const c of calls) total += TOKENS_PER_TOOL + countTokens(c.name) + countTokens(c.arguments);
   return total;
 }
 

@@ -1,10 +1,47 @@
 // The one interface every upstream adapter implements: an OpenAI-shaped request in, a stream of
 // events out. Adapters know nothing of accounts, queues or billing.
 
-export interface ChatMessage {
-  role: string;
-  content: string;
+export type ContentPart =
+  | { type: 'text'; text: string }
+  /** A data URL, or an https URL for a provider that fetches images itself. */
+  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };
+
+/** A call an assistant message made: `arguments` is JSON text. */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
 }
+
+export interface ChatMessage {
+  /** system, developer, user, assistant or tool. */
+  role: string;
+  /** Null only in an assistant message that makes tool calls. */
+  content: string | ContentPart[] | null;
+  name?: string;
+  /** The calls an assistant message made. */
+  tool_calls?: ToolCall[];
+  /** In a tool message: the call it answers. */
+  tool_call_id?: string;
+}
+
+/** A JSON Schema object, as the client sent it. */
+export type JsonSchemaObject = Record<string, unknown>;
+
+export interface ToolDefinition {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: JsonSchemaObject; strict?: boolean };
+}
+
+export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
+
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | {
+      type: 'json_schema';
+      json_schema: { name: string; description?: string; schema?: JsonSchemaObject; strict?: boolean };
+    };
 
 /** The request fields an adapter maps onto its provider, already validated by the web tier. */
 export interface CompletionParams {
@@ -13,6 +50,7 @@ export interface CompletionParams {
   messages: ChatMessage[];
   temperature?: number;
   top_p?: number;
+  /** max_tokens, or max_completion_tokens (its other name). */
   max_tokens?: number;
   n?: number;
   stop?: string[];
@@ -20,11 +58,25 @@ export interface CompletionParams {
   frequency_penalty?: number;
   logit_bias?: Record<string, number>;
   user?: string;
+  seed?: number;
+  /** Present only when non-empty. */
+  tools?: ToolDefinition[];
+  /** Only with tools. */
+  tool_choice?: ToolChoice;
+  /** Only with tools. */
+  parallel_tool_calls?: boolean;
+  /** Absent for plain text. */
+  response_format?: Exclude<ResponseFormat, { type: 'text' }>;
 }
 
 export type CompletionEvent =
   /** A piece of text of choice `index`. */
   | { type: 'delta'; index: number; content: string }
+  /**
+   * A piece of tool call `call` (0, 1, … within the choice) of choice `index`: its first piece
+   * carries the call's id and function name, every piece a fragment of its JSON arguments.
+   */
+  | { type: 'tool_call'; index: number; call: number; id?: string; name?: string; arguments: string }
   /** Choice `index` ended: stop, length, content_filter, ... (OpenAI's words). */
   | { type: 'finish'; index: number; reason: string }
   /** The provider's own token counts, sent once, at the end, with the model it says answered when it says. */
@@ -35,6 +87,13 @@ export interface Provider {
   readonly name: string;
   /** A short name for system_fingerprint and logs (for example "local-model-v1"). */
   readonly fingerprint?: string;
+  /**
+   * The most choices one upstream call returns (Anthropic's Messages API: 1); unset, any n. A
+   * larger n is made as n calls merged into one answer (fan-out.ts), which the registry arranges.
+   */
+  readonly maxChoices?: number;
+  /** The provider a wrapper (fan-out.ts, checked-output.ts) is built around. */
+  readonly wraps?: Provider;
   /**
    * Throws AppError (422, naming the field in `param` and the 422 detail) when the provider
    * cannot honour a field, before anything is sent upstream.
@@ -51,6 +110,11 @@ export interface Provider {
    * has one; the local model (no upstream) serves those clients from stream().
    */
   complete?(params: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent>;
+}
+
+/** The adapter underneath any wrappers. */
+export function adapterOf(provider: Provider): Provider {
+  return provider.wraps ? adapterOf(provider.wraps) : provider;
 }
 
 /** An upstream failure, classified so the worker knows whether a retry can help. */

@@ -168,3 +168,26 @@ export function assertComplete(provider: string, expected: number, finished: Rea
     throw new ProviderError(`${provider} stream ended before the answer was complete`, 502, true);
   }
 }
+
+/**
+ * For providers that take a tool call's input as an object (Anthropic's tool_use, Gemini's
+ * functionCall): the arguments of every tool call in the messages must be a JSON object.
+ */
+export function checkToolCallArguments(messages: readonly ChatMessage[], provider: string): void {
+  messages.forEach((m, i) =>
+    m.tool_calls?.forEach((call, j) => {
+      let value: unknown;
+      try {
+        value = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
+      } catch {
+        value = undefined;
+      }
+      if (value === null || typeof value !== 'object' || Array.isArray(value))
+        throw unsupported(
+          'messages',
+          `${provider} models take a tool call's arguments as a JSON object; these are not one`,
+          ['messages', i, 'tool_calls', j, 'function', 'arguments'],
+        );
+    }),
+  );
+}

@@ -1,5 +1,5 @@
 import { createTask } from 'node-cron';
-import { addDays, addMonths, dayKey, monthOf, startOfUtcDay } from '../billing/periods.js';
+import { addDays, addMonths, dayKey, monthOf, startOfUtcDay } from '../calendar.js';
 
 /**
  * The first time at or after `at` that a cron expression fires, in UTC. node-cron has no public

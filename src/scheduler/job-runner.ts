@@ -3,7 +3,17 @@ import type { Db } from '../infra/db.js';
 import type { Logger } from '../logger.js';
 import type { SchedulerMetrics } from '../metrics.js';
 import type { JobDefinition, JobDeps } from './jobs.js';
-import { BUSY, findRun, markRunFinished, markRunStarted, withRunClaim } from './scheduler-runs.repository.js';
+import {
+  BUSY,
+  findRun,
+  markRunFinished,
+  markRunStarted,
+  recentRuns,
+  withRunClaim,
+} from './scheduler-runs.repository.js';
+
+/** The latest runs of every job, newest first (`npm run run-job -- status`). */
+export const recentJobRuns = (db: Db, limit: number) => recentRuns(db, limit);
 
 export type RunOutcome =
   | { outcome: 'ran'; ok: boolean; summary: Record<string, unknown> }

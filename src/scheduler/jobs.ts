@@ -1,17 +1,18 @@
 import type { Config } from '../config.js';
 import { invoiceMonth, type MonthlyInvoicingDeps } from '../billing/monthly-invoicing.service.js';
 import type { JobOptions, JobResult } from '../billing/job.js';
-import { parseMonthKey } from '../billing/periods.js';
-import { reconcileAccounts, type ReconcileDeps } from '../billing/reconcile.service.js';
+import { parseMonthKey } from '../calendar.js';
+import { reconcileAccounts, type ReconcileDeps } from '../subscriptions/reconcile.service.js';
 import { auditUsageTotals, type UsageTotalsDeps } from '../billing/usage-totals.service.js';
+import { purgeEndedSignIns, type SignInCleanupDeps } from '../console-identity/cleanup.service.js';
 import type { Granularity } from './cron.js';
 
-export type JobName = 'invoices' | 'reconcile' | 'rollup';
+export type JobName = 'invoices' | 'reconcile' | 'rollup' | 'sign-ins';
 
 /** What the scheduled jobs work with, all together (a worker hands its parts over). */
-export type JobDeps = MonthlyInvoicingDeps & ReconcileDeps & UsageTotalsDeps;
+export type JobDeps = MonthlyInvoicingDeps & ReconcileDeps & UsageTotalsDeps & SignInCleanupDeps;
 
-/** A scheduled job: when it is due (cron, UTC) and what it does for a period (the work lives in src/billing). */
+/** A scheduled job: when it is due (cron, UTC) and what it does for a period (the work lives in its feature). */
 export interface JobDefinition {
   name: JobName;
   granularity: Granularity;
@@ -48,6 +49,19 @@ export const JOBS: Record<JobName, JobDefinition> = {
     needsStripe: false,
     cron: (c) => c.scheduler.rollupCron,
     run: (app, period, opts) => auditUsageTotals(app, month(period), opts),
+  },
+  'sign-ins': {
+    name: 'sign-ins',
+    granularity: 'day',
+    needsStripe: false,
+    cron: (c) => c.scheduler.signInCleanupCron,
+    run: async (app, _period, opts) => {
+      const deleted = await purgeEndedSignIns(app);
+      opts.progress?.(
+        `deleted ${deleted.signInLinks} sign-in link(s) and ${deleted.sessions} console session(s) that ended over a day ago`,
+      );
+      return { ok: true, summary: { deleted } };
+    },
   },
 };
 

@@ -2,7 +2,8 @@ import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Db } from '../infra/db.js';
 import { callStripe, isResourceMissing, stripeFailure, type Stripe } from '../infra/stripe.js';
-import { type Account, findAccountById, setOpenCheckoutSession } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/accounts.repository.js';
+import { findAccount, rememberOpenCheckoutSession } from '../accounts/account-billing.service.js';
 import { getAccount } from '../accounts/accounts.service.js';
 import { subscribeAndUpgrade, type PaidTierDeps } from './paid-tier.service.js';
 import { usablePaymentMethod } from './setup-intents.service.js';
@@ -24,7 +25,10 @@ export interface CheckoutDeps extends PaidTierDeps {
   config: Pick<Config, 'stripe' | 'redis' | 'http'>;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** metadata.purpose of a setup-mode session that changes the card on file (card-checkout.service.ts); never an upgrade. */
+export const CARD_CHANGE_PURPOSE = 'payment_method_update';
 
 function checkoutResult(account: Account, session: Stripe.Checkout.Session): SubscriptionResult {
   return subscriptionResult(
@@ -40,7 +44,8 @@ function checkoutResult(account: Account, session: Stripe.Checkout.Session): Sub
   );
 }
 
-async function retrieveSession(stripe: Stripe, sessionId: string): Promise<Stripe.Checkout.Session | null> {
+/** A checkout session with its setup intent and that intent's payment method expanded; null when Stripe has none by that id. */
+export async function retrieveSession(stripe: Stripe, sessionId: string): Promise<Stripe.Checkout.Session | null> {
   try {
     return await stripe.checkout.sessions.retrieve(sessionId, { expand: ['setup_intent.payment_method'] });
   } catch (err) {
@@ -66,14 +71,14 @@ export async function checkCompletedSession(
   app: { db: Db },
   session: Stripe.Checkout.Session,
 ): Promise<ReadyCheckout | SubscriptionResult> {
-  if (session.mode !== 'setup') {
+  if (session.mode !== 'setup' || session.metadata?.purpose === CARD_CHANGE_PURPOSE) {
     throw new AppError('invalid_request', 'This checkout session was not created by the upgrade endpoint.', {
       code: 'checkout_session_unknown',
       param: 'session_id',
     });
   }
   const accountId = session.metadata?.account_id ?? session.client_reference_id;
-  const account = accountId && UUID.test(accountId) ? await findAccountById(app.db, accountId) : undefined;
+  const account = accountId && UUID.test(accountId) ? await findAccount(app.db, accountId) : undefined;
   if (!account) {
     throw new AppError('not_found', 'This checkout session does not belong to any account of this service.', {
       code: 'checkout_session_unknown',
@@ -170,7 +175,7 @@ async function openCheckoutSession(
       { idempotencyKey: key },
     ),
   );
-  await setOpenCheckoutSession(app.db, account.id, session.id, app.clock.now());
+  await rememberOpenCheckoutSession(app.db, account.id, session.id, app.clock.now());
   return session;
 }
 

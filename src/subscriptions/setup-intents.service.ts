@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js';
 import { callStripe, isResourceMissing, stripeFailure, type Stripe } from '../infra/stripe.js';
-import { updateAccountBilling } from '../accounts/accounts.repository.js';
+import { updateAccountBilling } from '../accounts/account-billing.service.js';
 import { getAccount } from '../accounts/accounts.service.js';
 import type { Tier } from '../../db/schema/accounts.js';
 import { subscribeAndUpgrade, type PaidTierDeps } from './paid-tier.service.js';

@@ -1,7 +1,8 @@
 import type { Clock } from '../clock.js';
 import type { Db } from '../infra/db.js';
 import { callStripe, type Stripe } from '../infra/stripe.js';
-import { type Account, setCustomerIdIfUnset } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/accounts.repository.js';
+import { rememberStripeCustomer } from '../accounts/account-billing.service.js';
 import { getAccount } from '../accounts/accounts.service.js';
 
 /** The card on file as the account keeps it: brand and last 4 digits only. */
@@ -30,7 +31,7 @@ export async function ensureCustomer(app: { db: Db; clock: Clock }, stripe: Stri
       { idempotencyKey: `customer:${account.id}` },
     ),
   );
-  await setCustomerIdIfUnset(app.db, account.id, customer.id, app.clock.now());
+  await rememberStripeCustomer(app.db, account.id, customer.id, app.clock.now());
   const stored = await getAccount(app, account.id);
   return stored.stripe_customer_id ?? customer.id;
 }

@@ -69,11 +69,29 @@ export const SetupIntentResultSchema: JsonSchema = {
   },
 };
 
+export const CardCheckoutSchema: JsonSchema = {
+  type: 'object',
+  required: ['id', 'checkout_url', 'expires_at'],
+  properties: {
+    id: { type: 'string', description: 'The checkout session (cs_…)' },
+    checkout_url: { type: 'string', description: "Stripe's hosted page where the new card is entered" },
+    expires_at: { type: 'string', format: 'date-time', description: 'After this the page no longer works' },
+  },
+};
+
 export const CheckoutCancelledSchema: JsonSchema = {
   type: 'object',
   required: ['status', 'message'],
   properties: { status: { type: 'string', enum: ['checkout_cancelled'] }, message: { type: 'string' } },
 };
+
+const windowNames = ['requests_per_minute', 'requests_per_hour', 'requests_per_day', 'tokens_per_day'];
+const windowFigures = (what: string): Record<string, JsonSchema> => ({
+  requests_per_minute: { type: 'integer', minimum: 0, description: `${what}: requests this minute (UTC)` },
+  requests_per_hour: { type: 'integer', minimum: 0, description: `${what}: requests this hour` },
+  requests_per_day: { type: 'integer', minimum: 0, description: `${what}: requests this UTC day` },
+  tokens_per_day: { type: 'integer', minimum: 0, description: `${what}: tokens this UTC day` },
+});
 
 export const SubscriptionInfoSchema: JsonSchema = {
   type: 'object',
@@ -97,11 +115,43 @@ export const SubscriptionInfoSchema: JsonSchema = {
         },
       },
     },
-    limits: { type: 'object', description: "The tier's rate limits" },
+    limits: {
+      type: 'object',
+      description: "The tier's rate limits, and what is left of each window now",
+      required: ['requests_per_minute', 'requests_per_hour', 'requests_per_day', 'tokens_per_day'],
+      properties: {
+        ...windowFigures('The limit'),
+        remaining: {
+          type: ['object', 'null'],
+          description:
+            'What is left now, from the counters the X-RateLimit-* headers report (requests admitted, tokens settled today plus those reserved by requests in flight); null when they cannot be read',
+          required: windowNames,
+          properties: windowFigures('Left now'),
+        },
+        resets_at: {
+          type: ['object', 'null'],
+          description: 'When each window starts again (UTC): the end of the current minute, hour and day',
+          required: windowNames,
+          properties: Object.fromEntries(windowNames.map((w) => [w, { type: 'string', format: 'date-time' }])),
+        },
+      },
+    },
     spend_limit: {
       ...SpendLimitSchema,
       description:
         'The monthly spending limit and what is left of it this month (as GET /v1/billing/spend-limit answers)',
+    },
+    api_key: {
+      type: 'object',
+      required: ['next_regeneration_at'],
+      properties: {
+        next_regeneration_at: {
+          type: ['string', 'null'],
+          format: 'date-time',
+          description:
+            'When POST /v1/auth/regenerate-api-key is allowed next (one call per 2 hours); null when it is allowed now, or when the counter cannot be read',
+        },
+      },
     },
   },
 };

@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js';
 import { onCommit, type Trx } from '../infra/db.js';
 import { invalidateAccountKeys } from '../accounts/auth.service.js';
 import type { Tier } from '../../db/schema/accounts.js';
-import { insertTierChange, lockAccount, setTier } from '../accounts/accounts.repository.js';
+import { lockAccount, recordTierChange } from '../accounts/account-billing.service.js';
 
 /** What a tier change uses besides the caller's transaction: what tells every web process once it has committed. */
 export interface TierDeps {
@@ -38,8 +38,7 @@ export async function changeTier(
   const account = await lockAccount(trx, accountId);
   if (!account) throw new Error(`changeTier: no account ${accountId}`);
   if (account.tier === to) return { changed: false, from: account.tier, to };
-  await setTier(trx, accountId, to, at);
-  await insertTierChange(trx, { accountId, from: account.tier, to, reason, at });
+  await recordTierChange(trx, { accountId, from: account.tier, to, reason, at });
   onCommit(trx, () => invalidateAccountKeys(app, accountId));
   return { changed: true, from: account.tier, to };
 }

@@ -11,7 +11,7 @@ import {
   verifyWebhookEvent,
   type Stripe,
 } from '../infra/stripe.js';
-import { findAccountByCustomer, lockAccount, updateAccountBilling } from '../accounts/accounts.repository.js';
+import { findAccountByCustomer, lockAccount, updateAccountBilling } from '../accounts/account-billing.service.js';
 import { checkCompletedSession } from './checkout-sessions.service.js';
 import { activatePaidTier } from './paid-tier.service.js';
 import { cardOf, defaultPaymentMethod, idOf, setDefaultPaymentMethod } from './stripe-customer.service.js';

@@ -1,5 +1,4 @@
 import { hostname } from 'node:os';
-import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Db } from '../infra/db.js';
 import type { RedisClient } from '../infra/redis.js';
@@ -9,7 +8,6 @@ import { insertUsageEvents } from './usage.repository.js';
 import { requestCostUsd } from './usage-cost.js';
 import { METERING_GROUP, parseUsageEntry, usageStreamKeys } from './usage-stream.js';
 import type { UsageEvent } from './usage-event.js';
-import { queueReachedSpendAlerts } from '../billing/spend-alerts.service.js';
 
 /** An entry another consumer took but never acknowledged (it crashed) is taken over after this long. */
 const RECLAIM_IDLE_MS = 30_000;
@@ -66,21 +64,29 @@ export async function drainUsageOnce(app: MeteringDeps, redis: RedisClient, opts
 
 type Entries = [id: string, fields: string[]][];
 
-/** What metering works with: the ledger, its configuration, its metrics and log, the time alerts are queued at. */
+/**
+ * Told of each batch metering writes to the ledger (copies the ledger already held included), before
+ * the batch is acknowledged: a listener that throws has the batch delivered again, so none is lost.
+ * Usage raises it and knows nothing of who listens; the process's context registers billing's
+ * spending-limit alerts.
+ */
+export type UsageRecordedListener = (events: readonly UsageEvent[]) => Promise<unknown>;
+
+/** What metering works with: the ledger, its configuration, its metrics and log, and the listener it tells. */
 export interface MeteringDeps {
   db: Db;
-  clock: Clock;
   log: Logger;
   metrics: { metering: MeteringMetrics };
   config: Pick<Config, 'redis'>;
+  onUsageRecorded: UsageRecordedListener;
 }
 
 /**
  * Drains up to `count` usage events of one stream into the ledger: first this consumer's own
  * unacknowledged entries, then entries a dead consumer left behind, then new ones (waiting up to
  * `blockMs`). Inserted with ON CONFLICT DO NOTHING, then acknowledged and deleted, so a crash at
- * any point re-delivers and never double counts. Before the acknowledgement, the spending-limit
- * alerts the new rows reach are queued: a failure there re-delivers the batch too, so none is lost.
+ * any point re-delivers and never double counts. Before the acknowledgement the batch's listener
+ * runs (onUsageRecorded): a failure there re-delivers the batch too.
  */
 async function drainStream(
   app: MeteringDeps,
@@ -131,7 +137,7 @@ async function drainStream(
     else app.log.error({ fields }, 'unreadable usage entry; dropping it');
   }
   const inserted = await insertUsageEvents(app.db, events);
-  await queueReachedSpendAlerts(app, events);
+  await app.onUsageRecorded(events);
   const ids = entries.map(([id]) => id);
   await redis
     .multi()
@@ -147,11 +153,11 @@ async function drainStream(
  * stream in time. The ledger is keyed by request id, so a later copy from the stream is dropped.
  */
 export async function recordUsageDirectly(
-  app: Pick<MeteringDeps, 'db' | 'clock' | 'metrics'>,
+  app: Pick<MeteringDeps, 'db' | 'metrics' | 'onUsageRecorded'>,
   usage: UsageEvent,
 ): Promise<void> {
   countLedgerRows(app.metrics.metering, await insertUsageEvents(app.db, [usage]));
-  await queueReachedSpendAlerts(app, [usage]);
+  await app.onUsageRecorded([usage]);
 }
 
 /** Rows new to the ledger, and what they cost at catalog prices. */

@@ -1,5 +1,5 @@
 import type { Db } from '../infra/db.js';
-import type { Month } from '../billing/periods.js';
+import type { Month } from '../calendar.js';
 import { monthPaidCostNanoUsd } from './usage.repository.js';
 
 /**

@@ -14,4 +14,6 @@ export interface UsageEvent {
   output_price_per_million: string;
   /** ISO time the request was admitted. */
   created_at: string;
+  /** The request asked for a stream; absent in entries a worker appended before this was carried (false). */
+  stream?: boolean;
 }

@@ -2,9 +2,10 @@ import { sql } from 'kysely';
 import type { Db, Trx } from '../infra/db.js';
 import type { UsageEvent } from './usage-event.js';
 
-// The one repository of the usage ledger (usage_events) and of the monthly totals its statement
-// trigger keeps current (usage_monthly_totals): metering writes here, and billing reads, reserves
-// rows for invoices and audits the totals here, so every query on the ledger sits in one place.
+// The one repository of the usage ledger (usage_events) and of the monthly and daily totals its
+// statement triggers keep current (usage_monthly_totals, usage_daily_totals): metering writes here,
+// and billing reads, reserves rows for invoices and audits the totals here, so every query on the
+// ledger sits in one place.
 
 /**
  * Inserts ledger rows, ignoring request ids already recorded (a redelivered stream entry or a
@@ -28,6 +29,7 @@ export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<U
         output_price_per_million: e.output_price_per_million,
         cost_usd: sql<string>`(${e.prompt_tokens}::numeric * ${e.input_price_per_million}::numeric + ${e.completion_tokens}::numeric * ${e.output_price_per_million}::numeric) / 1000000`,
         created_at: new Date(e.created_at),
+        stream: e.stream === true,
       })),
     )
     .onConflict((oc) => oc.column('request_id').doNothing())
@@ -118,6 +120,93 @@ export async function usageByMonth(db: Db, accountId: string, from: Date, to: Da
      group by month
      order by month`.execute(db);
   return r.rows;
+}
+
+export interface DayModelUsageRow {
+  /** YYYY-MM-DD, UTC. */
+  date: string;
+  model: string;
+  requests: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  /** Exact sum of paid-tier cost (free-tier usage costs nothing). */
+  cost_usd: string;
+}
+
+/**
+ * An account's usage per UTC day and model, for the days from `fromDay` to `toDay` inclusive
+ * (YYYY-MM-DD): the daily totals' rows as they are stored, in key order.
+ */
+export async function usageByDayAndModel(
+  db: Db,
+  accountId: string,
+  fromDay: string,
+  toDay: string,
+): Promise<DayModelUsageRow[]> {
+  const r = await sql<DayModelUsageRow>`
+    select to_char(day, 'YYYY-MM-DD') as date, model, requests, prompt_tokens, completion_tokens, cost_usd
+      from usage_daily_totals
+     where account_id = ${accountId} and day between ${fromDay}::date and ${toDay}::date
+     order by day, model`.execute(db);
+  return r.rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The account's requests, newest first (keyset paging on usage_events_account_recent)
+
+export interface LedgerRequestRow {
+  request_id: string;
+  created_at: Date;
+  model: string;
+  tier: 'free' | 'paid';
+  stream: boolean;
+  status: 'completed' | 'cancelled' | 'failed';
+  prompt_tokens: number;
+  completion_tokens: number;
+  cost_usd: string;
+}
+
+/** The ledger row of one of the account's requests, by request id: where a page after it starts. */
+export async function findLedgerRowId(db: Db, accountId: string, requestId: string): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('usage_events')
+    .select('id')
+    .where('request_id', '=', requestId)
+    .where('account_id', '=', accountId)
+    .executeTakeFirst();
+  return row?.id;
+}
+
+/**
+ * Up to `limit` of the account's requests, newest first (created_at, then ledger id), after the
+ * row `afterId` when given. A keyset on the index, never OFFSET: every page costs the same.
+ */
+export async function recentLedgerRows(
+  db: Db,
+  accountId: string,
+  afterId: string | null,
+  limit: number,
+): Promise<LedgerRequestRow[]> {
+  let q = db
+    .selectFrom('usage_events')
+    .select([
+      'request_id',
+      'created_at',
+      'model',
+      'tier',
+      'stream',
+      'status',
+      'prompt_tokens',
+      'completion_tokens',
+      'cost_usd',
+    ])
+    .where('account_id', '=', accountId);
+  if (afterId !== null) {
+    q = q.where(
+      sql<boolean>`(created_at, id) < (select c.created_at, c.id from usage_events c where c.id = ${afterId})`,
+    );
+  }
+  return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -222,6 +311,42 @@ export async function rebuildMonthTotals(trx: Trx, monthStart: Date, monthEnd: D
         from usage_events
        where created_at >= ${monthStart} and created_at < ${monthEnd}
        group by account_id, model, tier`.execute(trx);
+  }
+  return n;
+}
+
+/**
+ * Re-derives the daily totals of the days in [monthStart, monthEnd) from the ledger and replaces
+ * them where they differ, under the same lock discipline as rebuildMonthTotals. Returns the number
+ * of (account, day, model) totals that differed.
+ */
+export async function rebuildDayTotals(trx: Trx, monthStart: Date, monthEnd: Date): Promise<number> {
+  await sql`lock table usage_daily_totals in share row exclusive mode`.execute(trx);
+  const from = monthStart.toISOString().slice(0, 10);
+  const to = monthEnd.toISOString().slice(0, 10);
+  const truth = sql`
+    select account_id, (created_at at time zone 'UTC')::date as day, model, count(*)::bigint as requests,
+           sum(prompt_tokens)::bigint as prompt_tokens, sum(completion_tokens)::bigint as completion_tokens,
+           coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) as cost_usd
+      from usage_events
+     where created_at >= ${monthStart} and created_at < ${monthEnd}
+     group by 1, 2, 3`;
+  const drift = await sql<{ n: string }>`
+    with truth as (${truth}), kept as (
+      select account_id, day, model, requests, prompt_tokens, completion_tokens, cost_usd
+        from usage_daily_totals where day >= ${from}::date and day < ${to}::date
+    )
+    select count(*)::text as n
+      from truth t full join kept k using (account_id, day, model)
+     where (t.requests, t.prompt_tokens, t.completion_tokens, t.cost_usd) is distinct from (k.requests, k.prompt_tokens, k.completion_tokens, k.cost_usd)`.execute(
+    trx,
+  );
+  const n = Number(drift.rows[0]?.n ?? 0);
+  if (n > 0) {
+    await sql`delete from usage_daily_totals where day >= ${from}::date and day < ${to}::date`.execute(trx);
+    await sql`
+      insert into usage_daily_totals (account_id, day, model, requests, prompt_tokens, completion_tokens, cost_usd)
+      ${truth}`.execute(trx);
   }
   return n;
 }

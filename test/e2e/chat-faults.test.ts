@@ -162,6 +162,29 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
     });
   });
 
+  it('stops a stream within 200 ms of tokens when the web process holding its client dies', async () => {
+    // 10 tokens a second: 200 ms is 2 tokens. The worker learns of the death from the web
+    // process's relay subscription, which Redis drops with its connection, not from its liveness
+    // key (which lives on for a TTL: 10 tokens here). Its counts mean something once its own
+    // connection has been up for a TTL plus the longest reconnect delay (2 s here): the local
+    // model answers 30 tokens at least, so 25 of them come after that.
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '10',
+      LIVENESS_TTL_MS: '1000',
+    };
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, story(400));
+    await s.waitFor(25);
+    await web.stop('SIGKILL');
+    await s.finished;
+    const row = await usageRow(app, JSON.parse(s.events[0]!).id);
+    expect(row.status).to.equal('cancelled');
+    // What the client got, plus at most 200 ms of tokens, plus one in flight.
+    expect(row.completion_tokens - billable(receivedText(s.events, 1))).to.be.at.most(3);
+  });
+
   it('stops a non-streaming request within seconds when the web process holding its client dies, billing what was produced', async () => {
     // The local model answers with 30 to 120 tokens; at 5 a second, six seconds at least.
     const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5' };

@@ -167,23 +167,19 @@ describe('chat completions through web and worker processes (built-in local mode
       url,
       {
         ...ask,
-        tools: [{ type: 'function', function: { name: 'f' } }],
-        response_format: { type: 'json_object' },
+        functions: [{ name: 'f', parameters: { type: 'object' } }],
         logprobs: true,
-        max_completion_tokens: 5,
+        audio: { voice: 'alloy', format: 'mp3' },
       },
       { bearer: free.apiKey },
     );
     expect(r.status).to.equal(422);
     expect(r.body.detail.map((d: { loc: unknown }) => d.loc)).to.have.deep.members([
-      ['body', 'tools'],
-      ['body', 'response_format'],
+      ['body', 'functions'],
       ['body', 'logprobs'],
-      ['body', 'max_completion_tokens'],
+      ['body', 'audio'],
     ]);
-    expect(r.body.detail.find((d: { loc: string[] }) => d.loc[1] === 'max_completion_tokens').msg).to.match(
-      /Use max_tokens/,
-    );
+    expect(r.body.detail.find((d: { loc: string[] }) => d.loc[1] === 'functions').msg).to.match(/send tools/);
   });
 
   it('accepts those parameters at the values that ask for nothing, and ignores fields it does not know', async () => {

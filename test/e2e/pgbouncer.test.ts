@@ -10,7 +10,7 @@ import type { Env } from '../../src/config.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createDb } from '../../src/infra/db.js';
 import { BUSY, withRunClaim } from '../../src/scheduler/scheduler-runs.repository.js';
-import { addMonths, monthOf } from '../../src/billing/periods.js';
+import { addMonths, monthOf } from '../../src/calendar.js';
 import { verificationLinkIn } from '../support/accounts.js';
 import { createBillingAccount, invoiceCreatesFor, invoicesOf, recordUsage } from '../support/billing.js';
 import { isolatedPrefix, testConfig, testEnv, uniqueEmail } from '../support/env.js';

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Env } from '../../src/config.js';
 import { createContext, type AppContext } from '../../src/context.js';
-import { addMonths, monthOf } from '../../src/billing/periods.js';
+import { addMonths, monthOf } from '../../src/calendar.js';
 import { FakeStripe } from '../fakes/stripe.js';
 import {
   createBillingAccount,

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
-import { eventually } from '../support/http.js';
+import { eventually, post } from '../support/http.js';
 import { loadedPackagesOf, reportingLoadedPackages } from '../support/loaded-packages.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { rolesPerTest, startRole, type RoleProcess } from '../support/processes.js';
@@ -138,6 +138,32 @@ describe('traces across the web and worker processes (OTLP/HTTP)', function () {
       expect(body).not.to.include(PROMPT);
       expect(body).not.to.include(answer);
     }
+  });
+
+  it('names the tools a request offered and the ones the model called on its upstream span, never their arguments', async () => {
+    const tool = {
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        parameters: { type: 'object', properties: { city: { type: 'string', minLength: 12 } }, required: ['city'] },
+      },
+    };
+    const r = await post(
+      `${web.url}/v1/chat/completions`,
+      { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Weather in Paris?' }], tools: [tool] },
+      { bearer: account.apiKey },
+    );
+    const args: string = r.body.choices[0].message.tool_calls[0].function.arguments;
+    const upstream = await eventually(
+      async () =>
+        receiver.spans.find((s) => s.name === 'chat gemini-2.5-flash' && s.attributes['app.request.id'] === r.body.id),
+      'the upstream span of the tool-calling request',
+    );
+    expect(upstream.attributes['app.request.tools']).to.deep.equal(['get_weather']);
+    expect(upstream.attributes['app.response.tool_calls']).to.deep.equal(['get_weather']);
+    expect(upstream.attributes['gen_ai.response.finish_reasons']).to.deep.equal(['tool_calls']);
+    const city = (JSON.parse(args) as { city: string }).city;
+    for (const body of receiver.bodies) expect(body).not.to.include(city);
   });
 
   it('writes the trace id beside the request id on the web’s access log line', () => {

@@ -1,17 +1,12 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
-import { createContext, type AppContext } from '../../src/context.js';
-import { FakeStripe } from '../fakes/stripe.js';
 import { createBillingAccount } from '../support/billing.js';
-import { testConfig } from '../support/env.js';
 import { post } from '../support/http.js';
-import { startRole, type RoleProcess } from '../support/processes.js';
+import { webAndWorkerWithStripe } from '../support/stripe-service.js';
 
 // usage.cost as a client sees it through the official openai SDK, summed and set against the
 // invoice the service then issues: the web and worker processes, the built-in local model standing
 // in for the paid models, and the fake Stripe.
-
-const FAST = { LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000' };
 
 /** A USD amount as a client would add it up exactly: in 10^-12 dollars (costs have at most 12 decimals). */
 const picoDollars = (cost: number): bigint => BigInt(cost.toFixed(12).replace('.', ''));
@@ -19,28 +14,11 @@ const picoDollars = (cost: number): bigint => BigInt(cost.toFixed(12).replace('.
 const cents = (pico: bigint): number => Number((pico + 5_000_000_000n) / 10_000_000_000n);
 
 describe('usage.cost through the openai SDK, against the invoice', () => {
-  let fake: FakeStripe;
-  let app: AppContext;
-  let web: RoleProcess;
-  let worker: RoleProcess;
-
-  before(async () => {
-    fake = await new FakeStripe().start();
-    app = createContext(testConfig(fake.env()), { role: 'test' });
-    [web, worker] = await Promise.all([
-      startRole('web', { ...fake.env(), ...FAST }),
-      startRole('worker', { ...fake.env(), ...FAST }),
-    ]);
-  });
-  after(async () => {
-    await Promise.all([web?.stop(), worker?.stop()]);
-    await app?.close();
-    await fake?.close();
-  });
+  const s = webAndWorkerWithStripe();
 
   it('adds up, per model and rounded to the cent, to the lines of the invoice for the same requests', async () => {
-    const who = await createBillingAccount(app);
-    const client = new OpenAI({ apiKey: who.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const who = await createBillingAccount(s.app);
+    const client = new OpenAI({ apiKey: who.apiKey, baseURL: `${s.web.url}/v1`, maxRetries: 0 });
     // A long prompt, so a handful of requests costs some cents.
     const messages = [
       { role: 'user' as const, content: `Summarise: ${'the quick brown fox jumps over the lazy dog '.repeat(700)}` },
@@ -67,7 +45,7 @@ describe('usage.cost through the openai SDK, against the invoice', () => {
       }
     }
 
-    const r = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
+    const r = await post(`${s.web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
     expect(r.status, r.text).to.equal(200);
     const lines = r.body.invoice.lines as { model: string; amount_cents: number }[];
     expect(Object.fromEntries(lines.map((l) => [l.model, l.amount_cents]))).to.deep.equal(

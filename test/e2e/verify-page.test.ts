@@ -11,77 +11,123 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 describe('the verification page in a real browser (headless Chromium)', function () {
   this.timeout(60_000);
   let web: TestWeb;
+  /** The same service verifying JWTs from an external identity provider: the console stays off. */
+  let idpWeb: TestWeb;
   let browser: TestBrowser;
   const used: string[] = [];
 
-  /** Signs up and returns the link from the verification email, pointed at this test's server. */
-  async function emailedLink(): Promise<{ email: string; url: string }> {
+  /** Signs up and returns the link from the verification email, pointed at that server. */
+  async function emailedLink(at: TestWeb): Promise<{ email: string; url: string }> {
     const email = uniqueEmail('browser');
     used.push(email);
-    expect((await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email, organization: 'Engines' })).status).to.equal(
+    expect((await post(`${at.url}/v1/auth/signup`, { name: 'Ada', email, organization: 'Engines' })).status).to.equal(
       200,
     );
-    const { link } = verificationLinkIn((await latestEmailTo(web.app, email))!.text_body);
-    expect(link.startsWith(web.url)).to.equal(true);
+    const { link } = verificationLinkIn((await latestEmailTo(at.app, email))!.text_body);
+    expect(link.startsWith(at.url)).to.equal(true);
     return { email, url: link };
   }
 
-  before(async () => {
-    // A fixed port, so the links in the emails point at this very server, as in production.
+  /** A web server on a fixed port, so the links in the emails point at this very server, as in production. */
+  async function startOnOwnPort(env: Record<string, string> = {}): Promise<TestWeb> {
     const probe = await startTestWeb();
     const port = new URL(probe.url).port;
     await probe.close();
-    web = await startTestWeb({ env: { PORT: port, PUBLIC_BASE_URL: `http://127.0.0.1:${port}` } });
+    return startTestWeb({ env: { PORT: port, PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, ...env } });
+  }
+
+  async function keyOf(at: TestWeb, email: string): Promise<string> {
+    const account = await at.app.db
+      .selectFrom('accounts')
+      .select('id')
+      .where('email', '=', email)
+      .executeTakeFirstOrThrow();
+    return (
+      await at.app.db
+        .selectFrom('api_keys')
+        .select('key_hash')
+        .where('account_id', '=', account.id)
+        .executeTakeFirstOrThrow()
+    ).key_hash;
+  }
+
+  before(async () => {
+    web = await startOnOwnPort();
+    idpWeb = await startOnOwnPort({ JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' });
     browser = await launchBrowser({ permissions: ['clipboard-read', 'clipboard-write'] });
   });
   after(async () => {
     await browser?.close();
     await closeOutboxFor(web.app, used);
     await web?.close();
+    await idpWeb?.close();
   });
 
-  it('shows the key, the save-it-now warning, and a copy button that puts the key on the clipboard', async () => {
-    const { email, url } = await emailedLink();
+  it('opens on a button; pressing it verifies, signs in and lands on the console, which gets the key once', async () => {
+    const { email, url } = await emailedLink(web);
     const page = await browser.context.newPage();
-    const response = await page.goto(url);
-    expect(response!.status()).to.equal(200);
-    expect(response!.headers()['cache-control']).to.equal('no-store');
+    const opened = await page.goto(url);
+    expect(opened!.status()).to.equal(200);
+    expect(opened!.headers()['cache-control']).to.equal('no-store');
+    expect(await page.content()).not.to.match(/sk-svc-/);
+    await page.getByRole('button', { name: 'Verify and show my API key' }).click();
+    await page.waitForURL(`${web.url}/console/key?new=1`);
+    const cookies = await browser.context.cookies(web.url);
+    expect(cookies.find((c) => c.name === 'svc_session')).to.include({ httpOnly: true, sameSite: 'Lax', path: '/' });
+    // The console's key page reads the key once (GET /console/new-key) and shows it; a second read is refused.
     const key = (await page.locator('#api-key').textContent())!.trim();
     expect(key).to.match(/^sk-svc-[A-Za-z0-9_-]{43}[0-9A-Za-z]{6}$/);
-    const account = await web.app.db
-      .selectFrom('accounts')
-      .select('id')
-      .where('email', '=', email)
-      .executeTakeFirstOrThrow();
-    const stored = await web.app.db
-      .selectFrom('api_keys')
-      .select('key_hash')
-      .where('account_id', '=', account.id)
-      .executeTakeFirstOrThrow();
-    expect(stored.key_hash).to.equal(sha256(key));
+    expect(sha256(key)).to.equal(await keyOf(web, email));
+    const again = await page.evaluate<{ email: string; status: number }>(`(async () => {
+      const session = await (await fetch('/console/session')).json();
+      const again = await fetch('/console/new-key', { headers: { 'X-CSRF-Token': session.csrf_token } });
+      return { email: session.account.email, status: again.status };
+    })()`);
+    expect(again).to.deep.equal({ email, status: 404 });
+    await page.close();
+  });
+
+  it('shows a clear error page, and no key, when the link is used a second time', async () => {
+    const { url } = await emailedLink(web);
+    const page = await browser.context.newPage();
+    await page.goto(url);
+    await page.getByRole('button', { name: 'Verify and show my API key' }).click();
+    await page.waitForURL(/\/console\/key\?new=1$/);
+    const again = await page.goto(url);
+    expect(again!.status()).to.equal(400);
+    expect(await page.locator('h1').innerText()).to.equal('This link was already used');
+    expect(await page.content()).not.to.match(/sk-svc-/);
+    await page.close();
+  });
+
+  it('with the console off (JWKS only), shows the key once on its own page with a working copy button', async () => {
+    const { email, url } = await emailedLink(idpWeb);
+    const page = await browser.context.newPage();
+    await page.goto(url);
+    await page.getByRole('button', { name: 'Verify and show my API key' }).click();
+    await page.locator('#api-key').waitFor();
+    const key = (await page.locator('#api-key').textContent())!.trim();
+    expect(sha256(key)).to.equal(await keyOf(idpWeb, email));
     expect(await page.locator('.warning').innerText()).to.match(/save it now: it will not be shown again/i);
     expect(await page.title()).to.equal('Your API key');
-
     expect(await page.locator('#copy-status').textContent()).to.equal('');
     await page.getByRole('button', { name: 'Copy key' }).click();
     await page.locator('#copy-status', { hasText: 'Copied' }).waitFor();
-    // Page code, passed as a string: the test itself compiles without DOM types.
     expect(await page.evaluate('navigator.clipboard.readText()')).to.equal(key);
     await page.close();
   });
 
-  it('runs no script other than the page’s own (its Content-Security-Policy holds in the browser)', async () => {
-    const { url } = await emailedLink();
+  it('runs no script other than the key page’s own (its Content-Security-Policy holds in the browser)', async () => {
+    const { url } = await emailedLink(idpWeb);
     const page = await browser.context.newPage();
     const violations: string[] = [];
     page.on('console', (m) => {
       if (/Content Security Policy/i.test(m.text())) violations.push(m.text());
     });
     await page.goto(url);
-    // The page's own script is allowed by its hash: the button works.
+    await page.getByRole('button', { name: 'Verify and show my API key' }).click();
     await page.getByRole('button', { name: 'Copy key' }).click();
     await page.locator('#copy-status', { hasText: 'Copied' }).waitFor();
-    // Injected inline script is refused.
     await page.evaluate(`{
       const s = document.createElement('script');
       s.textContent = 'document.title = "pwned"';
@@ -89,18 +135,6 @@ describe('the verification page in a real browser (headless Chromium)', function
     }`);
     expect(await page.title()).to.equal('Your API key');
     expect(violations.length).to.be.greaterThan(0);
-    await page.close();
-  });
-
-  it('shows a clear error page, and no key, when the link is opened a second time', async () => {
-    const { url } = await emailedLink();
-    const page = await browser.context.newPage();
-    await page.goto(url);
-    await page.locator('#api-key').waitFor();
-    const again = await page.goto(url);
-    expect(again!.status()).to.equal(400);
-    expect(await page.locator('h1').innerText()).to.equal('This link was already used');
-    expect(await page.content()).not.to.match(/sk-svc-/);
     await page.close();
   });
 });

@@ -69,6 +69,40 @@ describe('a worker’s /metrics, for operators who scale workers', () => {
     expect(m.text).to.match(/^process_cpu_seconds_total/m);
   });
 
+  it('times on the web process each stream’s first token as its client sees it, from the request’s arrival, which includes the upstream’s', async () => {
+    const port = await freePort();
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '60', LOCAL_MODEL_TOKENS_PER_SECOND: '200' };
+    const [web] = await Promise.all([
+      start('web', env),
+      start('worker', { ...env, WORKER_METRICS_PORT: String(port) }),
+    ]);
+    const url = `${web.url}/v1/chat/completions`;
+    const ask = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'hello' }], max_tokens: 5 };
+    expect((await postStream(url, ask, account.apiKey)).events.at(-1)).to.equal('[DONE]');
+    const text = async (u: string) => (await fetch(u, { headers: { accept: 'text/plain' } })).text();
+    const upstreamLabel = 'provider="gemini",model="gemini-2.5-flash"';
+    // The worker observes the upstream's timing as the job settles, which may come after the client's [DONE].
+    const upstream = await eventually(async () => {
+      const t = await text(`http://127.0.0.1:${port}/metrics`);
+      return sample(t, 'completion_upstream_ttft_seconds_count', upstreamLabel) === 1
+        ? sample(t, 'completion_upstream_ttft_seconds_sum', upstreamLabel)
+        : undefined;
+    }, 'the stream’s upstream timing in the worker’s metrics');
+    // A JSON answer has no first token to time.
+    const json = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${account.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(ask),
+    });
+    expect(json.status).to.equal(200);
+    await json.text();
+    const webText = await text(`${web.url}/metrics`);
+    const label = 'model="gemini-2.5-flash"';
+    expect(sample(webText, 'completion_client_ttft_seconds_count', label)).to.equal(1);
+    expect(upstream).to.be.at.least(0.06);
+    expect(sample(webText, 'completion_client_ttft_seconds_sum', label)).to.be.above(upstream);
+  });
+
   it('counts on the web process the completion requests it holds open, back to 0 once they end', async () => {
     const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
     const [web] = await Promise.all([start('web', env), start('worker', env)]);

@@ -10,7 +10,9 @@ export type Ending =
   /** The connection was cut before the end (the web process holding it died). */
   | 'cut'
   /** No end within the client's patience. */
-  | 'hung';
+  | 'hung'
+  /** The client gave up waiting for a whole answer and left (LoadOptions.leaveAfterMs). */
+  | 'left';
 
 export interface Outcome {
   stream: boolean;
@@ -24,6 +26,8 @@ export interface Outcome {
   received: number;
   startedAt: number;
   endedAt: number;
+  /** The request's unique question: the upstream fake's recorded requests are matched on it. */
+  question: string;
 }
 
 export interface LoadOptions {
@@ -36,6 +40,8 @@ export interface LoadOptions {
   until: number;
   /** A request not ended after this long counts as hung. */
   patienceMs: number;
+  /** Non-streaming clients give up and leave after this long without an answer (default: never). */
+  leaveAfterMs?: number;
 }
 
 function pick<T>(xs: T[]): T {
@@ -47,12 +53,16 @@ async function send(
   url: string,
   apiKey: string,
   body: Record<string, unknown>,
+  question: string,
   patienceMs: number,
+  leaveAfterMs: number | undefined,
 ): Promise<Outcome | 'refused'> {
   const stream = body.stream === true;
   const startedAt = performance.now();
-  const signal = AbortSignal.timeout(patienceMs);
-  const out: Outcome = { stream, ending: 'completed', status: 0, received: 0, startedAt, endedAt: 0 };
+  const leaves = !stream && leaveAfterMs !== undefined ? AbortSignal.timeout(leaveAfterMs) : undefined;
+  const signal = leaves ? AbortSignal.any([AbortSignal.timeout(patienceMs), leaves]) : AbortSignal.timeout(patienceMs);
+  const out: Outcome = { stream, ending: 'completed', status: 0, received: 0, startedAt, endedAt: 0, question };
+  const gaveUp = () => ({ ...out, ending: 'left' as const, endedAt: performance.now() });
   let res: Response;
   try {
     res = await fetch(url, {
@@ -62,6 +72,7 @@ async function send(
       signal,
     });
   } catch (err) {
+    if (leaves?.aborted) return gaveUp();
     if (signal.aborted) return { ...out, ending: 'hung', endedAt: performance.now() };
     // Nothing answered: not a request the service saw (its web process is down); the client tries another.
     const code = (err as { cause?: { code?: string } }).cause?.code;
@@ -110,6 +121,7 @@ async function send(
       if (!done) out.ending = 'cut';
     }
   } catch {
+    if (leaves?.aborted) return gaveUp();
     out.ending = signal.aborted ? 'hung' : 'cut';
   }
   out.endedAt = performance.now();
@@ -129,14 +141,15 @@ export async function runLoad(opts: LoadOptions): Promise<Outcome[]> {
       const webs = opts.webs();
       const url = `${webs[turn++ % webs.length]}/v1/chat/completions`;
       const stream = Math.random() < opts.streamShare;
+      const question = `Question ${Math.random().toString(36).slice(2)}: tell me about faults`;
       const body = {
         model: opts.model,
-        messages: [{ role: 'user', content: `Question ${Math.random().toString(36).slice(2)}: tell me about faults` }],
+        messages: [{ role: 'user', content: question }],
         max_tokens: 20 + Math.floor(Math.random() * 60),
         n: Math.random() < 0.15 ? 2 : 1,
         stream,
       };
-      const outcome = await send(url, pick(opts.apiKeys), body, opts.patienceMs);
+      const outcome = await send(url, pick(opts.apiKeys), body, question, opts.patienceMs, opts.leaveAfterMs);
       if (outcome === 'refused') {
         await new Promise((r) => setTimeout(r, 50));
         continue;

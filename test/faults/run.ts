@@ -16,7 +16,12 @@ import { PrivatePostgres } from '../support/private-postgres.js';
 import { PrivateRedis } from '../support/private-redis.js';
 import { startRole, stopAllRoles, type RoleProcess } from '../support/processes.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { startFakeOpenAI, type FakeOpenAI } from '../../src/providers/openai/openai.fake.js';
+import {
+  startFakeOpenAI,
+  type FakeOpenAI,
+  type RecordedRequest,
+  type StreamScript,
+} from '../../src/providers/openai/openai.fake.js';
 import { usageStreamKeys } from '../../src/usage/usage-stream.js';
 import { runLoad, type Outcome } from './load.js';
 
@@ -38,6 +43,8 @@ interface World {
   workers: RoleProcess[];
   app: AppContext;
   prefix: string;
+  /** performance.now() when the scenario's fault was injected (a process killed). */
+  faultAt: number;
 }
 
 interface Scenario {
@@ -46,8 +53,24 @@ interface Scenario {
   upstream?: boolean;
   /** Whether a stream may end with an error event because of this fault. */
   streamsMayFail: boolean;
+  /** Non-streaming clients give up after this long without an answer. */
+  leaveAfterMs?: number;
+  /** The share of streaming requests (0.8 by default). */
+  streamShare?: number;
+  /** What the fake upstream answers (NORMAL_UPSTREAM by default). */
+  upstreamScript?: StreamScript;
+  /**
+   * Timed targets, from the fake upstream's record of each call: `takeOver`, a killed worker's
+   * requests taken over (answered afresh, or ended with an error) within TAKE_OVER_MAX_MS;
+   * `cancel`, no upstream call running more than CANCEL_MAX_MS past its client's leaving or the
+   * death of the web process holding it.
+   */
+  timed?: 'takeOver' | 'cancel';
   inject(w: World): Promise<void>;
 }
+
+const TAKE_OVER_MAX_MS = 10_000;
+const CANCEL_MAX_MS = 200;
 
 const hold = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -113,6 +136,33 @@ const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: 'worker SIGKILL while clients wait, some leave',
+    upstream: true,
+    upstreamScript: { tokens: Array.from({ length: 60 }, () => ' tok'), tokenDelayMs: 25, delayMs: 1000 },
+    streamsMayFail: true,
+    leaveAfterMs: 4000,
+    // Half the clients wait for whole answers, so enough of them are held by the killed worker.
+    streamShare: 0.5,
+    timed: 'takeOver',
+    async inject(w) {
+      w.faultAt = performance.now();
+      await w.workers[0]!.stop('SIGKILL');
+      w.workers[0] = await startRole('worker', w.workerEnv);
+    },
+  },
+  {
+    name: 'web SIGKILL mid-stream and mid-JSON',
+    upstream: true,
+    upstreamScript: { tokens: Array.from({ length: 60 }, () => ' tok'), tokenDelayMs: 25, delayMs: 1000 },
+    streamsMayFail: false,
+    timed: 'cancel',
+    async inject(w) {
+      w.faultAt = performance.now();
+      await w.webs[0]!.stop('SIGKILL');
+      w.webs[0] = await startRole('web', w.webEnv);
+    },
+  },
+  {
     name: 'upstream cuts streams mid-answer for 5 s',
     upstream: true,
     streamsMayFail: true,
@@ -124,7 +174,7 @@ const SCENARIOS: Scenario[] = [
   },
 ];
 
-const NORMAL_UPSTREAM = { tokens: Array.from({ length: 60 }, () => ' tok'), tokenDelayMs: 25 };
+const NORMAL_UPSTREAM: StreamScript = { tokens: Array.from({ length: 60 }, () => ' tok'), tokenDelayMs: 25 };
 
 interface Row {
   scenario: string;
@@ -141,6 +191,14 @@ interface Row {
   billedFewer: number;
   billedFewerTokens: number;
   streamsEndedByFault: number;
+  /** The slowest take-over of a killed worker's request, ms after the kill (timed: 'takeOver'). */
+  slowestTakeOverMs?: number;
+  /** The longest an upstream call ran past its client's leaving or its web process's death, ms. */
+  ranPastLeavingMs?: number;
+  /** The same in upstream tokens. */
+  tokensPastLeaving?: number;
+  /** Clients that gave up waiting (Scenario.leaveAfterMs). */
+  gaveUp: number;
   met: boolean;
 }
 
@@ -180,11 +238,65 @@ async function waitForLedger(
   return new Map(rows.map((r) => [r.request_id, { status: r.status, completion_tokens: r.completion_tokens }]));
 }
 
+/**
+ * The timed figures, from the fake upstream's record of its calls (matched on each request's
+ * unique question): when a killed worker's requests were taken over, and how long calls ran on
+ * for clients that had left or whose web process had died.
+ */
+function timings(scenario: Scenario, outcomes: Outcome[], w: World): Partial<Row> {
+  if (!scenario.timed) return {};
+  const calls = new Map<string, RecordedRequest[]>();
+  for (const r of w.openai.requests) {
+    const q = (r.body as { messages?: { content?: string }[] } | undefined)?.messages?.[0]?.content;
+    if (q) calls.set(q, [...(calls.get(q) ?? []), r]);
+  }
+  const now = performance.now();
+  if (scenario.timed === 'takeOver') {
+    let slowest = 0;
+    for (const o of outcomes) {
+      if (o.startedAt > w.faultAt || o.endedAt < w.faultAt || o.ending === 'left') continue;
+      const runs = calls.get(o.question) ?? [];
+      // Ended with an error by the worker taking over, or answered again by it.
+      if (o.errorCode === 'worker_interrupted') slowest = Math.max(slowest, o.endedAt - w.faultAt);
+      else if (runs.length > 1) slowest = Math.max(slowest, runs[1]!.startedAt - w.faultAt);
+    }
+    const left = outcomes.filter((o) => o.ending === 'left');
+    return { slowestTakeOverMs: slowest, ...ranPast(left, (o) => o.endedAt, calls, now, scenario) };
+  }
+  const cut = outcomes.filter((o) => o.ending === 'cut');
+  return ranPast(cut, () => w.faultAt, calls, now, scenario);
+}
+
+function ranPast(
+  gone: Outcome[],
+  goneAt: (o: Outcome) => number,
+  calls: Map<string, RecordedRequest[]>,
+  now: number,
+  scenario: Scenario,
+): Partial<Row> {
+  const each = gone.map((o) =>
+    (calls.get(o.question) ?? []).reduce(
+      (sum, run) => sum + Math.max(0, (run.closedAt ?? now) - Math.max(run.startedAt, goneAt(o))),
+      0,
+    ),
+  );
+  const ms = Math.max(0, ...each);
+  process.stderr.write(
+    `[faults] upstream calls past leaving or death, ms: ${each
+      .sort((a, b) => a - b)
+      .map((x) => Math.round(x))
+      .join(' ')}\n`,
+  );
+  const tokenDelayMs = (scenario.upstreamScript ?? NORMAL_UPSTREAM).tokenDelayMs ?? 25;
+  return { ranPastLeavingMs: Math.round(ms), tokensPastLeaving: Math.floor(ms / tokenDelayMs) };
+}
+
 function report(
   scenario: Scenario,
   outcomes: Outcome[],
   ledger: Map<string, { status: string; completion_tokens: number }>,
   twice: number,
+  timed: Partial<Row>,
 ): Row {
   const row: Row = {
     scenario: scenario.name,
@@ -203,6 +315,8 @@ function report(
     streamsEndedByFault: scenario.streamsMayFail
       ? 0
       : outcomes.filter((o) => o.stream && o.ending === 'failed' && o.status === 200).length,
+    gaveUp: outcomes.filter((o) => o.ending === 'left').length,
+    ...timed,
     met: false,
   };
   for (const o of outcomes) {
@@ -230,7 +344,9 @@ function report(
     row.recordedTwice === 0 &&
     row.billedMore === 0 &&
     row.billedFewer === 0 &&
-    row.streamsEndedByFault === 0;
+    row.streamsEndedByFault === 0 &&
+    (row.slowestTakeOverMs ?? 0) <= TAKE_OVER_MAX_MS &&
+    (row.ranPastLeavingMs ?? 0) <= CANCEL_MAX_MS;
   return row;
 }
 
@@ -239,7 +355,8 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
   const model = scenario.upstream ? 'gpt-4.1-mini' : 'gemini-2.5-flash';
   w.webEnv = { ...base, REDIS_PREFIX: w.prefix, MODEL_BACKEND: scenario.upstream ? 'catalog' : 'local' };
   w.workerEnv = { ...w.webEnv, REDIS_URL: `redis://127.0.0.1:${w.workerRedis.port}` };
-  w.openai.script(NORMAL_UPSTREAM);
+  w.openai.script(scenario.upstreamScript ?? NORMAL_UPSTREAM);
+  w.faultAt = 0;
   w.webs = await Promise.all([startRole('web', w.webEnv), startRole('web', w.webEnv)]);
   w.workers = await Promise.all([startRole('worker', w.workerEnv), startRole('worker', w.webEnv)]);
   const accounts = await Promise.all(Array.from({ length: 4 }, () => createTestAccount(w.app, { tier: 'paid' })));
@@ -249,9 +366,10 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
     apiKeys: accounts.map((a) => a.apiKey),
     model,
     clients: CLIENTS,
-    streamShare: 0.8,
+    streamShare: scenario.streamShare ?? 0.8,
     until: started + LOAD_MS,
     patienceMs: PATIENCE_MS,
+    leaveAfterMs: scenario.leaveAfterMs,
   });
   await hold(FAULT_AT_MS);
   const injected = scenario.inject(w);
@@ -265,20 +383,21 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
     .where('request_id', 'in', ids.length ? ids : ['-'])
     .executeTakeFirst()
     .then((r) => Number(r?.n ?? 0) - ledger.size);
+  const timed = timings(scenario, outcomes, w);
   await Promise.all([...w.webs, ...w.workers].map((p) => p.stop('SIGTERM')));
-  return report(scenario, outcomes, ledger, twice);
+  return report(scenario, outcomes, ledger, twice, timed);
 }
 
 function table(rows: Row[]): string {
   const head =
-    '| scenario | sent | completed | failed cleanly | cut (client left) | hung | 500s | usage lost | recorded twice | billed more (tokens) | billed fewer (tokens) | streams ended by the fault | targets |';
+    '| scenario | sent | completed | failed cleanly | cut (client left) | hung | 500s | usage lost | recorded twice | billed more (tokens) | billed fewer (tokens) | streams ended by the fault | slowest take-over | upstream past leaving or death (tokens) | targets |';
   const sep = `|${head
     .split('|')
     .slice(1, -1)
     .map(() => '---')
     .join('|')}|`;
   const line = (r: Row) =>
-    `| ${r.scenario} | ${r.sent} | ${r.completed} | ${r.failedCleanly} | ${r.cut} | ${r.hung} | ${r.http500} | ${r.usageLost} | ${r.recordedTwice} | ${r.billedMore} (${r.billedMoreTokens}) | ${r.billedFewer} (${r.billedFewerTokens}) | ${r.streamsEndedByFault} | ${r.met ? 'met' : '**missed**'} |`;
+    `| ${r.scenario} | ${r.sent} | ${r.completed} | ${r.failedCleanly} | ${r.cut} | ${r.hung} | ${r.http500} | ${r.usageLost} | ${r.recordedTwice} | ${r.billedMore} (${r.billedMoreTokens}) | ${r.billedFewer} (${r.billedFewerTokens}) | ${r.streamsEndedByFault} | ${r.slowestTakeOverMs === undefined ? '–' : `${(r.slowestTakeOverMs / 1000).toFixed(1)} s`} | ${r.ranPastLeavingMs === undefined ? '–' : `${r.ranPastLeavingMs} ms (${r.tokensPastLeaving})${r.gaveUp ? `, ${r.gaveUp} gave up` : ''}`} | ${r.met ? 'met' : '**missed**'} |`;
   return [head, sep, ...rows.map(line)].join('\n');
 }
 
@@ -318,6 +437,7 @@ async function main(): Promise<void> {
     workers: [],
     app,
     prefix: '',
+    faultAt: 0,
   };
   const rows: Row[] = [];
   try {

@@ -152,11 +152,37 @@ describe('the queue dashboard at /admin/queues', function () {
       );
     });
 
-    it('refuses a write action in read-only mode: pausing a queue answers 405 and the queue runs on', async () => {
+    it('refuses a write action in read-only mode with 405 in the service’s error envelope, and the queue runs on', async () => {
       const r = await request('PUT', `${web.url}/admin/queues/api/queues/completions.0/pause`, { bearer: TOKEN });
       expect(r.status).to.equal(405);
-      expect(r.body).to.deep.equal({ error: { key: 'ERRORS.QUEUE_READ_ONLY' } });
+      expect(r.headers.get('allow')).to.equal('GET, HEAD');
+      expect(r.body).to.deep.equal({
+        error: {
+          message:
+            'The queue dashboard is read-only: it changes no queue or job (ADMIN_QUEUES_WRITABLE=true on the web tier allows it).',
+          type: 'invalid_request_error',
+          code: 'queue_dashboard_read_only',
+          param: null,
+        },
+      });
       expect(await web.app.queue(completionShards(web.app.config)[0]!).isPaused()).to.equal(false);
+      // Every write of the board's API, whatever its method.
+      for (const [method, path] of [
+        ['DELETE', '/admin/queues/api/queues/completions.0/empty'],
+        ['PUT', '/admin/queues/api/queues/completions.0/retry/failed'],
+        ['POST', '/admin/queues/api/queues/completions.0/add'],
+      ] as const) {
+        const w = await request(method, `${web.url}${path}`, { bearer: TOKEN, json: {} });
+        expect(w.status, `${method} ${path}`).to.equal(405);
+        expect(w.body.error?.code, `${method} ${path}`).to.equal('queue_dashboard_read_only');
+      }
+      expect(await web.app.queue(completionShards(web.app.config)[0]!).getWaitingCount()).to.equal(2);
+    });
+
+    it('asks for the operator token before it says the dashboard is read-only', async () => {
+      const r = await request('PUT', `${web.url}/admin/queues/api/queues/completions.0/pause`);
+      expect(r.status).to.equal(401);
+      expect(r.body.error.code).to.equal('missing_credential');
     });
 
     it('serves the page and every script and stylesheet it names, under a policy that allows only its own origin', async () => {

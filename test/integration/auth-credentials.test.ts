@@ -66,12 +66,46 @@ describe('credentials: API keys and JWTs', () => {
       expect(r.body.error.message).to.match(/API key/);
     });
 
-    it('answers a credential in another scheme than Bearer with 401', async () => {
+    it('answers a credential in another scheme than Bearer with 401 malformed_credential, not "missing"', async () => {
+      for (const authorization of [`Basic ${Buffer.from(`user:${user.apiKey}`).toString('base64')}`, user.apiKey]) {
+        const r = await probe('api_key', undefined, { authorization });
+        expect(r.status).to.equal(401);
+        expect(r.body.error).to.deep.include(authError('malformed_credential'));
+        expect(r.body.error.message).to.equal(
+          'Malformed credential: an Authorization header was sent, but it does not start with the Bearer scheme. ' +
+            'This endpoint needs an API key (Authorization: Bearer sk-svc-…)',
+        );
+        expect(r.body.error.message).not.to.include(user.apiKey);
+      }
+    });
+
+    it('answers a bearer value holding spaces with 401 malformed_credential, saying a credential was sent', async () => {
       const r = await probe('api_key', undefined, {
-        authorization: `Basic ${Buffer.from(`user:${user.apiKey}`).toString('base64')}`,
+        authorization: `Bearer ${user.apiKey.slice(0, 20)} ${user.apiKey.slice(20)}`,
       });
       expect(r.status).to.equal(401);
-      expect(r.body.error.code).to.equal('missing_credential');
+      expect(r.headers.get('www-authenticate')).to.equal('Bearer error="invalid_request"');
+      expect(r.body).to.deep.equal({
+        error: {
+          message:
+            'Malformed credential: an Authorization header was sent, but the credential after Bearer contains whitespace ' +
+            '(a key or token is one unbroken string: look for a stray space or line break). ' +
+            'This endpoint needs an API key (Authorization: Bearer sk-svc-…)',
+          ...authError('malformed_credential'),
+        },
+      });
+    });
+
+    it('says "missing" only when no credential was sent: no header, or Bearer with nothing after it', async () => {
+      const sent: Record<string, string>[] = [{}, { authorization: 'Bearer' }, { authorization: 'Bearer   ' }];
+      for (const headers of sent) {
+        const r = await probe('jwt', undefined, headers);
+        expect(r.status, JSON.stringify(headers)).to.equal(401);
+        expect(r.body.error.code).to.equal('missing_credential');
+        expect(r.body.error.message).to.match(
+          /^Missing credential: (no Authorization header was sent|the Authorization header has no credential after Bearer); this endpoint needs a JWT/,
+        );
+      }
     });
 
     it('accepts the account’s API key where an API key is required', async () => {

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { ManualClock } from '../../src/clock.js';
 import { accountsRoutes } from '../../src/http/routes/accounts.routes.js';
 import { mintJwt } from '../../src/accounts/jwt.js';
+import { subscriptionInfo } from '../../src/subscriptions/subscription-info.service.js';
 import { createTestAccount, credentialProbeRoutes } from '../support/accounts.js';
 import { randomId } from '../support/env.js';
 import { get, post } from '../support/http.js';
@@ -39,6 +40,19 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     expect(old.status).to.equal(401);
     expect(old.body.error.code).to.equal('invalid_api_key');
     expect((await probe(r.body.api_key)).body.account_id).to.equal(account.id);
+  });
+
+  it('tells subscription info when the next regeneration is allowed: null until one is made, then two hours after it', async () => {
+    const { account, jwt } = await createTestAccount(web.app);
+    expect((await subscriptionInfo(web.app, account.id)).api_key).to.deep.equal({ next_regeneration_at: null });
+    const madeAt = clock.now().getTime();
+    expect((await regenerate(jwt)).status).to.equal(200);
+    clock.advance(30 * 60_000);
+    expect((await subscriptionInfo(web.app, account.id)).api_key).to.deep.equal({
+      next_regeneration_at: new Date(madeAt + TWO_HOURS).toISOString(),
+    });
+    clock.advance(90 * 60_000);
+    expect((await subscriptionInfo(web.app, account.id)).api_key).to.deep.equal({ next_regeneration_at: null });
   });
 
   it('keeps exactly one active key per account, and records when the old one was revoked', async () => {

@@ -283,6 +283,32 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
       expect(keys).to.deep.equal([`on_demand:${who.account.id}:2017-03:1`, `on_demand:${who.account.id}:2017-03:2`]);
     });
 
+    it('says what unbilled paid-tier usage there is, and why it waits, when every line is under half a cent', async () => {
+      const who = await createBillingAccount(web.app, { tier: 'paid' });
+      // gpt-4.1: 1,000 prompt + 200 completion tokens = 0.002 + 0.0016 = 0.0036 USD, 0.36 of a cent.
+      await recordUsage(web.app, [
+        {
+          accountId: who.account.id,
+          model: 'gpt-4.1',
+          tier: 'paid',
+          prompt: 1_000,
+          completion: 200,
+          at: '2017-03-05T00:00:00Z',
+        },
+      ]);
+      const r = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey });
+      expect(r.status, r.text).to.equal(200);
+      expect(r.body).to.deep.include({ status: 'nothing_to_invoice', invoice: null });
+      expect(r.body.message).to.equal(
+        "Nothing to invoice yet: this month's paid-tier usage not on an invoice is gpt-4.1 $0.0036 (1 request). " +
+          "An invoice bills each model's usage rounded to the cent, and under half a cent that is $0.00, so it stays unbilled " +
+          "and is billed on a later invoice (one you generate, or the monthly invoice after the month ends) once the model's unbilled usage reaches half a cent. " +
+          'No invoice was created.',
+      );
+      expect(invoiceCreatesFor(fake, who.customerId)).to.have.length(0);
+      expect((await usageRowsOf(web.app, who.account.id)).map((row) => row.invoice_id)).to.deep.equal([null]);
+    });
+
     it('answers a free account that owes nothing with nothing_to_invoice and creates no invoice', async () => {
       const who = await createBillingAccount(web.app, { tier: 'free' });
       await recordUsage(web.app, [
@@ -419,6 +445,10 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
         hosted_invoice_url: generated.body.invoice.hosted_invoice_url,
         period_start: '2017-03-01T00:00:00.000Z',
       });
+      // Stripe's hosted page and its PDF, as Stripe has them for this invoice.
+      const stripeInv = fake.invoices.get(generated.body.invoice.stripe_invoice_id)!;
+      expect(r.body.invoices[0].hosted_invoice_url).to.equal(stripeInv.hosted_invoice_url).and.be.a('string');
+      expect(r.body.invoices[0].invoice_pdf).to.equal(stripeInv.invoice_pdf).and.be.a('string');
       expect(r.body.months).to.deep.equal([
         {
           month: '2017-01',

@@ -111,6 +111,41 @@ describe('web tier core', () => {
     expect(r.body.error.code).to.equal('method_not_allowed');
   });
 
+  it('answers malformed JSON as FastAPI does, at loc ["body", <position>], and names no field in the error envelope', async () => {
+    const r = await request('POST', `${web.url}/echo`, {
+      raw: '{"model": "x",}',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(r.status).to.equal(422);
+    expect(r.body).to.deep.equal({
+      detail: [
+        {
+          loc: ['body', 14],
+          msg: 'JSON decode error',
+          type: 'json_invalid',
+          ctx: { error: 'Expected double-quoted property name' },
+        },
+      ],
+      error: {
+        message:
+          'Invalid JSON in the request body at position 14 (characters from its start): Expected double-quoted property name',
+        type: 'invalid_request_error',
+        code: 'json_invalid',
+        param: null,
+      },
+    });
+  });
+
+  it('places a body that ends too soon at its length', async () => {
+    const r = await request('POST', `${web.url}/echo`, {
+      raw: '{"messages": [',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(r.status).to.equal(422);
+    expect(r.body.detail[0]).to.deep.include({ loc: ['body', 14], type: 'json_invalid' });
+    expect(r.body.error.param).to.equal(null);
+  });
+
   it('answers malformed JSON with 422 json_invalid, not 500', async () => {
     const r = await request('POST', `${web.url}/echo`, {
       raw: '{"messages": [',

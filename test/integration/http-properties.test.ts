@@ -6,6 +6,7 @@ import { closeOutboxFor, createTestAccount, type TestAccount } from '../support/
 import { isolatedPrefix } from '../support/env.js';
 import { request, type HttpResult } from '../support/http.js';
 import { invalidOf, validOf, type GenOptions } from '../support/schema-arbitraries.js';
+import { ContentPartSchema, ToolCallSchema, ToolSchema } from '../../src/chat/chat.schema.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
 // Property-based tests of every endpoint that takes a body, a query string or path parameters,
@@ -17,6 +18,29 @@ const RUNS = Number(process.env.FC_RUNS ?? 25);
 const params = { seed: SEED, numRuns: RUNS };
 
 const ROLES = ['system', 'developer', 'user', 'assistant'];
+const PNG = 'data:image/png;base64,iVBORw0KGgo=';
+
+/** A chat message as the rules after validation accept it (src/chat/request-forms.ts). */
+function messageArbitrary(): fc.Arbitrary<unknown> {
+  const text = fc.string({ maxLength: 200 });
+  const part = validOf(ContentPartSchema, {
+    maxStringLength: 200,
+    overrides: { 'image_url.url': fc.constantFrom(PNG, 'https://example.com/cat.png') },
+  });
+  const textPart = validOf(ContentPartSchema, { maxStringLength: 200 }).filter(
+    (p) => (p as { type: string }).type === 'text',
+  );
+  return fc.oneof(
+    fc.record({ role: fc.constantFrom(...ROLES), content: text }),
+    fc.record({ role: fc.constantFrom(...ROLES), content: fc.array(textPart, { maxLength: 3 }) }),
+    fc.record({ role: fc.constant('user'), content: fc.array(part, { maxLength: 3 }) }),
+    fc.record({
+      role: fc.constant('assistant'),
+      content: fc.option(text),
+      tool_calls: fc.array(validOf(ToolCallSchema, { maxStringLength: 100 }), { minLength: 1, maxLength: 3 }),
+    }),
+  );
+}
 
 describe('every endpoint, with generated input (fast-check)', function () {
   this.timeout(120_000);
@@ -67,7 +91,19 @@ describe('every endpoint, with generated input (fast-check)', function () {
           overrides: {
             model: fc.constant('gpt-4.1-mini'),
             persona: fc.option(fc.constantFrom(...personas())),
-            'messages.*.role': fc.constantFrom(...ROLES),
+            // A message valid beyond its schema: content as its role may carry it, tool calls only from
+            // the assistant (a tool message, which must answer an earlier call, is tested in chat-tools).
+            'messages.*': messageArbitrary(),
+            // Names unique, as a request's tools must be; tool_choice naming one is tested in chat-tools.
+            tools: fc.option(
+              fc.uniqueArray(validOf(ToolSchema, { maxStringLength: 50 }), {
+                selector: (t) => (t as { function: { name: string } }).function.name,
+                maxLength: 4,
+              }),
+            ),
+            tool_choice: fc.option(fc.constantFrom('none', 'auto')),
+            // With max_tokens, it must agree (tested in chat-tools).
+            max_completion_tokens: fc.constant(null),
             logit_bias: fc.option(
               fc.dictionary(fc.nat(200_000).map(String), fc.integer({ min: -100, max: 100 }), { maxKeys: 5 }),
             ),
@@ -84,6 +120,27 @@ describe('every endpoint, with generated input (fast-check)', function () {
         gen: { query: true },
         accepted: (r) => r.status === 400 && r.body?.error?.code === 'invalid_token',
       },
+      // A browser's POST from the console's own pages (send() adds the same-origin Origin).
+      {
+        spec: route('post /v1/auth/verify'),
+        gen: {},
+        accepted: (r) => r.status === 400 && r.body?.error?.code === 'invalid_token',
+      },
+      {
+        spec: route('post /console/sign-in'),
+        gen: { overrides: { return_to: fc.constantFrom('/console/', '/console/usage?range=30d') } },
+        accepted: (r) => r.status === 202,
+      },
+      {
+        spec: route('get /console/sign-in/confirm'),
+        gen: { query: true },
+        accepted: (r) => r.status === 400 && /not valid/.test(r.text),
+      },
+      {
+        spec: route('post /console/sign-in/confirm'),
+        gen: {},
+        accepted: (r) => r.status === 400 && r.body?.error?.code === 'invalid_token',
+      },
       {
         spec: route('get /v1/billing/history'),
         gen: { query: true },
@@ -91,9 +148,25 @@ describe('every endpoint, with generated input (fast-check)', function () {
           r.status === 200 ||
           (r.status === 422 && /must be on or after start_date|at most/.test(JSON.stringify(r.body))),
       },
+      {
+        spec: route('get /v1/billing/usage/daily'),
+        gen: { query: true },
+        accepted: (r) =>
+          r.status === 200 ||
+          (r.status === 422 && /must be on or after start_date|at most 366 days/.test(JSON.stringify(r.body))),
+      },
+      {
+        spec: route('get /v1/billing/requests'),
+        gen: { query: true, overrides: { limit: fc.integer({ min: 1, max: 100 }).map(String) } },
+        // The account has no requests: any valid cursor is one it does not have.
+        accepted: (r) =>
+          (r.status === 200 && Array.isArray(r.body?.data)) ||
+          (r.status === 404 && r.body?.error?.code === 'request_not_found'),
+      },
       { spec: route('post /v1/subscription/confirm-upgrade'), gen: { query: true }, accepted: stripeDown },
       { spec: route('post /v1/subscription/confirm-payment-update'), gen: { query: true }, accepted: stripeDown },
       { spec: route('get /v1/subscription/upgrade-success'), gen: { query: true }, accepted: stripeDown },
+      { spec: route('get /v1/subscription/payment-method-success'), gen: { query: true }, accepted: stripeDown },
       {
         spec: route('get /v1/models/:model'),
         gen: {},
@@ -156,10 +229,12 @@ describe('every endpoint, with generated input (fast-check)', function () {
     const sent = request(spec.method.toUpperCase(), `${web.url}${path}`, {
       bearer,
       raw: JSON.stringify(value),
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...(spec.sameOrigin ? { origin: web.url } : {}) },
     });
     // Accepted sign-ups queued an email: closed after the test, so no later worker sends it.
     if (spec.path === '/v1/auth/signup') void sent.then((r) => r.status === 200 && signups.push(r.body.email));
+    if (spec.path === '/console/sign-in')
+      void sent.then((r) => r.status === 202 && signups.push((value as { email: string }).email));
     return sent;
   }
 
@@ -171,6 +246,16 @@ describe('every endpoint, with generated input (fast-check)', function () {
     ].filter(([, s]) => s !== undefined) as ['body' | 'query' | 'path', Record<string, unknown>][];
 
   const describeResult = (r: HttpResult) => `${r.status} ${r.text.slice(0, 300)}`;
+
+  it('has a case for every endpoint that takes a body, a query string or path parameters', () => {
+    const covered = new Set(cases().map((c) => `${c.spec.method} ${c.spec.path}`));
+    const missing = allRoutes(() => ({}))
+      // Hidden routes (the docs page's assets) are not part of the API.
+      .filter((r) => !r.hidden && sources(r).length > 0)
+      .map((r) => `${r.method} ${r.path}`)
+      .filter((k) => !covered.has(k));
+    expect(missing, 'add a case above for each of these').to.deep.equal([]);
+  });
 
   it('accepts every valid request, past validation to the feature behind it', async () => {
     for (const c of cases()) {
@@ -236,7 +321,16 @@ describe('every endpoint, with generated input (fast-check)', function () {
       await fc.assert(
         fc.asyncProperty(
           fc.dictionary(
-            fc.constantFrom('token', 'start_date', 'end_date', 'session_id', 'setup_intent_id', 'x'),
+            fc.constantFrom(
+              'token',
+              'start_date',
+              'end_date',
+              'session_id',
+              'setup_intent_id',
+              'limit',
+              'starting_after',
+              'x',
+            ),
             text,
             { maxKeys: 3 },
           ),

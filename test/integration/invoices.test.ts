@@ -3,7 +3,7 @@ import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { generateInvoice } from '../../src/billing/invoicing.service.js';
 import { invoiceMonth } from '../../src/billing/monthly-invoicing.service.js';
-import { parseMonthKey } from '../../src/billing/periods.js';
+import { parseMonthKey } from '../../src/calendar.js';
 import { FakeStripe } from '../fakes/stripe.js';
 import {
   createBillingAccount,
@@ -62,6 +62,7 @@ describe('invoices: the monthly run and on-demand invoices', () => {
     expect(stripeLines).to.deep.equal(ledger);
     expect(inv.status).to.equal('open');
     expect(inv.hosted_invoice_url).to.equal(stripeInv.hosted_invoice_url);
+    expect(inv.invoice_pdf).to.equal(stripeInv.invoice_pdf);
     return { inv, lines, stripeInv };
   }
 

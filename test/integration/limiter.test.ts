@@ -5,7 +5,7 @@ import { createContext, type AppContext } from '../../src/context.js';
 import { ManualClock } from '../../src/clock.js';
 import type { Config } from '../../src/config.js';
 import type { Tier } from '../../db/schema/index.js';
-import { admissionError, type Admission } from '../../src/limits/limiter.service.js';
+import { admissionError, IN_FLIGHT_RETRY_MS, type Admission } from '../../src/limits/limiter.service.js';
 import { authenticateApiKey } from '../../src/accounts/auth.service.js';
 import { generateApiKey } from '../../src/accounts/api-keys.js';
 import { createTestAccount } from '../support/accounts.js';
@@ -248,7 +248,7 @@ describe('rate limiter and token quota', () => {
   });
 
   describe('daily token quota', () => {
-    it('holds each reservation until settle, and refuses a request whose reservation does not fit', async () => {
+    it('holds each reservation until settle, and refuses a request that does not fit beside them with a short Retry-After', async () => {
       const account = randomUUID();
       const first = await request(account, { reserve: 40_000 });
       expect(first.headers['x-ratelimit-remaining-tokens']).to.equal('60000');
@@ -256,16 +256,19 @@ describe('rate limiter and token quota', () => {
 
       clock.advance(1000);
       const refused = await request(account, { reserve: 40_000 });
-      // Nothing settled yet: the earliest the quota can free up is when the first reservation expires.
+      // Nothing is settled: the two requests in flight hold the quota and free it as they end.
       expect(refused).to.deep.include({
         allowed: false,
         reason: 'tokens',
-        retryAfterSeconds: config.limits.reservationTtlMs / 1000 - 1,
+        heldInFlight: true,
+        retryAfterSeconds: IN_FLIGHT_RETRY_MS / 1000,
       });
       expect(refused.headers).to.include({
         'x-ratelimit-limit-tokens': '100000',
         'x-ratelimit-remaining-tokens': '20000',
+        'Retry-After': String(IN_FLIGHT_RETRY_MS / 1000),
       });
+      expect(refused.headers).not.to.have.property('x-should-retry');
       const err = admissionError(refused);
       expect(err.status).to.equal(429);
       expect((err.toBody() as { error: { type: string; code: string } }).error).to.include({
@@ -273,10 +276,41 @@ describe('rate limiter and token quota', () => {
         code: 'insufficient_quota',
       });
       expect(refused.exceedsDailyQuota).to.equal(undefined);
-      expect(err.message).to.match(
-        /^You have used your daily token quota.* Try again at 2026-11-02T00:15:00Z \(in 15 min\); retrying sooner will not succeed\.$/,
+      expect(err.message).to.equal(
+        'Requests of yours still in flight hold the rest of your daily token quota (each holds its messages plus max_tokens for each of n choices until it ends), ' +
+          'so this request does not fit beside them. The quota frees as they finish. Please try again in 2s.',
       );
-      expect(err.headers).to.include({ 'x-should-retry': 'false' }).and.not.have.property('Retry-After');
+    });
+
+    it('says no retry succeeds before midnight when settled usage alone leaves no room, whatever is in flight', async () => {
+      const account = randomUUID();
+      const settled = randomUUID();
+      clock.set(MIDNIGHT + 20 * HOUR);
+      await request(account, { reserve: 70_000, requestId: settled });
+      await app.limiter.settle({ accountId: account, requestId: settled, actualTokens: 70_000 });
+      await request(account, { reserve: 20_000 });
+      const refused = await request(account, { reserve: 40_000 });
+      expect(refused).to.deep.include({ allowed: false, reason: 'tokens', retryAfterSeconds: 4 * 3600 });
+      expect(refused.heldInFlight).to.equal(undefined);
+      expect(refused.headers).to.include({ 'x-should-retry': 'false' }).and.not.have.property('Retry-After');
+      expect(admissionError(refused).message).to.match(
+        /Try again at 2026-11-03T00:00:00Z \(in 4 h 0 min\); retrying sooner will not succeed\.$/,
+      );
+    });
+
+    it('reports a spent request window, and waits for it, when it outlasts tokens held in flight', async () => {
+      const account = randomUUID();
+      clock.set(MIDNIGHT + 30_000);
+      await request(account, { reserve: 95_000 });
+      await admitMany(account, 19, { tier: 'free' });
+      const refused = await request(account, { reserve: 10_000 });
+      expect(refused).to.deep.include({
+        allowed: false,
+        reason: 'requests',
+        heldInFlight: true,
+        retryAfterSeconds: 30,
+      });
+      expect(refused.headers).to.include({ 'Retry-After': '30' });
     });
 
     it('frees tokens when a request settles below its reservation', async () => {
@@ -300,6 +334,17 @@ describe('rate limiter and token quota', () => {
       expect(next.headers['x-ratelimit-remaining-tokens']).to.equal('0');
       const refused = await request(account, { reserve: 1 });
       expect(refused).to.deep.include({ allowed: false, reason: 'tokens' });
+    });
+
+    it('replaces the reservation of a request admitted again (a retried admission) instead of holding both', async () => {
+      const account = randomUUID();
+      const id = randomUUID();
+      await request(account, { reserve: 60_000, requestId: id });
+      await request(account, { reserve: 30_000, requestId: id });
+      const next = await request(account, { reserve: 0 });
+      expect(next.headers['x-ratelimit-remaining-tokens']).to.equal('70000');
+      await app.limiter.settle({ accountId: account, requestId: id, actualTokens: 0 });
+      expect((await request(account, { reserve: 0 })).headers['x-ratelimit-remaining-tokens']).to.equal('100000');
     });
 
     it('counts a request settled twice only once', async () => {

@@ -3,7 +3,12 @@ import { randomUUID } from 'node:crypto';
 import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { currentUsage } from '../../src/billing/billing.service.js';
-import { drainUsageOnce, ensureMeteringGroups, flushUsage } from '../../src/usage/metering.service.js';
+import {
+  drainUsageOnce,
+  ensureMeteringGroups,
+  flushUsage,
+  type MeteringDeps,
+} from '../../src/usage/metering.service.js';
 import { appendUsage, usageStreamKey } from '../../src/usage/usage-stream.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import type { UsageEvent } from '../../src/usage/usage-event.js';
@@ -76,6 +81,46 @@ describe('metering into the ledger and the monthly totals', () => {
     // 100,000 × 0.40 + 10,000 × 1.60 per million tokens: 0.056 USD a request, on either tier.
     expect((await cost('paid')) - before.paid).to.be.closeTo(0.056, 1e-9);
     expect((await cost('free')) - before.free).to.be.closeTo(0.056, 1e-9);
+  });
+  it('tells the usage-recorded listener of each batch before acknowledging it, and delivers the batch again when the listener fails', async () => {
+    const who = await createTestAccount(app, { tier: 'paid' });
+    const event: UsageEvent = {
+      request_id: `chatcmpl-${randomUUID()}`,
+      account_id: who.account.id,
+      model: 'gpt-4.1',
+      tier: 'paid',
+      status: 'completed',
+      prompt_tokens: 10,
+      completion_tokens: 5,
+      input_price_per_million: '2.00',
+      output_price_per_million: '8.00',
+      created_at: '2018-05-19T10:00:00.000Z',
+    };
+    const heard: string[][] = [];
+    let failNext = true;
+    const deps: MeteringDeps = {
+      db: app.db,
+      log: app.log,
+      metrics: app.metrics,
+      config: app.config,
+      onUsageRecorded: async (events) => {
+        heard.push(events.map((e) => e.request_id));
+        if (failNext) {
+          failNext = false;
+          throw new Error('the listener is down');
+        }
+      },
+    };
+    await ensureMeteringGroups(app.redis, app.config);
+    await appendUsage(app.redis, app.config, 0, event);
+    const failed = await drainUsageOnce(deps, app.redis, { consumer: 'listener-test' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(failed).to.be.instanceOf(Error).with.property('message', 'the listener is down');
+    expect(await drainUsageOnce(deps, app.redis, { consumer: 'listener-test' })).to.equal(1);
+    expect(await drainUsageOnce(deps, app.redis, { consumer: 'listener-test' })).to.equal(0);
+    expect(heard).to.deep.equal([[event.request_id], [event.request_id]]);
   });
 });
 

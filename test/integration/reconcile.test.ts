@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { ManualClock } from '../../src/clock.js';
 import { createContext, type AppContext } from '../../src/context.js';
-import { reconcileAccounts } from '../../src/billing/reconcile.service.js';
+import { reconcileAccounts } from '../../src/subscriptions/reconcile.service.js';
 import { FakeStripe, type FakeCard } from '../fakes/stripe.js';
 import { createBillingAccount } from '../support/billing.js';
 import { createTestAccount } from '../support/accounts.js';
@@ -178,5 +178,39 @@ describe('reconciliation with Stripe', () => {
       .where('stripe_invoice_id', '=', inv.id)
       .executeTakeFirstOrThrow();
     expect(row.status).to.equal('paid');
+  });
+
+  it("fills in Stripe's hosted page and PDF links of an open invoice recorded without them", async () => {
+    const who = await paidInSync();
+    const stripe = app.stripe;
+    const inv = await stripe.invoices.create({ customer: who.customerId, pending_invoice_items_behavior: 'exclude' });
+    await stripe.invoiceItems.create({ customer: who.customerId, invoice: inv.id, amount: 321, currency: 'usd' });
+    const finalized = await stripe.invoices.finalizeInvoice(inv.id);
+    await app.db
+      .insertInto('invoices')
+      .values({
+        account_id: who.account.id,
+        kind: 'on_demand',
+        period_start: new Date('2026-11-01T00:00:00Z'),
+        period_end: new Date('2026-11-10T00:00:00Z'),
+        idempotency_key: `on_demand:${who.account.id}:links`,
+        stripe_invoice_id: inv.id,
+        status: 'open',
+        currency: 'usd',
+        amount_cents: 321,
+      })
+      .execute();
+    await reconcileAccounts(app, { accounts: [who.account.id] });
+    const row = await app.db
+      .selectFrom('invoices')
+      .select(['status', 'hosted_invoice_url', 'invoice_pdf'])
+      .where('stripe_invoice_id', '=', inv.id)
+      .executeTakeFirstOrThrow();
+    expect(row).to.deep.equal({
+      status: 'open',
+      hosted_invoice_url: finalized.hosted_invoice_url,
+      invoice_pdf: finalized.invoice_pdf,
+    });
+    expect(row.invoice_pdf).to.be.a('string');
   });
 });

@@ -22,7 +22,7 @@ describe('relay publisher', () => {
     sub.disconnect();
   });
 
-  it('publishes and logs each message once while earlier MULTIs are still in flight', async () => {
+  it('publishes and logs each message once while earlier calls are still in flight', async () => {
     const target = relayTarget(config.redis.prefix, randomId(), randomId());
     const received: number[] = [];
     sub.on('smessage', (channel: string, raw: string) => {

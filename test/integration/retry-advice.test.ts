@@ -128,6 +128,7 @@ describe('Retry-After never asks a client to wait more than a minute', () => {
         reserveTokens: 100_000,
       });
       expect(spent.allowed).to.equal(true);
+      await web.app.limiter.settle({ accountId: free.account.id, requestId: id, actualTokens: 100_000 });
       const { error, calls } = await sdkCall(free.apiKey, ask);
       expect(error).to.be.instanceOf(OpenAI.RateLimitError);
       const e = error as InstanceType<typeof OpenAI.RateLimitError>;

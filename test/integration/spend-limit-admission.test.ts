@@ -79,22 +79,25 @@ describe('the spending limit at admission', () => {
     expect((await admit(id, '1.00', '0.40')).allowed).to.equal(true);
     expect((await admit(id, '1.00', '0.40')).allowed).to.equal(true);
     const refused = await admit(id, '1.00', '0.40');
-    expect(refused).to.deep.include({ allowed: false, reason: 'spend' });
+    expect(refused).to.deep.include({ allowed: false, reason: 'spend', heldInFlight: true });
     expect(refused.spend).to.deep.include({
       limitNanoUsd: usd('1.00'),
       usedNanoUsd: usd('0.80'),
       reserveNanoUsd: usd('0.40'),
-      firstThisMonth: true,
+      firstThisMonth: false,
     });
     // What still fits is admitted.
     expect((await admit(id, '1.00', '0.20')).allowed).to.equal(true);
     expect(await spendOf(id)).to.deep.equal({ spentNanoUsd: 0n, heldNanoUsd: usd('1.00') });
   });
 
-  it('answers a refusal with 429 insufficient_quota naming the limit, and x-should-retry: false instead of Retry-After', async () => {
+  it('answers a refusal once settled spend leaves no room with 429 insufficient_quota naming the limit, and x-should-retry: false', async () => {
     const id = await account();
-    await admit(id, '25.00', '24.99');
+    const request = randomUUID();
+    await admit(id, '25.00', '24.99', { requestId: request });
+    await settle(id, request, '24.99');
     const refused = await admit(id, '25.00', '0.05');
+    expect(refused.heldInFlight).to.equal(undefined);
     const err = admissionError(refused);
     expect(err.status).to.equal(429);
     expect(err.toBody()).to.deep.include({
@@ -109,6 +112,26 @@ describe('the spending limit at admission', () => {
     expect(err.headers).to.have.property('x-ratelimit-limit-requests');
   });
 
+  it('answers a refusal while requests in flight hold the rest of the limit with a short Retry-After, saying so', async () => {
+    const id = await account();
+    const request = randomUUID();
+    await admit(id, '1.00', '0.30', { requestId: request });
+    await settle(id, request, '0.30');
+    await admit(id, '1.00', '0.60');
+    const refused = await admit(id, '1.00', '0.20');
+    expect(refused).to.deep.include({ allowed: false, reason: 'spend', heldInFlight: true, retryAfterSeconds: 2 });
+    const err = admissionError(refused);
+    expect(err.headers).to.include({ 'Retry-After': '2' }).and.not.have.property('x-should-retry');
+    expect(err.message).to.equal(
+      'Requests of yours still in flight hold part of your monthly spending limit of $1.00 until they end (each holds the most it may cost, then keeps only what it cost): ' +
+        '$0.10 of it is free now, and this request may cost up to $0.20. It frees as they finish. Please try again in 2s.',
+    );
+    // Settled spend alone leaving no room is the other answer: 0.30 spent + 0.80 > 1.00.
+    const too = await admit(id, '1.00', '0.80');
+    expect(too.heldInFlight).to.equal(undefined);
+    expect(too.headers['x-should-retry']).to.equal('false');
+  });
+
   it('tells a request that alone may cost more than the whole limit to be smaller, without calling the limit reached', async () => {
     const id = await account();
     const refused = await admit(id, '1.00', '1.50');
@@ -117,9 +140,24 @@ describe('the spending limit at admission', () => {
       /^This request may cost up to \$1\.50 .* more than your whole monthly spending limit of \$1\.00\. Lower max_tokens or n/,
     );
     // A request that fits but finds the limit spent is the month's first refusal.
-    await admit(id, '1.00', '0.90');
+    const spent = randomUUID();
+    await admit(id, '1.00', '0.90', { requestId: spent });
+    await settle(id, spent, '0.90');
     expect((await admit(id, '1.00', '0.20')).spend?.firstThisMonth).to.equal(true);
     expect((await admit(id, '1.00', '0.20')).spend?.firstThisMonth).to.equal(false);
+  });
+
+  it('does not call the limit reached (no 100% email) while only requests in flight hold the rest, and does once their spend reaches it', async () => {
+    const id = await account();
+    const running = randomUUID();
+    await admit(id, '1.00', '0.90', { requestId: running });
+    const held = await admit(id, '1.00', '0.20');
+    expect(held).to.deep.include({ allowed: false, reason: 'spend', heldInFlight: true });
+    expect(held.spend?.firstThisMonth).to.equal(false);
+    await settle(id, running, '0.85');
+    const reached = await admit(id, '1.00', '0.20');
+    expect(reached.heldInFlight).to.equal(undefined);
+    expect(reached.spend?.firstThisMonth).to.equal(true);
   });
 
   it('replaces a reservation with the real cost when the request ends', async () => {
@@ -213,8 +251,22 @@ describe('the spending limit at admission', () => {
     // 0.03 fits 33 times in 1.00.
     expect(results.filter((r) => r.allowed)).to.have.length(33);
     expect(results.filter((r) => !r.allowed).every((r) => r.reason === 'spend')).to.equal(true);
-    expect(results.filter((r) => r.spend?.firstThisMonth)).to.have.length(1);
+    // Only reservations stand in the way: the limit is not reached yet.
+    expect(results.filter((r) => r.spend?.firstThisMonth)).to.have.length(0);
     expect(await spendOf(id)).to.deep.equal({ spentNanoUsd: 0n, heldNanoUsd: usd('0.99') });
+  });
+
+  it('counts one first refusal of the month when 100 requests race through two processes past a limit their spend reached', async () => {
+    const [web1, web2] = [await context(), await context()];
+    const id = await account();
+    const spent = randomUUID();
+    await admit(id, '1.00', '0.99', { requestId: spent });
+    await settle(id, spent, '0.99');
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => admit(id, '1.00', '0.03', { on: i % 2 === 0 ? web1 : web2 })),
+    );
+    expect(results.filter((r) => r.allowed)).to.have.length(0);
+    expect(results.filter((r) => r.spend?.firstThisMonth)).to.have.length(1);
   });
 
   it('leaves an account without a limit no spend figures in Redis', async () => {

@@ -181,6 +181,8 @@ describe('subscription endpoints when Stripe fails', () => {
           bearer: who.apiKey,
         }),
         get(`${bare.url}/v1/subscription/upgrade-success?session_id=cs_test_1`),
+        post(`${bare.url}/v1/subscription/payment-method-checkout`, undefined, { bearer: who.apiKey }),
+        get(`${bare.url}/v1/subscription/payment-method-success?session_id=cs_test_1`),
       ];
       for (const r of await Promise.all(calls)) {
         expect(r.status).to.equal(503);
@@ -201,6 +203,16 @@ describe('subscription endpoints when Stripe fails', () => {
       expect(info.body.models).to.have.length(3);
       const cancel = await get(`${bare.url}/v1/subscription/upgrade-cancel`);
       expect(cancel.status).to.equal(200);
+    });
+
+    it('sends a browser returning from a checkout back to the console with the reason billing is not configured', async () => {
+      const browser = { headers: { accept: 'text/html' }, redirect: 'manual' as const };
+      const upgrade = await get(`${bare.url}/v1/subscription/upgrade-success?session_id=cs_test_1`, browser);
+      expect(upgrade.status).to.equal(303);
+      expect(upgrade.headers.get('location')).to.equal('/console/billing?upgrade=failed&reason=billing_not_configured');
+      const card = await get(`${bare.url}/v1/subscription/payment-method-success?session_id=cs_test_1`, browser);
+      expect(card.status).to.equal(303);
+      expect(card.headers.get('location')).to.equal('/console/billing?card=failed&reason=billing_not_configured');
     });
   });
 });

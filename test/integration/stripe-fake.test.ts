@@ -232,6 +232,47 @@ describe('fake Stripe API with the real stripe client', () => {
     ).to.have.members([kept.id, ended.id]);
   });
 
+  it("sets a live subscription's default payment method to a card of its customer, and refuses anyone else's card", async () => {
+    const customer = await stripe.customers.create({});
+    const sub = await stripe.subscriptions.create({ customer: customer.id, items: [{ price: fake.priceId }] });
+    expect(sub.default_payment_method).to.equal(null);
+    const card = fake.createPaymentMethod({ last4: '5100' }, customer.id);
+    const updated = await stripe.subscriptions.update(sub.id, { default_payment_method: card.id });
+    expect(updated.default_payment_method).to.equal(card.id);
+    expect(fake.lastEvent('customer.subscription.updated').data.previous_attributes).to.deep.equal({
+      default_payment_method: null,
+    });
+    const stranger = fake.createPaymentMethod({}, null);
+    try {
+      await stripe.subscriptions.update(sub.id, { default_payment_method: stranger.id });
+      expect.fail('expected an error');
+    } catch (err) {
+      expect(err).to.be.instanceOf(Stripe.errors.StripeInvalidRequestError);
+      expect((err as Stripe.errors.StripeInvalidRequestError).param).to.equal('default_payment_method');
+    }
+    expect((await stripe.subscriptions.retrieve(sub.id)).default_payment_method).to.equal(card.id);
+  });
+
+  it("completes a setup-mode session the way the hosted page does: the session's setup intent succeeds with the card", async () => {
+    const customer = await stripe.customers.create({ email: 'card@example.com' });
+    const session = await stripe.checkout.sessions.create({
+      mode: 'setup',
+      customer: customer.id,
+      currency: 'usd',
+      metadata: { purpose: 'payment_method_update' },
+      success_url: 'https://example.com/back?session_id={CHECKOUT_SESSION_ID}',
+    });
+    expect(session.setup_intent).to.match(/^seti_/);
+    expect(session.status).to.equal('open');
+    const { returnUrl, paymentMethod } = fake.completeCheckoutSession(session.id, { last4: '0341' });
+    expect(returnUrl).to.equal(`https://example.com/back?session_id=${session.id}`);
+    const got = await stripe.checkout.sessions.retrieve(session.id, { expand: ['setup_intent'] });
+    expect(got).to.include({ status: 'complete', mode: 'setup' });
+    expect(got.metadata).to.deep.equal({ purpose: 'payment_method_update' });
+    const si = got.setup_intent as Stripe.SetupIntent;
+    expect(si).to.include({ status: 'succeeded', customer: customer.id, payment_method: paymentMethod.id });
+  });
+
   it('pays an invoice with nothing due as soon as it is finalized', async () => {
     const customer = await stripe.customers.create({});
     const draft = await stripe.invoices.create({ customer: customer.id });

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { ManualClock } from '../../src/clock.js';
 import { FakeStripe, type FakeCard } from '../fakes/stripe.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { get, post } from '../support/http.js';
@@ -26,6 +27,8 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
   const tierChanges = (id: string) =>
     web.app.db.selectFrom('tier_changes').selectAll().where('account_id', '=', id).orderBy('id').execute();
   const subscriptionsOf = (customer: string) => [...fake.subscriptions.values()].filter((s) => s.customer === customer);
+  /** What a browser following a link sends. */
+  const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
   /** The browser follows Stripe's redirect to success_url, which names this server. */
   const onThisServer = (url: string) => {
     const u = new URL(url);
@@ -150,17 +153,31 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       expect(sessionId).to.match(/^cs_/);
     });
 
-    it('answers a browser with an HTML page', async () => {
+    it('sends a browser back to the console billing page once upgraded', async () => {
       const who = await createTestAccount(web.app);
       const { sessionId } = await startCheckout(who);
       const { returnUrl } = fake.completeCheckoutSession(sessionId);
-      const r = await get(onThisServer(returnUrl), {
-        headers: { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' },
+      const r = await get(onThisServer(returnUrl), { headers: { accept: BROWSER }, redirect: 'manual' });
+      expect(r.status).to.equal(303);
+      expect(r.headers.get('location')).to.equal('/console/billing?upgrade=done');
+      expect(r.headers.get('cache-control')).to.equal('no-store');
+      const row = await readAccount(who.account.id);
+      expect(row).to.include({ tier: 'paid', payment_method_last4: '4242', checkout_session_id: null });
+      expect(subscriptionsOf(row.stripe_customer_id!)).to.have.length(1);
+    });
+
+    it('sends a browser back to the console with the reason when the upgrade cannot be completed, changing nothing', async () => {
+      const who = await createTestAccount(web.app);
+      const { sessionId } = await startCheckout(who);
+      const r = await get(`${web.url}/v1/subscription/upgrade-success?session_id=${sessionId}`, {
+        headers: { accept: BROWSER },
+        redirect: 'manual',
       });
-      expect(r.status).to.equal(200);
-      expect(r.headers.get('content-type')).to.match(/^text\/html/);
-      expect(r.text).to.include('You are on the paid tier').and.include('4242');
-      expect((await readAccount(who.account.id)).tier).to.equal('paid');
+      expect(r.status).to.equal(303);
+      expect(r.headers.get('location')).to.equal('/console/billing?upgrade=failed&reason=checkout_not_complete');
+      const row = await readAccount(who.account.id);
+      expect(row.tier).to.equal('free');
+      expect(subscriptionsOf(row.stripe_customer_id!)).to.have.length(0);
     });
 
     it('is safe to reload: the second visit answers already_paid and creates no second subscription', async () => {
@@ -248,16 +265,19 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
   });
 
   describe('upgrade-cancel', () => {
-    it('answers a clear message as JSON, or a page to a browser, and changes nothing', async () => {
+    it('answers a clear message as JSON, sends a browser back to the console billing page, and changes nothing', async () => {
       const who = await createTestAccount(web.app);
       const { sessionId } = await startCheckout(who);
       const json = await get(`${web.url}/v1/subscription/upgrade-cancel`);
       expect(json.status).to.equal(200);
       expect(json.body.status).to.equal('checkout_cancelled');
       expect(json.body.message).to.match(/cancelled.*Nothing was charged/);
-      const page = await get(`${web.url}/v1/subscription/upgrade-cancel`, { headers: { accept: 'text/html' } });
-      expect(page.status).to.equal(200);
-      expect(page.text).to.include('Checkout cancelled');
+      const browser = await get(`${web.url}/v1/subscription/upgrade-cancel`, {
+        headers: { accept: BROWSER },
+        redirect: 'manual',
+      });
+      expect(browser.status).to.equal(303);
+      expect(browser.headers.get('location')).to.equal('/console/billing?upgrade=cancelled');
       const row = await readAccount(who.account.id);
       expect(row.tier).to.equal('free');
       expect(row.checkout_session_id).to.equal(sessionId);
@@ -447,6 +467,181 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
     });
   });
 
+  describe('change card through the hosted checkout in setup mode', () => {
+    async function startCardChange(
+      who: TestAccount,
+    ): Promise<{ id: string; checkout_url: string; expires_at: string }> {
+      const r = await post(`${web.url}/v1/subscription/payment-method-checkout`, undefined, { bearer: who.jwt });
+      expect(r.status, r.text).to.equal(200);
+      expect(r.headers.get('cache-control')).to.equal('no-store');
+      return r.body;
+    }
+    const cardReturn = (sessionId: string, browser = false) =>
+      get(`${web.url}/v1/subscription/payment-method-success?session_id=${sessionId}`, {
+        ...(browser ? { headers: { accept: BROWSER }, redirect: 'manual' as const } : {}),
+      });
+
+    it("opens a setup-mode checkout session for the account's customer that returns to payment-method-success", async () => {
+      const who = await createTestAccount(web.app);
+      const body = await startCardChange(who);
+      expect(Object.keys(body)).to.have.members(['id', 'checkout_url', 'expires_at']);
+      const session = fake.checkoutSessions.get(body.id)!;
+      const row = await readAccount(who.account.id);
+      const base = web.app.config.http.publicBaseUrl;
+      expect(session).to.include({
+        mode: 'setup',
+        status: 'open',
+        customer: row.stripe_customer_id,
+        client_reference_id: who.account.id,
+        url: body.checkout_url,
+        success_url: `${base}/v1/subscription/payment-method-success?session_id={CHECKOUT_SESSION_ID}`,
+        cancel_url: `${base}/console/billing?card=cancelled`,
+      });
+      expect(session.metadata).to.deep.equal({ account_id: who.account.id, purpose: 'payment_method_update' });
+      expect(body.expires_at).to.equal(new Date(session.expires_at * 1000).toISOString());
+      // A card change is not an upgrade: the account stays free with no checkout pending.
+      expect(row).to.include({ tier: 'free', checkout_session_id: null });
+    });
+
+    it('paid: makes the new card the default of the customer and of the subscription, and sends a browser to the console', async () => {
+      const who = await createTestAccount(web.app);
+      const { result } = await upgradeThroughCheckout(who);
+      const { id } = await startCardChange(who);
+      const { paymentMethod } = fake.completeCheckoutSession(id, { brand: 'mastercard', last4: '5100' });
+      const r = await cardReturn(id, true);
+      expect(r.status).to.equal(303);
+      expect(r.headers.get('location')).to.equal('/console/billing?card=updated');
+      const row = await readAccount(who.account.id);
+      expect(row).to.include({
+        tier: 'paid',
+        default_payment_method_id: paymentMethod.id,
+        payment_method_brand: 'mastercard',
+        payment_method_last4: '5100',
+      });
+      expect(fake.customers.get(row.stripe_customer_id!)!.invoice_settings.default_payment_method).to.equal(
+        paymentMethod.id,
+      );
+      expect(fake.subscriptions.get(result.subscription_id)!.default_payment_method).to.equal(paymentMethod.id);
+      expect(await tierChanges(who.account.id)).to.have.length(1);
+    });
+
+    it('free: answers JSON with the new card as the default and leaves the tier alone; a reload repeats nothing', async () => {
+      const who = await createTestAccount(web.app);
+      const { id } = await startCardChange(who);
+      const { paymentMethod } = fake.completeCheckoutSession(id, { brand: 'visa', last4: '0341' });
+      const r = await cardReturn(id);
+      expect(r.status, r.text).to.equal(200);
+      expect(r.body).to.include({ status: 'payment_method_updated', tier: 'free', subscription_id: null });
+      expect(r.body.payment_method).to.deep.equal({ brand: 'visa', last4: '0341' });
+      const writes = fake.requests.length;
+      const again = await cardReturn(id);
+      expect(again.status).to.equal(200);
+      expect(again.body).to.deep.equal(r.body);
+      // Only replays of the same idempotent writes: no new object at Stripe.
+      expect(
+        fake.requests
+          .slice(writes)
+          .filter((q) => q.method === 'POST')
+          .map((q) => q.idempotencyKey),
+      ).to.satisfy((keys: string[]) => keys.every((k) => /^default-payment-method:/.test(k)));
+      const row = await readAccount(who.account.id);
+      expect(row).to.include({ tier: 'free', default_payment_method_id: paymentMethod.id });
+      expect(subscriptionsOf(row.stripe_customer_id!)).to.have.length(0);
+      // With the card on file, an upgrade is now immediate.
+      const up = await post(`${web.url}/v1/subscription/upgrade`, undefined, { bearer: who.apiKey });
+      expect(up.body).to.include({ status: 'upgraded', tier: 'paid' });
+    });
+
+    it('refuses a session not completed yet with 409 and keeps the card on file', async () => {
+      const who = await createTestAccount(web.app);
+      const { paymentMethod } = await upgradeThroughCheckout(who);
+      const { id } = await startCardChange(who);
+      const r = await cardReturn(id);
+      expect(r.status).to.equal(409);
+      expect(r.body.error.code).to.equal('checkout_not_complete');
+      const browser = await cardReturn(id, true);
+      expect(browser.status).to.equal(303);
+      expect(browser.headers.get('location')).to.equal('/console/billing?card=failed&reason=checkout_not_complete');
+      const row = await readAccount(who.account.id);
+      expect(row.default_payment_method_id).to.equal(paymentMethod.id);
+      expect(fake.customers.get(row.stripe_customer_id!)!.invoice_settings.default_payment_method).to.equal(
+        paymentMethod.id,
+      );
+    });
+
+    it("refuses a card-change session of another account's customer with 403", async () => {
+      const victim = await createTestAccount(web.app);
+      const { paymentMethod } = await upgradeThroughCheckout(victim);
+      const attacker = await createTestAccount(web.app);
+      await startCardChange(attacker);
+      const attackerCustomer = (await readAccount(attacker.account.id)).stripe_customer_id!;
+      const forged = fake.createCheckoutSessionDirectly({
+        mode: 'setup',
+        currency: 'usd',
+        customer: attackerCustomer,
+        client_reference_id: victim.account.id,
+        metadata: { account_id: victim.account.id, purpose: 'payment_method_update' },
+        success_url: 'http://example.invalid/?session_id={CHECKOUT_SESSION_ID}',
+      });
+      fake.completeCheckoutSession(forged.id);
+      const r = await cardReturn(forged.id);
+      expect(r.status).to.equal(403);
+      expect(r.body.error.code).to.equal('checkout_session_not_yours');
+      expect((await readAccount(victim.account.id)).default_payment_method_id).to.equal(paymentMethod.id);
+    });
+
+    it('keeps upgrade sessions and card-change sessions apart: neither return endpoint takes the other', async () => {
+      const who = await createTestAccount(web.app);
+      const upgradeSession = (await startCheckout(who)).sessionId;
+      fake.completeCheckoutSession(upgradeSession);
+      const wrongWay = await cardReturn(upgradeSession);
+      expect(wrongWay.status).to.equal(400);
+      expect(wrongWay.body.error.code).to.equal('checkout_session_unknown');
+
+      const other = await createTestAccount(web.app);
+      const { id } = await startCardChange(other);
+      fake.completeCheckoutSession(id);
+      const noUpgrade = await get(`${web.url}/v1/subscription/upgrade-success?session_id=${id}`);
+      expect(noUpgrade.status).to.equal(400);
+      expect(noUpgrade.body.error.code).to.equal('checkout_session_unknown');
+      expect((await readAccount(other.account.id)).tier).to.equal('free');
+      expect((await readAccount(who.account.id)).tier).to.equal('free');
+    });
+
+    it('answers 404 for a session Stripe does not know, and 422 without one', async () => {
+      const unknown = await cardReturn('cs_test_nope');
+      expect(unknown.status).to.equal(404);
+      expect(unknown.body.error.code).to.equal('checkout_session_not_found');
+      const missing = await get(`${web.url}/v1/subscription/payment-method-success`);
+      expect(missing.status).to.equal(422);
+      expect(missing.body.detail[0]).to.deep.include({ loc: ['query', 'session_id'], type: 'missing' });
+    });
+
+    it('refuses a completed card-change session returned to more than an hour after it expired, changing nothing', async () => {
+      // A second web tier whose clock is 25 hours on: the session (24 hours) has expired for it.
+      const later = new ManualClock(Date.now() + 25 * 3_600_000);
+      const late = await startTestWeb({ env: fake.env(), clock: later });
+      try {
+        const who = await createTestAccount(web.app);
+        const { id } = await startCardChange(who);
+        fake.completeCheckoutSession(id);
+        const r = await get(`${late.url}/v1/subscription/payment-method-success?session_id=${id}`);
+        expect(r.status).to.equal(409);
+        expect(r.body.error.code).to.equal('checkout_session_expired');
+        const row = await readAccount(who.account.id);
+        expect(row.default_payment_method_id).to.equal(null);
+        expect(fake.customers.get(row.stripe_customer_id!)!.invoice_settings.default_payment_method).to.equal(null);
+      } finally {
+        await late.close();
+      }
+    });
+
+    it('needs a credential to open a card-change checkout', async () => {
+      const r = await post(`${web.url}/v1/subscription/payment-method-checkout`);
+      expect(r.status).to.equal(401);
+    });
+  });
+
   describe('paid -> downgrade -> free', () => {
     it('cancels the Stripe subscription without a final invoice and returns to free at once', async () => {
       const who = await createTestAccount(web.app);
@@ -496,12 +691,12 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       expect(r.body.models).to.have.length(3);
       for (const m of r.body.models)
         expect(m).to.have.all.keys('id', 'provider', 'input_price_per_million', 'output_price_per_million');
-      expect(r.body.limits).to.deep.equal({
-        requests_per_minute: 20,
-        requests_per_hour: 100,
-        requests_per_day: 500,
-        tokens_per_day: 100_000,
-      });
+      const { remaining, resets_at, ...limits } = r.body.limits;
+      const free = { requests_per_minute: 20, requests_per_hour: 100, requests_per_day: 500, tokens_per_day: 100_000 };
+      expect(limits).to.deep.equal(free);
+      // A new account has used nothing: every window is whole.
+      expect(remaining).to.deep.equal(free);
+      expect(Object.keys(resets_at)).to.have.members(Object.keys(free));
     });
 
     it('shows a paid account the paid models and limits, the card brand and last 4 only, and the subscription status', async () => {
@@ -513,12 +708,15 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       expect(r.body.payment_method).to.deep.equal({ brand: 'visa', last4: '0077' });
       expect(r.body.models.length).to.be.greaterThan(3);
       const paid = web.app.config.limits.paid;
-      expect(r.body.limits).to.deep.equal({
+      const { remaining, resets_at: _resets, ...limits } = r.body.limits;
+      const expected = {
         requests_per_minute: paid.requestsPerMinute,
         requests_per_hour: paid.requestsPerHour,
         requests_per_day: paid.requestsPerDay,
         tokens_per_day: paid.tokensPerDay,
-      });
+      };
+      expect(limits).to.deep.equal(expected);
+      expect(remaining).to.deep.equal(expected);
       expect(JSON.stringify(r.body)).to.not.match(/pm_|cus_/);
     });
 
@@ -553,7 +751,7 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       expect(writes.length).to.be.greaterThan(10);
       for (const w of writes) {
         expect(w.idempotencyKey, `${w.method} ${w.path}`).to.match(
-          /^(customer|checkout|subscription|default-payment-method|setup-intent|cancel-subscription):[0-9a-f-]{36}(:|$)/,
+          /^(customer|checkout|subscription|default-payment-method|setup-intent|cancel-subscription|payment-method-checkout|subscription-payment-method):[0-9a-f-]{36}(:|$)/,
         );
       }
     });

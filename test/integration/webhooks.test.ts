@@ -90,6 +90,24 @@ describe('Stripe webhook (POST /v1/webhooks/processor)', () => {
       expect([...fake.subscriptions.values()].filter((s) => s.customer === customer)).to.have.length(1);
     });
 
+    it('checkout.session.completed of a card-change session upgrades nobody', async () => {
+      const who = await createTestAccount(web.app);
+      await withOpenCheckout(who);
+      const r0 = await post(`${web.url}/v1/subscription/payment-method-checkout`, undefined, { bearer: who.apiKey });
+      expect(r0.status, r0.text).to.equal(200);
+      fake.completeCheckoutSession(r0.body.id);
+      const event = fake.lastEvent('checkout.session.completed');
+      expect(event.data.object.id).to.equal(r0.body.id);
+      const r = await send(event);
+      expect(r.status).to.equal(200);
+      expect(r.body).to.include({
+        outcome: 'ignored',
+        detail: 'This checkout session was not created by the upgrade endpoint.',
+      });
+      expect((await readAccount(who.account.id)).tier).to.equal('free');
+      expect(await reasons(who.account.id)).to.deep.equal([]);
+    });
+
     it('the webhook and the browser racing each other create one subscription and one tier change', async () => {
       const who = await createTestAccount(web.app);
       const { sessionId, customer } = await withOpenCheckout(who);

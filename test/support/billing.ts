@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../../src/context.js';
 import { setCustomerIdIfUnset } from '../../src/accounts/accounts.repository.js';
 import { insertUsageEvents } from '../../src/usage/usage.repository.js';
-import type { Tier } from '../../db/schema/index.js';
+import type { Tier, UsageStatus } from '../../db/schema/index.js';
 import type { FakeStripe } from '../fakes/stripe.js';
 import { createTestAccount, type TestAccount } from './accounts.js';
 import * as ledger from './ledger.repository.js';
@@ -29,6 +29,8 @@ export interface UsageSpec {
   prompt: number;
   completion: number;
   at: string | Date;
+  status?: UsageStatus;
+  stream?: boolean;
 }
 
 /** Ledger rows as the metering worker writes them (prices from the catalog, cost computed by Postgres). */
@@ -42,7 +44,8 @@ export async function recordUsage(app: AppContext, rows: UsageSpec[]): Promise<s
       account_id: r.accountId,
       model: r.model,
       tier: r.tier,
-      status: 'completed' as const,
+      status: r.status ?? ('completed' as const),
+      stream: r.stream ?? false,
       prompt_tokens: r.prompt,
       completion_tokens: r.completion,
       input_price_per_million: m.input_price_per_million,

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig, type Config, type Env } from '../../src/config.js';
+import { TEST_PROVIDERS } from './providers/providers.js';
 
 /** The environment `npm test` prepared (isolated database and Redis prefix), plus test defaults. */
 export function testEnv(overrides: Env = {}): Env {
@@ -12,12 +13,15 @@ export function testEnv(overrides: Env = {}): Env {
     // Every test signs up from 127.0.0.1: the sign-up limits have tests of their own, which set them.
     SIGNUP_PER_CLIENT_PER_HOUR: '100000',
     SIGNUP_PER_ADDRESS_PER_HOUR: '1000',
+    SIGNIN_PER_CLIENT_PER_HOUR: '100000',
+    SIGNIN_PER_ADDRESS_PER_HOUR: '1000',
     ...overrides,
   };
 }
 
+/** The configuration of an in-process test, serving the suite's providers (the test tree's own among them). */
 export function testConfig(overrides: Env = {}): Config {
-  return loadConfig(testEnv(overrides));
+  return loadConfig(testEnv(overrides), TEST_PROVIDERS);
 }
 
 export const randomId = (bytes = 6): string => randomBytes(bytes).toString('hex');

@@ -11,6 +11,8 @@ export interface RequestOptions {
   raw?: string | Buffer;
   bearer?: string;
   signal?: AbortSignal;
+  /** 'manual' answers a redirect itself instead of following it (the default). */
+  redirect?: 'follow' | 'manual';
 }
 
 /** A plain HTTP call over a real connection; the body is parsed when it is JSON. */
@@ -24,7 +26,7 @@ export async function request<T = any>(method: string, url: string, opts: Reques
     body = opts.raw;
   }
   if (opts.bearer) headers.authorization = `Bearer ${opts.bearer}`;
-  const res = await fetch(url, { method, headers, body, signal: opts.signal });
+  const res = await fetch(url, { method, headers, body, signal: opts.signal, redirect: opts.redirect ?? 'follow' });
   const text = await res.text();
   let parsed: unknown = undefined;
   if ((res.headers.get('content-type') ?? '').includes('json')) {

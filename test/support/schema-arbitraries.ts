@@ -44,6 +44,8 @@ const KNOWN = new Set([
   'example',
   'pattern',
   'propertyNames',
+  'oneOf',
+  'discriminator',
 ]);
 
 function typesOf(schema: Schema): string[] {
@@ -77,7 +79,7 @@ const allowedChar = (rule: string) => (c: string) =>
 function validString(schema: Schema, opts: GenOptions): fc.Arbitrary<string> {
   if (schema.enum) return fc.constantFrom(...(schema.enum as string[]));
   if (schema.const !== undefined) return fc.constant(schema.const as string);
-  if (schema.pattern) throw new Error('schema-arbitraries cannot generate from a pattern; give an override');
+  if (schema.pattern) return fc.stringMatching(new RegExp(schema.pattern as string));
   if (schema.format === 'email') return fc.emailAddress().filter((e) => e.length <= (schema.maxLength ?? 254));
   if (schema.format === 'date')
     return fc
@@ -121,6 +123,8 @@ function validOfType(type: string, schema: Schema, opts: GenOptions, path: Loc):
         maxLength: Math.min(schema.maxItems ?? 10, 10),
       });
     case 'object': {
+      // A tagged union (OpenAPI's discriminator): a value of one of its branches.
+      if (schema.oneOf) return fc.oneof(...(schema.oneOf as Schema[]).map((b) => validOf(b, opts, path)));
       if (schema.additionalProperties && typeof schema.additionalProperties === 'object' && !schema.properties) {
         return fc.dictionary(
           fc.string({ maxLength: 10 }),
@@ -205,6 +209,10 @@ function invalidOptions(schema: Schema, opts: GenOptions, path: Loc): fc.Arbitra
         }),
     );
   }
+  if (types.includes('object') && schema.oneOf) {
+    // Each branch's own invalid values (a wrong or missing tag is refused at the tag).
+    for (const branch of schema.oneOf as Schema[]) out.push(...invalidOptions(branch, opts, path));
+  }
   if (types.includes('object') && schema.additionalProperties && typeof schema.additionalProperties === 'object') {
     out.push(
       invalidOf(schema.additionalProperties as Schema, opts, [...path, 'k']).map((bad) => ({
@@ -215,7 +223,10 @@ function invalidOptions(schema: Schema, opts: GenOptions, path: Loc): fc.Arbitra
   }
   if (types.includes('object') && schema.properties) {
     const props = schema.properties as Record<string, Schema>;
-    const base = validOf(schema, opts, path) as fc.Arbitrary<Record<string, unknown>>;
+    // An object to change one property of (the schema may allow other types beside objects).
+    const base = (opts.overrides?.[pathKey(path)] ?? validOfType('object', schema, opts, path)) as fc.Arbitrary<
+      Record<string, unknown>
+    >;
     for (const name of (schema.required ?? []) as string[]) {
       out.push(
         base.map((v) => {
@@ -242,6 +253,15 @@ function invalidStrings(schema: Schema, path: Loc, opts: GenOptions): fc.Arbitra
   if (schema.const !== undefined) return [fc.constant(at(path)(`${schema.const}x`))];
   if (schema.maxLength !== undefined) out.push(fc.constant(at(path)('x'.repeat(schema.maxLength + 1))));
   if (schema.minLength) out.push(fc.constant(at(path)('')));
+  if (schema.pattern) {
+    const re = new RegExp(schema.pattern as string);
+    out.push(
+      fc
+        .oneof(fc.constantFrom('', ' ', 'a b', 'x'.repeat(65), 'é'), fc.string({ maxLength: 8 }))
+        .filter((v) => !re.test(v))
+        .map(at(path)),
+    );
+  }
   if (schema.format === 'email') out.push(fc.constantFrom('not-an-email', 'a@', '@b.c', 'a b@c.d').map(at(path)));
   if (schema.format === 'date')
     out.push(fc.constantFrom('2026-13-01', '2026-02-30', '26-01-01', 'yesterday').map(at(path)));

@@ -27,13 +27,13 @@ afterEach(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-async function violations(tree: Tree): Promise<string[]> {
+async function cruiseTree(tree: Tree): Promise<ICruiseResult> {
   for (const [file, text] of Object.entries({ ...PACKAGES, ...tree })) {
     await mkdir(path.dirname(path.join(root, file)), { recursive: true });
     await writeFile(path.join(root, file), text);
   }
   const result = await cruise(
-    ['src', 'workers'].filter((d) => Object.keys(tree).some((f) => f.startsWith(`${d}/`))),
+    ['src', 'workers', 'scripts', 'console'].filter((d) => Object.keys(tree).some((f) => f.startsWith(`${d}/`))),
     {
       validate: true,
       ruleSet: { forbidden: rules.forbidden ?? [] },
@@ -45,8 +45,38 @@ async function violations(tree: Tree): Promise<string[]> {
     // Imports name the compiled .js file, as NodeNext wants; the tree holds the .ts source.
     { extensionAlias: { '.js': ['.ts', '.js'] } },
   );
-  const output = result.output as ICruiseResult;
+  return result.output as ICruiseResult;
+}
+
+async function violations(tree: Tree): Promise<string[]> {
+  const output = await cruiseTree(tree);
   return [...new Set(output.summary.violations.map((v) => v.rule.name))].sort();
+}
+
+/**
+ * The layers as README "Dependency rules" writes them, lowest first, with one module in each
+ * room; rooms of one layer share a row.
+ */
+const LAYERS: Record<string, string>[] = [
+  { core: 'src/calendar.ts' },
+  { infra: 'src/infra/x.ts', providers: 'src/providers/x.ts' },
+  { catalog: 'src/catalog/x.ts' },
+  { usage: 'src/usage/x.ts' },
+  { limits: 'src/limits/x.ts' },
+  { accounts: 'src/accounts/x.ts' },
+  { 'console-identity': 'src/console-identity/x.ts' },
+  { billing: 'src/billing/x.ts' },
+  { subscriptions: 'src/subscriptions/x.ts' },
+  { chat: 'src/chat/x.ts' },
+  { health: 'src/health/x.ts', scheduler: 'src/scheduler/x.ts' },
+];
+
+/** `import` of `to` from `from`, both paths from the root. */
+function importOf(from: string, to: string): string {
+  let rel = path.posix.relative(path.posix.dirname(from), to).replace(/[.]ts$/, '.js');
+  if (!rel.startsWith('.')) rel = `./${rel}`;
+  const name = `v${to.replace(/\W/g, '_')}`;
+  return `import { v as ${name} } from '${rel}';\n`;
 }
 
 describe('dependency rules (.dependency-cruiser.cjs)', () => {
@@ -62,6 +92,25 @@ describe('dependency rules (.dependency-cruiser.cjs)', () => {
     ).to.deep.equal([]);
   });
 
+  it('refuse service code that imports the console (a browser app, bundled on its own)', async () => {
+    expect(
+      await violations({
+        'console/format.ts': 'export const usd = 1;',
+        'src/http/routes/console-assets.routes.ts':
+          "import { usd } from '../../../console/format.js';\nexport const r = usd;",
+      }),
+    ).to.deep.equal(['console-is-not-imported']);
+  });
+
+  it('refuse a console module that imports the service’s code', async () => {
+    expect(
+      await violations({
+        'src/errors.ts': 'export const e = 1;',
+        'console/api.ts': "import { e } from '../src/errors.js';\nexport const a = e;",
+      }),
+    ).to.deep.equal(['console-imports-no-service-code']);
+  });
+
   it('refuse a feature that imports the HTTP edge', async () => {
     expect(
       await violations({
@@ -69,6 +118,16 @@ describe('dependency rules (.dependency-cruiser.cjs)', () => {
         'src/billing/invoicing.service.ts': "import { app } from '../http/app.js';\nexport const s = app;",
       }),
     ).to.deep.equal(['edges-are-not-imported']);
+  });
+
+  it('refuse a module of src/ that is in no room, and an import of one', async () => {
+    expect(
+      await violations({
+        'src/clock.ts': 'export const clock = 1;',
+        'src/helpers.ts': "import { clock } from './clock.js';\nexport const h = clock;",
+        'src/chat/relay.ts': "import { h } from '../helpers.js';\nexport const r = h;",
+      }),
+    ).to.deep.equal(['every-module-in-a-room', 'imports-only-modules-in-a-room']);
   });
 
   it('refuse a feature that reads the process context', async () => {
@@ -107,13 +166,106 @@ describe('dependency rules (.dependency-cruiser.cjs)', () => {
     ).to.deep.equal(['edges-call-services-not-repositories']);
   });
 
+  it('refuse a script that reads through a repository instead of its service', async () => {
+    expect(
+      await violations({
+        'src/accounts/accounts.repository.ts': 'export const find = 1;',
+        'scripts/mint-jwt.ts': "import { find } from '../src/accounts/accounts.repository.js';\nexport const m = find;",
+      }),
+    ).to.deep.equal(['edges-call-services-not-repositories']);
+  });
+
   it('refuse a provider that imports a feature', async () => {
     expect(
       await violations({
         'src/billing/prices.ts': 'export const p = 1;',
         'src/providers/openai/openai.provider.ts': "import { p } from '../../billing/prices.js';\nexport const o = p;",
       }),
-    ).to.deep.equal(['providers-know-no-features']);
+    ).to.deep.equal(['providers-imports-only-lower-layers']);
+  });
+
+  it('refuse every import into a higher layer or a sibling room, and accept every import downward', async () => {
+    const rooms = LAYERS.flatMap((layer, level) =>
+      Object.entries(layer).map(([room, file]) => ({ room, file, level })),
+    );
+    // Every room imports every other room: the rules must flag exactly the imports that go up or sideways.
+    const tree: Tree = Object.fromEntries(
+      rooms.map(({ file }) => [
+        file,
+        rooms
+          .filter((r) => r.file !== file)
+          .map((r) => importOf(file, r.file))
+          .join('') + 'export const v = 1;\nexport type V = number;\n',
+      ]),
+    );
+    const output = await cruiseTree(tree);
+    const found = output.summary.violations
+      .filter((v) => v.rule.name.endsWith('-imports-only-lower-layers'))
+      .map((v) => `${v.from} -> ${v.to}`)
+      .sort();
+    const expected = rooms
+      .flatMap((a) => rooms.filter((b) => b.file !== a.file && b.level >= a.level).map((b) => `${a.file} -> ${b.file}`))
+      .sort();
+    expect(found).to.deep.equal(expected);
+    for (const v of output.summary.violations.filter((v) => v.rule.name.endsWith('-imports-only-lower-layers')))
+      expect(v.rule.name).to.equal(`${rooms.find((r) => r.file === v.from)!.room}-imports-only-lower-layers`);
+  });
+
+  it('refuse a type-only import into a higher layer', async () => {
+    expect(
+      await violations({
+        'src/billing/spend-limit.service.ts': 'export type Limit = number;',
+        'src/limits/limiter.service.ts':
+          "import type { Limit } from '../billing/spend-limit.service.js';\nexport type L = Limit;",
+      }),
+    ).to.deep.equal(['limits-imports-only-lower-layers']);
+  });
+
+  it('refuse usage calling into billing (metering raises a hook instead)', async () => {
+    expect(
+      await violations({
+        'src/billing/spend-alerts.service.ts': 'export const queueAlerts = 1;',
+        'src/usage/metering.service.ts':
+          "import { queueAlerts } from '../billing/spend-alerts.service.js';\nexport const m = queueAlerts;",
+      }),
+    ).to.deep.equal(['usage-imports-only-lower-layers']);
+  });
+
+  it("accept config reading the providers' plug-ins, and refuse the core importing a feature", async () => {
+    expect(
+      await violations({
+        'src/providers/providers.ts': 'export const PROVIDERS = [];',
+        'src/config.ts': "import { PROVIDERS } from './providers/providers.js';\nexport const c = PROVIDERS;",
+      }),
+    ).to.deep.equal([]);
+    expect(
+      await violations({
+        'src/billing/periods.ts': 'export const monthOf = 1;',
+        'src/calendar.ts': "import { monthOf } from './billing/periods.js';\nexport const c = monthOf;",
+      }),
+    ).to.deep.equal(['core-imports-only-lower-layers']);
+  });
+
+  it("refuse a feature that calls another feature's repository", async () => {
+    expect(
+      await violations({
+        'src/accounts/accounts.repository.ts': 'export const lockAccount = 1;',
+        'src/subscriptions/tier.service.ts':
+          "import { lockAccount } from '../accounts/accounts.repository.js';\nexport const t = lockAccount;",
+      }),
+    ).to.deep.equal(['features-call-services-not-repositories']);
+  });
+
+  it("accept a feature that calls another feature's service and takes types from its repository", async () => {
+    expect(
+      await violations({
+        'src/accounts/accounts.repository.ts': 'export const lockAccount = 1;\nexport type Account = { id: string };',
+        'src/accounts/account-billing.service.ts':
+          "import { lockAccount } from './accounts.repository.js';\nexport const lock = lockAccount;",
+        'src/subscriptions/tier.service.ts':
+          "import type { Account } from '../accounts/accounts.repository.js';\nimport { lock } from '../accounts/account-billing.service.js';\nexport const t: [unknown, Account?] = [lock];",
+      }),
+    ).to.deep.equal([]);
   });
 
   it('refuse service code that imports a fake', async () => {

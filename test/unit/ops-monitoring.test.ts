@@ -158,6 +158,17 @@ describe('the Grafana dashboard (ops/grafana/completions-dashboard.json)', () =>
     }
   });
 
+  it('shows the time to first token the client sees beside the upstream’s, in one panel', () => {
+    const panel = queryPanels().find((p) => {
+      const names = (p.targets ?? []).flatMap((t) => metricNamesIn(t.expr));
+      return (
+        names.includes('completion_client_ttft_seconds_bucket') &&
+        names.includes('completion_upstream_ttft_seconds_bucket')
+      );
+    });
+    expect(panel, 'a panel querying completion_client_ttft_seconds and completion_upstream_ttft_seconds').to.exist;
+  });
+
   it('has panels with distinct ids, laid out within the 24-column grid', () => {
     const panels = dashboard().panels;
     expect(new Set(panels.map((p) => p.id)).size).to.equal(panels.length);

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { isDependencyDown } from '../../src/infra/outage.js';
+import { dependencyDown, isDependencyDown } from '../../src/infra/outage.js';
 
 describe('telling a dependency outage from a failed query', () => {
   it('recognises Postgres and Redis out of reach', () => {
@@ -32,5 +32,35 @@ describe('telling a dependency outage from a failed query', () => {
     expect(isDependencyDown(Object.assign(new Error('syntax error'), { code: '42601' }))).to.equal(false);
     expect(isDependencyDown(new TypeError('cannot read properties of undefined'))).to.equal(false);
     expect(isDependencyDown(undefined)).to.equal(false);
+  });
+});
+
+describe('the answer a client gets when a dependency is down', () => {
+  it('is a 503 service_unavailable asking for a retry in 5 s, in the OpenAI error envelope', () => {
+    const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6379'), { code: 'ECONNREFUSED' });
+    const err = dependencyDown(cause);
+    expect(err.status).to.equal(503);
+    expect(err.headers).to.deep.equal({ 'Retry-After': '5' });
+    expect(err.cause).to.equal(cause);
+    expect(err.toBody()).to.deep.equal({
+      error: {
+        message: 'The service is temporarily unavailable. Please retry shortly.',
+        type: 'service_unavailable',
+        code: 'service_unavailable',
+        param: null,
+      },
+    });
+  });
+
+  it('counts the failure in the outage log under the source that met it, in the feature’s words when given', () => {
+    const seen: string[] = [];
+    const err = dependencyDown(
+      new Error('Connection is closed.'),
+      { log: { failure: (source) => seen.push(source) }, source: 'sign-up limit' },
+      'Sign-ups cannot be checked right now; please retry shortly.',
+    );
+    expect(seen).to.deep.equal(['sign-up limit']);
+    expect(err.message).to.equal('Sign-ups cannot be checked right now; please retry shortly.');
+    expect(err.code).to.equal('service_unavailable');
   });
 });

@@ -9,7 +9,12 @@ interface Store {
   chosen: string;
 }
 interface BannerModule {
-  storesBanner: (stores: { postgres: Store; redis: Store; env: Record<string, string | undefined> }) => string[];
+  storesBanner: (stores: {
+    postgres: Store;
+    redis: Store;
+    env: Record<string, string | undefined>;
+    freePorts?: Record<string, number>;
+  }) => string[];
 }
 
 // Plain JavaScript outside the TypeScript build (it runs before anything is built), so it is
@@ -36,11 +41,26 @@ describe('npm start: the lines naming the database and Redis it chose', () => {
     expect(lines[1]).to.equal('Redis: redis://127.0.0.1:6379, key prefix "mine" (the server on 127.0.0.1:6379)');
   });
 
-  it('say how to keep a second checkout apart, with a command naming another database and another prefix', () => {
+  it('say how to keep a second checkout apart, with a command naming another database, prefix and port', () => {
     const advice = storesBanner({ postgres: localPostgres, redis: localRedis, env: {} }).slice(2).join('\n');
     expect(advice).to.include(
-      'DATABASE_URL=postgres://postgres@127.0.0.1:5432/completions_dev_b REDIS_PREFIX=svc_b npm start',
+      'DATABASE_URL=postgres://postgres@127.0.0.1:5432/completions_dev_b REDIS_PREFIX=svc_b PORT=8081 npm start',
     );
+  });
+
+  it('name in that command every port this instance binds, with the free ones it was given', () => {
+    const env = { PORT: '9000', WORKER_METRICS_PORT: '9101', SCHEDULER_METRICS_PORT: '9102' };
+    const freePorts = { PORT: 9001, WORKER_METRICS_PORT: 9103, SCHEDULER_METRICS_PORT: 9104 };
+    const [said, command] = storesBanner({ postgres: localPostgres, redis: localRedis, env, freePorts }).slice(2);
+    expect(said).to.include('PORT, WORKER_METRICS_PORT and SCHEDULER_METRICS_PORT');
+    expect(command).to.match(/ PORT=9001 WORKER_METRICS_PORT=9103 SCHEDULER_METRICS_PORT=9104 npm start$/);
+  });
+
+  it('name a mail outbox at an absolute path, which two checkouts would share, and leave a relative one alone', () => {
+    const shared = storesBanner({ postgres: localPostgres, redis: localRedis, env: { MAIL_DEV_DIR: '/srv/mail/' } });
+    expect(shared[3]).to.match(/ MAIL_DEV_DIR=\/srv\/mail_b npm start$/);
+    const own = storesBanner({ postgres: localPostgres, redis: localRedis, env: { MAIL_DEV_DIR: 'var/mail' } });
+    expect(own.join('\n')).not.to.include('MAIL_DEV_DIR');
   });
 
   it('never print a password, in the user part or a query parameter, plain or percent-encoded', () => {

@@ -3,11 +3,15 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { KoaAdapter } from '@bull-board/koa';
 import type { AppContext } from '../../context.js';
+import { AppError } from '../../errors.js';
 import { everyQueue } from '../../infra/queues.js';
 import type { AppState } from '../route.js';
 import { operatorGate } from './operator-gate.js';
 
 export const QUEUE_DASHBOARD_PATH = '/admin/queues';
+
+/** Methods that change nothing: every other one on the board's API is a write. */
+const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
  * bull-board knows a queue by its name, and every shard of the completion queue has the same one:
@@ -90,6 +94,15 @@ export function queueDashboard(app: AppContext): Middleware<AppState> | undefine
       ctx.path.startsWith(`${QUEUE_DASHBOARD_PATH}/static/`) ? 'private, max-age=86400' : 'no-store',
     );
     await gate(ctx, async () => {
+      // bull-board refuses a write in read-only mode with a body of its own ({error:{key}}): refused
+      // here first, in the service's error envelope.
+      if (!queuesWritable && ctx.path.startsWith(`${QUEUE_DASHBOARD_PATH}/api/`) && !READS.has(ctx.method)) {
+        throw new AppError(
+          'invalid_request',
+          'The queue dashboard is read-only: it changes no queue or job (ADMIN_QUEUES_WRITABLE=true on the web tier allows it).',
+          { status: 405, code: 'queue_dashboard_read_only', headers: { Allow: 'GET, HEAD' } },
+        );
+      }
       await board(ctx, next);
     });
     if (ctx.response.is('html') && typeof ctx.body === 'string')

@@ -9,12 +9,15 @@ import {
   looksLikeApiKey,
 } from '../../accounts/auth.service.js';
 import type { AppState, AuthMode } from '../route.js';
+import { sessionAuth } from './console-session.js';
 
 /** An `Authorization: Bearer <credential>` header; the credential is the first group. */
 export const BEARER = /^Bearer\s+(\S+)\s*$/i;
 const CHALLENGE = { 'WWW-Authenticate': 'Bearer error="invalid_token"' };
 
-const WANTS: Record<Exclude<AuthMode, 'none'>, string> = {
+type BearerMode = Exclude<AuthMode, 'none' | 'session'>;
+
+const WANTS: Record<BearerMode, string> = {
   api_key: 'an API key (Authorization: Bearer sk-svc-…)',
   jwt: 'a JWT (Authorization: Bearer <token>); API keys are not accepted here',
   api_key_or_jwt: 'an API key or a JWT (Authorization: Bearer …)',
@@ -32,6 +35,31 @@ export function authorizationHeader(ctx: Pick<Context, 'req' | 'get'>): string {
     });
   }
   return ctx.get('authorization');
+}
+
+/**
+ * The 401 for an Authorization header that is not `Bearer <credential>`, in words that match what
+ * was sent: nothing, or a header of another shape. The header itself is never echoed (it may be a secret).
+ */
+function credentialRefusal(header: string, mode: BearerMode): AppError {
+  const [scheme, ...rest] = header.trim().split(/\s+/);
+  if (!scheme || (/^Bearer$/i.test(scheme) && rest.length === 0)) {
+    const what = scheme
+      ? 'the Authorization header has no credential after Bearer'
+      : 'no Authorization header was sent';
+    return new AppError('authentication', `Missing credential: ${what}; this endpoint needs ${WANTS[mode]}`, {
+      code: 'missing_credential',
+      headers: { 'WWW-Authenticate': 'Bearer' },
+    });
+  }
+  const why = /^Bearer$/i.test(scheme)
+    ? 'the credential after Bearer contains whitespace (a key or token is one unbroken string: look for a stray space or line break)'
+    : 'it does not start with the Bearer scheme';
+  return new AppError(
+    'authentication',
+    `Malformed credential: an Authorization header was sent, but ${why}. This endpoint needs ${WANTS[mode]}`,
+    { code: 'malformed_credential', headers: { 'WWW-Authenticate': 'Bearer error="invalid_request"' } },
+  );
 }
 
 /** Answers a refused bearer credential with the challenge and its reason (RFC 6750). */
@@ -54,6 +82,7 @@ export function authenticate(
   app: AppContext,
   opts: { deferKeyCheck: boolean } = { deferKeyCheck: false },
 ): Middleware<AppState> {
+  if (mode === 'session') return sessionAuth(app);
   return async (ctx, next) => {
     if (mode === 'none') {
       await next();
@@ -61,12 +90,7 @@ export function authenticate(
     }
     const header = authorizationHeader(ctx);
     const m = BEARER.exec(header);
-    if (!m) {
-      throw new AppError('authentication', `Missing credential: this endpoint needs ${WANTS[mode]}`, {
-        code: 'missing_credential',
-        headers: { 'WWW-Authenticate': 'Bearer' },
-      });
-    }
+    if (!m) throw credentialRefusal(header, mode);
     const credential = m[1]!;
     const isKey = looksLikeApiKey(credential);
     if (mode === 'api_key' && !isKey) {

@@ -51,6 +51,22 @@ export function jsonBody(limitBytes: number, keepRaw = false): Middleware<AppSta
 }
 
 /**
+ * A body that is JSON (as jsonBody reads it) or a browser's URL-encoded form, into
+ * ctx.state.body; anything else is a 422.
+ */
+export function jsonOrFormBody(limitBytes: number): Middleware<AppState> {
+  const json = jsonBody(limitBytes);
+  return async (ctx, next) => {
+    if (!ctx.is('urlencoded')) {
+      await json(ctx, next);
+      return;
+    }
+    ctx.state.body = await readForm(ctx, limitBytes);
+    await next();
+  };
+}
+
+/**
  * Reads a small URL-encoded form, as a browser posts it, into its fields ({} for any other body).
  * Beyond the limit: 413.
  */
@@ -83,13 +99,22 @@ function mapParseError(err: unknown): AppError {
   if (e.status === 415) {
     return new AppError('invalid_request', e.message ?? 'Unsupported content encoding', { status: 415 });
   }
-  // JSON.parse's message carries the position ("... at position 12"); keep it as the location.
-  const pos = /position (\d+)/.exec(e.message ?? '');
+  // FastAPI's entry for a JSON decode error: loc ["body", <character position>], msg "JSON decode
+  // error", the parser's reason in ctx.error. V8 says the position in its message, or nothing for
+  // a body that ends too soon (then it is the body's length).
+  const message = e.message ?? 'invalid JSON';
+  const at = /\s+in JSON at position (\d+)/.exec(message);
+  const position = at
+    ? Number(at[1])
+    : /^Unexpected end of JSON input/.test(message) && typeof e.body === 'string'
+      ? e.body.length
+      : undefined;
   return validationError([
     {
-      loc: pos ? ['body', Number(pos[1])] : ['body'],
-      msg: `JSON decode error: ${e.message ?? 'invalid JSON'}`,
+      loc: position === undefined ? ['body'] : ['body', position],
+      msg: 'JSON decode error',
       type: 'json_invalid',
+      ctx: { error: at ? message.slice(0, at.index) : message },
     },
   ]);
 }

@@ -10,7 +10,7 @@ import type { AppState } from '../route.js';
  */
 export function corsFor(origins: readonly string[]): Middleware<AppState> {
   const allowed = new Set(origins);
-  return cors({
+  const full = cors({
     origin: (ctx) => (allowed.has(ctx.get('Origin')) ? ctx.get('Origin') : ''),
     allowMethods: ['GET', 'POST', 'PUT', 'DELETE'],
     // Last-Event-ID: a browser resuming a stream (GET /v1/chat/completions/{id}/stream) sends it.
@@ -31,4 +31,11 @@ export function corsFor(origins: readonly string[]): Middleware<AppState> {
     ],
     maxAge: 600,
   }) as Middleware<AppState>;
+  // A request from no allowed origin (every API client, every request with no origin configured)
+  // gets what @koa/cors gives it, the Vary header and nothing else, without its async step.
+  return (ctx, next) => {
+    if (allowed.has(ctx.get('Origin'))) return full(ctx, next) as Promise<void>;
+    ctx.vary('Origin');
+    return next();
+  };
 }

@@ -1,6 +1,6 @@
 import type { Middleware } from 'koa';
-import { AppError, boundedRetryHeaders, isAppError, retryAdvice } from '../../errors.js';
-import { isDependencyDown } from '../../infra/outage.js';
+import { AppError, boundedRetryHeaders, isAppError } from '../../errors.js';
+import { dependencyDown, isDependencyDown } from '../../infra/outage.js';
 import type { Logger } from '../../logger.js';
 import type { AppState } from '../route.js';
 
@@ -39,11 +39,7 @@ export function errorHandler(log: Logger): Middleware<AppState> {
  */
 function fromHttpError(err: unknown): AppError {
   if (isDependencyDown(err)) {
-    return new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', {
-      code: 'service_unavailable',
-      headers: retryAdvice(5000),
-      cause: err,
-    });
+    return dependencyDown(err);
   }
   const e = err as { status?: number; statusCode?: number; expose?: boolean; message?: string };
   const status = e?.status ?? e?.statusCode;

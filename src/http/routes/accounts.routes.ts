@@ -1,5 +1,17 @@
 import { createHash } from 'node:crypto';
-import { regenerateApiKey, regenerationLimitHeaders, signUp, verifyEmail } from '../../accounts/accounts.service.js';
+import {
+  checkVerificationToken,
+  getAccount,
+  regenerateApiKey,
+  regenerationLimitHeaders,
+  signUp,
+  TOKEN_ERRORS,
+  verifyEmail,
+} from '../../accounts/accounts.service.js';
+import { consoleJwtAvailable } from '../../console-identity/console-jwt.service.js';
+import { verifyAndSignIn } from '../../console-identity/sessions.service.js';
+import { sendButtonPage } from '../console-pages.js';
+import { sessionCookie, setSessionCookie } from '../middleware/console-session.js';
 import {
   RegenerateResponse,
   SignupRequest,
@@ -9,7 +21,7 @@ import {
   type IssuedKeyResult,
   type SignupInput,
 } from '../../accounts/accounts.schema.js';
-import { isAppError, type AppError } from '../../errors.js';
+import { AppError, isAppError } from '../../errors.js';
 import { escapeHtml, prefersHtml, renderPage, sendPage } from '../html.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 
@@ -43,7 +55,7 @@ function secretPageHeaders(ctx: HttpContext, script?: string): void {
   ctx.set('X-Content-Type-Options', 'nosniff');
 }
 
-function keyPage(result: IssuedKeyResult, baseUrl: string): string {
+function keyPage(result: IssuedKeyResult, baseUrl: string, model: string): string {
   return renderPage({
     title: 'Your API key',
     body: `<h1 class="ok">Email verified</h1>
@@ -54,7 +66,7 @@ function keyPage(result: IssuedKeyResult, baseUrl: string): string {
 <h2>Use it</h2>
 <pre><code>curl ${escapeHtml(baseUrl)}/v1/chat/completions \\
   -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
-  -d '{"model": "…", "messages": [{"role": "user", "content": "Hello"}]}'</code></pre>`,
+  -d '{"model": "${escapeHtml(model)}", "messages": [{"role": "user", "content": "Hello"}]}'</code></pre>`,
     script: COPY_SCRIPT,
   });
 }
@@ -104,13 +116,13 @@ export function accountsRoutes(): RouteSpec[] {
       operationId: 'verifyEmail',
       summary: 'Turn the emailed token into the account’s API key (shown once)',
       description:
-        'JSON by default; a formatted HTML page with a copy button when the request prefers text/html (a browser following the email link). Never cached.',
+        'JSON by default (the key, shown once). A request that prefers text/html (a browser, or a mail scanner, following the email link) gets a page whose button POSTs the token to /v1/auth/verify, so opening the link spends nothing; a used, expired or unknown link gets a page saying so. Never cached.',
       tag: 'accounts',
       auth: 'none',
       query: VerifyQuery,
       responses: {
         200: {
-          description: 'Verified; the API key, shown once',
+          description: 'Verified; the API key, shown once (JSON), or the button page (HTML)',
           schema: VerifyResponse,
           alsoAs: ['text/html'],
           headers: { 'Cache-Control': 'no-store' },
@@ -119,19 +131,77 @@ export function accountsRoutes(): RouteSpec[] {
       },
       handler: async (ctx, app) => {
         const { token } = ctx.state.query as { token: string };
-        const html = prefersHtml(ctx);
         ctx.set('Cache-Control', 'no-store');
         ctx.set('Vary', 'Accept');
+        if (!prefersHtml(ctx)) {
+          ctx.body = await verifyEmail(app, token);
+          return;
+        }
+        // A browser (or a mail scanner) opening the link: a page whose button verifies, so opening spends nothing.
+        const problem = await checkVerificationToken(app, token);
+        if (problem) {
+          secretPageHeaders(ctx);
+          sendPage(ctx, 400, tokenErrorPage(new AppError('invalid_request', TOKEN_ERRORS[problem], { code: problem })));
+          return;
+        }
+        sendButtonPage(ctx, {
+          title: 'Verify your email address',
+          lead: 'Press the button to verify your address. You will be signed in to the console, which shows your API key once.',
+          action: '/v1/auth/verify',
+          token,
+          button: 'Verify and show my API key',
+        });
+      },
+    },
+    {
+      method: 'post',
+      path: '/v1/auth/verify',
+      operationId: 'verifyEmailInBrowser',
+      summary: 'Verify from the browser page: signs in and shows the key once in the console',
+      description:
+        'The button of the page GET /v1/auth/verify shows a browser: a form (`token` field) or JSON `{"token": …}`, with a same-origin Origin header. Verifies as GET does, starts a console session (cookie) and answers 303 to /console/key?new=1, where the console shows the key once (GET /console/new-key). When the console cannot run (JWT_JWKS_URL only), the answer is the key page itself.',
+      tag: 'accounts',
+      auth: 'none',
+      sameOrigin: true,
+      formBody: true,
+      body: VerifyQuery,
+      bodyLimitBytes: 4 * 1024,
+      responses: {
+        303: {
+          description: 'Verified and signed in; Location /console/key?new=1',
+          headers: { 'Set-Cookie': 'The session cookie (HttpOnly; SameSite=Lax; Path=/; Secure behind https)' },
+        },
+        200: { description: 'Verified (console off: JWT_JWKS_URL only): the key page', alsoAs: ['text/html'] },
+        400: { description: tokenErrorDoc, alsoAs: ['text/html'] },
+        403: { description: 'The Origin header is missing or not this service (`cross_site_request`)' },
+      },
+      handler: async (ctx, app) => {
+        const { token } = ctx.state.body as { token: string };
+        const browser = Boolean(ctx.is('urlencoded')) || prefersHtml(ctx);
+        ctx.set('Cache-Control', 'no-store');
         try {
-          const result = await verifyEmail(app, token);
-          if (html) {
-            secretPageHeaders(ctx, COPY_SCRIPT);
-            sendPage(ctx, 200, keyPage(result, app.config.http.publicBaseUrl));
-          } else {
-            ctx.body = result;
+          const started = await verifyAndSignIn(app, token, sessionCookie(ctx, app.config));
+          setSessionCookie(ctx, app.config, started.value);
+          if (consoleJwtAvailable(app.config)) {
+            ctx.status = 303;
+            ctx.redirect('/console/key?new=1');
+            return;
           }
+          // The console stays off with an external identity provider: the key is shown here, once.
+          const { tier } = await getAccount(app, started.accountId);
+          const model = app.catalog.forTier(tier)[0]?.id ?? 'MODEL';
+          secretPageHeaders(ctx, COPY_SCRIPT);
+          sendPage(
+            ctx,
+            200,
+            keyPage(
+              { message: '', email: started.email, api_key: started.apiKey },
+              app.config.http.publicBaseUrl,
+              model,
+            ),
+          );
         } catch (err) {
-          if (html && isAppError(err) && err.status < 500) {
+          if (browser && isAppError(err) && err.status < 500) {
             secretPageHeaders(ctx);
             sendPage(ctx, err.status, tokenErrorPage(err));
             return;

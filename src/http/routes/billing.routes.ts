@@ -1,7 +1,22 @@
-import { HistoryQuery, HistorySchema, GenerateInvoiceSchema, UsageSchema } from '../../billing/billing.schema.js';
+import {
+  DailyUsageQuery,
+  DailyUsageSchema,
+  GenerateInvoiceSchema,
+  HistoryQuery,
+  HistorySchema,
+  RecentRequestsQuery,
+  RecentRequestsSchema,
+  UsageSchema,
+} from '../../billing/billing.schema.js';
 import { billingHistory, currentUsage, type HistoryQuery as HistoryParams } from '../../billing/billing.service.js';
 import { generateInvoice } from '../../billing/invoicing.service.js';
 import { SpendLimitBody, SpendLimitSchema } from '../../billing/spend-limit.schema.js';
+import {
+  dailyUsage,
+  recentRequests,
+  type DailyUsageQuery as DailyParams,
+  type RecentRequestsQuery as RequestsParams,
+} from '../../billing/usage-activity.service.js';
 import { removeSpendLimit, setSpendLimit, spendLimitView } from '../../billing/spend-limit.service.js';
 import { accountOf, defineRoutes, type RouteSpec } from '../route.js';
 
@@ -9,7 +24,7 @@ const TAG = 'billing';
 
 const spendLimit = { description: "The limit and this month's figures", schema: SpendLimitSchema };
 
-/** Endpoints 16 to 18: usage this month, an invoice on demand, billing history; and the monthly spending limit. */
+/** Endpoints 16 to 18: usage this month, an invoice on demand, billing history; usage per day, the requests, and the monthly spending limit. */
 export function billingRoutes(): RouteSpec[] {
   return defineRoutes([
     {
@@ -27,13 +42,48 @@ export function billingRoutes(): RouteSpec[] {
       },
     },
     {
+      method: 'get',
+      path: '/v1/billing/usage/daily',
+      operationId: 'billingUsageDaily',
+      summary: 'Usage per UTC day and model over a period (at most 366 days), and its totals',
+      description:
+        'Defaults: `end_date` today, `start_date` the 1st of its month (this month to date). One entry per day and model with usage, read from totals kept as usage is recorded; `cost_usd` counts paid-tier requests only. ' +
+        'A malformed date, an end before the start or a period over 366 days is a 422.',
+      tag: TAG,
+      auth: 'api_key_or_jwt',
+      query: DailyUsageQuery,
+      responses: { 200: { description: 'Usage per day and model', schema: DailyUsageSchema } },
+      handler: async (ctx, app) => {
+        ctx.body = await dailyUsage(app, accountOf(ctx).id, ctx.state.query as DailyParams);
+      },
+    },
+    {
+      method: 'get',
+      path: '/v1/billing/requests',
+      operationId: 'billingRequests',
+      summary: "The account's requests as the usage ledger records them, newest first, a page at a time",
+      description:
+        '`id` is the completion id the client received (`chatcmpl-…`). A request appears once its usage is recorded, normally within a second of its end. ' +
+        'Page with `starting_after` set to the last `id` of the previous page while `has_more` is true.',
+      tag: TAG,
+      auth: 'api_key_or_jwt',
+      query: RecentRequestsQuery,
+      responses: {
+        200: { description: 'A page of requests', schema: RecentRequestsSchema },
+        404: { description: "starting_after is not one of the account's requests (request_not_found)" },
+      },
+      handler: async (ctx, app) => {
+        ctx.body = await recentRequests(app, accountOf(ctx).id, ctx.state.query as RequestsParams);
+      },
+    },
+    {
       method: 'post',
       path: '/v1/billing/generate-invoice',
       operationId: 'generateInvoice',
       summary:
         'Invoice the paid-tier usage of the current month to date that is on no invoice yet: one line per model, finalized and sent through Stripe',
       description:
-        'status `invoiced`: a Stripe invoice was created, finalized and sent, and the usage it covers will never be billed again. status `nothing_to_invoice` (`invoice: null`): no unbilled paid-tier usage this month (a free account that never used the paid tier, an empty month, or a second call with no new usage); no invoice is created. A free account that used the paid tier earlier this month still gets an invoice for that usage.',
+        'status `invoiced`: a Stripe invoice was created, finalized and sent, and the usage it covers will never be billed again. status `nothing_to_invoice` (`invoice: null`): no unbilled paid-tier usage this month (a free account that never used the paid tier, an empty month, or a second call with no new usage), or only usage whose line per model is under half a cent, which `message` names and which waits for a later invoice; no invoice is created. A free account that used the paid tier earlier this month still gets an invoice for that usage.',
       tag: TAG,
       auth: 'api_key_or_jwt',
       responses: {

@@ -1,14 +1,11 @@
-import type { AppContext } from '../../context.js';
 import { AppError } from '../../errors.js';
 import { ChatCompletionSchema } from '../../chat/chat.schema.js';
-import { attachReader, leaveReader } from '../../chat/readers.js';
-import { followRelayLog } from '../../chat/relay-follower.js';
-import { originOf, relayLogKey, requestStateKey, runningTtlSeconds } from '../../chat/relay-protocol.js';
+import { completionNotFound, resumeCompletion } from '../../chat/resumed-completion.js';
 import { findCompletion } from '../../chat/stored-completion.js';
+import { dependencyDown } from '../../infra/outage.js';
 import type { JsonSchema } from '../../validation.js';
-import { SseResponse } from '../sse-response.js';
+import { sendCompletion } from '../completion-response.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
-import { lostRelay, relayFailure, stalled } from './chat-errors.js';
 
 // Reading a completion back by its id, on any web process, while its relay log is kept
 // (RELAY_LOG_TTL_SECONDS after it ends): the stream from an event on (resumption), or the whole
@@ -58,112 +55,10 @@ const ResumeHeaders: JsonSchema = {
   },
 };
 
-const notFound = (app: AppContext, id: string) =>
-  new AppError(
-    'not_found',
-    `No completion found with id '${id}'. A completion can be read back by the account that made it, until ${app.config.queue.relayLogTtlSeconds} s after it ended.`,
-    {
-      code: 'completion_not_found',
-      param: 'completion_id',
-    },
-  );
-
-const redisDown = (err: unknown) =>
-  new AppError('unavailable', 'The service is temporarily unavailable. Please retry shortly.', {
-    code: 'service_unavailable',
-    headers: { 'Retry-After': '5' },
-    cause: err,
-  });
-
 /** The event to resume after: Last-Event-ID, else ?starting_after, else 0 (from the first event). */
 function resumeAfter(ctx: HttpContext): number {
   const header = (ctx.state.headers as { 'last-event-id'?: string } | undefined)?.['last-event-id'];
   return Number(header ?? (ctx.state.query as { starting_after?: string }).starting_after ?? 0);
-}
-
-/**
- * The stream of completion `id` after event `after`: what its relay log holds, then what its
- * worker writes, to [DONE]. A reader of a resumable request that is still running is counted in
- * while connected, so the request is not cancelled for want of one.
- */
-async function resumeStream(ctx: HttpContext, app: AppContext, id: string, after: number): Promise<void> {
-  const prefix = app.config.redis.prefix;
-  const origin = originOf(id);
-  if (origin === undefined) throw notFound(app, id);
-  const stateKey = requestStateKey(prefix, origin, id);
-  const instance = app.relayHub.instance;
-  let attached;
-  try {
-    attached = await attachReader(app.redis, stateKey, accountOf(ctx).id, instance);
-  } catch (err) {
-    app.outages.redis.failure('resumed stream', err);
-    throw redisDown(err);
-  }
-  if (!attached) throw notFound(app, id);
-  if (!attached.stream) {
-    throw new AppError(
-      'invalid_request',
-      `The completion '${id}' was not streamed, so it has no events to resume: read it with GET /v1/chat/completions/${id}.`,
-      {
-        code: 'completion_not_streamed',
-        param: 'completion_id',
-      },
-    );
-  }
-
-  const sse = new SseResponse(ctx, {
-    heartbeatMs: app.config.queue.heartbeatMs,
-    maxBufferedBytes: app.config.queue.streamMaxBufferedBytes,
-  });
-  const gone = new AbortController();
-  ctx.res.once('close', () => gone.abort());
-  const idleMs = app.config.providers.requestTimeoutMs + 10_000;
-  const deps = { redis: app.redis, tails: app.relayLogTails, config: app.config };
-
-  // A reader that saw the end has nothing to count out: the request is over (its end is published
-  // only once its usage is recorded).
-  let sawEnd = false;
-  void (async () => {
-    try {
-      for await (const e of followRelayLog(deps, relayLogKey(prefix, origin, id), after, gone.signal)) {
-        if (gone.signal.aborted) return;
-        sawEnd = e.kind === 'done' || e.kind === 'error';
-        switch (e.kind) {
-          case 'sse':
-            sse.events(e.payload);
-            // The reader takes what was written before more is read: a long replay goes out page by page.
-            await sse.drained(idleMs);
-            break;
-          case 'live':
-            sse.commit();
-            break;
-          case 'done':
-            return sse.end(e.payload, e.lastEventId);
-          case 'error':
-            // A stream that had started ends with the error event, as it did; one that failed
-            // before its first event answered with the error's status, and so does this.
-            if (e.started) sse.commit();
-            return sse.fail(relayFailure(e.error), e.lastEventId);
-          case 'idle':
-            return sse.fail(stalled(), e.lastEventId);
-        }
-      }
-    } catch (err) {
-      if (gone.signal.aborted) return;
-      app.log.warn({ requestId: id, err }, 'a resumed stream could not read its relay log');
-      sse.fail(sse.isCommitted ? lostRelay() : redisDown(err));
-    } finally {
-      if (attached.counted && !sawEnd) {
-        await leaveReader(app.redis, prefix, stateKey, id, instance, runningTtlSeconds(app.config)).catch(
-          () => undefined,
-        );
-      }
-    }
-  })();
-
-  const outcome = await sse.first;
-  if ('error' in outcome) throw outcome.error;
-  if ('closed' in outcome) ctx.respond = false;
 }
 
 export const chatRetrievalRoutes: RouteSpec[] = defineRoutes([
@@ -193,10 +88,9 @@ export const chatRetrievalRoutes: RouteSpec[] = defineRoutes([
       try {
         found = await findCompletion(app.redis, app.config.redis.prefix, accountOf(ctx).id, id);
       } catch (err) {
-        app.outages.redis.failure('completion retrieval', err);
-        throw redisDown(err);
+        throw dependencyDown(err, { log: app.outages.redis, source: 'completion retrieval' });
       }
-      if (!found) throw notFound(app, id);
+      if (!found) throw completionNotFound(app.config, id);
       if (found.status === 'running') {
         throw new AppError(
           'conflict',
@@ -253,7 +147,8 @@ export const chatRetrievalRoutes: RouteSpec[] = defineRoutes([
     },
     handler: async (ctx, app) => {
       const { completion_id: id } = ctx.state.params as { completion_id: string };
-      await resumeStream(ctx, app, id, resumeAfter(ctx));
+      const stream = await resumeCompletion(app, accountOf(ctx).id, id, resumeAfter(ctx));
+      await sendCompletion(ctx, app, stream, { asSse: true });
     },
   },
 ]);

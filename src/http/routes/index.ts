@@ -7,6 +7,8 @@ import { chatRoutes } from './chat.routes.js';
 import { chatRetrievalRoutes } from './chat-retrieval.routes.js';
 import { modelsRoutes } from './models.routes.js';
 import { billingRoutes } from './billing.routes.js';
+import { consoleAssetRoutes } from './console-assets.routes.js';
+import { consoleSessionRoutes } from './console-session.routes.js';
 
 /** Every endpoint of the service, in the order the OpenAPI document lists them. */
 export function allRoutes(openApi: () => unknown): RouteSpec[] {
@@ -18,6 +20,8 @@ export function allRoutes(openApi: () => unknown): RouteSpec[] {
     ...subscriptionRoutes(),
     ...webhookRoutes(),
     ...billingRoutes(),
+    ...consoleSessionRoutes(),
     ...opsRoutes(openApi),
+    ...consoleAssetRoutes(),
   ];
 }

@@ -1,6 +1,7 @@
 import type { AppContext } from '../../context.js';
 import { isAppError } from '../../errors.js';
 import {
+  CardCheckoutSchema,
   CheckoutCancelledSchema,
   SessionQuery,
   SetupIntentQuery,
@@ -9,6 +10,7 @@ import {
   SubscriptionResultSchema,
 } from '../../subscriptions/subscriptions.schema.js';
 import { checkoutCancelled, completeCheckout, upgrade } from '../../subscriptions/checkout-sessions.service.js';
+import { completeCardCheckout, startCardCheckout } from '../../subscriptions/card-checkout.service.js';
 import { downgrade } from '../../subscriptions/paid-tier.service.js';
 import {
   confirmPaymentUpdate,
@@ -16,8 +18,7 @@ import {
   startPaymentMethodUpdate,
 } from '../../subscriptions/setup-intents.service.js';
 import { subscriptionInfo } from '../../subscriptions/subscription-info.service.js';
-import type { SubscriptionResult } from '../../subscriptions/subscription-result.presenter.js';
-import { escapeHtml, prefersHtml, renderPage, sendPage } from '../html.js';
+import { prefersHtml } from '../html.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 
 const TAG = 'subscription';
@@ -36,19 +37,46 @@ const setupIntentRefusals = {
   503: stripeDown,
 };
 
-function upgradedPage(r: SubscriptionResult): string {
-  const card = r.payment_method?.last4
-    ? ` Your ${escapeHtml(r.payment_method.brand ?? 'card')} ending in ${escapeHtml(r.payment_method.last4)} is on file for monthly invoices.`
-    : '';
-  return renderPage({
-    title: 'Upgrade complete',
-    body: `<h1 class="ok">You are on the paid tier</h1><p>${escapeHtml(r.message)}${card}</p><p>You can close this page.</p>`,
-  });
+/** Where a browser coming back from Stripe's hosted checkout is sent: the console's billing page. */
+const CONSOLE_BILLING = '/console/billing';
+
+/** 303 to the console's billing page with what happened in its query string (the page says it). */
+function backToConsole(ctx: HttpContext, outcome: Record<string, string>): void {
+  ctx.set('Cache-Control', 'no-store');
+  ctx.status = 303;
+  ctx.redirect(`${CONSOLE_BILLING}?${new URLSearchParams(outcome).toString()}`);
 }
 
-function errorPage(title: string, message: string): string {
-  return renderPage({ title, body: `<h1 class="error">${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p>` });
+/**
+ * A checkout return: JSON callers get the result or the error as every endpoint does; a browser
+ * is sent to the console with `<what>=<done>` on success, or `<what>=failed&reason=<error code>`
+ * after the same work failed (the error is logged as for JSON callers).
+ */
+async function checkoutReturn(
+  ctx: HttpContext,
+  what: 'upgrade' | 'card',
+  done: string,
+  work: () => Promise<unknown>,
+): Promise<void> {
+  if (!prefersHtml(ctx)) {
+    ctx.body = await work();
+    return;
+  }
+  try {
+    await work();
+    backToConsole(ctx, { [what]: done });
+  } catch (err) {
+    if (!isAppError(err)) throw err;
+    const reason = err.code ?? err.type;
+    ctx.state.errorCode = reason;
+    backToConsole(ctx, { [what]: 'failed', reason });
+  }
 }
+
+const consoleRedirect = (to: string) => ({
+  description: `A browser (Accept preferring text/html) is sent to the console: ${to}; on an error, \`${CONSOLE_BILLING}?…=failed&reason=<error code>\``,
+  headers: { Location: 'The console page' },
+});
 
 /** Endpoints 7 to 14: tier, upgrade (hosted checkout or setup intent), card changes, downgrade. */
 export function subscriptionRoutes(): RouteSpec[] {
@@ -110,12 +138,13 @@ export function subscriptionRoutes(): RouteSpec[] {
       summary:
         'Where the hosted checkout returns: sets the collected card as default and upgrades the account that owns the session',
       description:
-        'Takes no credential: the session id names the account. Answers an HTML page to a browser, JSON otherwise.',
+        'Takes no credential: the session id names the account. Answers JSON; a browser is sent to the console (303 to `/console/billing?upgrade=done`, or `?upgrade=failed&reason=<code>` when the upgrade could not be completed).',
       tag: TAG,
       auth: 'none',
       query: SessionQuery,
       responses: {
-        200: { ...result('Upgraded (or already paid)'), alsoAs: ['text/html'] },
+        200: result('Upgraded (or already paid)'),
+        303: consoleRedirect('`/console/billing?upgrade=done`'),
         403: { description: "The session's customer is not the account's customer" },
         404: { description: 'No such session, or it belongs to no account of this service' },
         409: { description: 'The session is not complete, expired, or already used' },
@@ -124,17 +153,7 @@ export function subscriptionRoutes(): RouteSpec[] {
       },
       handler: async (ctx, app) => {
         const { session_id } = ctx.state.query as { session_id: string };
-        if (!prefersHtml(ctx)) {
-          ctx.body = await completeCheckout(app, session_id);
-          return;
-        }
-        try {
-          sendPage(ctx, 200, upgradedPage(await completeCheckout(app, session_id)));
-        } catch (err) {
-          if (!isAppError(err)) throw err;
-          ctx.state.errorCode = err.code ?? err.type;
-          sendPage(ctx, err.status, errorPage('The upgrade could not be completed', err.message));
-        }
+        await checkoutReturn(ctx, 'upgrade', 'done', () => completeCheckout(app, session_id));
       },
     },
     {
@@ -144,21 +163,13 @@ export function subscriptionRoutes(): RouteSpec[] {
       summary: 'Where the hosted checkout returns when the user cancels: nothing is changed',
       tag: TAG,
       auth: 'none',
-      responses: { 200: { description: 'Checkout cancelled', schema: CheckoutCancelledSchema, alsoAs: ['text/html'] } },
+      responses: {
+        200: { description: 'Checkout cancelled', schema: CheckoutCancelledSchema },
+        303: consoleRedirect('`/console/billing?upgrade=cancelled`'),
+      },
       handler: (ctx) => {
-        const body = checkoutCancelled();
-        if (prefersHtml(ctx)) {
-          sendPage(
-            ctx,
-            200,
-            renderPage({
-              title: 'Checkout cancelled',
-              body: `<h1>Checkout cancelled</h1><p>${escapeHtml(body.message)}</p>`,
-            }),
-          );
-        } else {
-          ctx.body = body;
-        }
+        if (prefersHtml(ctx)) backToConsole(ctx, { upgrade: 'cancelled' });
+        else ctx.body = checkoutCancelled();
       },
     },
     {
@@ -177,6 +188,51 @@ export function subscriptionRoutes(): RouteSpec[] {
       handler: async (ctx: HttpContext, app: AppContext) => {
         ctx.set('Cache-Control', 'no-store');
         ctx.body = await startPaymentMethodUpdate(app, accountOf(ctx).id, ctx.state.requestId);
+      },
+    },
+    {
+      method: 'post',
+      path: '/v1/subscription/payment-method-checkout',
+      operationId: 'paymentMethodCheckout',
+      summary:
+        "Change the card through Stripe's hosted checkout (setup mode): open checkout_url; its return makes the new card the default",
+      description:
+        "A new Checkout Session in setup mode for the account's Stripe customer, on any tier; nothing is charged. When it completes, Stripe sends the browser to `/v1/subscription/payment-method-success`, which makes the card the default for future invoices (and for the subscription, when paid) and sends the browser to `/console/billing?card=updated`. Cancelling returns it to `/console/billing?card=cancelled` with nothing changed.",
+      tag: TAG,
+      auth: 'api_key_or_jwt',
+      responses: {
+        200: { description: 'The checkout session to open', schema: CardCheckoutSchema },
+        502: stripeFailed,
+        503: stripeDown,
+      },
+      handler: async (ctx, app) => {
+        ctx.set('Cache-Control', 'no-store');
+        ctx.body = await startCardCheckout(app, accountOf(ctx).id, ctx.state.requestId);
+      },
+    },
+    {
+      method: 'get',
+      path: '/v1/subscription/payment-method-success',
+      operationId: 'paymentMethodSuccess',
+      summary: "Where the card-change checkout returns: makes the collected card the default for the session's account",
+      description:
+        "Takes no credential: the session id names the account, and the session must be a completed card change of that account's own Stripe customer. Answers JSON (status `payment_method_updated`); a browser is sent to `/console/billing?card=updated`, or `?card=failed&reason=<code>`. Reloading is safe.",
+      tag: TAG,
+      auth: 'none',
+      query: SessionQuery,
+      responses: {
+        200: result('The card is the default for future invoices'),
+        303: consoleRedirect('`/console/billing?card=updated`'),
+        400: { description: 'The session was not made by payment-method-checkout (checkout_session_unknown)' },
+        403: { description: "The session's customer is not the account's customer" },
+        404: { description: 'No such session, or it belongs to no account of this service' },
+        409: { description: 'The session is not complete, or expired' },
+        502: stripeFailed,
+        503: stripeDown,
+      },
+      handler: async (ctx, app) => {
+        const { session_id } = ctx.state.query as { session_id: string };
+        await checkoutReturn(ctx, 'card', 'updated', () => completeCardCheckout(app, session_id));
       },
     },
     {

@@ -1,5 +1,6 @@
 // A fake Anthropic Messages API speaking the real wire format: named SSE events message_start,
-// content_block_start, ping, content_block_delta (text_delta), content_block_stop, message_delta
+// content_block_start, ping, content_block_delta (text_delta, input_json_delta of a tool_use block),
+// content_block_stop, message_delta
 // (stop_reason, cumulative usage) and message_stop; `event: error` in-stream; errors as
 // {type:'error', error:{type, message}} with a request-id header.
 import type { IncomingHttpHeaders } from 'node:http';
@@ -53,7 +54,7 @@ export const anthropicWire: WireFormat = {
     error: { type: type ?? ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), message },
     request_id: 'req_fake01',
   }),
-  finishWord: (f) => (f === 'length' ? 'max_tokens' : 'end_turn'),
+  finishWord: (f) => (f === 'length' ? 'max_tokens' : f === 'tool_calls' ? 'tool_use' : 'end_turn'),
   sse: {
     start: (plan) =>
       event('message_start', {
@@ -77,8 +78,28 @@ export const anthropicWire: WireFormat = {
       event('ping', { type: 'ping' }),
     token: (_plan, _index, text) =>
       event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }),
+    // Content blocks follow one another: the text (block 0), then a tool_use block per call.
+    toolCall(plan, _index, call, piece, first) {
+      const c = plan.choices[0]!.calls[call]!;
+      const opening = first
+        ? event('content_block_stop', { type: 'content_block_stop', index: call }) +
+          event('content_block_start', {
+            type: 'content_block_start',
+            index: call + 1,
+            content_block: { type: 'tool_use', id: c.id, name: c.name, input: {} },
+          })
+        : '';
+      return (
+        opening +
+        event('content_block_delta', {
+          type: 'content_block_delta',
+          index: call + 1,
+          delta: { type: 'input_json_delta', partial_json: piece },
+        })
+      );
+    },
     finish: (plan, _index, reason) =>
-      event('content_block_stop', { type: 'content_block_stop', index: 0 }) +
+      event('content_block_stop', { type: 'content_block_stop', index: plan.choices[0]!.calls.length }) +
       event('message_delta', {
         type: 'message_delta',
         delta: {
@@ -96,7 +117,15 @@ export const anthropicWire: WireFormat = {
     type: 'message',
     role: 'assistant',
     model: plan.req.model,
-    content: [{ type: 'text', text: texts[0] ?? '' }],
+    content: [
+      ...(texts[0] || plan.choices[0]!.calls.length === 0 ? [{ type: 'text', text: texts[0] ?? '' }] : []),
+      ...plan.choices[0]!.calls.map((c) => ({
+        type: 'tool_use',
+        id: c.id,
+        name: c.name,
+        input: JSON.parse(c.pieces.join('')) as unknown,
+      })),
+    ],
     stop_reason: reasons[0],
     stop_sequence: null,
     usage: usage(plan, plan.usage?.completion ?? 0),

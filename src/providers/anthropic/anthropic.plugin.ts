@@ -3,6 +3,8 @@ import { defineProvider } from '../plugin.js';
 /** Claude, through the official SDK (Messages API). */
 export const anthropic = defineProvider({
   name: 'anthropic',
+  label: 'Anthropic',
+  telemetryName: 'anthropic',
   settings: {
     apiKey: { kind: 'key', variable: 'ANTHROPIC_API_KEY' },
     baseUrl: { kind: 'url', variable: 'ANTHROPIC_BASE_URL' },

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { AppError } from '../../errors.js';
 import { AnthropicProvider } from './anthropic.provider.js';
-import { ProviderError, type CompletionParams } from '../types.js';
+import { ProviderError, type CompletionParams, type ToolDefinition } from '../types.js';
 import { startFakeAnthropic, type FakeAnthropic } from './anthropic.fake.js';
 import { collectEvents } from '../testing/upstream-fake.js';
 import { expectAbortClosesTheUpstream } from '../testing/adapter-contract.js';
@@ -28,6 +28,26 @@ function fieldOf422(fn: () => void): { param: string | null; loc: unknown } {
   }
   throw new Error('expected check() to reject the request');
 }
+
+const WEATHER: ToolDefinition = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+const CALL = {
+  id: 'call_1',
+  type: 'function' as const,
+  function: { name: 'get_weather', arguments: '{"city":"Paris"}' },
+};
+const ROUND_TRIP: CompletionParams['messages'] = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { role: 'assistant', content: null, tool_calls: [CALL] },
+  { role: 'tool', tool_call_id: 'call_1', content: '21 C' },
+];
+const callEvents = (events: { type: string }[]) => events.filter((e) => e.type === 'tool_call');
 
 describe('Anthropic adapter against a fake Anthropic API', () => {
   let fake: FakeAnthropic;
@@ -218,8 +238,9 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
       expect(fieldOf422(() => provider.check(params({ top_p: 0.5 }))).param).to.equal('top_p');
     });
 
-    it('rejects n greater than 1 with a 422 naming n', () => {
-      expect(fieldOf422(() => provider.check(params({ n: 2 })))).to.deep.equal({ param: 'n', loc: ['body', 'n'] });
+    it('accepts n up to 5: the Messages API has no n, so the registry makes n calls (fan-out.ts)', () => {
+      expect(() => provider.check(params({ n: 5 }))).to.not.throw();
+      expect(provider.maxChoices).to.equal(1);
     });
 
     it('rejects logit_bias with a 422 naming logit_bias', () => {
@@ -249,6 +270,80 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
       expect(fieldOf422(() => provider.check(params({ messages: [{ role: 'system', content: 'x' }] }))).param).to.equal(
         'messages',
       );
+    });
+  });
+
+  describe('tools', () => {
+    it('sends tools with input_schema, tool_choice in its own words, and tool calls and results as blocks', async () => {
+      await run(
+        params({
+          messages: ROUND_TRIP,
+          tools: [WEATHER],
+          tool_choice: { type: 'function', function: { name: 'get_weather' } },
+          parallel_tool_calls: false,
+        }),
+      );
+      const body = fake.lastRequest!.body;
+      expect(body.tools).to.deep.equal([
+        { name: 'get_weather', description: 'The weather in a city', input_schema: WEATHER.function.parameters },
+      ]);
+      expect(body.tool_choice).to.deep.equal({ type: 'tool', name: 'get_weather', disable_parallel_tool_use: true });
+      expect(body.messages).to.deep.equal([
+        { role: 'user', content: 'Weather in Paris?' },
+        {
+          role: 'assistant',
+          content: [{ type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris' } }],
+        },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: '21 C' }] },
+      ]);
+    });
+
+    it('turns streamed tool_use blocks and their input_json_delta fragments into tool calls, finish tool_calls', async () => {
+      fake.script({
+        tokens: ['Let me check.'],
+        toolCalls: [{ id: 'toolu_1', name: 'get_weather', arguments: ['{"ci', 'ty":"Paris"}'] }],
+      });
+      const r = await run(params({ tools: [WEATHER] }));
+      expect(r.error).to.equal(undefined);
+      expect(r.texts).to.deep.equal(['Let me check.']);
+      expect(callEvents(r.events)).to.deep.equal([
+        { type: 'tool_call', index: 0, call: 0, id: 'toolu_1', name: 'get_weather', arguments: '' },
+        { type: 'tool_call', index: 0, call: 0, arguments: '{"ci' },
+        { type: 'tool_call', index: 0, call: 0, arguments: 'ty":"Paris"}' },
+      ]);
+      expect(r.finishes).to.deep.equal({ 0: 'tool_calls' });
+    });
+
+    it('reads tool_use blocks of a whole answer as tool calls', async () => {
+      fake.script({ toolCalls: [{ id: 'toolu_2', name: 'get_weather', arguments: ['{"city":"Oslo"}'] }] });
+      const r = await collectEvents(provider.complete(params({ tools: [WEATHER] }), new AbortController().signal));
+      expect(callEvents(r.events)).to.deep.equal([
+        { type: 'tool_call', index: 0, call: 0, id: 'toolu_2', name: 'get_weather', arguments: '' },
+        { type: 'tool_call', index: 0, call: 0, arguments: '{"city":"Oslo"}' },
+      ]);
+      expect(r.finishes).to.deep.equal({ 0: 'tool_calls' });
+    });
+
+    it('answers a json_schema through a forced tool named after it, its input returned as the message content', async () => {
+      const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
+      fake.script({ toolCalls: [{ name: 'answer', arguments: ['{"n"', ':3}'] }] });
+      const r = await run(
+        params({ response_format: { type: 'json_schema', json_schema: { name: 'answer', schema } } }),
+      );
+      expect(fake.lastRequest!.body.tools).to.deep.equal([{ name: 'answer', input_schema: schema }]);
+      expect(fake.lastRequest!.body.tool_choice).to.deep.equal({ type: 'tool', name: 'answer' });
+      expect(r.texts).to.deep.equal(['{"n":3}']);
+      expect(callEvents(r.events)).to.deep.equal([]);
+      expect(r.finishes).to.deep.equal({ 0: 'stop' });
+    });
+
+    it('refuses tool call arguments that are not a JSON object, at the arguments', () => {
+      const bad = { ...CALL, function: { name: 'get_weather', arguments: '[1]' } };
+      expect(
+        fieldOf422(() =>
+          provider.check(params({ messages: [{ role: 'assistant', content: null, tool_calls: [bad] }] })),
+        ).loc,
+      ).to.deep.equal(['body', 'messages', 0, 'tool_calls', 0, 'function', 'arguments']);
     });
   });
 });

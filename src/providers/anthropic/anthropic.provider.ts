@@ -8,8 +8,16 @@ import {
   wholeAnswer,
   type UpstreamSettings,
 } from '../upstream.js';
-import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from '../types.js';
+import {
+  ProviderError,
+  type ChatMessage,
+  type CompletionEvent,
+  type CompletionParams,
+  type JsonSchemaObject,
+  type Provider,
+} from '../types.js';
 import { checkAnthropicRequest } from './anthropic.rules.js';
+import { parseDataUrl, textOf } from '../messages.js';
 
 const PROVIDER = 'Anthropic';
 
@@ -54,26 +62,168 @@ function classify(err: unknown): ProviderError {
 }
 
 type MessageCreateBody = Anthropic.MessageCreateParamsStreaming;
+type Block = Record<string, unknown>;
+
+/** A client's tool call arguments as the object Anthropic's tool_use input is (checked as JSON by the rules). */
+const inputOf = (args: string): unknown => (args.trim() === '' ? {} : JSON.parse(args));
+
+/** An input_schema is a JSON Schema of an object: a schema without a type gets one. */
+const inputSchema = (schema: JsonSchemaObject | undefined): JsonSchemaObject =>
+  schema === undefined ? { type: 'object', properties: {} } : { type: 'object', ...schema };
+
+function userBlocks(content: ChatMessage['content']): string | Block[] {
+  if (content === null || typeof content === 'string') return content ?? '';
+  return content.map((part) => {
+    if (part.type === 'text') return { type: 'text', text: part.text };
+    const data = parseDataUrl(part.image_url.url);
+    return data
+      ? { type: 'image', source: { type: 'base64', media_type: data.mediaType, data: data.data } }
+      : { type: 'image', source: { type: 'url', url: part.image_url.url } };
+  });
+}
+
+function assistantBlocks(m: ChatMessage): string | Block[] {
+  if (!m.tool_calls?.length) return textOf(m.content);
+  const text = textOf(m.content);
+  return [
+    ...(text ? [{ type: 'text', text }] : []),
+    ...m.tool_calls.map((c) => ({
+      type: 'tool_use',
+      id: c.id,
+      name: c.function.name,
+      input: inputOf(c.function.arguments),
+    })),
+  ];
+}
+
+/** user and assistant turns; tool results become tool_result blocks of one user turn. */
+function toAnthropicMessages(messages: readonly ChatMessage[]): MessageCreateBody['messages'] {
+  const out: { role: 'user' | 'assistant'; content: string | Block[] }[] = [];
+  for (const m of messages) {
+    if (m.role === 'user') out.push({ role: 'user', content: userBlocks(m.content) });
+    else if (m.role === 'assistant') out.push({ role: 'assistant', content: assistantBlocks(m) });
+    else if (m.role === 'tool') {
+      const result = { type: 'tool_result', tool_use_id: m.tool_call_id, content: textOf(m.content) };
+      const last = out[out.length - 1];
+      if (last?.role === 'user' && Array.isArray(last.content) && last.content.every((b) => b.type === 'tool_result'))
+        last.content.push(result);
+      else out.push({ role: 'user', content: [result] });
+    }
+  }
+  return out as MessageCreateBody['messages'];
+}
+
+/**
+ * The tool that carries a structured answer (Anthropic's documented way to get JSON: a tool whose
+ * input_schema is the answer's schema, which the model is made to call), named after the
+ * json_schema, or "json_object".
+ */
+export function answerToolOf(p: CompletionParams): { name: string; input_schema: JsonSchemaObject } | undefined {
+  const format = p.response_format;
+  if (!format) return undefined;
+  if (format.type === 'json_object') return { name: 'json_object', input_schema: { type: 'object' } };
+  return { name: format.json_schema.name, input_schema: inputSchema(format.json_schema.schema) };
+}
+
+/**
+ * tools and tool_choice in Anthropic's words (required is "any", a named function "tool"; a
+ * parallel_tool_calls of false is disable_parallel_tool_use). With response_format the answer tool
+ * joins them: forced when no client tool may be called, else the model must call one or the other.
+ */
+function toolsOf(p: CompletionParams): Pick<MessageCreateBody, 'tools' | 'tool_choice'> {
+  const tools: Block[] = (p.tools ?? []).map((t) => ({
+    name: t.function.name,
+    ...(t.function.description ? { description: t.function.description } : {}),
+    input_schema: inputSchema(t.function.parameters),
+  }));
+  const choice = p.tool_choice ?? (tools.length > 0 ? 'auto' : 'none');
+  const answer = answerToolOf(p);
+  let toolChoice: Block | undefined =
+    typeof choice === 'object'
+      ? { type: 'tool', name: choice.function.name }
+      : choice === 'required'
+        ? { type: 'any' }
+        : choice === 'auto'
+          ? { type: 'auto' }
+          : tools.length > 0
+            ? { type: 'none' }
+            : undefined;
+  let sent = tools;
+  if (answer && (choice === 'none' || choice === 'auto')) {
+    sent = choice === 'none' ? [answer] : [...tools, answer];
+    toolChoice = choice === 'none' ? { type: 'tool', name: answer.name } : { type: 'any' };
+  }
+  if (toolChoice && p.parallel_tool_calls === false && toolChoice.type !== 'none')
+    toolChoice.disable_parallel_tool_use = true;
+  const out: Pick<MessageCreateBody, 'tools' | 'tool_choice'> = {};
+  if (sent.length > 0) out.tools = sent as unknown as MessageCreateBody['tools'];
+  if (toolChoice) out.tool_choice = toolChoice as unknown as MessageCreateBody['tool_choice'];
+  return out;
+}
 
 /**
  * The Messages API request: system (and developer) messages become the top-level `system`,
- * stop becomes stop_sequences, user becomes metadata.user_id. Consecutive turns of one role are
- * sent as they are; the API accepts and merges them.
+ * stop becomes stop_sequences, user becomes metadata.user_id, tools and tool messages become
+ * tools, tool_use and tool_result blocks, images image blocks. Consecutive turns of one role are
+ * sent as they are; the API accepts and merges them. seed has no counterpart and is not sent.
  */
 export function toAnthropicRequest(p: CompletionParams, defaultMaxTokens: number): MessageCreateBody {
-  const system = p.messages.filter((m) => m.role === 'system' || m.role === 'developer').map((m) => m.content);
+  const system = p.messages.filter((m) => m.role === 'system' || m.role === 'developer').map((m) => textOf(m.content));
   const body: MessageCreateBody = {
     model: p.model,
     max_tokens: p.max_tokens ?? defaultMaxTokens,
-    messages: p.messages
-      .filter((m) => m.role === 'user' || m.role === 'assistant')
-      .map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content })),
+    messages: toAnthropicMessages(p.messages),
     stream: true,
+    ...toolsOf(p),
   };
   if (system.length) body.system = system.join('\n\n');
   if (p.stop?.length) body.stop_sequences = p.stop;
   if (p.user !== undefined) body.metadata = { user_id: p.user };
   return body;
+}
+
+/**
+ * Reads an answer's content blocks into events: text; tool_use blocks as tool calls (numbered in
+ * order), except the answer tool's, whose input is the answer's text. One per stream or answer.
+ */
+class BlockReader {
+  private readonly kinds = new Map<number, 'text' | 'call' | 'answer'>();
+  private readonly callOf = new Map<number, number>();
+  private calls = 0;
+  answered = false;
+  constructor(private readonly answerTool: string | undefined) {}
+
+  *start(block: number, content: { type: string; id?: string; name?: string }): Generator<CompletionEvent> {
+    if (content.type !== 'tool_use') return void this.kinds.set(block, 'text');
+    if (content.name === this.answerTool) {
+      this.answered = true;
+      return void this.kinds.set(block, 'answer');
+    }
+    this.kinds.set(block, 'call');
+    this.callOf.set(block, this.calls);
+    yield {
+      type: 'tool_call',
+      index: 0,
+      call: this.calls++,
+      id: content.id ?? '',
+      name: content.name ?? '',
+      arguments: '',
+    };
+  }
+
+  *fragment(block: number, json: string): Generator<CompletionEvent> {
+    if (json === '') return;
+    if (this.kinds.get(block) === 'answer') yield { type: 'delta', index: 0, content: json };
+    else if (this.kinds.get(block) === 'call')
+      yield { type: 'tool_call', index: 0, call: this.callOf.get(block)!, arguments: json };
+  }
+
+  /** A tool_use stop is tool_calls, unless the only tool used carried the answer. */
+  finish(stopReason: string | null): CompletionEvent {
+    const reason =
+      stopReason === 'tool_use' && this.calls === 0 ? 'stop' : (FINISH[stopReason ?? 'end_turn'] ?? 'stop');
+    return { type: 'finish', index: 0, reason };
+  }
 }
 
 /**
@@ -83,6 +233,8 @@ export function toAnthropicRequest(p: CompletionParams, defaultMaxTokens: number
  */
 export class AnthropicProvider implements Provider {
   readonly name = 'anthropic';
+  /** The Messages API answers one choice per call. */
+  readonly maxChoices = 1;
   private readonly client: Anthropic;
 
   constructor(private readonly settings: AnthropicSettings) {
@@ -109,6 +261,7 @@ export class AnthropicProvider implements Provider {
       const stream = await this.client.messages.create(toAnthropicRequest(p, this.settings.defaultMaxTokens), {
         signal: call.signal,
       });
+      const blocks = new BlockReader(answerToolOf(p)?.name);
       for await (const event of stream) {
         call.touch();
         switch (event.type) {
@@ -121,9 +274,14 @@ export class AnthropicProvider implements Provider {
               (event.message.usage.cache_read_input_tokens ?? 0);
             completionTokens = event.message.usage.output_tokens ?? 0;
             break;
+          case 'content_block_start':
+            yield* blocks.start(event.index, event.content_block);
+            break;
           case 'content_block_delta':
             if (event.delta.type === 'text_delta' && event.delta.text)
               yield { type: 'delta', index: 0, content: event.delta.text };
+            else if (event.delta.type === 'input_json_delta')
+              yield* blocks.fragment(event.index, event.delta.partial_json);
             break;
           case 'message_delta':
             // message_delta's usage is cumulative.
@@ -139,7 +297,7 @@ export class AnthropicProvider implements Provider {
             break;
           case 'message_stop':
             finished.add(0);
-            yield { type: 'finish', index: 0, reason: FINISH[stopReason ?? 'end_turn'] ?? 'stop' };
+            yield blocks.finish(stopReason);
             yield { type: 'usage', prompt_tokens: promptTokens, completion_tokens: completionTokens, model };
             break;
           default:
@@ -163,9 +321,16 @@ export class AnthropicProvider implements Provider {
         { signal: s },
       ),
     );
-    const text = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
-    if (text) yield { type: 'delta', index: 0, content: text };
-    yield { type: 'finish', index: 0, reason: FINISH[message.stop_reason ?? 'end_turn'] ?? 'stop' };
+    const blocks = new BlockReader(answerToolOf(p)?.name);
+    for (const [i, block] of message.content.entries()) {
+      if (block.type === 'text') {
+        if (block.text) yield { type: 'delta', index: 0, content: block.text };
+      } else if (block.type === 'tool_use') {
+        yield* blocks.start(i, block);
+        yield* blocks.fragment(i, JSON.stringify(block.input));
+      }
+    }
+    yield blocks.finish(message.stop_reason);
     const u = message.usage;
     // Prompt tokens include the prompt cache's reads and writes, all billed as input here.
     yield {

@@ -1,8 +1,9 @@
-import { checkRoles, unsupported } from '../upstream.js';
+import { checkRoles, checkToolCallArguments, unsupported } from '../upstream.js';
+import { imagesOf, textOf } from '../messages.js';
 import type { CompletionParams } from '../types.js';
 
 const PROVIDER = 'Anthropic';
-const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
+const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
 
 /**
  * What Anthropic models accept. A request the API would refuse is refused here instead (422
@@ -19,7 +20,8 @@ export function checkAnthropicRequest(p: CompletionParams): void {
   }
   // The Messages API refuses empty text blocks, except a final assistant turn (a prefill).
   p.messages.forEach((m, i) => {
-    if (m.content === '' && !(m.role === 'assistant' && i === p.messages.length - 1)) {
+    const empty = textOf(m.content) === '' && imagesOf(m.content).length === 0 && !m.tool_calls?.length;
+    if (empty && !(m.role === 'assistant' && i === p.messages.length - 1)) {
       throw unsupported('messages', 'Anthropic models do not accept an empty message content', [
         'messages',
         i,
@@ -31,8 +33,6 @@ export function checkAnthropicRequest(p: CompletionParams): void {
     'is not supported by Anthropic models: the Messages API (version 2026-10-21) removed sampling parameters; leave it out or set it to 1';
   if (p.temperature !== undefined && p.temperature !== 1) throw unsupported('temperature', `temperature ${sampling}`);
   if (p.top_p !== undefined && p.top_p !== 1) throw unsupported('top_p', `top_p ${sampling}`);
-  if (p.n !== undefined && p.n !== 1)
-    throw unsupported('n', 'n greater than 1 is not supported by Anthropic models (one completion per request)');
   if (p.presence_penalty !== undefined && p.presence_penalty !== 0)
     throw unsupported(
       'presence_penalty',
@@ -50,4 +50,14 @@ export function checkAnthropicRequest(p: CompletionParams): void {
     if (s.trim() === '')
       throw unsupported('stop', 'Anthropic models do not accept a stop sequence made only of whitespace', ['stop', i]);
   });
+  checkToolCallArguments(p.messages, PROVIDER);
+  // Structured output is a tool the model calls (anthropic.provider.ts): its name must be free.
+  const format = p.response_format;
+  const answerTool = format?.type === 'json_schema' ? format.json_schema.name : format ? 'json_object' : undefined;
+  if (answerTool !== undefined && p.tools?.some((t) => t.function.name === answerTool))
+    throw unsupported(
+      'response_format',
+      `Anthropic models answer in JSON by calling a tool named '${answerTool}'; a tool of yours has that name: rename one`,
+      format?.type === 'json_schema' ? ['response_format', 'json_schema', 'name'] : ['response_format', 'type'],
+    );
 }

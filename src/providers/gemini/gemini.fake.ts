@@ -1,9 +1,16 @@
 // A fake Gemini API speaking the real wire format: POST /v1beta/models/{model}:streamGenerateContent?alt=sse
-// answers SSE events each carrying one GenerateContentResponse (candidates[].content.parts[].text,
+// answers SSE events each carrying one GenerateContentResponse (candidates[].content.parts[]: text, or a
+// functionCall sent whole,
 // finishReason, usageMetadata); :generateContent answers one JSON body; errors are
 // {error:{code, message, status}} with RetryInfo details on 429.
 import type { IncomingHttpHeaders } from 'node:http';
-import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from '../testing/upstream-fake.js';
+import {
+  FakeUpstream,
+  type ChatRequest,
+  type Plan,
+  type PlannedCall,
+  type WireFormat,
+} from '../testing/upstream-fake.js';
 
 export {
   type FakeReply,
@@ -41,6 +48,10 @@ function usageMetadata(plan: Plan, final: boolean) {
   };
 }
 
+const functionCall = (c: PlannedCall) => ({
+  functionCall: { name: c.name, args: JSON.parse(c.pieces.join('')) as unknown },
+});
+
 const response = (plan: Plan, candidates: unknown[], final = false) => ({
   candidates,
   ...(plan.usage ? { usageMetadata: usageMetadata(plan, final) } : {}),
@@ -76,6 +87,15 @@ export const geminiWire: WireFormat = {
   sse: {
     start: () => '',
     token: (plan, index, text) => data(response(plan, [{ content: { parts: [{ text }], role: 'model' }, index }])),
+    // Gemini sends a function call whole, in one event.
+    toolCall: (plan, index, call, _piece, first) => {
+      if (!first) return '';
+      return data(
+        response(plan, [
+          { content: { parts: [functionCall(plan.choices[index]!.calls[call]!)], role: 'model' }, index },
+        ]),
+      );
+    },
     // The last event of each candidate carries its finishReason (with an empty text part, as Gemini does).
     finish: (plan, index, reason) =>
       data(
@@ -92,7 +112,13 @@ export const geminiWire: WireFormat = {
     response(
       plan,
       texts.map((text, index) => ({
-        content: { parts: [{ text }], role: 'model' },
+        content: {
+          parts: [
+            ...(text || plan.choices[index]!.calls.length === 0 ? [{ text }] : []),
+            ...plan.choices[index]!.calls.map(functionCall),
+          ],
+          role: 'model',
+        },
         finishReason: reasons[index],
         index,
       })),

@@ -3,6 +3,8 @@ import { defineProvider } from '../plugin.js';
 /** The Gemini API; GEMINI_BASE_URL is its root (with or without /v1beta). */
 export const gemini = defineProvider({
   name: 'gemini',
+  label: 'Gemini',
+  telemetryName: 'gcp.gemini',
   settings: {
     apiKey: { kind: 'key', variable: 'GEMINI_API_KEY' },
     baseUrl: { kind: 'url', variable: 'GEMINI_BASE_URL' },

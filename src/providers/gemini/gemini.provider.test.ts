@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { AppError } from '../../errors.js';
 import { GeminiProvider, geminiRoot } from './gemini.provider.js';
-import { ProviderError, type CompletionParams } from '../types.js';
+import { ProviderError, type CompletionParams, type ToolDefinition } from '../types.js';
 import { startFakeGemini, type FakeGemini } from './gemini.fake.js';
 import { collectEvents } from '../testing/upstream-fake.js';
 import { expectAbortClosesTheUpstream } from '../testing/adapter-contract.js';
@@ -16,6 +16,26 @@ const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   ],
   ...over,
 });
+
+const WEATHER: ToolDefinition = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+const CALL = {
+  id: 'call_1',
+  type: 'function' as const,
+  function: { name: 'get_weather', arguments: '{"city":"Paris"}' },
+};
+const ROUND_TRIP: CompletionParams['messages'] = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { role: 'assistant', content: null, tool_calls: [CALL] },
+  { role: 'tool', tool_call_id: 'call_1', content: '21 C' },
+];
+const callEvents = (events: { type: string }[]) => events.filter((e) => e.type === 'tool_call');
 
 describe('Gemini adapter against a fake Gemini API', () => {
   let fake: FakeGemini;
@@ -218,6 +238,80 @@ describe('Gemini adapter against a fake Gemini API', () => {
           { loc: ['body', 'logit_bias'], msg: 'logit_bias is not supported by Gemini models', type: 'value_error' },
         ]);
       }
+    });
+  });
+
+  describe('tools', () => {
+    it('sends functionDeclarations with their JSON Schemas, the calling mode, and calls and results as parts', async () => {
+      await run(
+        params({
+          messages: ROUND_TRIP,
+          tools: [WEATHER],
+          tool_choice: 'required',
+          seed: 5,
+          response_format: { type: 'json_object' },
+        }),
+      );
+      const body = fake.lastRequest!.body;
+      expect(body.tools).to.deep.equal([
+        {
+          functionDeclarations: [
+            {
+              name: 'get_weather',
+              description: 'The weather in a city',
+              parametersJsonSchema: WEATHER.function.parameters,
+            },
+          ],
+        },
+      ]);
+      expect(body.toolConfig).to.deep.equal({ functionCallingConfig: { mode: 'ANY' } });
+      expect(body.contents).to.deep.equal([
+        { role: 'user', parts: [{ text: 'Weather in Paris?' }] },
+        { role: 'model', parts: [{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }] },
+        { role: 'user', parts: [{ functionResponse: { name: 'get_weather', response: { output: '21 C' } } }] },
+      ]);
+      expect(body.generationConfig).to.include({ seed: 5, responseMimeType: 'application/json' });
+    });
+
+    it('turns functionCall parts into tool calls with ids of their own, finish tool_calls', async () => {
+      fake.script({ toolCalls: [{ name: 'get_weather', arguments: ['{"city":"Paris"}'] }] });
+      for (const r of [
+        await run(params({ tools: [WEATHER] })),
+        await collectEvents(provider.complete(params({ tools: [WEATHER] }), new AbortController().signal)),
+      ]) {
+        const [call] = callEvents(r.events) as unknown as { id: string; name: string; arguments: string }[];
+        expect(call).to.include({ name: 'get_weather', arguments: '{"city":"Paris"}' });
+        expect(call!.id).to.match(/^call_[0-9a-f]{24}$/);
+        expect(r.finishes).to.deep.equal({ 0: 'tool_calls' });
+      }
+    });
+
+    it('sends a json_schema as the response JSON Schema', async () => {
+      const schema = { type: 'object', properties: { n: { type: 'integer' } } };
+      await run(params({ response_format: { type: 'json_schema', json_schema: { name: 'a', schema } } }));
+      expect(fake.lastRequest!.body.generationConfig).to.deep.include({
+        responseMimeType: 'application/json',
+        responseJsonSchema: schema,
+      });
+    });
+
+    it('refuses an https image (Gemini fetches no URL) at the URL, and takes a data URL inline', async () => {
+      const image = (url: string) =>
+        params({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }] });
+      expect(() => provider.check(image('https://example.com/a.png')))
+        .to.throw(AppError)
+        .with.property('detail')
+        .that.deep.equals([
+          {
+            loc: ['body', 'messages', 0, 'content', 0, 'image_url', 'url'],
+            msg: 'Gemini models take images as data URLs (data:image/png;base64,…), not as URLs to fetch',
+            type: 'value_error',
+          },
+        ]);
+      await run(image('data:image/png;base64,AAAA'));
+      expect(fake.lastRequest!.body.contents[0].parts).to.deep.equal([
+        { inlineData: { mimeType: 'image/png', data: 'AAAA' } },
+      ]);
     });
   });
 });

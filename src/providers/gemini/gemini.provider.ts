@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import {
   assertComplete,
@@ -8,8 +9,16 @@ import {
   wholeAnswer,
   type UpstreamSettings,
 } from '../upstream.js';
-import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from '../types.js';
+import {
+  ProviderError,
+  type ChatMessage,
+  type CompletionEvent,
+  type CompletionParams,
+  type JsonSchemaObject,
+  type Provider,
+} from '../types.js';
 import { checkGeminiRequest } from './gemini.rules.js';
+import { parseDataUrl, textOf } from '../messages.js';
 
 // The Gemini API over fetch and eventsource-parser rather than @google/genai: the SDK's ApiError
 // drops the response headers and Google's RetryInfo, which the worker needs to back off well,
@@ -30,10 +39,17 @@ const FINISH: Record<string, string> = {
   IMAGE_SAFETY: 'content_filter',
 };
 
+type Part = Record<string, unknown>;
+
 export interface GeminiRequest {
-  contents: { role: 'user' | 'model'; parts: { text: string }[] }[];
+  contents: { role: 'user' | 'model'; parts: Part[] }[];
   systemInstruction?: { parts: { text: string }[] };
+  tools?: { functionDeclarations: Part[] }[];
+  toolConfig?: { functionCallingConfig: { mode: 'AUTO' | 'ANY' | 'NONE'; allowedFunctionNames?: string[] } };
   generationConfig: {
+    seed?: number;
+    responseMimeType?: string;
+    responseJsonSchema?: JsonSchemaObject;
     temperature?: number;
     topP?: number;
     maxOutputTokens?: number;
@@ -47,7 +63,9 @@ export interface GeminiRequest {
 interface GeminiChunk {
   candidates?: {
     index?: number;
-    content?: { parts?: { text?: string; thought?: boolean }[] };
+    content?: {
+      parts?: { text?: string; thought?: boolean; functionCall?: { id?: string; name?: string; args?: unknown } }[];
+    };
     finishReason?: string;
   }[];
   promptFeedback?: { blockReason?: string };
@@ -61,20 +79,67 @@ interface GeminiErrorBody {
   error?: { code?: number; message?: string; status?: string; details?: { '@type'?: string; retryDelay?: string }[] };
 }
 
-/** The generateContent body: system (and developer) messages become systemInstruction, assistant becomes "model". */
+function userParts(content: ChatMessage['content']): Part[] {
+  if (content === null || typeof content === 'string') return [{ text: content ?? '' }];
+  return content.map((part) => {
+    if (part.type === 'text') return { text: part.text };
+    // The rules let only data URLs through.
+    const data = parseDataUrl(part.image_url.url)!;
+    return { inlineData: { mimeType: data.mediaType, data: data.data } };
+  });
+}
+
+/** user and model turns; tool results become functionResponse parts of one user turn, named after their call. */
+function toContents(messages: readonly ChatMessage[]): GeminiRequest['contents'] {
+  const names = new Map<string, string>();
+  const out: GeminiRequest['contents'] = [];
+  for (const m of messages) {
+    if (m.role === 'user') out.push({ role: 'user', parts: userParts(m.content) });
+    else if (m.role === 'assistant') {
+      const text = textOf(m.content);
+      const calls = (m.tool_calls ?? []).map((c) => {
+        names.set(c.id, c.function.name);
+        const args: unknown = c.function.arguments.trim() === '' ? {} : JSON.parse(c.function.arguments);
+        return { functionCall: { name: c.function.name, args } };
+      });
+      out.push({ role: 'model', parts: [...(text || calls.length === 0 ? [{ text }] : []), ...calls] });
+    } else if (m.role === 'tool') {
+      const id = m.tool_call_id ?? '';
+      const part = { functionResponse: { name: names.get(id) ?? id, response: { output: textOf(m.content) } } };
+      const last = out[out.length - 1];
+      if (last?.role === 'user' && last.parts.every((p) => 'functionResponse' in p)) last.parts.push(part);
+      else out.push({ role: 'user', parts: [part] });
+    }
+  }
+  return out;
+}
+
+/** tools as functionDeclarations (their JSON Schemas as they are), tool_choice as the function calling mode. */
+function toolsOf(p: CompletionParams): Pick<GeminiRequest, 'tools' | 'toolConfig'> {
+  if (!p.tools) return {};
+  const functionDeclarations = p.tools.map((t) => ({
+    name: t.function.name,
+    ...(t.function.description ? { description: t.function.description } : {}),
+    ...(t.function.parameters ? { parametersJsonSchema: t.function.parameters } : {}),
+  }));
+  const choice = p.tool_choice ?? 'auto';
+  const functionCallingConfig: NonNullable<GeminiRequest['toolConfig']>['functionCallingConfig'] =
+    typeof choice === 'object'
+      ? { mode: 'ANY', allowedFunctionNames: [choice.function.name] }
+      : { mode: choice === 'required' ? 'ANY' : choice === 'none' ? 'NONE' : 'AUTO' };
+  return { tools: [{ functionDeclarations }], toolConfig: { functionCallingConfig } };
+}
+
+/**
+ * The generateContent body: system (and developer) messages become systemInstruction, assistant
+ * becomes "model", tool calls and results functionCall and functionResponse parts, images inline
+ * data, response_format the response MIME type and JSON Schema.
+ */
 export function toGeminiRequest(p: CompletionParams): GeminiRequest {
   const system = p.messages
     .filter((m) => m.role === 'system' || m.role === 'developer')
-    .map((m) => ({ text: m.content }));
-  const body: GeminiRequest = {
-    contents: p.messages
-      .filter((m) => m.role === 'user' || m.role === 'assistant')
-      .map((m) => ({
-        role: m.role === 'assistant' ? ('model' as const) : ('user' as const),
-        parts: [{ text: m.content }],
-      })),
-    generationConfig: {},
-  };
+    .map((m) => ({ text: textOf(m.content) }));
+  const body: GeminiRequest = { contents: toContents(p.messages), ...toolsOf(p), generationConfig: {} };
   if (system.length) body.systemInstruction = { parts: system };
   const g = body.generationConfig;
   if (p.temperature !== undefined) g.temperature = p.temperature;
@@ -84,6 +149,12 @@ export function toGeminiRequest(p: CompletionParams): GeminiRequest {
   if (p.n !== undefined) g.candidateCount = p.n;
   if (p.presence_penalty !== undefined) g.presencePenalty = p.presence_penalty;
   if (p.frequency_penalty !== undefined) g.frequencyPenalty = p.frequency_penalty;
+  if (p.seed !== undefined) g.seed = p.seed;
+  if (p.response_format) {
+    g.responseMimeType = 'application/json';
+    if (p.response_format.type === 'json_schema' && p.response_format.json_schema.schema)
+      g.responseJsonSchema = p.response_format.json_schema.schema;
+  }
   return body;
 }
 
@@ -106,11 +177,29 @@ function classify(e: unknown): ProviderError {
     : connectionFailure(PROVIDER, e);
 }
 
+/** What reading one answer keeps across its chunks. */
+interface AnswerState {
+  /** Choices whose finish was reported. */
+  finished: Set<number>;
+  /** Function calls made so far, by choice. */
+  calls: Map<number, number>;
+  /** parallel_tool_calls false: the API has no such switch, so calls after a choice's first are dropped. */
+  single: boolean;
+}
+
+const newState = (p: CompletionParams): AnswerState => ({
+  finished: new Set(),
+  calls: new Map(),
+  single: p.parallel_tool_calls === false,
+});
+
 /**
  * The events in one response (a streamed chunk, or the whole answer: they share a shape). An
- * error inside it is thrown; a choice's finish is reported once, recorded in `finished`.
+ * error inside it is thrown; a choice's finish is reported once, recorded in `state.finished`.
+ * Gemini sends a function call whole and names no id: each gets one.
  */
-function* eventsOf(chunk: GeminiChunk, expected: number, finished: Set<number>): Generator<CompletionEvent> {
+function* eventsOf(chunk: GeminiChunk, expected: number, state: AnswerState): Generator<CompletionEvent> {
+  const { finished } = state;
   if (chunk.error) {
     const status = chunk.error.code ?? 500;
     throw httpFailure(PROVIDER, status, chunk.error.message ?? 'stream error', retryDelayMs({ error: chunk.error }));
@@ -123,9 +212,20 @@ function* eventsOf(chunk: GeminiChunk, expected: number, finished: Set<number>):
       .map((part) => part.text)
       .join('');
     if (text) yield { type: 'delta', index, content: text };
+    for (const part of c.content?.parts ?? []) {
+      if (!part.functionCall) continue;
+      const call = state.calls.get(index) ?? 0;
+      if (state.single && call > 0) continue;
+      state.calls.set(index, call + 1);
+      const id = part.functionCall.id ?? `call_${randomBytes(12).toString('hex')}`;
+      const args = JSON.stringify(part.functionCall.args ?? {});
+      yield { type: 'tool_call', index, call, id, name: part.functionCall.name ?? '', arguments: args };
+    }
     if (c.finishReason && !finished.has(index)) {
       finished.add(index);
-      yield { type: 'finish', index, reason: FINISH[c.finishReason] ?? 'stop' };
+      // Gemini says STOP after function calls; OpenAI's clients expect tool_calls.
+      const reason = c.finishReason === 'STOP' && state.calls.has(index) ? 'tool_calls' : FINISH[c.finishReason];
+      yield { type: 'finish', index, reason: reason ?? 'stop' };
     }
   }
   // A blocked prompt comes back with no candidates at all.
@@ -201,7 +301,7 @@ export class GeminiProvider implements Provider {
   async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
     const call = new UpstreamCall(signal, this.settings.timeoutMs);
     const expected = p.n ?? 1;
-    const finished = new Set<number>();
+    const state = newState(p);
     let usage: GeminiChunk['usageMetadata'];
     let model: string | undefined;
     try {
@@ -213,11 +313,11 @@ export class GeminiProvider implements Provider {
       for await (const event of events) {
         call.touch();
         const chunk = JSON.parse(event.data) as GeminiChunk;
-        yield* eventsOf(chunk, expected, finished);
+        yield* eventsOf(chunk, expected, state);
         if (chunk.usageMetadata) usage = chunk.usageMetadata;
         if (chunk.modelVersion) model = chunk.modelVersion;
       }
-      assertComplete(PROVIDER, expected, finished);
+      assertComplete(PROVIDER, expected, state.finished);
       call.complete();
       if (usage) yield usageEvent(usage, model);
     } catch (err) {
@@ -237,9 +337,9 @@ export class GeminiProvider implements Provider {
       async (s) => (await (await this.post(p, false, s)).json()) as GeminiChunk,
     );
     const expected = p.n ?? 1;
-    const finished = new Set<number>();
-    yield* eventsOf(answer, expected, finished);
-    assertComplete(PROVIDER, expected, finished);
+    const state = newState(p);
+    yield* eventsOf(answer, expected, state);
+    assertComplete(PROVIDER, expected, state.finished);
     if (answer.usageMetadata) yield usageEvent(answer.usageMetadata, answer.modelVersion);
   }
 }

@@ -6,6 +6,8 @@ import { defineProvider } from '../plugin.js';
  */
 export const local = defineProvider({
   name: 'local',
+  label: 'The local model',
+  telemetryName: 'local',
   settings: {
     ttftMs: { kind: 'int', variable: 'LOCAL_MODEL_TTFT_MS', fallback: 200, min: 0, max: 60_000 },
     tokensPerSecond: { kind: 'int', variable: 'LOCAL_MODEL_TOKENS_PER_SECOND', fallback: 50, min: 1, max: 1_000_000 },

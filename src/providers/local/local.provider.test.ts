@@ -1,8 +1,9 @@
 import { expect } from 'chai';
 import { isAbortError } from '../abort.js';
 import { LocalProvider, LOCAL_MODEL_FINGERPRINT } from './local.provider.js';
-import { countPromptTokens, countTokens } from '../tokenizer.js';
-import type { CompletionEvent, CompletionParams } from '../types.js';
+import { countPromptTokens, countTokens, countToolCallTokens } from '../tokenizer.js';
+import type { CompletionEvent, CompletionParams, ToolDefinition } from '../types.js';
+import { schemaMismatch } from '../json-schema.js';
 
 const fast = new LocalProvider({ ttftMs: 0, tokensPerSecond: 1_000_000 });
 
@@ -29,7 +30,7 @@ async function collect(
     out.events.push(e);
     if (e.type === 'delta') out.texts[e.index] = (out.texts[e.index] ?? '') + e.content;
     else if (e.type === 'finish') out.finishes[e.index] = e.reason;
-    else out.usage = { prompt_tokens: e.prompt_tokens, completion_tokens: e.completion_tokens };
+    else if (e.type === 'usage') out.usage = { prompt_tokens: e.prompt_tokens, completion_tokens: e.completion_tokens };
   }
   return out;
 }
@@ -210,5 +211,108 @@ describe('local model', () => {
         }),
       ),
     ).to.not.throw();
+  });
+
+  describe('tools and structured output', () => {
+    const weather: ToolDefinition = {
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'The current weather in a city',
+        parameters: {
+          type: 'object',
+          properties: {
+            city: { type: 'string', minLength: 2 },
+            unit: { type: 'string', enum: ['celsius', 'fahrenheit'] },
+            days: { type: 'integer', minimum: 1, maximum: 7 },
+          },
+          required: ['city', 'unit'],
+          additionalProperties: false,
+        },
+      },
+    };
+    const clock: ToolDefinition = { type: 'function', function: { name: 'current_time' } };
+    const ask = (over: Partial<CompletionParams> = {}) =>
+      params({
+        messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+        tools: [clock, weather],
+        ...over,
+      });
+    const calls = (r: Collected) => r.events.filter((e) => e.type === 'tool_call');
+    const argumentsOf = (r: Collected) =>
+      calls(r)
+        .map((e) => (e as { arguments: string }).arguments)
+        .join('');
+
+    it('calls the tool the last user message is about, with arguments that satisfy its JSON Schema', async () => {
+      const r = await collect(fast, ask());
+      const [first] = calls(r) as { id: string; name: string; call: number; index: number }[];
+      expect(first).to.include({ name: 'get_weather', call: 0, index: 0 });
+      expect(first!.id).to.match(/^call_/);
+      const args = JSON.parse(argumentsOf(r)) as Record<string, unknown>;
+      expect(schemaMismatch(weather.function.parameters!, args)).to.equal(undefined);
+      expect(args).to.have.keys(Object.keys(args)).and.include.keys('city', 'unit');
+      expect(r.finishes).to.deep.equal({ 0: 'tool_calls' });
+      expect(r.texts).to.deep.equal([]);
+    });
+
+    it('calls the same tool with the same arguments for the same request and seed, others for another seed', async () => {
+      const a = argumentsOf(await collect(fast, ask({ seed: 7 })));
+      const b = argumentsOf(await collect(fast, ask({ seed: 7 })));
+      const others = await Promise.all([8, 9, 10].map(async (seed) => argumentsOf(await collect(fast, ask({ seed })))));
+      expect(b).to.equal(a);
+      expect(others.some((o) => o !== a)).to.equal(true);
+    });
+
+    it('streams the arguments in pieces, the first carrying the id and the name', async () => {
+      const r = await collect(fast, ask({ tools: [weather] }));
+      const pieces = calls(r) as { id?: string; name?: string; arguments: string }[];
+      expect(pieces.length).to.be.greaterThan(1);
+      expect(pieces.slice(1).every((p) => p.id === undefined && p.name === undefined)).to.equal(true);
+    });
+
+    it('answers in text once the last message is the tool result', async () => {
+      const call = { id: 'call_1', type: 'function' as const, function: { name: 'get_weather', arguments: '{}' } };
+      const r = await collect(
+        fast,
+        ask({
+          messages: [
+            { role: 'user', content: 'What is the weather in Paris?' },
+            { role: 'assistant', content: null, tool_calls: [call] },
+            { role: 'tool', tool_call_id: 'call_1', content: '{"temperature": 21}' },
+          ],
+        }),
+      );
+      expect(calls(r)).to.deep.equal([]);
+      expect(r.texts[0]).to.match(/^Going by what get_weather returned: /);
+      expect(r.finishes).to.deep.equal({ 0: 'stop' });
+    });
+
+    it('calls no tool with tool_choice none, and the named tool whatever the message says', async () => {
+      expect(calls(await collect(fast, ask({ tool_choice: 'none' })))).to.deep.equal([]);
+      const named = await collect(fast, ask({ tool_choice: { type: 'function', function: { name: 'current_time' } } }));
+      expect(calls(named)[0]).to.include({ name: 'current_time' });
+    });
+
+    it('answers JSON matching a json_schema, and a JSON object for json_object', async () => {
+      const schema = weather.function.parameters!;
+      const r = await collect(
+        fast,
+        params({ response_format: { type: 'json_schema', json_schema: { name: 'w', schema, strict: true } } }),
+      );
+      expect(schemaMismatch(schema, JSON.parse(r.texts[0]!))).to.equal(undefined);
+      const o = await collect(fast, params({ response_format: { type: 'json_object' } }));
+      expect(JSON.parse(o.texts[0]!)).to.be.an('object').with.property('answer').that.is.a('string');
+    });
+
+    it('counts the tool definitions as prompt tokens and the call as completion tokens', async () => {
+      const r = await collect(fast, ask());
+      expect(r.usage!.prompt_tokens).to.equal(countPromptTokens(ask().messages, ask()));
+      expect(r.usage!.prompt_tokens).to.be.greaterThan(countPromptTokens(ask().messages));
+      const first = calls(r)[0] as { name: string };
+      expect(r.usage!.completion_tokens).to.equal(
+        countToolCallTokens([{ name: first.name, arguments: argumentsOf(r) }]),
+      );
+    });
   });
 });

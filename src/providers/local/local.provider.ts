@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import { abortError } from '../abort.js';
-import { countPromptTokens, tokenPieces } from '../tokenizer.js';
+import { textOf } from '../messages.js';
+import { countPromptTokens, countTokens, TOKENS_PER_TOOL, tokenPieces } from '../tokenizer.js';
 import type { ChatMessage, CompletionEvent, CompletionParams, Provider } from '../types.js';
 import { checkLocalRequest } from './local.rules.js';
+import { composeToolCall, jsonAnswer, toolToCall, type PlannedCall } from './local-tools.js';
 
 export interface LocalModelOptions {
   /** Delay before the first token. 0 means "next turn of the event loop", no timer. */
@@ -31,10 +33,15 @@ export function prng(seed: number): () => number {
   };
 }
 
-function seedOf(model: string, messages: readonly ChatMessage[], index: number): number {
+function seedOf(params: CompletionParams, index: number): number {
   const h = createHash('sha256');
-  h.update(model).update('\0').update(String(index));
-  for (const m of messages) h.update('\0').update(m.role).update('\0').update(m.content);
+  h.update(params.model).update('\0').update(String(index));
+  // With a seed the answer depends on it; without one, as before, on the messages alone.
+  if (params.seed !== undefined) h.update('\0seed\0').update(String(params.seed));
+  for (const m of params.messages) {
+    h.update('\0').update(m.role).update('\0').update(textOf(m.content));
+    for (const call of m.tool_calls ?? []) h.update('\0').update(call.function.name).update(call.function.arguments);
+  }
   return h.digest().readUInt32BE(0);
 }
 
@@ -48,9 +55,13 @@ const STOPWORDS = new Set(
  * The subject of the last user message: its longest non-trivial word with the non-trivial words
  * right beside it ("quantum entanglement"). ASCII only, so every token of the answer decodes alone.
  */
-function topicOf(messages: readonly ChatMessage[]): string {
+export function topicOf(messages: readonly ChatMessage[]): string {
   const last = [...messages].reverse().find((m) => m.role === 'user') ?? messages[messages.length - 1];
-  const words = (last?.content.slice(0, 4000).match(/[A-Za-z][A-Za-z'-]*/g) ?? []).map((w) => w.toLowerCase());
+  const words = (
+    textOf(last?.content ?? null)
+      .slice(0, 4000)
+      .match(/[A-Za-z][A-Za-z'-]*/g) ?? []
+  ).map((w) => w.toLowerCase());
   const salient = (w: string | undefined) =>
     w !== undefined && w.length >= 4 && w.length <= 20 && !w.includes("'") && !STOPWORDS.has(w);
   let best = -1;
@@ -182,17 +193,32 @@ function compose(rand: () => number, topic: string, target: number): string {
 }
 
 export interface PlannedChoice {
-  /** The choice's tokens as strings, in order. */
+  /** The choice's tokens as strings, in order: its text, or its tool call's arguments. */
   pieces: string[];
-  finish: 'stop' | 'length';
+  finish: 'stop' | 'length' | 'tool_calls';
+  /** The tool it calls, when it calls one (its pieces are the arguments). */
+  call?: PlannedCall;
 }
 
-/** The full answer of one choice: deterministic in (model, messages, index), cut by stop and max_tokens. */
+/**
+ * The full answer of one choice: deterministic in (model, messages, seed, index). With tools it
+ * calls one when the last message is the user's (or tool_choice demands a call), with arguments
+ * made to satisfy the tool's JSON Schema; after a tool's result it answers in text. With
+ * response_format it answers JSON (matching the json_schema). Text is cut by stop and max_tokens.
+ */
 export function planChoice(params: CompletionParams, index: number): PlannedChoice {
-  const rand = prng(seedOf(params.model, params.messages, index));
+  const rand = prng(seedOf(params, index));
+  const call = toolToCall(params, rand);
+  if (call) {
+    const planned = composeToolCall(call, rand, index);
+    return cutAt({ pieces: tokenPieces(planned.arguments), finish: 'tool_calls', call: planned }, params.max_tokens);
+  }
   const target = 30 + Math.floor(rand() * 91);
-  let text = compose(rand, topicOf(params.messages), target);
-  let finish: 'stop' | 'length' = 'stop';
+  const prose = () => compose(rand, topicOf(params.messages), target);
+  const json = params.response_format ? jsonAnswer(params.response_format, rand, prose) : undefined;
+  if (json !== undefined) return cutAt({ pieces: tokenPieces(json), finish: 'stop' }, params.max_tokens);
+  const lastTool = lastToolResult(params.messages);
+  let text = (lastTool ? `Going by what ${lastTool} returned: ` : '') + prose();
   // A stop sequence ends the text just before it, as OpenAI does (the sequence is not returned).
   let cut = -1;
   for (const s of params.stop ?? []) {
@@ -201,12 +227,21 @@ export function planChoice(params: CompletionParams, index: number): PlannedChoi
     if (at >= 0 && (cut < 0 || at < cut)) cut = at;
   }
   if (cut >= 0) text = text.slice(0, cut);
-  let pieces = text === '' ? [] : tokenPieces(text);
-  if (params.max_tokens !== undefined && pieces.length > params.max_tokens) {
-    pieces = pieces.slice(0, params.max_tokens);
-    finish = 'length';
-  }
-  return { pieces, finish };
+  return cutAt({ pieces: text === '' ? [] : tokenPieces(text), finish: 'stop' }, params.max_tokens);
+}
+
+/** The answer cut at max_tokens (finish length), as a real model is. */
+function cutAt(choice: PlannedChoice, maxTokens: number | undefined): PlannedChoice {
+  if (maxTokens === undefined || choice.pieces.length <= maxTokens) return choice;
+  return { ...choice, pieces: choice.pieces.slice(0, maxTokens), finish: 'length' };
+}
+
+/** The name of the tool whose result is the last message, if it is one. */
+function lastToolResult(messages: readonly ChatMessage[]): string | undefined {
+  const last = messages[messages.length - 1];
+  if (last?.role !== 'tool') return undefined;
+  for (const m of messages) for (const c of m.tool_calls ?? []) if (c.id === last.tool_call_id) return c.function.name;
+  return 'the tool';
 }
 
 // ---- pacing --------------------------------------------------------------------------------
@@ -249,7 +284,7 @@ export class LocalProvider implements Provider {
     if (signal.aborted) throw abortError();
     const n = params.n ?? 1;
     const choices = Array.from({ length: n }, (_, i) => planChoice(params, i));
-    const promptTokens = countPromptTokens(params.messages);
+    const promptTokens = countPromptTokens(params.messages, params);
     const msPerToken = 1000 / this.opts.tokensPerSecond;
 
     await pause(this.opts.ttftMs, signal);
@@ -267,7 +302,13 @@ export class LocalProvider implements Provider {
         const slice = c.pieces.slice(sent, due);
         if (slice.length > 0) {
           produced += slice.length;
-          yield { type: 'delta', index: i, content: slice.join('') };
+          if (!c.call) yield { type: 'delta', index: i, content: slice.join('') };
+          else if (sent > 0) yield { type: 'tool_call', index: i, call: 0, arguments: slice.join('') };
+          else {
+            // The call's name and framing are output too, as the providers count it.
+            produced += TOKENS_PER_TOOL + countTokens(c.call.name);
+            yield { type: 'tool_call', index: i, call: 0, id: c.call.id, name: c.call.name, arguments: slice.join('') };
+          }
           if (signal.aborted) throw abortError();
         }
         if (due >= c.pieces.length) {

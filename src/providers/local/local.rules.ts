@@ -2,7 +2,7 @@ import { checkRoles } from '../upstream.js';
 import type { CompletionParams } from '../types.js';
 
 /** The roles every adapter understands. */
-const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
+const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
 
 /**
  * What the local model refuses when it serves a model of its own: a role no adapter understands.

@@ -82,6 +82,13 @@ export const openaiWire: WireFormat = {
         .join(''),
     token: (plan, index, text) =>
       data(chunk(plan, [{ index, delta: { content: text }, logprobs: null, finish_reason: null }])),
+    toolCall(plan, index, call, piece, first) {
+      const c = plan.choices[index]!.calls[call]!;
+      const delta = first
+        ? { index: call, id: c.id, type: 'function', function: { name: c.name, arguments: piece } }
+        : { index: call, function: { arguments: piece } };
+      return data(chunk(plan, [{ index, delta: { tool_calls: [delta] }, logprobs: null, finish_reason: null }]));
+    },
     finish: (plan, index, reason) => data(chunk(plan, [{ index, delta: {}, logprobs: null, finish_reason: reason }])),
     end(plan) {
       const includeUsage = plan.req.body?.stream_options?.include_usage === true;
@@ -97,7 +104,20 @@ export const openaiWire: WireFormat = {
     system_fingerprint: 'fp_fake',
     choices: texts.map((content, index) => ({
       index,
-      message: { role: 'assistant', content, refusal: null },
+      message: {
+        role: 'assistant',
+        content: content === '' && plan.choices[index]!.calls.length > 0 ? null : content,
+        refusal: null,
+        ...(plan.choices[index]!.calls.length > 0
+          ? {
+              tool_calls: plan.choices[index]!.calls.map((c) => ({
+                id: c.id,
+                type: 'function',
+                function: { name: c.name, arguments: c.pieces.join('') },
+              })),
+            }
+          : {}),
+      },
       logprobs: null,
       finish_reason: reasons[index],
     })),

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { AppError } from '../../errors.js';
 import { OpenAIProvider } from './openai.provider.js';
-import { ProviderError, type CompletionParams } from '../types.js';
+import { openai } from './openai.plugin.js';
+import { ProviderError, type CompletionParams, type ToolDefinition } from '../types.js';
 import { startFakeOpenAI, type FakeOpenAI } from './openai.fake.js';
 import { collectEvents } from '../testing/upstream-fake.js';
 import { expectAbortClosesTheUpstream } from '../testing/adapter-contract.js';
@@ -18,6 +19,26 @@ const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   ...over,
 });
 
+const WEATHER: ToolDefinition = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+const CALL = {
+  id: 'call_1',
+  type: 'function' as const,
+  function: { name: 'get_weather', arguments: '{"city":"Paris"}' },
+};
+const ROUND_TRIP: CompletionParams['messages'] = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { role: 'assistant', content: null, tool_calls: [CALL] },
+  { role: 'tool', tool_call_id: 'call_1', content: '21 C' },
+];
+const callEvents = (events: { type: string }[]) => events.filter((e) => e.type === 'tool_call');
+
 describe('OpenAI adapter against a fake OpenAI', () => {
   let fake: FakeOpenAI;
   let provider: OpenAIProvider;
@@ -26,7 +47,7 @@ describe('OpenAI adapter against a fake OpenAI', () => {
 
   before(async () => {
     fake = await startFakeOpenAI();
-    provider = new OpenAIProvider({ apiKey: fake.apiKey, baseUrl: `${fake.url}/v1`, timeoutMs: 5000 });
+    provider = new OpenAIProvider({ apiKey: fake.apiKey, baseUrl: `${fake.url}/v1`, timeoutMs: 5000 }, openai);
   });
   afterEach(() => fake.reset());
   after(() => fake.close());
@@ -151,7 +172,7 @@ describe('OpenAI adapter against a fake OpenAI', () => {
   });
 
   it('turns a bad key (401) into a non-retryable ProviderError with the upstream message', async () => {
-    const wrong = new OpenAIProvider({ apiKey: 'sk-wrong', baseUrl: `${fake.url}/v1`, timeoutMs: 5000 });
+    const wrong = new OpenAIProvider({ apiKey: 'sk-wrong', baseUrl: `${fake.url}/v1`, timeoutMs: 5000 }, openai);
     const e = (await collectEvents(wrong.stream(params(), new AbortController().signal))).error as ProviderError;
     expect(e).to.be.instanceOf(ProviderError);
     expect(e).to.include({ status: 401, retryable: false });
@@ -188,7 +209,7 @@ describe('OpenAI adapter against a fake OpenAI', () => {
   });
 
   it('gives up with a retryable 504 when the upstream goes silent', async () => {
-    const impatient = new OpenAIProvider({ apiKey: fake.apiKey, baseUrl: `${fake.url}/v1`, timeoutMs: 300 });
+    const impatient = new OpenAIProvider({ apiKey: fake.apiKey, baseUrl: `${fake.url}/v1`, timeoutMs: 300 }, openai);
     fake.script({ tokens: ['one', ' two'], hangAfter: 1 });
     const r = await collectEvents(impatient.stream(params(), new AbortController().signal));
     expect(r.texts).to.deep.equal(['one']);
@@ -305,10 +326,51 @@ describe('OpenAI adapter against a fake OpenAI', () => {
         .that.deep.equals([
           {
             loc: ['body', 'messages', 0, 'role'],
-            msg: 'Role "wizard" is not supported by OpenAI models; use one of system, developer, user, assistant',
+            msg: 'Role "wizard" is not supported by OpenAI models; use one of system, developer, user, assistant, tool',
             type: 'value_error',
           },
         ]);
+    });
+  });
+
+  describe('tools', () => {
+    it('passes tools, tool_choice, parallel_tool_calls, response_format, seed and tool messages through', async () => {
+      const format = {
+        type: 'json_schema' as const,
+        json_schema: { name: 'a', schema: { type: 'object' }, strict: true },
+      };
+      await run(
+        params({
+          messages: ROUND_TRIP,
+          tools: [WEATHER],
+          tool_choice: 'auto',
+          parallel_tool_calls: false,
+          response_format: format,
+          seed: 3,
+        }),
+      );
+      expect(fake.lastRequest!.body).to.deep.include({
+        messages: ROUND_TRIP,
+        tools: [WEATHER],
+        tool_choice: 'auto',
+        parallel_tool_calls: false,
+        response_format: format,
+        seed: 3,
+      });
+    });
+
+    it('turns streamed tool_calls deltas into tool call events, and a whole answer the same', async () => {
+      fake.script({ toolCalls: [{ id: 'call_9', name: 'get_weather', arguments: ['{"city"', ':"Paris"}'] }] });
+      const streamed = await run(params({ tools: [WEATHER] }));
+      expect(callEvents(streamed.events)).to.deep.equal([
+        { type: 'tool_call', index: 0, call: 0, id: 'call_9', name: 'get_weather', arguments: '{"city"' },
+        { type: 'tool_call', index: 0, call: 0, arguments: ':"Paris"}' },
+      ]);
+      expect(streamed.finishes).to.deep.equal({ 0: 'tool_calls' });
+      const whole = await collectEvents(provider.complete(params({ tools: [WEATHER] }), new AbortController().signal));
+      expect(callEvents(whole.events)).to.deep.equal([
+        { type: 'tool_call', index: 0, call: 0, id: 'call_9', name: 'get_weather', arguments: '{"city":"Paris"}' },
+      ]);
     });
   });
 });

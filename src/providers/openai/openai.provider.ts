@@ -15,34 +15,55 @@ import {
   wholeAnswer,
   type UpstreamSettings,
 } from '../upstream.js';
-import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from '../types.js';
+import {
+  ProviderError,
+  type ChatMessage,
+  type CompletionEvent,
+  type CompletionParams,
+  type Provider,
+} from '../types.js';
 import { checkOpenAIRequest } from './openai.rules.js';
 
-const PROVIDER = 'OpenAI';
-
-const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+/** Which OpenAI-compatible provider an instance serves: from its plug-in (openai-compatible.plugin.ts). */
+export interface OpenAICompatibleIdentity {
+  /** The plug-in's name: the catalog's `provider`. */
+  name: string;
+  /** How error messages name it. */
+  label: string;
+  /** Its API's base URL (ending in /v1) when the settings give none. */
+  defaultBaseUrl: string;
+}
 
 function errorMessage(body: unknown, fallback: string): string {
   const message = (body as { error?: { message?: unknown } } | undefined)?.error?.message;
   return typeof message === 'string' ? message : typeof body === 'string' && body ? body.slice(0, 500) : fallback;
 }
 
-function classify(err: unknown): ProviderError {
+function classify(label: string, err: unknown): ProviderError {
   if (err instanceof UpstreamHttpError) {
     const { status, headers, body } = err.response;
-    return httpFailure(PROVIDER, status, errorMessage(body, `HTTP ${status}`), retryAfterMs(headers), err);
+    return httpFailure(label, status, errorMessage(body, `HTTP ${status}`), retryAfterMs(headers), err);
   }
-  return connectionFailure(PROVIDER, err);
+  return connectionFailure(label, err);
 }
 
-/** The upstream request body: every interface field maps one to one. */
+/** The message as OpenAI takes it: the client's own fields, passed through. */
+function toOpenAIMessage(m: ChatMessage): ChatCompletionMessageParam {
+  const out: Record<string, unknown> = { role: m.role, content: m.content };
+  if (m.name !== undefined) out.name = m.name;
+  if (m.tool_calls !== undefined) out.tool_calls = m.tool_calls;
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
+  return out as unknown as ChatCompletionMessageParam;
+}
+
+/** The upstream request body: every field maps one to one (tools and structured output passed through). */
 export function toOpenAIRequest(p: CompletionParams): ChatCompletionCreateParamsStreaming;
 export function toOpenAIRequest(p: CompletionParams, stream: false): ChatCompletionCreateParamsNonStreaming;
 export function toOpenAIRequest(
   p: CompletionParams,
   stream = true,
 ): ChatCompletionCreateParamsStreaming | ChatCompletionCreateParamsNonStreaming {
-  const messages = p.messages.map((m) => ({ role: m.role, content: m.content }) as ChatCompletionMessageParam);
+  const messages = p.messages.map(toOpenAIMessage);
   const body: ChatCompletionCreateParamsStreaming | ChatCompletionCreateParamsNonStreaming = stream
     ? // Always: usage is what the account is billed for (a whole answer carries it anyway).
       { model: p.model, messages, stream: true, stream_options: { include_usage: true } }
@@ -57,23 +78,56 @@ export function toOpenAIRequest(
   if (p.frequency_penalty !== undefined) body.frequency_penalty = p.frequency_penalty;
   if (p.logit_bias !== undefined) body.logit_bias = p.logit_bias;
   if (p.user !== undefined) body.user = p.user;
+  if (p.seed !== undefined) body.seed = p.seed;
+  if (p.tools !== undefined) body.tools = p.tools;
+  if (p.tool_choice !== undefined) body.tool_choice = p.tool_choice;
+  if (p.parallel_tool_calls !== undefined) body.parallel_tool_calls = p.parallel_tool_calls;
+  if (p.response_format !== undefined) body.response_format = p.response_format;
   return body;
 }
 
+/** The events of one message's (or delta's) tool calls; `call` is the call's index within the choice. */
+function* toolCallEvents(
+  index: number,
+  calls: readonly { index?: number; id?: string; function?: { name?: string; arguments?: string } }[] | undefined,
+): Generator<CompletionEvent> {
+  for (let i = 0; i < (calls?.length ?? 0); i++) {
+    const c = calls![i]!;
+    const ev: CompletionEvent = {
+      type: 'tool_call',
+      index,
+      call: c.index ?? i,
+      arguments: c.function?.arguments ?? '',
+    };
+    if (c.id) ev.id = c.id;
+    if (c.function?.name) ev.name = c.function.name;
+    yield ev;
+  }
+}
+
 /**
- * OpenAI chat completions, for OpenAI itself and for OpenAI-compatible servers (vLLM, Ollama,
- * llama.cpp) behind OPENAI_BASE_URL: the streaming endpoint over keep-alive HTTP, events read by
- * eventsource-parser (sse-request.ts), typed with the official SDK's own types. No retries here:
- * the worker retries, and only before the first token.
+ * OpenAI chat completions, for OpenAI itself and for every OpenAI-compatible provider (a plug-in
+ * of its own, or a vLLM, Ollama or llama.cpp server behind OPENAI_BASE_URL): the streaming
+ * endpoint over keep-alive HTTP, events read by eventsource-parser (sse-request.ts), typed with
+ * the official SDK's own types. Its name, label and default URL are its plug-in's. No retries
+ * here: the worker retries, and only before the first token.
  */
 export class OpenAIProvider implements Provider {
-  readonly name = 'openai';
+  readonly name: string;
+  private readonly label: string;
   private readonly url: string;
   private readonly headers: Record<string, string>;
+  private readonly classify: (err: unknown) => ProviderError;
 
-  constructor(private readonly settings: UpstreamSettings) {
-    this.url = `${(settings.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '')}/chat/completions`;
+  constructor(
+    private readonly settings: UpstreamSettings,
+    identity: OpenAICompatibleIdentity,
+  ) {
+    this.name = identity.name;
+    this.label = identity.label;
+    this.url = `${(settings.baseUrl ?? identity.defaultBaseUrl).replace(/\/+$/, '')}/chat/completions`;
     this.headers = { authorization: `Bearer ${settings.apiKey}` };
+    this.classify = (err) => classify(this.label, err);
   }
 
   check(p: CompletionParams): void {
@@ -93,10 +147,12 @@ export class OpenAIProvider implements Provider {
         const chunk = JSON.parse(data) as ChatCompletionChunk & { error?: { message?: string } };
         // An error in the stream itself (OpenAI-compatible servers send `data: {"error": ...}`).
         if (chunk.error)
-          throw new ProviderError(`${PROVIDER} stream failed: ${chunk.error.message ?? 'unknown error'}`, 502, true);
+          throw new ProviderError(`${this.label} stream failed: ${chunk.error.message ?? 'unknown error'}`, 502, true);
         if (chunk.model) model = chunk.model;
         for (const choice of chunk.choices ?? []) {
           if (choice.delta?.content) yield { type: 'delta', index: choice.index, content: choice.delta.content };
+          // Most chunks carry text only: no generator for tool calls they do not have.
+          if (choice.delta?.tool_calls) yield* toolCallEvents(choice.index, choice.delta.tool_calls);
           if (choice.finish_reason) {
             finished.add(choice.index);
             yield { type: 'finish', index: choice.index, reason: choice.finish_reason };
@@ -110,10 +166,10 @@ export class OpenAIProvider implements Provider {
             model,
           };
       }
-      assertComplete(PROVIDER, expected, finished);
+      assertComplete(this.label, expected, finished);
       call.complete();
     } catch (err) {
-      throw call.failure(err, PROVIDER, classify);
+      throw call.failure(err, this.label, this.classify);
     } finally {
       call.done();
     }
@@ -121,24 +177,28 @@ export class OpenAIProvider implements Provider {
 
   /** One whole-answer call (stream: false) for a client that does not stream; see Provider.complete. */
   async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
-    const answer = (await wholeAnswer(signal, this.settings.timeoutMs, PROVIDER, classify, (s) =>
+    const answer = (await wholeAnswer(signal, this.settings.timeoutMs, this.label, this.classify, (s) =>
       postForJson(this.url, this.headers, toOpenAIRequest(p, false), s),
     )) as ChatCompletion & {
       error?: { message?: string };
     };
     // OpenAI-compatible servers may answer 200 with an error body.
     if (answer.error)
-      throw new ProviderError(`${PROVIDER} answer failed: ${answer.error.message ?? 'unknown error'}`, 502, true);
+      throw new ProviderError(`${this.label} answer failed: ${answer.error.message ?? 'unknown error'}`, 502, true);
     const finished = new Set<number>();
     for (const choice of answer.choices ?? []) {
       const content = choice.message?.content;
       if (content) yield { type: 'delta', index: choice.index, content };
+      yield* toolCallEvents(
+        choice.index,
+        choice.message?.tool_calls?.flatMap((c) => (c.type === 'function' ? [{ id: c.id, function: c.function }] : [])),
+      );
       if (choice.finish_reason) {
         finished.add(choice.index);
         yield { type: 'finish', index: choice.index, reason: choice.finish_reason };
       }
     }
-    assertComplete(PROVIDER, p.n ?? 1, finished);
+    assertComplete(this.label, p.n ?? 1, finished);
     if (answer.usage)
       yield {
         type: 'usage',

@@ -2,7 +2,7 @@ import { checkRoles, unsupported } from '../upstream.js';
 import type { CompletionParams } from '../types.js';
 
 const PROVIDER = 'OpenAI';
-const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
+const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
 
 /**
  * What OpenAI models accept. A request the API would refuse is refused here instead (422

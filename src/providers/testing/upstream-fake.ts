@@ -15,6 +15,9 @@ export interface RecordedRequest {
   closedEarly: boolean;
   /** Settles when the connection for this request is done, finished or cut. */
   closed: Promise<void>;
+  /** performance.now() when the request arrived, and when its connection was done (undefined until then). */
+  startedAt: number;
+  closedAt?: number;
 }
 
 /** Answer with an HTTP error in the provider's own error format. */
@@ -40,6 +43,11 @@ export interface StreamScript {
   choices?: string[][];
   /** Finish reason in the provider's own words (stop, end_turn, STOP, ...). */
   finishReason?: string;
+  /**
+   * Tool calls every choice makes after its text (with these, `tokens` defaults to none), each
+   * streamed as its argument pieces; the finish is the provider's word for a tool call.
+   */
+  toolCalls?: { id?: string; name: string; arguments: string[] }[];
   /**
    * Usage to report; null leaves it out. Defaults to a rough count of the request and the tokens
    * sent. `thoughts` is Gemini's thoughtsTokenCount (thinking tokens, billed as output).
@@ -86,11 +94,18 @@ export interface ChatRequest {
   body: any;
 }
 
+export interface PlannedCall {
+  id: string;
+  name: string;
+  pieces: string[];
+}
+
 /** One choice as the fake will answer it, finish reason in neutral words. */
 export interface PlannedChoice {
   index: number;
   pieces: string[];
-  finish: 'stop' | 'length';
+  calls: PlannedCall[];
+  finish: 'stop' | 'length' | 'tool_calls';
 }
 
 export interface Plan {
@@ -109,16 +124,18 @@ export interface WireFormat {
   /** Error body and status word for an HTTP error. */
   errorBody(status: number, message: string, type?: string): unknown;
   /** Provider's words for a neutral finish reason. */
-  finishWord(finish: 'stop' | 'length'): string;
+  finishWord(finish: 'stop' | 'length' | 'tool_calls'): string;
   /** The SSE events of a streamed answer, as strings ready to write. */
   sse: {
     start(plan: Plan): string;
     token(plan: Plan, index: number, text: string): string;
+    /** A piece of tool call `call` of choice `index` (its first piece when `first`). */
+    toolCall(plan: Plan, index: number, call: number, piece: string, first: boolean): string;
     finish(plan: Plan, index: number, reason: string): string;
     end(plan: Plan): string;
     error(plan: Plan, message: string): string;
   };
-  /** The JSON body of a non-streamed answer. */
+  /** The JSON body of a non-streamed answer (each choice's tool calls are in plan.choices). */
   complete(plan: Plan, texts: string[], reasons: string[]): unknown;
 }
 
@@ -197,8 +214,10 @@ export class FakeUpstream {
       body,
       closedEarly: false,
       closed: new Promise<void>((r) => (resolveClosed = r)),
+      startedAt: performance.now(),
     };
     res.once('close', () => {
+      recorded.closedAt = performance.now();
       recorded.closedEarly = !res.writableFinished;
       resolveClosed();
     });
@@ -223,16 +242,24 @@ export class FakeUpstream {
   }
 
   private plan(chat: ChatRequest, s: StreamScript): Plan {
-    const choices = Array.from({ length: chat.n }, (_, index) => {
-      let pieces = s.choices?.[index] ?? s.tokens ?? DEFAULT_TOKENS;
-      let finish: 'stop' | 'length' = 'stop';
+    const choices = Array.from({ length: chat.n }, (_, index): PlannedChoice => {
+      let pieces = s.choices?.[index] ?? s.tokens ?? (s.toolCalls ? [] : DEFAULT_TOKENS);
+      let finish: PlannedChoice['finish'] = s.toolCalls ? 'tool_calls' : 'stop';
       if (chat.maxTokens !== undefined && pieces.length > chat.maxTokens) {
         pieces = pieces.slice(0, chat.maxTokens);
         finish = 'length';
       }
-      return { index, pieces, finish };
+      const calls = (s.toolCalls ?? []).map((c, k) => ({
+        id: c.id ?? `call_fake${index}${k}`,
+        name: c.name,
+        pieces: c.arguments,
+      }));
+      return { index, pieces, calls, finish };
     });
-    const completion = choices.reduce((n, c) => n + c.pieces.length, 0);
+    const completion = choices.reduce(
+      (n, c) => n + c.pieces.length + c.calls.reduce((m, call) => m + call.pieces.length, 0),
+      0,
+    );
     const usage = s.usage === null ? null : (s.usage ?? { prompt: roughTokens(chat.body), completion });
     return { req: chat, choices, finishOverride: s.finishReason, usage };
   }
@@ -292,6 +319,11 @@ export class FakeUpstream {
     if (s.hangAfter !== undefined && s.hangAfter >= longest) {
       flush();
       return;
+    }
+    for (const c of plan.choices) {
+      c.calls.forEach((call, k) =>
+        call.pieces.forEach((piece, i) => (out += this.wire.sse.toolCall(plan, c.index, k, piece, i === 0))),
+      );
     }
     for (const c of plan.choices) out += this.wire.sse.finish(plan, c.index, reason(c));
     out += this.wire.sse.end(plan);

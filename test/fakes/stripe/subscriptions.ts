@@ -31,6 +31,38 @@ export function registerSubscriptions(routes: Routes, store: StripeStore): void 
     return s;
   });
 
+  // Only what the service changes on a live subscription: its default payment method and metadata.
+  routes.add('POST', '/v1/subscriptions/:id', ({ params, body }) => {
+    const s = store.subscriptions.get(params.id);
+    if (!s) throw missing('subscription', params.id);
+    if (s.status === 'canceled' && body.default_payment_method !== undefined)
+      throw invalid(
+        'A canceled subscription can only update its cancellation_details and metadata.',
+        undefined,
+        'subscription_canceled',
+      );
+    const previous: Obj = {};
+    const pm = body.default_payment_method;
+    if (pm !== undefined) {
+      const method = store.paymentMethods.get(pm);
+      if (pm !== '' && (!method || method.customer !== s.customer)) {
+        throw invalid(
+          `No such PaymentMethod: '${pm}'; it must be attached to the subscription's customer first.`,
+          'default_payment_method',
+          'resource_missing',
+        );
+      }
+      previous.default_payment_method = s.default_payment_method;
+      s.default_payment_method = pm === '' ? null : pm;
+    }
+    if (body.metadata !== undefined) {
+      previous.metadata = s.metadata;
+      s.metadata = mergeMetadata(s.metadata, body.metadata);
+    }
+    store.emit('customer.subscription.updated', s, previous);
+    return s;
+  });
+
   routes.add('DELETE', '/v1/subscriptions/:id', ({ params }) => {
     const s = store.subscriptions.get(params.id);
     if (!s) throw missing('subscription', params.id);

@@ -1,4 +1,5 @@
-// Billing periods are calendar months in UTC. A month is named by its key, "YYYY-MM".
+// Calendar arithmetic in UTC, beside the clock: billing periods are calendar months, named by their
+// key "YYYY-MM"; days are UTC days, named "YYYY-MM-DD".
 
 const MONTH_KEY = /^(\d{4})-(0[1-9]|1[0-2])$/;
 

@@ -1,5 +1,5 @@
-import { AppError, kindForStatus } from '../../errors.js';
-import type { RelayError } from '../../chat/relay-protocol.js';
+import { AppError, kindForStatus } from '../errors.js';
+import type { RelayError } from './relay-protocol.js';
 
 // What a client of a stream (new or resumed) is told when its answer did not come whole.
 

@@ -3,19 +3,14 @@ import type { Config } from '../config.js';
 import { callStripe, type Stripe } from '../infra/stripe.js';
 import type { Logger } from '../logger.js';
 import type { BillingMetrics } from '../metrics.js';
-import { ACTIVE_STATUSES } from '../subscriptions/stripe-subscription.service.js';
+import { ACTIVE_STATUSES } from './stripe-subscription.service.js';
 import { transaction, type Db } from '../infra/db.js';
-import { changeTier, type TierDeps } from '../subscriptions/tier.service.js';
+import { changeTier, type TierDeps } from './tier.service.js';
 import type { Tier } from '../../db/schema/index.js';
-import {
-  type Account,
-  type AccountBillingPatch,
-  accountsWithCustomer,
-  lockAccount,
-  updateAccountBilling,
-} from '../accounts/accounts.repository.js';
-import { openInvoicesOf, setInvoiceStatus } from './invoices.repository.js';
-import type { JobOptions, JobResult } from './job.js';
+import type { Account, AccountBillingPatch } from '../accounts/accounts.repository.js';
+import { accountsWithCustomer, lockAccount, updateAccountBilling } from '../accounts/account-billing.service.js';
+import { refreshInvoiceStatuses } from '../billing/invoice-status.service.js';
+import type { JobOptions, JobResult } from '../billing/job.js';
 
 /*
  * Daily reconciliation: Stripe's subscription state is the truth; a webhook we never received
@@ -146,14 +141,6 @@ export async function reconcileAccount(
   }
   await refreshInvoiceStatuses(app, stripe, account.id);
   return result;
-}
-
-/** Stripe moves issued invoices on (paid, void, uncollectible) without a webhook we handle; history shows its status. */
-async function refreshInvoiceStatuses(app: { db: Db }, stripe: Stripe, accountId: string): Promise<void> {
-  for (const inv of await openInvoicesOf(app.db, accountId)) {
-    const current = await callStripe('reading an invoice', () => stripe.invoices.retrieve(inv.stripe_invoice_id!));
-    if (current.status && current.status !== inv.status) await setInvoiceStatus(app.db, inv.id, current.status);
-  }
 }
 
 /** The daily job: every account with a Stripe customer (or the given ones). */

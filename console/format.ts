@@ -1,0 +1,53 @@
+// Numbers as people read them: money from the API's exact decimal strings (never through a float),
+// tokens with separators, dates and times in UTC, said so.
+
+const group = (digits: string): string => digits.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+
+/** "1234.5" -> "$1,234.50": the exact amount, at least two decimals, trailing zeros past them dropped. */
+export function usd(amount: string | null | undefined): string {
+  if (amount === null || amount === undefined || amount === '') return '—';
+  const negative = amount.startsWith('-');
+  const [whole = '0', frac = ''] = amount.replace(/^-/, '').split('.');
+  const decimals = frac.replace(/0+$/, '').padEnd(2, '0');
+  return `${negative ? '-' : ''}$${group(whole.replace(/^0+(?=\d)/, ''))}.${decimals}`;
+}
+
+/** Rounded half up to the cent, for figures shown at a glance (the exact amount is in the tables). */
+export function usdCents(amount: string | null | undefined): string {
+  if (amount === null || amount === undefined || amount === '') return '—';
+  const [whole = '0', frac = ''] = amount.replace(/^-/, '').split('.');
+  let cents = BigInt(whole) * 100n + BigInt((frac + '00').slice(0, 2));
+  if (Number(frac[2] ?? '0') >= 5) cents += 1n;
+  const s = cents.toString().padStart(3, '0');
+  return `${amount.startsWith('-') ? '-' : ''}$${group(s.slice(0, -2))}.${s.slice(-2)}`;
+}
+
+export const count = (n: number): string => group(String(n));
+
+export const tokens = (n: number): string => `${count(n)} token${n === 1 ? '' : 's'}`;
+
+/** 2026-11-26T15:04:05Z -> "26 Nov 2026, 15:04 UTC". */
+export function utcDateTime(value: string | number | Date): string {
+  const d = typeof value === 'number' ? new Date(value * 1000) : new Date(value);
+  return `${d.toLocaleDateString('en-GB', { day: 'numeric', month: 'short', year: 'numeric', timeZone: 'UTC' })}, ${d
+    .toISOString()
+    .slice(11, 16)} UTC`;
+}
+
+export function utcDate(value: string): string {
+  return new Date(`${value.slice(0, 10)}T00:00:00Z`).toLocaleDateString('en-GB', {
+    day: 'numeric',
+    month: 'short',
+    year: 'numeric',
+    timeZone: 'UTC',
+  });
+}
+
+/** YYYY-MM-DD of a Date, in UTC. */
+export const isoDay = (d: Date): string => d.toISOString().slice(0, 10);
+
+export function addDays(day: string, n: number): string {
+  const d = new Date(`${day}T00:00:00Z`);
+  d.setUTCDate(d.getUTCDate() + n);
+  return isoDay(d);
+}

@@ -1,0 +1,150 @@
+// The console: one page shell, the session check, the navigation and the page for the URL.
+import { render, type ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { currentSession, describeError, loadSession, onSignedOut, signOut, type Session } from './api.js';
+import { Notice } from './components.js';
+import { interceptLinks, navigate, useLocation } from './router.js';
+import { BillingPage } from './pages/billing.js';
+import { KeyPage } from './pages/key.js';
+import { OverviewPage } from './pages/overview.js';
+import { SignInPage } from './pages/sign-in.js';
+import { UsagePage } from './pages/usage.js';
+
+interface Page {
+  title: string;
+  nav?: string;
+  render: (session: Extract<Session, { signed_in: true }>) => ComponentChildren;
+}
+
+const PAGES: Record<string, Page> = {
+  '/console/': { title: 'Overview', nav: 'Overview', render: (s) => <OverviewPage session={s} /> },
+  '/console/usage': { title: 'Usage', nav: 'Usage', render: () => <UsagePage /> },
+  '/console/key': { title: 'API key', nav: 'API key', render: () => <KeyPage /> },
+  '/console/billing': { title: 'Billing', nav: 'Billing', render: (s) => <BillingPage session={s} /> },
+};
+const SIGN_IN = '/console/sign-in';
+
+/** Same-origin console paths only: a return path never leads elsewhere. */
+const safeReturn = (to: string | null): string =>
+  to && to.startsWith('/console/') && !to.startsWith('//') && !to.startsWith(SIGN_IN) ? to : '/console/';
+
+function App() {
+  const location = useLocation();
+  const [session, setSession] = useState<Session | undefined>(currentSession());
+  const [failure, setFailure] = useState<unknown>();
+  const [flash, setFlash] = useState('');
+  const heading = useRef<HTMLHeadingElement>(null);
+  const first = useRef(true);
+
+  useEffect(() => {
+    loadSession().then(setSession, setFailure);
+    return onSignedOut(() => setSession(currentSession()));
+  }, []);
+
+  const signedIn = session?.signed_in === true;
+  const path = location.path === '/console' ? '/console/' : location.path;
+  const page = PAGES[path];
+
+  // Signed out: every page but sign-in leads there, remembering where it was going.
+  useEffect(() => {
+    if (!session || !session.jwt_available) return;
+    if (!session.signed_in && path !== SIGN_IN)
+      navigate(`${SIGN_IN}?return_to=${encodeURIComponent(path + window.location.search)}`, { replace: true });
+    if (session.signed_in && path === SIGN_IN) navigate(safeReturn(location.query.get('return_to')), { replace: true });
+  }, [session, path]);
+
+  const title = !session ? 'Console' : path === SIGN_IN ? 'Sign in' : (page?.title ?? 'Page not found');
+  // A route change moves focus to the new page's heading, so a screen reader starts there.
+  useEffect(() => {
+    document.title = `${title} · Console`;
+    if (first.current) {
+      first.current = false;
+      return;
+    }
+    heading.current?.focus();
+  }, [path, title]);
+
+  const doSignOut = async () => {
+    try {
+      await signOut();
+      setFlash('You are signed out.');
+      navigate(SIGN_IN);
+    } catch (err) {
+      setFlash(`Could not sign out: ${describeError(err)}`);
+    }
+  };
+
+  let content: ComponentChildren;
+  if (failure !== undefined)
+    content = <Notice kind="error">The console could not start: {describeError(failure)}</Notice>;
+  else if (!session) content = <p class="muted">Loading…</p>;
+  else if (!session.jwt_available)
+    content = (
+      <Notice kind="info">
+        The console is off on this service: its operator signs people in with an outside identity provider (JWKS), so
+        this service cannot issue the tokens the console needs. Use your organisation's own dashboard, or the API with
+        your key.
+      </Notice>
+    );
+  else if (path === SIGN_IN) content = <SignInPage returnTo={safeReturn(location.query.get('return_to'))} />;
+  else if (!signedIn) content = <p class="muted">Taking you to sign in…</p>;
+  else if (!page)
+    content = (
+      <p>
+        There is no such page. Go to the <a href="/console/">overview</a>.
+      </p>
+    );
+  else content = page.render(session);
+
+  return (
+    <>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="top">
+        <a class="brand" href="/console/">
+          Completions console
+        </a>
+        {signedIn && (
+          <nav aria-label="Console">
+            <ul>
+              {Object.entries(PAGES).map(([href, p]) => (
+                <li key={href}>
+                  <a href={href} aria-current={href === path ? 'page' : undefined}>
+                    {p.nav}
+                  </a>
+                </li>
+              ))}
+            </ul>
+          </nav>
+        )}
+        {signedIn && (
+          <div class="who">
+            <span class="email">{session.account.email}</span>
+            <button type="button" onClick={() => void doSignOut()}>
+              Sign out
+            </button>
+          </div>
+        )}
+      </header>
+      <main id="main">
+        <h1 tabIndex={-1} ref={heading}>
+          {title}
+        </h1>
+        <div class="flash" role="status" aria-live="polite">
+          {flash && <p>{flash}</p>}
+        </div>
+        {content}
+      </main>
+      <footer class="foot">
+        <p>
+          Times and days are UTC. <a href="/docs">API documentation</a>
+        </p>
+      </footer>
+    </>
+  );
+}
+
+const root = document.getElementById('app')!;
+interceptLinks(root);
+render(<App />, root);

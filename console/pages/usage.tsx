@@ -1,0 +1,337 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, describeError } from '../api.js';
+import { Notice, Show, TableScroll, useLoad } from '../components.js';
+import { addDays, count, isoDay, usd, utcDateTime } from '../format.js';
+import { navigate, useLocation } from '../router.js';
+import type { DailyUsage, RequestRow } from '../types.js';
+
+const RANGES: [string, string][] = [
+  ['month', 'This month'],
+  ['last-month', 'Last month'],
+  ['30d', 'Last 30 days'],
+  ['90d', 'Last 90 days'],
+  ['custom', 'Chosen dates'],
+];
+
+/** The period a range names, in UTC days (undefined: the service's default, this month). */
+function period(range: string, query: URLSearchParams): { start?: string; end?: string } {
+  const today = isoDay(new Date());
+  const firstOfMonth = `${today.slice(0, 8)}01`;
+  switch (range) {
+    case 'last-month': {
+      const end = addDays(firstOfMonth, -1);
+      return { start: `${end.slice(0, 8)}01`, end };
+    }
+    case '30d':
+      return { start: addDays(today, -29), end: today };
+    case '90d':
+      return { start: addDays(today, -89), end: today };
+    case 'custom':
+      return { start: query.get('start') ?? firstOfMonth, end: query.get('end') ?? today };
+    default:
+      return {};
+  }
+}
+
+function daysBetween(start: string, end: string): string[] {
+  const days: string[] = [];
+  for (let d = start; d <= end && days.length < 400; d = addDays(d, 1)) days.push(d);
+  return days;
+}
+
+function toCsv(u: DailyUsage): string {
+  const lines = ['date,model,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd'];
+  for (const r of u.data)
+    lines.push(
+      [
+        r.date,
+        JSON.stringify(r.model),
+        r.requests,
+        r.prompt_tokens,
+        r.completion_tokens,
+        r.total_tokens,
+        r.cost_usd,
+      ].join(','),
+    );
+  return `${lines.join('\n')}\n`;
+}
+
+function downloadCsv(u: DailyUsage): void {
+  const url = URL.createObjectURL(new Blob([toCsv(u)], { type: 'text/csv' }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = `usage-${u.start_date}-to-${u.end_date}.csv`;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+export function UsagePage() {
+  const { query } = useLocation();
+  const range = query.get('range') ?? 'month';
+  const { start, end } = period(range, query);
+  const usage = useLoad(() => {
+    const qs = new URLSearchParams();
+    if (start) qs.set('start_date', start);
+    if (end) qs.set('end_date', end);
+    return api<DailyUsage>(`/v1/billing/usage/daily${qs.size ? `?${qs}` : ''}`);
+  }, [start, end]);
+
+  const choose = (next: string, extra: Record<string, string> = {}) =>
+    navigate(`/console/usage?${new URLSearchParams({ range: next, ...extra }).toString()}`, { replace: true });
+
+  return (
+    <>
+      <form class="range" aria-label="Period" onSubmit={(e) => e.preventDefault()}>
+        <label for="range">Period</label>
+        <select id="range" value={range} onChange={(e) => choose((e.target as HTMLSelectElement).value)}>
+          {RANGES.map(([v, label]) => (
+            <option key={v} value={v}>
+              {label}
+            </option>
+          ))}
+        </select>
+        {range === 'custom' && (
+          <CustomDates start={start!} end={end!} onApply={(s, e) => choose('custom', { start: s, end: e })} />
+        )}
+      </form>
+      <Show of={usage} what="usage">
+        {(u) => <UsageView usage={u} />}
+      </Show>
+      <RecentRequests />
+    </>
+  );
+}
+
+function CustomDates(props: { start: string; end: string; onApply: (start: string, end: string) => void }) {
+  const [start, setStart] = useState(props.start);
+  const [end, setEnd] = useState(props.end);
+  return (
+    <>
+      <label for="start">From</label>
+      <input id="start" type="date" value={start} onInput={(e) => setStart((e.target as HTMLInputElement).value)} />
+      <label for="end">To</label>
+      <input id="end" type="date" value={end} onInput={(e) => setEnd((e.target as HTMLInputElement).value)} />
+      <button type="button" onClick={() => props.onApply(start, end)}>
+        Show
+      </button>
+    </>
+  );
+}
+
+function UsageView(props: { usage: DailyUsage }) {
+  const u = props.usage;
+  const models = [...new Set(u.data.map((r) => r.model))].sort();
+  const days = daysBetween(u.start_date, u.end_date);
+  const grid = (pick: (r: DailyUsage['data'][number]) => number) =>
+    models.map((m) => days.map((d) => pick(u.data.find((r) => r.model === m && r.date === d) ?? ZERO)));
+  const period = `${u.start_date} to ${u.end_date} (UTC)`;
+  if (u.data.length === 0)
+    return (
+      <Notice kind="info">
+        No usage from {period}. Make a request with your key (the <a href="/console/">overview</a> has examples to copy)
+        and it shows here within seconds.
+      </Notice>
+    );
+  return (
+    <>
+      <p>
+        {period}: <strong>{count(u.totals.total_tokens)}</strong> tokens, <strong>{count(u.totals.requests)}</strong>{' '}
+        requests, <strong>{usd(u.totals.cost_usd)}</strong>.
+      </p>
+      <section aria-labelledby="tokens-chart">
+        <h2 id="tokens-chart">Tokens per day, by model</h2>
+        <Chart
+          label={`Tokens per day by model, ${period}; the table below has the numbers`}
+          days={days}
+          models={models}
+          values={grid((r) => r.total_tokens)}
+          format={(v) => count(Math.round(v))}
+        />
+      </section>
+      <section aria-labelledby="cost-chart">
+        <h2 id="cost-chart">Cost per day, by model</h2>
+        <Chart
+          label={`Cost per day by model in USD, ${period}; the table below has the numbers`}
+          days={days}
+          models={models}
+          values={grid((r) => Number(r.cost_usd))}
+          format={(v) => `$${v === 0 ? '0' : v.toFixed(v < 0.01 ? 4 : v < 1 ? 3 : 2)}`}
+        />
+      </section>
+      <section aria-labelledby="usage-table">
+        <h2 id="usage-table">Per day and model</h2>
+        <button type="button" onClick={() => downloadCsv(u)}>
+          Download CSV
+        </button>
+        <TableScroll label="Usage per day and model">
+          <table id="usage-numbers">
+            <thead>
+              <tr>
+                <th scope="col">Day (UTC)</th>
+                <th scope="col">Model</th>
+                <th scope="col">Requests</th>
+                <th scope="col">Prompt tokens</th>
+                <th scope="col">Completion tokens</th>
+                <th scope="col">Total tokens</th>
+                <th scope="col">Cost</th>
+              </tr>
+            </thead>
+            <tbody>
+              {u.data.map((r) => (
+                <tr key={`${r.date} ${r.model}`}>
+                  <td>{r.date}</td>
+                  <td>{r.model}</td>
+                  <td class="num">{count(r.requests)}</td>
+                  <td class="num">{count(r.prompt_tokens)}</td>
+                  <td class="num">{count(r.completion_tokens)}</td>
+                  <td class="num">{count(r.total_tokens)}</td>
+                  <td class="num">{usd(r.cost_usd)}</td>
+                </tr>
+              ))}
+            </tbody>
+            <tfoot>
+              <tr class="totals">
+                <th scope="row" colSpan={2}>
+                  Total
+                </th>
+                <td class="num" data-total="requests">
+                  {count(u.totals.requests)}
+                </td>
+                <td class="num" data-total="prompt_tokens">
+                  {count(u.totals.prompt_tokens)}
+                </td>
+                <td class="num" data-total="completion_tokens">
+                  {count(u.totals.completion_tokens)}
+                </td>
+                <td class="num" data-total="total_tokens">
+                  {count(u.totals.total_tokens)}
+                </td>
+                <td class="num" data-total="cost_usd">
+                  {usd(u.totals.cost_usd)}
+                </td>
+              </tr>
+            </tfoot>
+          </table>
+        </TableScroll>
+      </section>
+    </>
+  );
+}
+
+const ZERO = {
+  requests: 0,
+  prompt_tokens: 0,
+  completion_tokens: 0,
+  total_tokens: 0,
+  cost_usd: '0',
+} as DailyUsage['data'][number];
+
+function Chart(props: {
+  label: string;
+  days: string[];
+  models: string[];
+  values: number[][];
+  format: (v: number) => string;
+}) {
+  const box = useRef<HTMLDivElement>(null);
+  const [failed, setFailed] = useState('');
+  useEffect(() => {
+    const target = box.current;
+    if (!target) return;
+    let chart: { destroy(): void; setSize(s: { width: number; height: number }): void } | undefined;
+    let observer: ResizeObserver | undefined;
+    let gone = false;
+    import('../usage-chart.js').then(
+      ({ drawStackedChart }) => {
+        if (gone) return;
+        chart = drawStackedChart(target, props, target.clientWidth);
+        observer = new ResizeObserver(() => chart?.setSize({ width: target.clientWidth, height: 260 }));
+        observer.observe(target);
+      },
+      (err: unknown) => setFailed(describeError(err)),
+    );
+    return () => {
+      gone = true;
+      observer?.disconnect();
+      chart?.destroy();
+    };
+  }, [props.days.join(), props.models.join(), JSON.stringify(props.values)]);
+  return (
+    <>
+      <div class="chart" ref={box} role="img" aria-label={props.label} />
+      {failed && <Notice kind="error">The chart could not load: {failed}</Notice>}
+    </>
+  );
+}
+
+function RecentRequests() {
+  // The cursors of the pages before this one, so "Newer" goes back without a cursor of its own.
+  const [cursors, setCursors] = useState<string[]>([]);
+  const after = cursors[cursors.length - 1];
+  const page = useLoad(
+    () =>
+      api<{ data: RequestRow[]; has_more: boolean }>(
+        `/v1/billing/requests?limit=20${after ? `&starting_after=${encodeURIComponent(after)}` : ''}`,
+      ),
+    [after],
+  );
+  return (
+    <section aria-labelledby="recent">
+      <h2 id="recent">Recent requests</h2>
+      <Show of={page} what="recent requests">
+        {(p) =>
+          p.data.length === 0 && cursors.length === 0 ? (
+            <p class="muted">No requests yet. They appear here about a second after each one ends.</p>
+          ) : (
+            <>
+              <TableScroll label="Recent requests">
+                <table id="recent-requests">
+                  <thead>
+                    <tr>
+                      <th scope="col">Time (UTC)</th>
+                      <th scope="col">Model</th>
+                      <th scope="col">Streamed</th>
+                      <th scope="col">Outcome</th>
+                      <th scope="col">Tokens</th>
+                      <th scope="col">Cost</th>
+                      <th scope="col">Request id</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {p.data.map((r) => (
+                      <tr key={r.id}>
+                        <td>{utcDateTime(r.created)}</td>
+                        <td>{r.model}</td>
+                        <td>{r.stream ? 'yes' : 'no'}</td>
+                        <td class={`outcome-${r.status}`}>{r.status}</td>
+                        <td class="num">{count(r.total_tokens)}</td>
+                        <td class="num">{usd(r.cost_usd)}</td>
+                        <td>
+                          <code>{r.id}</code>
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </TableScroll>
+              <div class="actions">
+                <button type="button" disabled={cursors.length === 0} onClick={() => setCursors((c) => c.slice(0, -1))}>
+                  Newer
+                </button>
+                <button
+                  type="button"
+                  disabled={!p.has_more}
+                  onClick={() => setCursors((c) => [...c, p.data[p.data.length - 1]!.id])}
+                >
+                  Older
+                </button>
+              </div>
+            </>
+          )
+        }
+      </Show>
+    </section>
+  );
+}

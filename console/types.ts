@@ -1,0 +1,87 @@
+// The parts of the public API's answers the console reads (the OpenAPI document has them whole).
+
+export interface SpendLimit {
+  monthly_limit_usd: string | null;
+  enforced: boolean;
+  month: string;
+  spent_usd: string;
+  reserved_usd: string;
+  remaining_usd: string | null;
+  resets_at: string;
+}
+
+export type Window = 'requests_per_minute' | 'requests_per_hour' | 'requests_per_day' | 'tokens_per_day';
+
+export interface SubscriptionInfo {
+  tier: 'free' | 'paid';
+  subscription_status: string | null;
+  payment_method: { brand: string | null; last4: string | null } | null;
+  checkout_pending?: boolean;
+  models: { id: string; provider: string; input_price_per_million: string; output_price_per_million: string }[];
+  limits: Record<Window, number> & {
+    remaining: Record<Window, number> | null;
+    resets_at: Record<Window, string> | null;
+  };
+  spend_limit?: SpendLimit;
+  api_key?: { next_regeneration_at: string | null };
+}
+
+export interface Figures {
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  cost_usd: string;
+}
+
+export interface MonthUsage {
+  tier: 'free' | 'paid';
+  period: { month: string };
+  models: (Figures & { model: string; cost: string })[];
+  total: Figures & { cost: string; cost_cents: number };
+  spend_limit?: SpendLimit;
+}
+
+export interface DailyUsage {
+  start_date: string;
+  end_date: string;
+  data: (Figures & { date: string; model: string })[];
+  totals: Figures;
+}
+
+export interface RequestRow {
+  id: string;
+  created: number;
+  model: string;
+  stream: boolean;
+  status: 'completed' | 'cancelled' | 'failed';
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  cost_usd: string;
+}
+
+export interface Invoice {
+  id: string;
+  kind: 'monthly' | 'on_demand';
+  period_start: string;
+  period_end: string;
+  status: string;
+  amount: string;
+  hosted_invoice_url: string | null;
+  invoice_pdf: string | null;
+  created_at: string;
+}
+
+export interface History {
+  invoices: Invoice[];
+  months: (Figures & { month: string; cost: string })[];
+  total_invoiced: string;
+}
+
+export interface SubscriptionResult {
+  status: string;
+  tier: 'free' | 'paid';
+  message: string;
+  checkout_url?: string;
+}

@@ -1,0 +1,88 @@
+import type { Account } from '../accounts/accounts.repository.js';
+import { alertSpendLimitReached, type SpendAlertDeps } from '../billing/spend-alerts.service.js';
+import { AppError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { admissionError, GuardChanged, type Admission, type Limiter } from '../limits/limiter.service.js';
+import type { ChatCompletionRequest } from './chat.schema.js';
+import { prepareCompletion, spendCheckOf, type PrepareDeps } from './chat.service.js';
+import type { PreparedJob } from './completion-job.js';
+import { traceAdmission } from './completion-tracing.js';
+import type { Dispatcher } from './dispatch.service.js';
+
+/** What admitting a request works with: preparing it, the queue's room, the limits, the spend alerts. */
+export interface AdmissionDeps extends PrepareDeps, SpendAlertDeps {
+  limiter: Limiter;
+  dispatcher: Pick<Dispatcher, 'assertRoom'>;
+  relayHub: { readonly instance: string };
+  log: Logger;
+}
+
+/**
+ * An API key taken from this process's cache, not yet confirmed: `versionKey` holds its current
+ * version, which the admission script checks; `refresh` reads the account afresh.
+ */
+export interface UnconfirmedKey {
+  versionKey: string;
+  version: string | null;
+  refresh(): Promise<Account>;
+}
+
+export interface AdmissionResult {
+  job: PreparedJob;
+  /** The rate-limit headers, for the answer whichever it is. */
+  headers: Record<string, string>;
+  /** Set when the limits refused the request (429); its spend alert, if due, is already queued. */
+  refusal?: AppError;
+}
+
+/**
+ * The request as a job to queue, admitted or refused by the rate limits. An unconfirmed account
+ * is confirmed by the admission script, and a model refused on its tier waits for a fresh read
+ * (the account may have just left that tier). A changed account is read afresh and the request
+ * decided again. Throws when the request is invalid or the queue has no room.
+ */
+export async function admitCompletion(
+  deps: AdmissionDeps,
+  input: { account: Account; request: ChatCompletionRequest; unconfirmed?: UnconfirmedKey },
+): Promise<AdmissionResult> {
+  const prepare = (account: Account) => prepareCompletion(deps, account, input.request, deps.relayHub.instance);
+  const admitFor = (account: Account, job: PreparedJob, guard?: { key: string; value: string | null }) =>
+    traceAdmission(job, () =>
+      deps.limiter.admit({
+        accountId: account.id,
+        tier: account.tier,
+        requestId: job.id,
+        reserveTokens: job.reservedTokens,
+        guard,
+        spend: spendCheckOf(account, job),
+      }),
+    );
+  let check = input.unconfirmed;
+  const confirmed = async () => {
+    check = undefined;
+    return input.unconfirmed!.refresh();
+  };
+  let account = input.account;
+  let job: PreparedJob;
+  try {
+    job = prepare(account);
+  } catch (err) {
+    // Of prepare's refusals only the 403 (a model the tier may not use) depends on the account.
+    if (!check || !(err instanceof AppError && err.status === 403)) throw err;
+    account = await confirmed();
+    job = prepare(account);
+  }
+  deps.dispatcher.assertRoom();
+  let admission: Admission;
+  try {
+    admission = await admitFor(account, job, check && { key: check.versionKey, value: check.version });
+  } catch (err) {
+    if (!(err instanceof GuardChanged) || !check) throw err;
+    account = await confirmed();
+    job = prepare(account);
+    admission = await admitFor(account, job);
+  }
+  if (admission.allowed) return { job, headers: admission.headers };
+  if (admission.spend) await alertSpendLimitReached(deps, account, admission.spend);
+  return { job, headers: admission.headers, refusal: admissionError(admission) };
+}

@@ -1,0 +1,435 @@
+import { createHash } from 'node:crypto';
+import { mkdir, readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import type { Page } from 'playwright-core';
+import { FakeStripe } from '../fakes/stripe.js';
+import { closeOutboxFor, createTestAccount, latestEmailTo, verificationLinkIn } from '../support/accounts.js';
+import { createBillingAccount, recordUsage } from '../support/billing.js';
+import { launchBrowser, type TestBrowser } from '../support/browser.js';
+import { uniqueEmail } from '../support/env.js';
+import { eventually, get, post } from '../support/http.js';
+import { startRole, type RoleProcess } from '../support/processes.js';
+import { startTestWeb, type TestWeb } from '../support/web.js';
+
+// The console in a real browser (Debian's Chromium through playwright-core): every page at phone
+// (375 px) and desktop (1280 px) width, screenshots under var/console-screenshots/, axe-core on
+// every page with no serious or critical violation, and the whole journey of issue 23 through the
+// real web tier, a completion worker and the fake Stripe.
+
+const SHOTS = path.resolve('var', 'console-screenshots');
+const WIDTHS = [375, 1280] as const;
+const FAST = { LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000' };
+const AXE_SOURCE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+
+interface AxeViolation {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: { target: string[] }[];
+}
+
+/** axe-core run inside the page (its source evaluated there: the page's CSP allows no injected script tag). */
+async function seriousViolations(page: Page): Promise<string[]> {
+  if (!(await page.evaluate('typeof window.axe !== "undefined"')))
+    await page.evaluate(await readFile(AXE_SOURCE, 'utf8'));
+  const violations = await page.evaluate<AxeViolation[]>(
+    'axe.run(document, { resultTypes: ["violations"] }).then((r) => r.violations)',
+  );
+  return violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+}
+
+/** Waits for the page to settle: its heading, and no "Loading…" left. */
+async function settled(page: Page): Promise<void> {
+  await page.locator('main h1').waitFor();
+  await page.locator('main').filter({ hasText: 'Loading' }).waitFor({ state: 'detached' });
+  if (await page.locator('.chart').count()) await page.locator('.chart canvas').first().waitFor();
+}
+
+/** Screenshots at both widths and axe at both, of the page as it is now. */
+async function record(page: Page, name: string): Promise<void> {
+  await mkdir(SHOTS, { recursive: true });
+  for (const width of WIDTHS) {
+    await page.setViewportSize({ width, height: width === 375 ? 812 : 900 });
+    await settled(page);
+    expect(await seriousViolations(page), `${name} at ${width} px`).to.deep.equal([]);
+    await page.screenshot({ path: path.join(SHOTS, `${name}-${width}.png`), fullPage: true });
+  }
+}
+
+describe('the console in a real browser (headless Chromium)', function () {
+  this.timeout(180_000);
+  let fake: FakeStripe;
+  let web: TestWeb;
+  let browser: TestBrowser;
+  const emails: string[] = [];
+
+  before(async () => {
+    fake = await new FakeStripe().start();
+    // A fixed port, so the links in emails and Stripe's return URLs name this very server.
+    const probe = await startTestWeb();
+    const port = new URL(probe.url).port;
+    await probe.close();
+    web = await startTestWeb({
+      env: { ...fake.env(), ...FAST, PORT: port, PUBLIC_BASE_URL: `http://127.0.0.1:${port}` },
+    });
+    browser = await launchBrowser({ permissions: ['clipboard-read', 'clipboard-write'] });
+  });
+  after(async () => {
+    await browser?.close();
+    await closeOutboxFor(web.app, emails);
+    await web?.close();
+    await fake?.close();
+  });
+
+  /** A new page signed in as `email` through the sign-in form and the emailed link. */
+  async function signedInPage(email: string, on: TestWeb = web): Promise<Page> {
+    // One browser profile for the whole file (and one database behind both servers): whoever
+    // signed in before is signed out first.
+    await browser.context.clearCookies();
+    const page = await browser.context.newPage();
+    await signInByLink(page, email, on);
+    return page;
+  }
+
+  /** The sign-in page's form, then the emailed link (pointed at `on`) and its confirm button. */
+  async function signInByLink(page: Page, email: string, on: TestWeb = web): Promise<void> {
+    await page.goto(`${on.url}/console/sign-in`);
+    await page.getByLabel('Email address').fill(email);
+    await page.getByRole('button', { name: 'Email me a sign-in link' }).click();
+    await page.getByRole('heading', { name: 'Check your email' }).waitFor();
+    const mail = await eventually(async () => {
+      const m = await latestEmailTo(on.app, email);
+      return m?.text_body.includes('/console/sign-in/confirm') ? m : undefined;
+    }, 'the sign-in email');
+    const link = new URL(/https?:\/\/\S+\/console\/sign-in\/confirm\?token=[A-Za-z0-9_%-]+/.exec(mail.text_body)![0]);
+    await page.goto(`${on.url}${link.pathname}${link.search}`);
+    await page.getByRole('button').first().click();
+    await page.waitForURL(/\/console\/(\?.*)?$/);
+  }
+
+  describe('every page, at 375 and 1280 px, with axe-core', () => {
+    it('shows a new account’s empty pages, each saying what to do next', async () => {
+      const who = await createTestAccount(web.app);
+      const page = await signedInPage(who.account.email);
+      await page.goto(`${web.url}/console/`);
+      await record(page, 'overview-empty');
+      expect(await page.locator('#base-url').textContent()).to.equal(`${web.url}/v1`);
+      await page.getByRole('link', { name: 'Usage', exact: true }).click();
+      await page.waitForURL(/\/console\/usage$/);
+      // Focus moves to the new page's heading, so a screen reader starts there.
+      expect(await page.evaluate('document.activeElement?.tagName')).to.equal('H1');
+      await record(page, 'usage-empty');
+      expect(await page.locator('main').innerText()).to.match(/No usage from .*Make a request with your key/);
+      await page.getByRole('link', { name: 'API key' }).click();
+      await record(page, 'key');
+      await page.getByRole('link', { name: 'Billing' }).click();
+      await record(page, 'billing-free');
+      expect(await page.locator('main').innerText()).to.include('No invoices yet');
+      await page.close();
+    });
+
+    it('signs every browser out from the key page', async () => {
+      const who = await createTestAccount(web.app);
+      const page = await signedInPage(who.account.email);
+      await page.goto(`${web.url}/console/key`);
+      await settled(page);
+      await page.getByRole('button', { name: 'Sign out everywhere' }).click();
+      await page.waitForURL(/\/console\/sign-in/);
+      const sessions = await web.app.db
+        .selectFrom('console_sessions')
+        .select('id')
+        .where('account_id', '=', who.account.id)
+        .where('revoked_at', 'is', null)
+        .execute();
+      expect(sessions).to.deep.equal([]);
+      await page.close();
+    });
+
+    it('charts and tables a paid account’s usage, limit and invoice', async () => {
+      const who = await createBillingAccount(web.app, { tier: 'paid' });
+      const today = new Date();
+      const day = (n: number) =>
+        new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - n, 12));
+      await recordUsage(
+        web.app,
+        [0, 1, 2, 4, 7, 8].flatMap((n, i) => [
+          {
+            accountId: who.account.id,
+            model: 'gpt-4.1-mini',
+            tier: 'paid' as const,
+            prompt: 1200 + 300 * i,
+            completion: 800 + 150 * i,
+            at: day(n),
+          },
+          {
+            accountId: who.account.id,
+            model: 'claude-sonnet-4-5',
+            tier: 'paid' as const,
+            prompt: 900 * (i + 1),
+            completion: 400,
+            at: day(n),
+            stream: true,
+          },
+        ]),
+      );
+      expect((await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey })).status).to.equal(
+        200,
+      );
+      const jwt = who.jwt;
+      expect(
+        (
+          await fetch(`${web.url}/v1/billing/spend-limit`, {
+            method: 'PUT',
+            headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ monthly_limit_usd: '5.00' }),
+          })
+        ).status,
+      ).to.equal(200);
+      const page = await signedInPage(who.account.email);
+      await page.goto(`${web.url}/console/`);
+      await record(page, 'overview');
+      expect(await page.locator('meter#spend-gauge').count()).to.equal(1);
+      await page.goto(`${web.url}/console/usage?range=30d`);
+      await record(page, 'usage');
+      expect(await page.locator('.chart canvas').count()).to.be.greaterThan(1);
+      await page.goto(`${web.url}/console/billing`);
+      await record(page, 'billing-paid');
+      expect(await page.locator('#invoice-list a', { hasText: 'PDF' }).count()).to.equal(1);
+      await page.close();
+    });
+
+    it('says the upgrade came back, and that billing is off where Stripe is not configured', async () => {
+      const who = await createTestAccount(web.app);
+      const page = await signedInPage(who.account.email);
+      await page.goto(`${web.url}/console/billing?upgrade=cancelled`);
+      await record(page, 'billing-upgrade-cancelled');
+      expect(await page.locator('main').innerText()).to.include('Checkout cancelled: nothing was changed.');
+      expect(new URL(page.url()).search).to.equal('');
+      await page.close();
+
+      const plain = await startTestWeb({ env: { ...FAST } });
+      try {
+        const other = await createTestAccount(plain.app);
+        const p = await signedInPage(other.account.email, plain);
+        await p.goto(`${plain.url}/console/billing`);
+        await settled(p);
+        // Said from the start (the session tells the console), with nothing offered that would fail.
+        await p.getByText('Billing is not configured on this service').waitFor();
+        expect(await p.getByRole('button', { name: 'Upgrade to paid' }).count()).to.equal(0);
+        await record(p, 'billing-not-configured');
+        await p.close();
+      } finally {
+        await plain.close();
+      }
+    });
+
+    it('shows the sign-in page, its “check your email” state, and the console switched off for JWKS set-ups', async () => {
+      await browser.context.clearCookies();
+      const page = await browser.context.newPage();
+      await page.goto(`${web.url}/console/usage`);
+      await page.waitForURL(/\/console\/sign-in\?return_to=%2Fconsole%2Fusage$/);
+      await record(page, 'sign-in');
+      const email = uniqueEmail('nobody');
+      emails.push(email);
+      await page.getByLabel('Email address').fill(email);
+      await page.getByRole('button', { name: 'Email me a sign-in link' }).click();
+      await page.getByRole('heading', { name: 'Check your email' }).waitFor();
+      await record(page, 'sign-in-sent');
+      await page.close();
+
+      // An operator with an outside identity provider: JWTs verified against its JWKS, none issued here.
+      const jwks = await startTestWeb({ env: { JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' } });
+      try {
+        const off = await browser.context.newPage();
+        await off.goto(`${jwks.url}/console/`);
+        await off.getByText('The console is off on this service').waitFor();
+        await record(off, 'console-off');
+        await off.close();
+      } finally {
+        await jwks.close();
+      }
+    });
+  });
+
+  describe('the whole journey', () => {
+    let worker: RoleProcess;
+    before(async () => {
+      worker = await startRole('worker', { ...fake.env(), ...FAST });
+    });
+    after(async () => {
+      await worker?.stop();
+    });
+
+    it('signs up, verifies, uses the key, reads usage, regenerates, signs out and in, limits, upgrades, is invoiced and downgrades', async () => {
+      const email = uniqueEmail('journey');
+      emails.push(email);
+      await browser.context.clearCookies();
+      const page = await browser.context.newPage();
+
+      // Sign up, then verify in the browser: it lands signed in on the key page, the key shown once.
+      expect(
+        (await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email, organization: 'Engines' })).status,
+      ).to.equal(200);
+      const { link } = verificationLinkIn((await latestEmailTo(web.app, email))!.text_body);
+      await page.goto(link);
+      await page.getByRole('button').first().click();
+      await page.waitForURL(/\/console\/key/);
+      const key = (await page.locator('#api-key').textContent())!.trim();
+      const account = await web.app.db
+        .selectFrom('accounts')
+        .select('id')
+        .where('email', '=', email)
+        .executeTakeFirstOrThrow();
+      const stored = await web.app.db
+        .selectFrom('api_keys')
+        .select('key_hash')
+        .where('account_id', '=', account.id)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirstOrThrow();
+      expect(stored.key_hash).to.equal(sha256(key));
+      await record(page, 'key-after-verification');
+      await page.reload();
+      await settled(page);
+      expect(await page.locator('#api-key').count(), 'the key is shown once').to.equal(0);
+
+      // Completions with that key through the openai SDK, on two models.
+      const client = new OpenAI({ apiKey: key, baseURL: `${web.url}/v1`, maxRetries: 0 });
+      const models = ['claude-haiku-4-5', 'gemini-2.5-flash'];
+      for (const model of models)
+        await client.chat.completions.create({
+          model,
+          messages: [{ role: 'user', content: 'Say hi.' }],
+          max_tokens: 16,
+        });
+      await eventually(async () => {
+        const r = await get(`${web.url}/v1/billing/requests`, { bearer: key });
+        return r.body?.data?.length === 2 ? true : undefined;
+      }, 'both requests in the ledger');
+
+      // The usage page: both models on today's bars, the table's totals equal to the ledger's.
+      await page.goto(`${web.url}/console/usage`);
+      await record(page, 'usage-journey');
+      const ledger = await web.app.db
+        .selectFrom('usage_events')
+        .select((eb) => [
+          eb.fn.countAll<string>().as('requests'),
+          eb.fn.sum<string>('prompt_tokens').as('prompt'),
+          eb.fn.sum<string>('completion_tokens').as('completion'),
+        ])
+        .where('account_id', '=', account.id)
+        .executeTakeFirstOrThrow();
+      const total = async (k: string) =>
+        Number((await page.locator(`[data-total="${k}"]`).textContent())!.replace(/,/g, ''));
+      expect(await total('requests')).to.equal(Number(ledger.requests));
+      expect(await total('prompt_tokens')).to.equal(Number(ledger.prompt));
+      expect(await total('completion_tokens')).to.equal(Number(ledger.completion));
+      expect(await total('total_tokens')).to.equal(Number(ledger.prompt) + Number(ledger.completion));
+      const today = new Date().toISOString().slice(0, 10);
+      const rows = await page.locator('#usage-numbers tbody tr').allInnerTexts();
+      expect(rows.map((r) => r.split('\t').slice(0, 2).join(' ')).sort()).to.deep.equal(
+        models.map((m) => `${today} ${m}`).sort(),
+      );
+      const legend = await page.locator('.chart').first().innerText();
+      for (const model of models) expect(legend).to.include(model);
+
+      // Regenerate after the confirmation: the old key is refused at once.
+      await page.getByRole('link', { name: 'API key' }).click();
+      await page.getByRole('button', { name: 'Regenerate key…' }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Regenerate' }).click();
+      await page.locator('#api-key').waitFor();
+      const newKey = (await page.locator('#api-key').textContent())!.trim();
+      expect(newKey).not.to.equal(key);
+      expect((await get(`${web.url}/v1/models`, { bearer: key })).status).to.equal(401);
+      expect((await get(`${web.url}/v1/models`, { bearer: newKey })).status).to.equal(200);
+      await page.locator('#next-allowed').waitFor();
+      await record(page, 'key-regenerated');
+
+      // Sign out, then in again by the emailed link.
+      await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+      await page.waitForURL(/\/console\/sign-in/);
+      expect(
+        await page.evaluate<{ signed_in: boolean }>('fetch("/console/session").then((r) => r.json())'),
+      ).to.deep.include({ signed_in: false });
+      await signInByLink(page, email);
+
+      // Upgrade through the fake Stripe's hosted checkout and back.
+      await page.goto(`${web.url}/console/billing`);
+      await settled(page);
+      await page.getByRole('button', { name: 'Upgrade to paid' }).click();
+      // The browser leaves for Stripe's hosted checkout page (the fake serves none: the test plays the person there).
+      await page.waitForURL(/\/c\/pay\//, { waitUntil: 'commit' });
+      const checkoutUrl = page.url();
+      const sessionId = checkoutUrl.split('/c/pay/')[1]!;
+      const paid = fake.completeCheckoutSession(sessionId, { last4: '4242' });
+      const back = new URL(paid.returnUrl);
+      await page.goto(`${web.url}${back.pathname}${back.search}`);
+      await page.waitForURL(/\/console\/billing$/);
+      await page.getByText('You are on the paid tier now').waitFor();
+      expect(await page.locator('#tier').textContent()).to.equal('Paid');
+      await record(page, 'billing-upgraded');
+
+      // A spending limit.
+      await page.getByLabel(/Set a limit/).fill('25.00');
+      await page.getByRole('button', { name: 'Save limit' }).click();
+      await page.getByText('Spending limit set to $25.00 a month.').waitFor();
+      const limit = await web.app.db
+        .selectFrom('accounts')
+        .selectAll()
+        .where('id', '=', account.id)
+        .executeTakeFirstOrThrow();
+      expect(limit.monthly_spend_limit_usd).to.equal('25.00');
+
+      // Paid usage, invoiced on demand: listed with Stripe's links.
+      await new OpenAI({ apiKey: newKey, baseURL: `${web.url}/v1`, maxRetries: 0 }).chat.completions.create({
+        // A long prompt on a dear model: over half a cent, so the invoice has a line.
+        model: 'claude-sonnet-4-5',
+        messages: [{ role: 'user', content: 'Summarise this. '.repeat(2000) }],
+        max_tokens: 50,
+      });
+      await eventually(async () => {
+        const r = await get(`${web.url}/v1/billing/requests`, { bearer: newKey });
+        return r.body?.data?.length === 3 ? true : undefined;
+      }, 'the paid request in the ledger');
+      const invoiced = await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: newKey });
+      expect(invoiced.status).to.equal(200);
+      expect(invoiced.body.status).to.equal('invoiced');
+      await page.reload();
+      await settled(page);
+      expect(await page.locator('#invoice-list a', { hasText: 'View' }).getAttribute('href')).to.equal(
+        invoiced.body.invoice.hosted_invoice_url,
+      );
+      expect(await page.locator('#invoice-list a', { hasText: 'PDF' }).getAttribute('href')).to.equal(
+        invoiced.body.invoice.invoice_pdf,
+      );
+      await record(page, 'billing-invoiced');
+      // On a phone each invoice is a block of labelled lines: nothing to scroll sideways for.
+      await page.setViewportSize({ width: 375, height: 812 });
+      const fits = await page
+        .locator('#invoice-list')
+        .evaluate((table) => table.scrollWidth <= table.parentElement!.clientWidth);
+      expect(fits, 'the invoice table fits a 375 px screen').to.equal(true);
+      await page.setViewportSize({ width: 1280, height: 900 });
+
+      // Downgrade after the confirmation.
+      await page.getByRole('button', { name: 'Downgrade to free…' }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Downgrade' }).click();
+      await eventually(
+        async () => ((await page.locator('#tier').textContent()) === 'Free' ? true : undefined),
+        'the free tier',
+      );
+      const after = await web.app.db
+        .selectFrom('accounts')
+        .select('tier')
+        .where('id', '=', account.id)
+        .executeTakeFirstOrThrow();
+      expect(after.tier).to.equal('free');
+      await page.close();
+    });
+  });
+});

@@ -1,0 +1,130 @@
+import { expect } from 'chai';
+import {
+  CompletionStream,
+  type CompletionEvent,
+  type EndReason,
+  type StreamState,
+} from '../../src/chat/completion-stream.js';
+import { AppError } from '../../src/errors.js';
+
+// The stream's own state machine, without a source behind it: the live and the resumed
+// completion are tested with their sources in test/integration/completion-stream.test.ts.
+
+const turn = () => new Promise((r) => setImmediate(r));
+
+function streamWithOwner(initial?: StreamState) {
+  const ends: { reason: EndReason; was: StreamState; last: CompletionEvent | undefined }[] = [];
+  const stream = new CompletionStream(
+    'chatcmpl-test',
+    undefined,
+    { ended: (reason, was, last) => ends.push({ reason, was, last }) },
+    initial,
+  );
+  return { stream, ends };
+}
+
+async function readAll(stream: CompletionStream): Promise<CompletionEvent[]> {
+  const events: CompletionEvent[] = [];
+  for await (const e of stream) events.push(e);
+  return events;
+}
+
+describe('a completion stream', () => {
+  it('starts queued and runs from its first event', () => {
+    const { stream } = streamWithOwner();
+    expect(stream.state).to.equal('queued');
+    stream.push({ kind: 'picked' });
+    expect(stream.state).to.equal('running');
+  });
+
+  it('gives its events in order, then the last event its source ended it with, then stops', async () => {
+    const { stream } = streamWithOwner();
+    stream.push({ kind: 'picked' });
+    stream.push({ kind: 'events', payload: 'id: 1\ndata: a\n\n' });
+    stream.end('completed', { kind: 'done', payload: '', lastEventId: 1 });
+    stream.push({ kind: 'events', payload: 'id: 2\ndata: late\n\n' });
+    expect(await readAll(stream)).to.deep.equal([
+      { kind: 'picked' },
+      { kind: 'events', payload: 'id: 1\ndata: a\n\n' },
+      { kind: 'done', payload: '', lastEventId: 1 },
+    ]);
+    expect(stream.state).to.equal('ended');
+    expect(stream.endReason).to.equal('completed');
+  });
+
+  it('tells its owner once, with the reason, the state it ended from and the last event', () => {
+    const { stream, ends } = streamWithOwner();
+    stream.push({ kind: 'picked' });
+    const last: CompletionEvent = {
+      kind: 'error',
+      error: new AppError('upstream', 'x'),
+      lastEventId: 0,
+      started: false,
+    };
+    stream.end('idle', last);
+    stream.end('client_left');
+    expect(ends).to.deep.equal([{ reason: 'idle', was: 'running', last }]);
+    expect(stream.endReason).to.equal('idle');
+  });
+
+  it('ended by its reader while queued, tells its owner it was queued', () => {
+    const { stream, ends } = streamWithOwner();
+    stream.end();
+    expect(ends).to.deep.equal([{ reason: 'client_left', was: 'queued', last: undefined }]);
+  });
+
+  it('wakes a reader waiting for the next event when its source ends it', async () => {
+    const { stream } = streamWithOwner();
+    const read = readAll(stream);
+    await turn();
+    stream.end('relay_gap', { kind: 'error', error: new AppError('upstream', 'lost'), lastEventId: 0, started: false });
+    expect((await read).map((e) => e.kind)).to.deep.equal(['error']);
+  });
+
+  it('ended by its reader, drops what was not read and frees a source waiting on it', async () => {
+    const { stream } = streamWithOwner('running');
+    let freed = false;
+    stream.push({ kind: 'events', payload: 'id: 1\ndata: a\n\n' }, () => (freed = true));
+    stream.end('client_left');
+    await turn();
+    expect(freed).to.equal(true);
+    expect(await readAll(stream)).to.deep.equal([]);
+  });
+
+  it('lets a source that waits on push go on only once the reader asks for the next event', async () => {
+    const { stream } = streamWithOwner('running');
+    let taken = false;
+    stream.push({ kind: 'events', payload: 'page 1' }, () => (taken = true));
+    const reader = stream[Symbol.asyncIterator]();
+    expect((await reader.next()).value).to.deep.equal({ kind: 'events', payload: 'page 1' });
+    await turn();
+    expect(taken, 'taken while the reader still writes it').to.equal(false);
+    const next = reader.next();
+    await turn();
+    expect(taken).to.equal(true);
+    stream.end('completed', { kind: 'done', payload: '', lastEventId: 1 });
+    expect((await next).value).to.deep.equal({ kind: 'done', payload: '', lastEventId: 1 });
+  });
+
+  it('ends as client_left when its reader stops reading before the end', async () => {
+    const { stream, ends } = streamWithOwner();
+    stream.push({ kind: 'picked' });
+    stream.push({ kind: 'events', payload: 'x' });
+    for await (const e of stream) if (e.kind === 'picked') break;
+    expect(stream.endReason).to.equal('client_left');
+    expect(ends.map((e) => [e.reason, e.was])).to.deep.equal([['client_left', 'running']]);
+  });
+
+  it('is read once', async () => {
+    const { stream } = streamWithOwner();
+    stream.end('completed', { kind: 'final', body: '{}' });
+    await readAll(stream);
+    let thrown: unknown;
+    try {
+      await readAll(stream);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).to.be.instanceOf(Error);
+  });
+});
