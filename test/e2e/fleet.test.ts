@@ -62,7 +62,11 @@ describe('a fleet of two web and two worker processes', () => {
       expect(s.status).to.equal(200);
       expect(s.events.at(-1)).to.equal('[DONE]');
     }
-    const served = (await Promise.all(metricsPorts.map(completedBy))).map((n, i) => n - before[i]!);
+    // A worker counts a job once it has recorded it, which is after the client's stream has ended.
+    const served = await eventually(async () => {
+      const now = (await Promise.all(metricsPorts.map(completedBy))).map((n, i) => n - before[i]!);
+      return now[0]! + now[1]! >= 30 ? now : undefined;
+    }, 'both workers to count the thirty jobs');
     expect(served[0]! + served[1]!).to.equal(30);
     expect(served[0]).to.be.above(0);
     expect(served[1]).to.be.above(0);
