@@ -157,7 +157,7 @@ export function BillingPage(props: { session: Extract<Session, { signed_in: true
                       <th scope="col" role="columnheader">
                         Status
                       </th>
-                      <th scope="col" role="columnheader">
+                      <th scope="col" role="columnheader" class="num">
                         Amount
                       </th>
                       <th scope="col" role="columnheader">
@@ -215,9 +215,15 @@ export function BillingPage(props: { session: Extract<Session, { signed_in: true
                   <thead>
                     <tr>
                       <th scope="col">Month</th>
-                      <th scope="col">Requests</th>
-                      <th scope="col">Tokens</th>
-                      <th scope="col">Cost</th>
+                      <th scope="col" class="num">
+                        Requests
+                      </th>
+                      <th scope="col" class="num">
+                        Tokens
+                      </th>
+                      <th scope="col" class="num">
+                        Cost
+                      </th>
                     </tr>
                   </thead>
                   <tbody>

@@ -69,8 +69,12 @@ export function OverviewPage(props: { session: Extract<Session, { signed_in: tru
                   <thead>
                     <tr>
                       <th scope="col">Window</th>
-                      <th scope="col">Left</th>
-                      <th scope="col">Limit</th>
+                      <th scope="col" class="num">
+                        Left
+                      </th>
+                      <th scope="col" class="num">
+                        Limit
+                      </th>
                       <th scope="col">Starts again</th>
                     </tr>
                   </thead>

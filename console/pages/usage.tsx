@@ -171,11 +171,21 @@ function UsageView(props: { usage: DailyUsage }) {
               <tr>
                 <th scope="col">Day (UTC)</th>
                 <th scope="col">Model</th>
-                <th scope="col">Requests</th>
-                <th scope="col">Prompt tokens</th>
-                <th scope="col">Completion tokens</th>
-                <th scope="col">Total tokens</th>
-                <th scope="col">Cost</th>
+                <th scope="col" class="num">
+                  Requests
+                </th>
+                <th scope="col" class="num">
+                  Prompt tokens
+                </th>
+                <th scope="col" class="num">
+                  Completion tokens
+                </th>
+                <th scope="col" class="num">
+                  Total tokens
+                </th>
+                <th scope="col" class="num">
+                  Cost
+                </th>
               </tr>
             </thead>
             <tbody>
@@ -294,8 +304,12 @@ function RecentRequests() {
                       <th scope="col">Model</th>
                       <th scope="col">Streamed</th>
                       <th scope="col">Outcome</th>
-                      <th scope="col">Tokens</th>
-                      <th scope="col">Cost</th>
+                      <th scope="col" class="num">
+                        Tokens
+                      </th>
+                      <th scope="col" class="num">
+                        Cost
+                      </th>
                       <th scope="col">Request id</th>
                     </tr>
                   </thead>
