@@ -20,6 +20,14 @@ export type CompletionEvent =
   /** The stream ended without a whole answer. `started`: it had carried events (its headers were sent). */
   | { kind: 'error'; error: AppError; lastEventId: number; started: boolean };
 
+/** How a live stream ends in an error (its event ids are the worker's, not known here: 0). */
+export const failedEvent = (error: AppError, started: boolean): CompletionEvent => ({
+  kind: 'error',
+  error,
+  lastEventId: 0,
+  started,
+});
+
 /** Queued: waiting for a worker. Running: a worker has it, or its log is being read. Ended: see EndReason. */
 export type StreamState = 'queued' | 'running' | 'ended';
 
@@ -47,19 +55,6 @@ export interface StreamOwner {
   ended(reason: EndReason, was: StreamState, last: CompletionEvent | undefined): void;
 }
 
-/** Timers a test moves by hand (`now` in milliseconds, monotonic). */
-export interface Timers {
-  now(): number;
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-export const realTimers: Timers = {
-  now: () => performance.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
-
 /** How long a running request may send nothing before its worker is taken for dead (one owner for the live and the resumed stream). */
 export const silenceLimitMs = (config: Pick<Config, 'providers'>): number => config.providers.requestTimeoutMs + 10_000;
 
@@ -76,7 +71,7 @@ export class CompletionStream implements AsyncIterable<CompletionEvent> {
   constructor(
     readonly requestId: string,
     /** Set for a stream followed live from its worker: it cannot be slowed down, and its first events are the client's time to first token. */
-    readonly live: { model: string; resumable: boolean } | undefined,
+    readonly live: { model: string } | undefined,
     private readonly owner: StreamOwner,
     initial: StreamState = 'queued',
   ) {

@@ -5,21 +5,20 @@ import type { Queue } from '../infra/queues.js';
 import type { Limiter } from '../limits/limiter.service.js';
 import type { DispatchMetrics } from '../metrics.js';
 import { settlementOf, type CompletionJob, type PreparedJob } from './completion-job.js';
-import { relayLogKey, type RelayError, type RelayMessage } from './relay-protocol.js';
-import { readRelayLog } from './relay-log.js';
+import { relayLogKey } from './relay-protocol.js';
 import type { RelayHub } from './relay-hub.js';
 import { readFleet } from './liveness.js';
 import { traceDispatch, type DispatchOutcome } from './completion-tracing.js';
 import {
   CompletionStream,
-  realTimers,
+  failedEvent,
   silenceLimitMs,
   type CompletionEvent,
   type EndReason,
   type StreamState,
-  type Timers,
 } from './completion-stream.js';
-import { lostRelay, relayFailure, stalled } from './completion-errors.js';
+import { realTimers, type Timers } from '../clock.js';
+import { InOrderRelay } from './relay-order.js';
 
 const NO_WORKER_RETRY_AFTER_S = 30;
 const QUEUE_FULL_RETRY_AFTER_S = 10;
@@ -131,13 +130,6 @@ const noWorker = (): AppError =>
     headers: { 'Retry-After': String(NO_WORKER_RETRY_AFTER_S) },
   });
 
-const failure = (error: AppError, started: boolean): CompletionEvent => ({
-  kind: 'error',
-  error,
-  lastEventId: 0,
-  started,
-});
-
 /** How the dispatch span records an end. */
 function outcomeOf(reason: EndReason, last: CompletionEvent | undefined, resumable: boolean): DispatchOutcome {
   switch (reason) {
@@ -172,7 +164,7 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
   let stopRelay = (): void => undefined;
   const stream = new CompletionStream(
     job.id,
-    { model: job.model.id, resumable: job.resumable },
+    { model: job.model.id },
     {
       ended(reason, was, last) {
         stopRelay();
@@ -202,7 +194,7 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
     });
   }
   depth.added();
-  void awaitPickup(app, pickup, withdraw, () => stream.end('no_worker', failure(noWorker(), false)));
+  void awaitPickup(app, pickup, withdraw, () => stream.end('no_worker', failedEvent(noWorker(), false)));
   return stream;
 }
 
@@ -249,99 +241,23 @@ function release(
   }
 }
 
-/**
- * Feeds the stream from the relay hub: messages in sequence, the lost ones read from the relay
- * log, the stream ended after the silence limit. Returns what stops it.
- */
+/** Feeds the stream from the relay hub, in order (see InOrderRelay). Returns what stops it. */
 function relayInOrder(
   app: DispatcherDeps,
   job: CompletionJob,
   stream: CompletionStream,
   picked: () => void,
 ): () => void {
-  const timers = app.timers ?? realTimers;
-  const idleMs = silenceLimitMs(app.config);
-  let expected = 0;
-  let started = false;
-  let idleTimer: unknown;
-  // One message seen twice (sent again after a Redis restart) is dropped; one that skips ahead
-  // means some were lost on the way, and they are read from the relay log.
-  let highestSeen = -1;
-  const gap = () => stream.end('relay_gap', failure(lostRelay(), started));
-  const take = (m: RelayMessage) => {
-    expected = m.seq + 1;
-    timers.clearTimeout(idleTimer);
-    idleTimer = timers.setTimeout(() => stream.end('idle', failure(stalled(), started)), idleMs);
-    if (stream.state === 'queued') {
-      // 'picked' itself may be the message that was lost: any message means a worker has the job.
-      picked();
-      stream.push({ kind: 'picked' });
-    }
-    switch (m.kind) {
-      case 'picked':
-        return;
-      case 'sse':
-        started = true;
-        return stream.push({ kind: 'events', payload: m.payload });
-      case 'final':
-        return stream.end('completed', { kind: 'final', body: m.payload });
-      case 'done':
-        return stream.end('completed', { kind: 'done', payload: m.payload, lastEventId: 0 });
-      case 'error': {
-        let error: RelayError;
-        try {
-          error = JSON.parse(m.payload) as RelayError;
-        } catch {
-          return gap();
-        }
-        return stream.end('failed', failure(relayFailure(error), started));
-      }
-    }
-  };
-  let resyncing: Promise<void> | undefined;
-  let resyncAgain = false;
-  const resync = (): void => {
-    if (stream.state === 'ended') return;
-    if (resyncing) {
-      resyncAgain = true;
-      return;
-    }
-    resyncing = (async () => {
-      do {
-        resyncAgain = false;
-        let entries;
-        try {
-          entries = await readRelayLog(app.redis, relayLogKey(app.config.redis.prefix, job.relayTo, job.id), expected);
-        } catch {
-          // Redis is not back for this connection yet; the hub asks again after its reconnect.
-          return;
-        }
-        for (const e of entries) {
-          if (stream.state === 'ended') return;
-          if (e.kind === 'usage' || e.seq < expected) continue;
-          if (e.seq > expected) return gap();
-          take(e as RelayMessage);
-        }
-        // A message was seen that the log does not have: it cannot be filled any more.
-        if (stream.state !== 'ended' && highestSeen >= expected) return gap();
-      } while (resyncAgain && stream.state !== 'ended');
-    })().finally(() => (resyncing = undefined));
-  };
-  const unregister = app.hub.register(job.id, {
-    message: (m) => {
-      if (stream.state === 'ended') return;
-      if (!m) return gap();
-      if (m.seq < expected) return;
-      if (m.seq > expected) {
-        highestSeen = Math.max(highestSeen, m.seq);
-        return resync();
-      }
-      take(m);
-    },
-    resync,
+  const relay = new InOrderRelay(stream, {
+    redis: app.redis,
+    logKey: relayLogKey(app.config.redis.prefix, job.relayTo, job.id),
+    timers: app.timers ?? realTimers,
+    silenceLimitMs: silenceLimitMs(app.config),
+    picked,
   });
+  const unregister = app.hub.register(job.id, relay);
   return () => {
-    timers.clearTimeout(idleTimer);
+    relay.stop();
     unregister();
   };
 }

@@ -4,7 +4,8 @@ import { parseLogRows, type LogEntry, type LogRows } from './relay-log.js';
 import { entryIdAfter, type RelayLogTails } from './relay-log-tail.js';
 import type { RelayError } from './relay-protocol.js';
 import { eventsAfter, lastEventIdIn } from './sse.js';
-import { realTimers, silenceLimitMs, type Timers } from './completion-stream.js';
+import { realTimers, type Timers } from '../clock.js';
+import { silenceLimitMs } from './completion-stream.js';
 
 // A resumed stream reads its request's relay log: first what it holds (the replay), then each
 // entry as the worker appends it (the live tail, shared by the readers of the request on this

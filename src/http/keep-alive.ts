@@ -1,15 +1,4 @@
-/** The timer functions a keep-alive uses, injectable so a test moves time by hand. */
-export interface KeepAliveTimers {
-  now(): number;
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-export const realTimers: KeepAliveTimers = {
-  now: () => performance.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
+import { realTimers, type Timers } from '../clock.js';
 
 /**
  * Keeps an idle connection alive: `beat` runs once nothing was written for `intervalMs`. The timer
@@ -25,7 +14,7 @@ export class KeepAlive {
   constructor(
     private readonly intervalMs: number,
     private readonly beat: () => void,
-    private readonly timers: KeepAliveTimers = realTimers,
+    private readonly timers: Timers = realTimers,
   ) {
     this.lastWrite = timers.now();
     this.arm(intervalMs);

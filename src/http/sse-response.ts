@@ -1,7 +1,8 @@
 import { once } from 'node:events';
 import type { AppError } from '../errors.js';
 import { doneEvent, errorEvent, HEARTBEAT, lastEventIdIn } from '../chat/sse.js';
-import { KeepAlive, type KeepAliveTimers } from './keep-alive.js';
+import type { Timers } from '../clock.js';
+import { KeepAlive } from './keep-alive.js';
 import type { HttpContext } from './route.js';
 
 export interface SseResponseOptions {
@@ -17,7 +18,7 @@ export interface SseResponseOptions {
   /** Told once, as the first events of the answer are written (the time to first token the client sees). */
   onFirstEvents?: () => void;
   /** Tests move time by hand. */
-  timers?: KeepAliveTimers;
+  timers?: Timers;
 }
 
 export type FirstOutcome = { committed: true } | { error: AppError } | { closed: true };

@@ -1,4 +1,4 @@
-import type { Timers } from '../../src/chat/completion-stream.js';
+import type { Timers } from '../../src/clock.js';
 
 /** Timers a test moves by hand: `advance` runs every timer due, in order, at its own time. */
 export class ManualTimers implements Timers {
