@@ -1,6 +1,7 @@
 // `npm run faults [scenario words]`: the fault suite (test/faults/run.ts). It brings its own
 // Postgres and Redis (the machine's binaries, temporary directories, free ports), so it never
-// touches the servers `npm start` and `npm test` use. Exit code 0 when every target is met.
+// touches the servers `npm start` and `npm test` use. Exit code 0 when every correctness target is
+// met (the timing figures are reported: docs/faults.md).
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { OUT_DIR, ROOT, build, ensureDependencies, main } from './lib/setup.mjs';
