@@ -44,12 +44,10 @@ function metaSchemaIssues(schema: JsonSchemaObject): SchemaIssue[] {
     return [{ at: ['$schema'], msg: `Not a JSON Schema dialect the service reads: ${(err as Error).message}` }];
   }
   if (valid) return [];
+  // At the field itself, naming the place inside it (as the service has always answered).
   return (ajv.errors ?? []).slice(0, 1).map((e) => ({
-    at: e.instancePath
-      .split('/')
-      .slice(1)
-      .map((seg) => seg.replace(/~1/g, '/').replace(/~0/g, '~')),
-    msg: `Not a valid JSON Schema: ${e.message ?? e.keyword}`,
+    at: [],
+    msg: `Not a valid JSON Schema: ${e.instancePath || '(the schema)'} ${e.message ?? e.keyword}`,
   }));
 }
 

@@ -21,6 +21,7 @@ export function patternProblem(pattern: string): string | undefined {
   if (UNICODE_ONLY.test(pattern))
     return `'${pattern}' uses Unicode property or code point escapes (\\p{…}, \\u{…}) or characters outside the Basic Multilingual Plane, which the service does not support in a pattern`;
   try {
+    // eslint-disable-next-line no-invalid-regexp -- 'l' is V8's linear-engine flag, enabled above
     new RegExp(pattern, 'l');
     return undefined;
   } catch {
@@ -29,6 +30,7 @@ export function patternProblem(pattern: string): string | undefined {
 }
 
 /** `pattern` compiled for the linear-time engine (throws when patternProblem has a reason). */
+// eslint-disable-next-line no-invalid-regexp -- 'l' is V8's linear-engine flag, enabled above
 export const linearRegExp = (pattern: string): RegExp => new RegExp(pattern, 'l');
 
 /** linearRegExp as Ajv's `code.regExp` engine (`code` names it in standalone code, which the service does not emit). */
