@@ -282,18 +282,25 @@ export function refLoopIssue(root: SchemaNode, refs: Map<string, SchemaNode>): S
  * loop (refLoopIssue); `refs` are its local $refs (localRefs).
  */
 export function answerIssue(root: SchemaNode, refs: Map<string, SchemaNode>): SchemaIssue | undefined {
-  // Which $refs have a finite value: a fixed point, each round finding at least one more or ending.
+  // Which $refs have a finite value: a fixed point, reached with a worklist (a $ref is looked at
+  // again only when one it mentions is found to have one), so a long chain costs no more rounds.
   const productive = new Set<string>();
   const whys = new Map<string, Why | undefined>();
   const answers = new Answers({ productive: (r) => !refs.has(r) || productive.has(r), why: (r) => whys.get(r) });
-  for (let round = 0; round <= refs.size; round++) {
-    let found = false;
-    for (const [ref, target] of refs)
-      if (!productive.has(ref) && Number.isFinite(answers.shortest(target, locOfRef(ref)).chars)) {
-        productive.add(ref);
-        found = true;
-      }
-    if (!found) break;
+  const mentionedBy = new Map<string, string[]>();
+  for (const [ref, target] of refs)
+    forEachSubschema(target, (node) => {
+      if (!isRecord(node) || typeof node.$ref !== 'string') return;
+      const list = mentionedBy.get(node.$ref) ?? [];
+      if (list[list.length - 1] !== ref) list.push(ref);
+      mentionedBy.set(node.$ref, list);
+    });
+  const work = [...refs.keys()];
+  while (work.length > 0) {
+    const ref = work.pop()!;
+    if (productive.has(ref) || !Number.isFinite(answers.shortest(refs.get(ref)!, locOfRef(ref)).chars)) continue;
+    productive.add(ref);
+    for (const other of mentionedBy.get(ref) ?? []) if (!productive.has(other)) work.push(other);
   }
   // Twice, so a $ref to a $ref with a contradiction inside reports the contradiction.
   for (let pass = 0; pass < 2; pass++)

@@ -80,9 +80,17 @@ export function limitIssues(schema: SchemaNode): SchemaIssue[] {
     ];
   const issues: SchemaIssue[] = [];
   let properties = 0;
+  const refs = new Set<string>();
   forEachSubschema(schema, (node, at) => {
-    if (typeof node === 'object' && issues.length < MAX_ISSUES) properties += nodeIssues(node, at, issues);
+    if (typeof node !== 'object') return;
+    if (typeof node.$ref === 'string') refs.add(node.$ref);
+    if (issues.length < MAX_ISSUES) properties += nodeIssues(node, at, issues);
   });
+  if (refs.size > SCHEMA_LIMITS.refs)
+    issues.push({
+      at: [],
+      msg: `The schema has ${formatCount(refs.size)} distinct $refs; at most ${formatCount(SCHEMA_LIMITS.refs)} are supported`,
+    });
   if (properties > SCHEMA_LIMITS.properties)
     issues.push({
       at: [],

@@ -14,6 +14,8 @@ export const SCHEMA_LIMITS = {
   propertiesPerObject: 5000,
   /** Entries of every `properties` in the schema. */
   properties: 10_000,
+  /** Distinct `$ref`s in the schema. */
+  refs: 1000,
   /** Values of one `enum`. */
   enumValues: 1000,
   /**
