@@ -1,3 +1,4 @@
+import { MAX_ANSWER_TOKENS } from '../providers/json-schema-limits.js';
 import type { JsonSchema } from '../validation.js';
 
 const nullable = (t: string | string[]) => (Array.isArray(t) ? [...t, 'null'] : [t, 'null']);
@@ -210,11 +211,11 @@ export const ChatCompletionRequestSchema: JsonSchema = {
       description: 'At least one message (as OpenAI requires); at most 100',
     },
     temperature: { type: nullable('number'), minimum: 0, maximum: 2, default: 1 },
-    max_tokens: { type: nullable('integer'), minimum: 1, maximum: 8192 },
+    max_tokens: { type: nullable('integer'), minimum: 1, maximum: MAX_ANSWER_TOKENS },
     max_completion_tokens: {
       type: nullable('integer'),
       minimum: 1,
-      maximum: 8192,
+      maximum: MAX_ANSWER_TOKENS,
       description: "max_tokens' other name (OpenAI's, on newer models); with both set they must agree",
     },
     top_p: { type: nullable('number'), minimum: 0, maximum: 1, default: 1 },

@@ -5,7 +5,7 @@
 // client sent are JSON Schemas. Each refusal is a 422 at the field it is about.
 import type { CatalogModel } from '../catalog/catalog.js';
 import { validationError, type ValidationIssue } from '../errors.js';
-import { jsonSchemaProblem } from '../providers/json-schema.js';
+import { jsonSchemaProblems } from '../providers/json-schema.js';
 import { IMAGE_TYPES, messageChars, parseDataUrl } from '../providers/messages.js';
 import type { ChatMessage, CompletionParams, ToolDefinition } from '../providers/types.js';
 import { MAX_CONTENT_CHARS, type ChatCompletionRequest, type RequestMessage } from './chat.schema.js';
@@ -88,6 +88,10 @@ function imageUrlIssues(url: string, loc: Loc): ValidationIssue[] {
   return [];
 }
 
+/** A client's JSON Schema against the service's rules, each problem at its place inside the field. */
+const schemaIssues = (schema: Record<string, unknown>, field: Loc): ValidationIssue[] =>
+  jsonSchemaProblems(schema).map((p) => issue([...field, ...p.at], p.msg));
+
 function toolIssues(req: ChatCompletionRequest): ValidationIssue[] {
   const issues: ValidationIssue[] = [];
   const tools = req.tools ?? [];
@@ -97,10 +101,8 @@ function toolIssues(req: ChatCompletionRequest): ValidationIssue[] {
       issues.push(issue(['tools', i, 'function', 'name'], `Another tool is named '${t.function.name}' already`));
     names.add(t.function.name);
     const parameters = t.function.parameters;
-    if (parameters !== undefined && parameters !== null) {
-      const problem = jsonSchemaProblem(parameters);
-      if (problem) issues.push(issue(['tools', i, 'function', 'parameters'], problem));
-    }
+    if (parameters !== undefined && parameters !== null)
+      issues.push(...schemaIssues(parameters, ['tools', i, 'function', 'parameters']));
   });
   const choice = req.tool_choice;
   if (typeof choice === 'object' && choice !== null) {
@@ -110,10 +112,8 @@ function toolIssues(req: ChatCompletionRequest): ValidationIssue[] {
     issues.push(issue(['tool_choice'], 'tool_choice "required" needs tools'));
   }
   const format = req.response_format;
-  if (format?.type === 'json_schema' && format.json_schema.schema != null) {
-    const problem = jsonSchemaProblem(format.json_schema.schema);
-    if (problem) issues.push(issue(['response_format', 'json_schema', 'schema'], problem));
-  }
+  if (format?.type === 'json_schema' && format.json_schema.schema != null)
+    issues.push(...schemaIssues(format.json_schema.schema, ['response_format', 'json_schema', 'schema']));
   return issues;
 }
 

@@ -1,6 +1,7 @@
 // A json_schema answer with strict: true is checked against its schema before the client has any
 // of it: each choice's text is held until the choice finishes, parsed and validated, then sent
 // whole; one that does not match fails the request (502) rather than reach the client.
+import { AppError } from '../errors.js';
 import { schemaMismatch } from './json-schema.js';
 import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
 
@@ -26,6 +27,18 @@ export function withCheckedOutput(inner: Provider): Provider {
   };
 }
 
+/** schemaMismatch, with a schema that does not compile as the client's error (admission does not compile it). */
+function mismatchOf(name: string, schema: Record<string, unknown>, answer: unknown): string | undefined {
+  try {
+    return schemaMismatch(schema, answer);
+  } catch {
+    throw new AppError('invalid_request', `The json_schema '${name}' could not be compiled to check the answer`, {
+      code: 'invalid_json_schema',
+      param: 'response_format.json_schema.schema',
+    });
+  }
+}
+
 async function* checkAnswers(
   events: AsyncIterable<CompletionEvent>,
   name: string,
@@ -42,11 +55,13 @@ async function* checkAnswers(
       // A choice cut at max_tokens, or one that called tools, is not an answer to check.
       if (ev.reason === 'stop' && text !== '') {
         let problem: string | undefined;
+        let answer: unknown;
         try {
-          problem = schemaMismatch(schema, JSON.parse(text));
+          answer = JSON.parse(text);
         } catch {
           problem = 'it is not JSON';
         }
+        if (problem === undefined) problem = mismatchOf(name, schema, answer);
         if (problem)
           throw new ProviderError(
             `The model's answer does not match the json_schema '${name}': ${problem}`,

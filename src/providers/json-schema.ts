@@ -5,51 +5,95 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import { answerIssue, localRefs, refLoopIssue } from './json-schema-answers.js';
+import { limitIssues } from './json-schema-checks.js';
+import type { SchemaIssue } from './json-schema-limits.js';
+import { forEachSubschema } from './json-schema-walk.js';
+import { linearRegExpEngine } from './linear-regexp.js';
 import type { JsonSchemaObject } from './types.js';
 
 // ajv-formats is CommonJS with a default export.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv | Ajv2020) => unknown;
 
-const options = { strict: false, allErrors: false, validateSchema: true, addUsedSchema: false } as const;
+const options = {
+  strict: false,
+  // allErrors keeps the generated code flat: without it Ajv nests one block per property, and a
+  // schema of a few thousand properties overflows the stack when compiled or run.
+  allErrors: true,
+  validateSchema: true,
+  addUsedSchema: false,
+  // A client's patterns run on the linear-time engine (linear-regexp.ts).
+  code: { regExp: linearRegExpEngine },
+} as const;
 const draft7 = new Ajv(options);
 const draft2020 = new Ajv2020(options);
 addFormats(draft7);
 addFormats(draft2020);
 
-/** Deeper than any real tool schema; bounds the work a client's schema can cause. */
-const MAX_DEPTH = 32;
-
-function depthOf(value: unknown, depth = 0): number {
-  if (depth > MAX_DEPTH || value === null || typeof value !== 'object') return depth;
-  let deepest = depth;
-  for (const v of Object.values(value)) deepest = Math.max(deepest, depthOf(v, depth + 1));
-  return deepest;
-}
-
 const ajvFor = (schema: JsonSchemaObject) =>
   typeof schema.$schema === 'string' && /draft-0[4-7]/.test(schema.$schema) ? draft7 : draft2020;
 
-/**
- * Why `schema` is not a usable JSON Schema object, or undefined when it is: checked against its
- * dialect's meta-schema and compiled (unresolvable references, bad patterns), without running it.
- */
-export function jsonSchemaProblem(schema: JsonSchemaObject): string | undefined {
-  if (depthOf(schema) > MAX_DEPTH) return `The schema is nested deeper than ${MAX_DEPTH} levels`;
-  if (schema.type !== undefined && schema.type !== 'object')
-    return `The schema must describe a JSON object (type "object"); it has type ${JSON.stringify(schema.type)}`;
+/** Ajv's complaints about a schema against its dialect's meta-schema, at their places in it. */
+function metaSchemaIssues(schema: JsonSchemaObject): SchemaIssue[] {
+  const ajv = ajvFor(schema);
+  let valid: boolean;
   try {
-    compileSchema(schema);
-    return undefined;
+    valid = ajv.validateSchema(schema) as boolean;
   } catch (err) {
-    return `Not a valid JSON Schema: ${err instanceof Error ? err.message : String(err)}`;
+    // An unknown $schema: Ajv's words name it.
+    return [{ at: ['$schema'], msg: `Not a JSON Schema dialect the service reads: ${(err as Error).message}` }];
   }
+  if (valid) return [];
+  // At the field itself, naming the place inside it (as the service has always answered).
+  return (ajv.errors ?? []).slice(0, 1).map((e) => ({
+    at: [],
+    msg: `Not a valid JSON Schema: ${e.instancePath || '(the schema)'} ${e.message ?? e.keyword}`,
+  }));
+}
+
+/** A $ref the service cannot resolve by itself: one outside the schema, or by $id or $anchor. */
+function refIssues(schema: JsonSchemaObject, refs: Map<string, unknown>): SchemaIssue[] {
+  const issues: SchemaIssue[] = [];
+  forEachSubschema(schema, (node, at) => {
+    if (typeof node !== 'object' || typeof node.$ref !== 'string' || refs.has(node.$ref) || issues.length > 0) return;
+    issues.push({
+      at: [...at, '$ref'],
+      msg: `The $ref '${node.$ref}' does not name a part of this schema; the service resolves '#' and JSON pointers into the schema such as '#/$defs/name'`,
+    });
+  });
+  return issues;
+}
+
+/**
+ * Why `schema` is not a JSON Schema the service takes, each problem where it is in the schema;
+ * none when it is. In order: the limits (docs/limits.md), a JSON object at the top, the dialect's
+ * meta-schema, $refs that resolve without looping, and an answer that exists and fits in an
+ * answer. Nothing here compiles the schema, which for a wide one takes seconds: the worker does.
+ */
+export function jsonSchemaProblems(schema: JsonSchemaObject): SchemaIssue[] {
+  const limits = limitIssues(schema);
+  if (limits.length > 0) return limits;
+  if (schema.type !== undefined && schema.type !== 'object')
+    return [
+      {
+        at: ['type'],
+        msg: `The schema must describe a JSON object (type "object"); it has type ${JSON.stringify(schema.type)}`,
+      },
+    ];
+  const meta = metaSchemaIssues(schema);
+  if (meta.length > 0) return meta;
+  const refs = localRefs(schema);
+  const unresolved = refIssues(schema, refs);
+  if (unresolved.length > 0) return unresolved;
+  const problem = refLoopIssue(schema, refs) ?? answerIssue(schema, refs);
+  return problem ? [problem] : [];
 }
 
 // Compiled schemas by their JSON text: a conversation sends the same tools with every turn.
 const CACHE_SIZE = 256;
 const cache = new Map<string, ValidateFunction>();
 
-/** The compiled validator of a client's schema (throws when it is not one; see jsonSchemaProblem). */
+/** The compiled validator of a client's schema (throws when it is not one; see jsonSchemaProblems). */
 export function compileSchema(schema: JsonSchemaObject): ValidateFunction {
   const key = JSON.stringify(schema);
   let fn = cache.get(key);

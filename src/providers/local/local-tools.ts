@@ -2,7 +2,10 @@
 // the JSON it writes follow from the request's seed (see planChoice), and the JSON is generated from
 // the client's JSON Schema by json-schema-faker (seeded), then checked against that schema.
 import { generateSync } from 'json-schema-faker';
+import { AppError } from '../../errors.js';
 import { schemaMismatch } from '../json-schema.js';
+import { SCHEMA_LIMITS } from '../json-schema-limits.js';
+import { generationView } from './generation-view.js';
 import { textOf } from '../messages.js';
 import type { CompletionParams, JsonSchemaObject, ToolDefinition } from '../types.js';
 
@@ -43,24 +46,70 @@ export function toolToCall(params: CompletionParams, rand: () => number): ToolDe
 /** A seed for json-schema-faker from the answer's own generator. */
 const seedFrom = (rand: () => number) => Math.floor(rand() * 2 ** 31);
 
-/**
- * JSON text that satisfies `schema`: json-schema-faker's value, checked with Ajv. A schema it cannot
- * satisfy (contradictory, or beyond what it generates) gets a few more seeds, then the answer is
- * thrown out as the schema's author would want, loudly.
- */
-export function jsonFor(schema: JsonSchemaObject, rand: () => number): string {
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const value = generateSync(schema, { seed: seedFrom(rand), maxDepth: 4, maxDefaultItems: 3 });
-    if (schemaMismatch(schema, value) === undefined) return JSON.stringify(value);
+/** Why the local model gave no JSON for a schema: it found no value matching it within its budget. */
+export class SchemaGenerationError extends Error {
+  constructor(readonly mismatch: string) {
+    super(`the local model could not generate JSON matching the schema (${mismatch})`);
+    this.name = 'SchemaGenerationError';
   }
-  throw new Error('the local model could not generate JSON matching the schema');
 }
 
-export function composeToolCall(tool: ToolDefinition, rand: () => number, index: number): PlannedCall {
+/**
+ * JSON text that satisfies `schema`, at most SCHEMA_LIMITS.answerChars long: json-schema-faker's
+ * value (numbers and patterned strings by generators of our own, see generation-view.ts), checked
+ * with Ajv. A schema it cannot satisfy gets a few more seeds, the last ones writing only what is
+ * required, then SchemaGenerationError: the request ends with a 400 naming the schema.
+ */
+export function jsonFor(schema: JsonSchemaObject, rand: () => number): string {
+  const view = generationView(schema);
+  // A wide object gets a few of its optional properties, not half of thousands.
+  const optionals = Math.min(0.5, 50 / Math.max(1, view.properties));
+  let mismatch = 'no value was found';
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const value = generateSync(view.schema, {
+      seed: seedFrom(rand),
+      maxDepth: 4,
+      maxDefaultItems: 3,
+      optionalsProbability: attempt < 3 ? optionals : 0,
+    });
+    const text = JSON.stringify(value);
+    if (text === undefined) continue;
+    if (text.length > SCHEMA_LIMITS.answerChars) {
+      mismatch = `every value found was longer than ${SCHEMA_LIMITS.answerChars} characters`;
+      continue;
+    }
+    let problem: string | undefined;
+    try {
+      problem = schemaMismatch(schema, value);
+    } catch {
+      // Admission reads the schema without compiling it (compiling a wide one takes seconds).
+      throw new SchemaGenerationError('the schema could not be compiled');
+    }
+    if (problem === undefined) return text;
+    mismatch = `the closest value found failed at ${problem}`;
+  }
+  throw new SchemaGenerationError(mismatch);
+}
+
+/** A SchemaGenerationError as the client's error: a 400 naming the schema's field. */
+export function generationRefusal(err: unknown, param: string): unknown {
+  if (!(err instanceof SchemaGenerationError)) return err;
+  return new AppError(
+    'invalid_request',
+    `The local model cannot produce JSON matching the schema in '${param}': ${err.mismatch}. Simplify the schema (docs/limits.md).`,
+    { code: 'schema_not_generated', param },
+  );
+}
+
+export function composeToolCall(tool: ToolDefinition, rand: () => number, index: number, toolIndex = 0): PlannedCall {
   const id = `call_${index}${Math.floor(rand() * 2 ** 48)
     .toString(36)
     .padStart(10, '0')}`;
-  return { id, name: tool.function.name, arguments: jsonFor(tool.function.parameters ?? ANY_OBJECT, rand) };
+  try {
+    return { id, name: tool.function.name, arguments: jsonFor(tool.function.parameters ?? ANY_OBJECT, rand) };
+  } catch (err) {
+    throw generationRefusal(err, `tools[${toolIndex}].function.parameters`);
+  }
 }
 
 /** The JSON answer response_format asks for: matching the json_schema, or an object holding the prose. */
@@ -69,6 +118,12 @@ export function jsonAnswer(
   rand: () => number,
   prose: () => string,
 ): string {
-  if (format.type === 'json_schema') return jsonFor(format.json_schema.schema ?? ANY_OBJECT, rand);
+  if (format.type === 'json_schema') {
+    try {
+      return jsonFor(format.json_schema.schema ?? ANY_OBJECT, rand);
+    } catch (err) {
+      throw generationRefusal(err, 'response_format.json_schema.schema');
+    }
+  }
   return JSON.stringify({ answer: prose() });
 }

@@ -210,7 +210,7 @@ export function planChoice(params: CompletionParams, index: number): PlannedChoi
   const rand = prng(seedOf(params, index));
   const call = toolToCall(params, rand);
   if (call) {
-    const planned = composeToolCall(call, rand, index);
+    const planned = composeToolCall(call, rand, index, params.tools?.indexOf(call) ?? 0);
     return cutAt({ pieces: tokenPieces(planned.arguments), finish: 'tool_calls', call: planned }, params.max_tokens);
   }
   const target = 30 + Math.floor(rand() * 91);

@@ -1,0 +1,47 @@
+import { expect } from 'chai';
+import { jsonSchemaProblems, schemaMismatch } from '../../src/providers/json-schema.js';
+
+// Client patterns run on V8's linear-time engine: a pattern it cannot run is refused at
+// admission, and one it runs takes time linear in the string, where the backtracking engine
+// would take 2^n steps. The bound is mocha's timeout: a backtracking run would never end.
+const withPattern = (pattern: string) => ({
+  type: 'object',
+  properties: { v: { type: 'string', pattern } },
+  required: ['v'],
+});
+
+describe('client JSON Schema patterns', function () {
+  this.timeout(5_000);
+
+  for (const pattern of ['^(?!(a|a)*b)a{40}$', '(a)\\1', '(?<=x)y', '^[a-z]{1,64}$']) {
+    it(`refuses ${pattern}, which cannot run in linear time, at the pattern`, () => {
+      const [problem] = jsonSchemaProblems(withPattern(pattern));
+      expect(problem?.at).to.deep.equal(['properties', 'v', 'pattern']);
+      expect(problem?.msg).to.match(/without backreferences and lookaround/);
+    });
+  }
+
+  it('refuses Unicode property escapes, which mean something else without the u flag', () => {
+    const [problem] = jsonSchemaProblems(withPattern('^\\p{L}+$'));
+    expect(problem?.msg).to.match(/Unicode property or code point escapes/);
+  });
+
+  it('matches ^(a|aa)+$ and ^(a|a)*$ against long strings in linear time', () => {
+    for (const pattern of ['^(a|aa)+$', '^(a|a)*$']) {
+      expect(jsonSchemaProblems(withPattern(pattern))).to.deep.equal([]);
+      expect(schemaMismatch(withPattern(pattern), { v: 'a'.repeat(50_000) })).to.equal(undefined);
+      expect(schemaMismatch(withPattern(pattern), { v: `${'a'.repeat(50_000)}b` })).to.match(/must match pattern/);
+    }
+  });
+
+  it('compiles and runs a schema of 5,000 properties without overflowing the stack', () => {
+    const schema = {
+      type: 'object',
+      properties: Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`p${i}`, { type: 'string' }])),
+      required: ['p4999'],
+    };
+    expect(jsonSchemaProblems(schema)).to.deep.equal([]);
+    expect(schemaMismatch(schema, { p4999: 'x' })).to.equal(undefined);
+    expect(schemaMismatch(schema, { p1: 'x' })).to.match(/p4999/);
+  });
+});
