@@ -29,8 +29,13 @@ export const SCHEMA_LIMITS = {
   minItems: MAX_ANSWER_TOKENS,
   /** The largest minProperties: each entry takes a name, a colon, a value and a comma. */
   minProperties: 2048,
-  /** Repetitions a pattern's counted quantifiers ({n}, {n,m}) may add up to (the linear engine's bound). */
-  patternRepetitions: 16,
+  /** The largest count of a pattern's counted repetition ({n}, {n,m}), as RE2 allows. */
+  patternRepetitions: 1000,
+  /**
+   * A pattern with its counted repetitions written out (how the linear engine runs them): the
+   * engine's work per character of a string grows with it.
+   */
+  patternWrittenChars: 20_000,
 } as const;
 
 /** A problem with a client's schema: where in the schema (keys and indexes from its root) and what. */

@@ -13,13 +13,35 @@ const withPattern = (pattern: string) => ({
 describe('client JSON Schema patterns', function () {
   this.timeout(5_000);
 
-  for (const pattern of ['^(?!(a|a)*b)a{40}$', '(a)\\1', '(?<=x)y', '^[a-z]{1,64}$']) {
+  for (const pattern of ['^(?!(a|a)*b)a{40}$', '(a)\\1', '(?<=x)y', '(a){20}\\1']) {
     it(`refuses ${pattern}, which cannot run in linear time, at the pattern`, () => {
       const [problem] = jsonSchemaProblems(withPattern(pattern));
       expect(problem?.at).to.deep.equal(['properties', 'v', 'pattern']);
       expect(problem?.msg).to.match(/without backreferences and lookaround/);
     });
   }
+
+  it("runs counted repetitions above the engine's own count of 16 exactly as written", () => {
+    const schema = withPattern('^[a-zA-Z0-9_-]{1,64}$');
+    expect(jsonSchemaProblems(schema)).to.deep.equal([]);
+    expect(schemaMismatch(schema, { v: 'a'.repeat(64) })).to.equal(undefined);
+    expect(schemaMismatch(schema, { v: 'a'.repeat(65) })).to.match(/must match pattern/);
+    expect(schemaMismatch(schema, { v: '' })).to.match(/must match pattern/);
+    expect(schemaMismatch(withPattern('^(?<pair>ab){20,}$'), { v: 'ab'.repeat(20) })).to.equal(undefined);
+    expect(schemaMismatch(withPattern('^(?<pair>ab){20,}$'), { v: 'ab'.repeat(19) })).to.match(/must match pattern/);
+  });
+
+  it('matches ^(a|aa){1,64}b$ against a long string in linear time', () => {
+    expect(schemaMismatch(withPattern('^(a|aa){1,64}b$'), { v: 'a'.repeat(16_000) })).to.match(/must match pattern/);
+  });
+
+  it('refuses a counted repetition above 1,000 and one too large written out, at the pattern', () => {
+    const [over] = jsonSchemaProblems(withPattern('^[a-z]{2000}$'));
+    expect(over?.at).to.deep.equal(['properties', 'v', 'pattern']);
+    expect(over?.msg).to.match(/more than 1,000 times.*maxLength/);
+    const [written] = jsonSchemaProblems(withPattern('^(?:[a-z]{1,100}){1,100}$'));
+    expect(written?.msg).to.match(/more than 20,000 characters written out/);
+  });
 
   it('refuses Unicode property escapes, which mean something else without the u flag', () => {
     const [problem] = jsonSchemaProblems(withPattern('^\\p{L}+$'));
