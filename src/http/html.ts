@@ -5,6 +5,15 @@ export function prefersHtml(ctx: Pick<Context, 'accepts' | 'get'>): boolean {
   return ctx.accepts('application/json', 'text/html') === 'text/html' && !/^\s*\*\/\*\s*$/.test(ctx.get('accept'));
 }
 
+/**
+ * True only when the caller names JSON and prefers it to HTML (`Accept: application/json`). A
+ * missing Accept header, the wildcard type and a browser's list all answer false: link scanners, chat
+ * previews and plain curl send those, and must get what a person would see.
+ */
+export function asksForJson(ctx: Pick<Context, 'accepts'>): boolean {
+  return ctx.accepts('text/html', 'application/json') === 'application/json';
+}
+
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 }
