@@ -49,7 +49,7 @@ function secretPageHeaders(ctx: HttpContext, script?: string): void {
   const scriptSrc = script ? `'sha256-${createHash('sha256').update(script).digest('base64')}'` : "'none'";
   ctx.set(
     'Content-Security-Policy',
-    `default-src 'none'; style-src 'unsafe-inline'; script-src ${scriptSrc}; frame-ancestors 'none'; base-uri 'none'; form-action 'none'`,
+    `default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; script-src ${scriptSrc}; frame-ancestors 'none'; base-uri 'none'; form-action 'none'`,
   );
   ctx.set('Referrer-Policy', 'no-referrer');
   ctx.set('X-Content-Type-Options', 'nosniff');
