@@ -74,7 +74,8 @@ async function main(): Promise<void> {
     HOST: '127.0.0.1',
     PORT: String(port),
     PUBLIC_BASE_URL: base,
-    REDIS_PREFIX: 'svc_try_paid',
+    // Queues and limits of their own: a running `npm start` (on REDIS_PREFIX) takes none of these jobs.
+    REDIS_PREFIX: `${process.env.REDIS_PREFIX ?? 'svc'}_try_paid`,
     MAIL_TRANSPORT: 'dev-outbox',
     MAIL_DEV_DIR: mailDir,
     LOCAL_MODEL_TTFT_MS: '0',
