@@ -3,7 +3,7 @@
 // import anything).
 const FEATURES = '^src/(accounts|console-identity|billing|catalog|chat|health|limits|scheduler|subscriptions|usage)/';
 const CONTEXT = '^src/(context|lifecycle|metrics-server)[.]ts$';
-const CORE = '^src/(calendar|clock|config|errors|ids|local-secret|logger|metrics|validation)[.]ts$|^db/';
+const CORE = '^src/(calendar|clock|config|email-address|errors|ids|local-secret|logger|metrics|validation)[.]ts$|^db/';
 // The provider list and each provider's plug-in (name and settings schema): config.ts reads them.
 const PLUGINS = '^src/providers/(providers|plugin)[.]ts$|^src/providers/[^/]+/[^/]+[.]plugin[.]ts$';
 // Tests beside the code may import anything.

@@ -22,6 +22,20 @@ export function usdCents(amount: string | null | undefined): string {
   return `${amount.startsWith('-') ? '-' : ''}$${group(s.slice(0, -2))}.${s.slice(-2)}`;
 }
 
+/**
+ * A money axis's labels (chart scales are floats, not ledger amounts): two decimals ("$0.80"),
+ * more only where the ticks are closer than a cent apart ("$0.0025").
+ */
+export function usdTicks(ticks: number[]): string[] {
+  const step = ticks.length > 1 ? Math.abs(ticks[1]! - ticks[0]!) : 1;
+  let decimals = 2;
+  while (decimals < 8 && Math.abs(Math.round(step * 10 ** decimals) - step * 10 ** decimals) > 1e-6) decimals++;
+  return ticks.map((t) => `$${t.toFixed(decimals)}`);
+}
+
+/** A chart's money value on hover: as usdTicks, with the decimals the value itself needs. */
+export const usdChartValue = (v: number): string => usdTicks([0, v])[1]!;
+
 export const count = (n: number): string => group(String(n));
 
 export const tokens = (n: number): string => `${count(n)} token${n === 1 ? '' : 's'}`;

@@ -120,7 +120,7 @@ function App() {
         )}
         {signedIn && (
           <div class="who">
-            <span class="email">{session.account.email}</span>
+            <AccountAddress email={session.account.email} />
             <button type="button" onClick={() => void doSignOut()}>
               Sign out
             </button>
@@ -148,3 +148,18 @@ function App() {
 const root = document.getElementById('app')!;
 interceptLinks(root);
 render(<App />, root);
+
+/**
+ * The signed-in address, breakable only at its @: on a narrow screen the domain goes to a line of
+ * its own, and a part longer than the line ends in an ellipsis (the whole address is the title and
+ * stays in the text for screen readers and copying).
+ */
+function AccountAddress(props: { email: string }) {
+  const at = props.email.lastIndexOf('@');
+  return (
+    <span class="email" title={props.email}>
+      <span>{props.email.slice(0, at)}</span>
+      <span>{props.email.slice(at)}</span>
+    </span>
+  );
+}

@@ -9,7 +9,10 @@ export interface ChartInput {
   models: string[];
   /** values[m][d]: model m on day d. */
   values: number[][];
+  /** A value in the legend. */
   format: (v: number) => string;
+  /** The labels of the value axis (default: each tick through `format`). */
+  formatTicks?: (ticks: number[]) => string[];
 }
 
 export function drawStackedChart(target: HTMLElement, input: ChartInput, width: number): uPlot {
@@ -46,7 +49,7 @@ export function drawStackedChart(target: HTMLElement, input: ChartInput, width: 
       },
       axes: [
         { space: 60, values: (_u, ticks) => ticks.map((t) => new Date(t * 1000).toISOString().slice(5, 10)) },
-        { size: 70, values: (_u, ticks) => ticks.map((t) => input.format(t)) },
+        { size: 70, values: (_u, ticks) => input.formatTicks?.(ticks) ?? ticks.map((t) => input.format(t)) },
       ],
       cursor: { drag: { x: false, y: false } },
       legend: { live: true },

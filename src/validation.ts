@@ -1,5 +1,6 @@
 import { Ajv, type ErrorObject, type KeywordDefinition, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import { emailAddressProblem } from './email-address.js';
 import { validationError, type ValidationIssue } from './errors.js';
 
 /** A JSON Schema object; the same objects drive validation and the OpenAPI document. */
@@ -69,6 +70,9 @@ export function addSchemaKeywords(target: { addKeyword(def: KeywordDefinition): 
 // discriminator: OpenAPI's tagged unions (content parts, response_format), each error at the tag.
 const ajv = new Ajv({ allErrors: true, strict: true, allowUnionTypes: true, discriminator: true });
 addFormats(ajv);
+// An address the service can send to, internationalised domains included (ajv-formats' own check
+// takes ASCII only); a refusal says why (describe below).
+ajv.addFormat('email', { type: 'string', validate: (s: string) => emailAddressProblem(s) === undefined });
 addSchemaKeywords(ajv);
 
 /** A copy of the schema in which every string without a rule of its own gets `x-text: text`. */
@@ -103,7 +107,7 @@ export type Source = 'body' | 'query' | 'path' | 'header';
 export function validate<T>(schema: JsonSchema, value: unknown, source: Source): T {
   const fn = compile(schema);
   if (fn(value)) return value as T;
-  throw validationError(toIssues(fn.errors ?? [], source));
+  throw validationError(toIssues(fn.errors ?? [], source, value));
 }
 
 /** True when `value` satisfies `schema`, for non-request data (config files). */
@@ -111,7 +115,7 @@ export function check(schema: JsonSchema, value: unknown): { ok: true } | { ok: 
   const fn = compile(schema);
   return fn(value)
     ? { ok: true }
-    : { ok: false, issues: toIssues(fn.errors ?? [], 'body').map((i) => ({ ...i, loc: i.loc.slice(1) })) };
+    : { ok: false, issues: toIssues(fn.errors ?? [], 'body', value).map((i) => ({ ...i, loc: i.loc.slice(1) })) };
 }
 
 function pathOf(instancePath: string): (string | number)[] {
@@ -132,8 +136,15 @@ const TYPE_NAMES: Record<string, [string, string]> = {
   object: ['Input should be a valid dictionary', 'dict_type'],
 };
 
+/** The value an error is about, found in the validated value by the error's path. */
+function valueAt(root: unknown, instancePath: string): unknown {
+  let at = root;
+  for (const seg of pathOf(instancePath)) at = (at as Record<string | number, unknown> | undefined)?.[seg];
+  return at;
+}
+
 /** Ajv's errors in the FastAPI/pydantic words and types clients of this interface expect. */
-function describe(e: ErrorObject): { extra?: string; msg: string; type: string } {
+function describe(e: ErrorObject, root: unknown): { extra?: string; msg: string; type: string } {
   const p = e.params as Record<string, unknown>;
   const limit = String(p.limit);
   switch (e.keyword) {
@@ -192,7 +203,11 @@ function describe(e: ErrorObject): { extra?: string; msg: string; type: string }
     case 'additionalProperties':
       return { extra: String(p.additionalProperty), msg: 'Extra inputs are not permitted', type: 'extra_forbidden' };
     case 'format':
-      if (p.format === 'email') return { msg: 'value is not a valid email address', type: 'value_error' };
+      if (p.format === 'email') {
+        // pydantic's words, and its way of adding the reason.
+        const problem = emailAddressProblem(String(valueAt(root, e.instancePath)));
+        return { msg: `value is not a valid email address${problem ? `: ${problem}` : ''}`, type: 'value_error' };
+      }
       if (p.format === 'date')
         return { msg: 'Input should be a valid date in the format YYYY-MM-DD', type: 'date_parsing' };
       if (p.format === 'date-time')
@@ -204,11 +219,11 @@ function describe(e: ErrorObject): { extra?: string; msg: string; type: string }
 }
 
 /** One issue per failing field, in document order. */
-export function toIssues(errors: ErrorObject[], source: Source): ValidationIssue[] {
+export function toIssues(errors: ErrorObject[], source: Source, root: unknown): ValidationIssue[] {
   const seen = new Set<string>();
   const issues: ValidationIssue[] = [];
   for (const e of errors) {
-    const d = describe(e);
+    const d = describe(e, root);
     const loc: (string | number)[] = [source, ...pathOf(e.instancePath)];
     if (d.extra !== undefined) loc.push(d.extra);
     const key = JSON.stringify(loc);

@@ -51,9 +51,14 @@ export function SignInPage(props: { returnTo: string }) {
       <p>No password: enter the email address of your account and we send you a link that signs you in.</p>
       <form class="stack" onSubmit={(e) => void submit(e)}>
         <label for="email">Email address</label>
+        {/* Not type="email": Chromium turns an internationalised domain into punycode and refuses a
+            non-ASCII mailbox name with a bubble of its own. The service checks the address and says why. */}
         <input
           id="email"
-          type="email"
+          type="text"
+          inputMode="email"
+          autocapitalize="off"
+          spellcheck={false}
           name="email"
           autocomplete="email"
           required

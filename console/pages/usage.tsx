@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, describeError } from '../api.js';
 import { Notice, Show, TableScroll, useLoad } from '../components.js';
-import { addDays, count, isoDay, usd, utcDateTime } from '../format.js';
+import { addDays, count, isoDay, usd, usdChartValue, usdTicks, utcDateTime } from '../format.js';
 import { navigate, useLocation } from '../router.js';
 import type { DailyUsage, RequestRow } from '../types.js';
 
@@ -152,13 +152,22 @@ function UsageView(props: { usage: DailyUsage }) {
       </section>
       <section aria-labelledby="cost-chart">
         <h2 id="cost-chart">Cost per day, by model</h2>
-        <Chart
-          label={`Cost per day by model in USD, ${period}; the table below has the numbers`}
-          days={days}
-          models={models}
-          values={grid((r) => Number(r.cost_usd))}
-          format={(v) => `$${v === 0 ? '0' : v.toFixed(v < 0.01 ? 4 : v < 1 ? 3 : 2)}`}
-        />
+        {isZero(u.totals.cost_usd) ? (
+          // An empty axis would say nothing; this says why it would be empty.
+          <Notice kind="info">
+            Costs are zero: every request from {period} cost $0.00. The free tier costs nothing; on the paid tier this
+            chart shows what each model cost per day.
+          </Notice>
+        ) : (
+          <Chart
+            label={`Cost per day by model in USD, ${period}; the table below has the numbers`}
+            days={days}
+            models={models}
+            values={grid((r) => Number(r.cost_usd))}
+            format={usdChartValue}
+            formatTicks={usdTicks}
+          />
+        )}
       </section>
       <section aria-labelledby="usage-table">
         <h2 id="usage-table">Per day and model</h2>
@@ -238,12 +247,16 @@ const ZERO = {
   cost_usd: '0',
 } as DailyUsage['data'][number];
 
+/** An exact decimal amount that is zero ("0", "0.000000"), read without a float. */
+const isZero = (amount: string): boolean => /^-?0*(\.0*)?$/.test(amount);
+
 function Chart(props: {
   label: string;
   days: string[];
   models: string[];
   values: number[][];
   format: (v: number) => string;
+  formatTicks?: (ticks: number[]) => string[];
 }) {
   const box = useRef<HTMLDivElement>(null);
   const [failed, setFailed] = useState('');

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { asciiEmailAddress } from '../email-address.js';
 import ipaddr from 'ipaddr.js';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Clock } from '../clock.js';
@@ -90,11 +91,14 @@ export class SignupLimits {
 }
 
 /**
- * The mailbox an address delivers to, as far as the service can tell: letter case and a
- * `+tag` do not make another mailbox. Hashed: raw addresses do not belong in Redis keys.
+ * The mailbox an address delivers to, as far as the service can tell: letter case, a `+tag` and
+ * the spelling of an internationalised domain (exämple.com or xn--exmple-cua.com) do not make
+ * another mailbox. Hashed: raw addresses do not belong in Redis keys.
  */
 export function mailboxKey(email: string): string {
-  const [local = '', domain = ''] = email.toLowerCase().split(/@(?=[^@]*$)/);
+  const [local = '', domain = ''] = asciiEmailAddress(email)
+    .toLowerCase()
+    .split(/@(?=[^@]*$)/);
   return createHash('sha256')
     .update(`${local.replace(/\+.*$/, '')}@${domain}`)
     .digest('hex')

@@ -8,7 +8,7 @@ import { escapeHtml, renderPage, sendPage } from './html.js';
 function buttonPageHeaders(ctx: Pick<Context, 'set'>): void {
   ctx.set(
     'Content-Security-Policy',
-    "default-src 'none'; style-src 'unsafe-inline'; script-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; script-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   );
   // same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` with the form's
   // POST, which the same-origin check refuses. Other sites still learn nothing (the URL holds a token).

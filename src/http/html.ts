@@ -1,8 +1,18 @@
 import type { Context } from 'koa';
+import { FAVICON_LINKS } from './favicon.js';
 
 /** True when the caller prefers HTML to JSON (a browser following a link); JSON otherwise. */
 export function prefersHtml(ctx: Pick<Context, 'accepts' | 'get'>): boolean {
   return ctx.accepts('application/json', 'text/html') === 'text/html' && !/^\s*\*\/\*\s*$/.test(ctx.get('accept'));
+}
+
+/**
+ * True only when the caller names JSON and prefers it to HTML (`Accept: application/json`). A
+ * missing Accept header, the wildcard type and a browser's list all answer false: link scanners, chat
+ * previews and plain curl send those, and must get what a person would see.
+ */
+export function asksForJson(ctx: Pick<Context, 'accepts'>): boolean {
+  return ctx.accepts('text/html', 'application/json') === 'application/json';
 }
 
 export function escapeHtml(s: string): string {
@@ -18,6 +28,7 @@ export function renderPage(opts: { title: string; body: string; script?: string 
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(opts.title)}</title>
+${FAVICON_LINKS}
 <style>
   body { font: 16px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 44rem; margin: 3rem auto; padding: 0 1rem; color: #1d1d1f; }
   h1 { font-size: 1.5rem; }

@@ -2,6 +2,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ServerClient } from 'postmark';
 import type { Config } from '../config.js';
+import { asciiEmailAddress } from '../email-address.js';
 import type { Logger } from '../logger.js';
 
 /** One message as the outbox holds it; `id` is the outbox row id (a stable name for files and logs). */
@@ -59,7 +60,8 @@ export function postmarkTransport(config: Config): MailTransport {
       try {
         const res = await client.sendEmail({
           From: config.mail.from,
-          To: message.to,
+          // An internationalised domain goes as punycode, the form the provider's address check takes.
+          To: asciiEmailAddress(message.to),
           Subject: message.subject,
           TextBody: message.text,
           HtmlBody: message.html,

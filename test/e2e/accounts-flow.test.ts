@@ -62,7 +62,7 @@ describe('sign-up to first completion to key regeneration, across two web proces
 
   it('verifies on the other web process and gets the API key', async () => {
     const { token } = verificationLinkIn(fake.accepted(email)[0]!.TextBody!);
-    const r = await get(`${web2.url}/v1/auth/verify?token=${token}`);
+    const r = await get(`${web2.url}/v1/auth/verify?token=${token}`, { headers: { accept: 'application/json' } });
     expect(r.status).to.equal(200);
     expect(r.body.email).to.equal(email);
     firstKey = r.body.api_key;

@@ -74,7 +74,9 @@ describe('completions for every provider, from sign-up on, through web and worke
       async () => (postmark.accepted(email).length ? postmark.accepted(email) : undefined),
       'the verification email',
     );
-    const verified = await get(`${web.url}/v1/auth/verify?token=${verificationLinkIn(message!.TextBody!).token}`);
+    const verified = await get(`${web.url}/v1/auth/verify?token=${verificationLinkIn(message!.TextBody!).token}`, {
+      headers: { accept: 'application/json' },
+    });
     expect(verified.status).to.equal(200);
     apiKey = verified.body.api_key;
     // The OpenAI model is paid-tier only; tier changes themselves are tested with Stripe.

@@ -274,6 +274,144 @@ describe('the console in a real browser (headless Chromium)', function () {
     });
   });
 
+  describe('the small things', () => {
+    it('asks for nothing that is not there (no 404) on any page, and every page names the icon served from this origin', async () => {
+      const who = await createTestAccount(web.app);
+      const page = await signedInPage(who.account.email);
+      const missing: string[] = [];
+      page.on('response', (r) => {
+        if (r.status() === 404) missing.push(r.url());
+      });
+      page.on('console', (m) => {
+        if (m.type() === 'error' && /404|not found/i.test(m.text())) missing.push(m.text());
+      });
+      const email = uniqueEmail('icon');
+      emails.push(email);
+      await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email, organization: 'Engines' });
+      const { link } = verificationLinkIn((await latestEmailTo(web.app, email))!.text_body);
+      const pages = [
+        '/console/',
+        '/console/usage',
+        '/console/key',
+        '/console/billing',
+        '/docs',
+        new URL(link).pathname + new URL(link).search,
+        '/v1/auth/verify?token=' + 'A'.repeat(43),
+        '/console/sign-in/confirm?token=' + 'A'.repeat(43),
+      ];
+      for (const p of pages) {
+        await page.goto(`${web.url}${p}`);
+        await page.locator('h1, #ui').first().waitFor();
+        const icons = await page.evaluate<string[]>(
+          `[...document.querySelectorAll('link[rel~="icon"]')].map((l) => l.getAttribute('href'))`,
+        );
+        expect(icons, p).to.deep.equal(['/favicon.svg', '/favicon.ico']);
+      }
+      for (const [icon, type] of [
+        ['/favicon.svg', 'image/svg+xml'],
+        ['/favicon.ico', 'image/x-icon'],
+      ] as const) {
+        const r = await page.request.get(`${web.url}${icon}`);
+        expect(r.status(), icon).to.equal(200);
+        expect(r.headers()['content-type'], icon).to.equal(type);
+        expect((await r.body()).length, icon).to.be.greaterThan(100);
+      }
+      expect(missing).to.deep.equal([]);
+      await page.close();
+    });
+
+    it('fits a long address into the header at 375 px, broken only at its @ and cut with an ellipsis', async () => {
+      const email = `ada.augusta.king.countess.of.lovelace.${Date.now()}@analytical-engine-society.example.com`;
+      const who = await createTestAccount(web.app, { email });
+      const page = await signedInPage(who.account.email);
+      await page.setViewportSize({ width: 375, height: 812 });
+      await page.goto(`${web.url}/console/`);
+      await settled(page);
+      const address = page.locator('header .email');
+      expect(await address.getAttribute('title')).to.equal(email);
+      expect(await address.textContent()).to.equal(email);
+      // In-page source as a string, as for axe: the tests compile without the DOM library.
+      const parts = await page.evaluate<{ text: string; right: number; lines: number }[]>(
+        `[...document.querySelectorAll('header .email > span')].map((s) => ({
+          text: s.textContent,
+          right: s.getBoundingClientRect().right,
+          lines: s.getBoundingClientRect().height < 2 * parseFloat(getComputedStyle(s).fontSize) ? 1 : 2,
+        }))`,
+      );
+      expect(parts.map((p) => p.text)).to.deep.equal([
+        email.slice(0, email.indexOf('@')),
+        email.slice(email.indexOf('@')),
+      ]);
+      for (const part of parts) {
+        expect(part.right, part.text).to.be.at.most(375);
+        expect(part.lines, part.text).to.equal(1);
+      }
+      expect(await page.evaluate('document.documentElement.scrollWidth')).to.equal(375);
+      await mkdir(SHOTS, { recursive: true });
+      await page.locator('header').screenshot({ path: path.join(SHOTS, 'header-long-address-375.png') });
+      await page.close();
+    });
+
+    it('says a free account’s costs are zero instead of drawing an empty cost chart', async () => {
+      const who = await createTestAccount(web.app);
+      await recordUsage(web.app, [
+        {
+          accountId: who.account.id,
+          model: 'gemini-2.5-flash',
+          tier: 'free',
+          prompt: 1200,
+          completion: 300,
+          at: new Date(),
+        },
+      ]);
+      const page = await signedInPage(who.account.email);
+      await page.goto(`${web.url}/console/usage`);
+      await record(page, 'usage-free');
+      const costs = page.locator('section[aria-labelledby="cost-chart"]');
+      expect(await costs.innerText()).to.match(
+        /Costs are zero: every request from .* cost \$0\.00\. The free tier costs nothing/,
+      );
+      expect(await costs.locator('.chart').count()).to.equal(0);
+      expect(await page.locator('section[aria-labelledby="tokens-chart"] .chart canvas').count()).to.equal(1);
+      await page.close();
+    });
+
+    it('labels the cost axis in dollars and cents ("$0.80"), not "$0.800"', async () => {
+      const who = await createBillingAccount(web.app, { tier: 'paid' });
+      const today = new Date();
+      // About $0.30 to $0.90 a day: an axis in steps of ten or twenty cents.
+      await recordUsage(
+        web.app,
+        [0, 1, 2, 3].map((n) => ({
+          accountId: who.account.id,
+          model: 'claude-sonnet-4-5',
+          tier: 'paid' as const,
+          prompt: 100_000 * (n + 1),
+          completion: 0,
+          at: new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - n, 12)),
+        })),
+      );
+      const page = await signedInPage(who.account.email);
+      // What the charts draw on their canvases: uPlot writes its axis labels with fillText.
+      await page.addInitScript(`{
+        window.drawnTexts = [];
+        const fillText = CanvasRenderingContext2D.prototype.fillText;
+        CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+          window.drawnTexts.push(String(text));
+          return fillText.call(this, text, ...rest);
+        };
+      }`);
+      await page.goto(`${web.url}/console/usage?range=30d`);
+      await settled(page);
+      await page.locator('section[aria-labelledby="cost-chart"] .chart canvas').waitFor();
+      const money = (await page.evaluate<string[]>('window.drawnTexts')).filter((t) => t.startsWith('$'));
+      expect(money).to.include('$0.00');
+      expect(money.length).to.be.greaterThan(2);
+      for (const label of money) expect(label).to.match(/^\$\d+\.\d\d$/);
+      await page.close();
+    });
+  });
+
   describe('the whole journey', () => {
     let worker: RoleProcess;
     before(async () => {

@@ -205,7 +205,9 @@ describe('behind PgBouncer in transaction mode', function () {
         }
         return undefined;
       }, `the verification email to ${email}`);
-      const verified = await get(`${web.url}/v1/auth/verify?token=${verificationLinkIn(text).token}`);
+      const verified = await get(`${web.url}/v1/auth/verify?token=${verificationLinkIn(text).token}`, {
+        headers: { accept: 'application/json' },
+      });
       expect(verified.status, verified.text).to.equal(200);
       expect(verified.body.api_key).to.be.a('string');
       apiKey = verified.body.api_key as string;

@@ -1,11 +1,14 @@
 import { createHash } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
 import { expect } from 'chai';
 import { launchBrowser, type TestBrowser } from '../support/browser.js';
 import { closeOutboxFor, latestEmailTo, verificationLinkIn } from '../support/accounts.js';
 import { uniqueEmail } from '../support/env.js';
-import { post } from '../support/http.js';
+import { get, post, request } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
+const SHOTS = path.resolve('var', 'verify-screenshots');
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 describe('the verification page in a real browser (headless Chromium)', function () {
@@ -51,7 +54,27 @@ describe('the verification page in a real browser (headless Chromium)', function
     ).key_hash;
   }
 
+  async function tokenOf(at: TestWeb, email: string): Promise<{ used_at: Date | null }> {
+    return at.app.db
+      .selectFrom('email_verification_tokens')
+      .innerJoin('accounts', 'accounts.id', 'email_verification_tokens.account_id')
+      .select('email_verification_tokens.used_at')
+      .where('accounts.email', '=', email)
+      .executeTakeFirstOrThrow();
+  }
+
+  async function keyCount(at: TestWeb, email: string): Promise<number> {
+    const rows = await at.app.db
+      .selectFrom('api_keys')
+      .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
+      .select('api_keys.id')
+      .where('accounts.email', '=', email)
+      .execute();
+    return rows.length;
+  }
+
   before(async () => {
+    await mkdir(SHOTS, { recursive: true });
     web = await startOnOwnPort();
     idpWeb = await startOnOwnPort({ JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' });
     browser = await launchBrowser({ permissions: ['clipboard-read', 'clipboard-write'] });
@@ -84,6 +107,43 @@ describe('the verification page in a real browser (headless Chromium)', function
       return { email: session.account.email, status: again.status };
     })()`);
     expect(again).to.deep.equal({ email, status: 404 });
+    await page.close();
+  });
+
+  it('after a link scanner fetched the link (*/* and HEAD), the person who opens it still reaches their key; the token is spent once', async () => {
+    const { email, url } = await emailedLink(web);
+    // What mail link scanners, chat previews and plain curl send.
+    const scanned = await get(url, { headers: { accept: '*/*' } });
+    expect(scanned.status).to.equal(200);
+    expect(scanned.text).not.to.match(/sk-svc-/);
+    expect((await request('HEAD', url)).status).to.equal(200);
+    expect(await tokenOf(web, email)).to.deep.include({ used_at: null });
+
+    const page = await browser.context.newPage();
+    await page.goto(url);
+    await page.getByRole('button', { name: 'Verify and show my API key' }).click();
+    await page.waitForURL(`${web.url}/console/key?new=1`);
+    const key = (await page.locator('#api-key').textContent())!.trim();
+    expect(sha256(key)).to.equal(await keyOf(web, email));
+    expect((await tokenOf(web, email)).used_at).to.be.an.instanceOf(Date);
+    expect(await keyCount(web, email)).to.equal(1);
+    await page.close();
+  });
+
+  it('shows the confirmation page readably at 375 and 1280 px (screenshots under var/verify-screenshots/)', async () => {
+    const { url } = await emailedLink(web);
+    const page = await browser.context.newPage();
+    for (const width of [375, 1280]) {
+      await page.setViewportSize({ width, height: 720 });
+      await page.goto(url);
+      const button = page.getByRole('button', { name: 'Verify and show my API key' });
+      const box = (await button.boundingBox())!;
+      expect(box.x + box.width, `the button fits at ${width} px`).to.be.at.most(width);
+      expect(await page.evaluate('document.documentElement.scrollWidth'), `no sideways scroll at ${width} px`).to.equal(
+        width,
+      );
+      await page.screenshot({ path: path.join(SHOTS, `verify-confirm-${width}.png`), fullPage: true });
+    }
     await page.close();
   });
 

@@ -64,7 +64,11 @@ describe('the web entry point as a process', () => {
       detail: [
         { loc: ['body', 'organization'], msg: 'Field required', type: 'missing' },
         { loc: ['body', 'name'], msg: 'String should have at most 100 characters', type: 'string_too_long' },
-        { loc: ['body', 'email'], msg: 'value is not a valid email address', type: 'value_error' },
+        {
+          loc: ['body', 'email'],
+          msg: 'value is not a valid email address: it needs a mailbox name, an @ and a domain, as in ada@example.com',
+          type: 'value_error',
+        },
       ],
       error: {
         message: "Invalid 'organization': Field required (and 2 more: see detail)",

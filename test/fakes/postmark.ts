@@ -142,6 +142,12 @@ export class FakePostmark {
       send(422, { ErrorCode: 300, Message: 'Invalid email request: From, To, Subject and a body are required.' });
       return;
     }
+    // Addresses go to Postmark in ASCII: an internationalised domain as punycode (no SMTPUTF8).
+    // eslint-disable-next-line no-control-regex
+    if (/[^\u0000-\u007f]/.test(body.To)) {
+      send(422, { ErrorCode: 300, Message: `Invalid 'To' address: '${body.To}'.` });
+      return;
+    }
     if (this.hangFor.has(to)) {
       record.outcome = 'hung';
       this.hung.add(res);

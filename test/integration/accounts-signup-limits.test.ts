@@ -14,6 +14,12 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
       expect(mailboxKey('bob@example.com')).not.to.equal(mailboxKey('ada@example.com'));
     });
 
+    it('counts an internationalised domain as one mailbox however it is spelled (Unicode or punycode)', () => {
+      expect(mailboxKey('ada@exämple.com')).to.equal(mailboxKey('Ada+x@XN--EXMPLE-CUA.com'));
+      expect(mailboxKey('ada@EXÄMPLE.com')).to.equal(mailboxKey('ada@exämple.com'));
+      expect(mailboxKey('ada@exämple.com')).not.to.equal(mailboxKey('ada@example.com'));
+    });
+
     it('counts a client by its IPv4 address, or by the /64 of its IPv6 address', () => {
       expect(clientNetworkKey('203.0.113.7')).to.equal('203.0.113.7');
       expect(clientNetworkKey('::ffff:203.0.113.7')).to.equal('203.0.113.7');
@@ -73,6 +79,20 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
         `${local.toUpperCase()}@example.com`,
         `${local}+a@example.com`,
         `${local}+b@example.com`,
+      ];
+      const statuses: number[] = [];
+      for (const address of variants) statuses.push((await signup(address, clientIp())).status);
+      expect(statuses).to.deep.equal([200, 200, 200, 429]);
+      expect(await emailsTo(variants)).to.have.length(3);
+    });
+
+    it('limits an internationalised mailbox the same way, whichever spelling of its domain each sign-up uses', async () => {
+      const local = `flood.${randomId()}`;
+      const variants = [
+        `${local}@exämple.com`,
+        `${local}@XN--EXMPLE-CUA.com`,
+        `${local}+a@exämple.com`,
+        `${local}+b@exämple.com`,
       ];
       const statuses: number[] = [];
       for (const address of variants) statuses.push((await signup(address, clientIp())).status);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
-import { uniqueEmail } from '../support/env.js';
+import { randomId, uniqueEmail } from '../support/env.js';
 import { post } from '../support/http.js';
 import { closeOutboxFor, createTestAccount, latestEmailTo, verificationLinkIn } from '../support/accounts.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
@@ -107,8 +107,48 @@ describe('POST /v1/auth/signup', () => {
     const r = await signup('not-an-email');
     expect(r.status).to.equal(422);
     expect(r.body.detail).to.deep.equal([
-      { loc: ['body', 'email'], msg: 'value is not a valid email address', type: 'value_error' },
+      {
+        loc: ['body', 'email'],
+        msg: 'value is not a valid email address: it needs a mailbox name, an @ and a domain, as in ada@example.com',
+        type: 'value_error',
+      },
     ]);
+  });
+
+  it('accepts an address at an internationalised domain (x@exämple.com, x@例え.jp) and queues its link to it', async () => {
+    for (const domain of ['exämple.com', '例え.jp', 'XN--EXMPLE-CUA.com']) {
+      const address = `ada.${randomId()}@${domain}`;
+      used.push(address);
+      const r = await signup(address);
+      expect(r.status, domain).to.equal(200);
+      expect(r.body.email).to.equal(address);
+      expect(await accountsWith(address)).to.have.length(1);
+      expect((await emailsTo(address)).map((m) => m.kind)).to.deep.equal(['verification']);
+    }
+  });
+
+  it('refuses a mailbox name outside ASCII (ädä@example.com) with a 422 that says the mail provider cannot deliver to it', async () => {
+    const address = `ädä.${randomId()}@example.com`;
+    const r = await signup(address);
+    expect(r.status).to.equal(422);
+    expect(r.body.detail).to.have.length(1);
+    expect(r.body.detail[0])
+      .to.include({ type: 'value_error' })
+      .and.to.deep.include({ loc: ['body', 'email'] });
+    expect(r.body.detail[0].msg).to.match(/^value is not a valid email address: the part before the @ must be ASCII/);
+    expect(r.body.detail[0].msg).to.match(/mail provider cannot deliver/);
+    expect(r.body.error.message).to.include('before the @ must be ASCII');
+    expect(await accountsWith(address)).to.have.length(0);
+  });
+
+  it('refuses an address whose domain is not a domain name, saying which part is wrong', async () => {
+    for (const address of ['ada@example', 'ada@exa mple.com', 'ada@-example.com', 'ada@ex_ample.com']) {
+      const r = await signup(address);
+      expect(r.status, address).to.equal(422);
+      expect(r.body.detail[0].msg, address).to.equal(
+        'value is not a valid email address: the part after the @ is not a domain name',
+      );
+    }
   });
 
   it('answers 422 for a name or an organization over 100 characters, and accepts exactly 100', async () => {

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
+import http from 'node:http';
 import { expect } from 'chai';
 import { ManualClock } from '../../src/clock.js';
 import { accountsRoutes } from '../../src/http/routes/accounts.routes.js';
 import { closeOutboxFor, credentialProbeRoutes, latestEmailTo, verificationLinkIn } from '../support/accounts.js';
 import { uniqueEmail } from '../support/env.js';
-import { get, post } from '../support/http.js';
+import { get, post, request, type HttpResult } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -174,10 +175,84 @@ describe('GET /v1/auth/verify', () => {
     expect(r.text).not.to.match(/sk-svc-/);
   });
 
-  it('answers JSON to a client that accepts anything', async () => {
-    const { token } = await signUp();
-    const r = await verify(token, '*/*');
+  /** What a link scanner sees and leaves behind: the button page, no key, the token unspent. */
+  async function expectUnspentButtonPage(r: HttpResult, email: string): Promise<void> {
+    expect(r.status).to.equal(200);
+    expect(r.headers.get('content-type')).to.match(/^text\/html/);
+    expect(r.headers.get('cache-control')).to.equal('no-store');
+    expect(r.text).to.include('<form method="post" action="/v1/auth/verify">');
+    expect(r.text).not.to.match(/sk-svc-/);
+    expect((await account(email)).verified_at).to.equal(null);
+    expect(await keysOf(email)).to.have.length(0);
+    expect(await tokenUsedAt(email)).to.equal(null);
+  }
+  const tokenUsedAt = async (email: string) => {
+    const { id } = await account(email);
+    const row = await web.app.db
+      .selectFrom('email_verification_tokens')
+      .select('used_at')
+      .where('account_id', '=', id)
+      .executeTakeFirstOrThrow();
+    return row.used_at;
+  };
+
+  it('answers a client that accepts anything (*/*: mail scanners, chat previews, curl) with the button page, and spends nothing', async () => {
+    const { email, token } = await signUp();
+    await expectUnspentButtonPage(await verify(token, '*/*'), email);
+  });
+
+  it('answers a request without an Accept header with the button page, and spends nothing', async () => {
+    const { email, token } = await signUp();
+    await expectUnspentButtonPage(await getWithoutAccept(`${web.url}/v1/auth/verify?token=${token}`), email);
+  });
+
+  it('answers JSON only when application/json is preferred to text/html', async () => {
+    const { email, token } = await signUp();
+    await expectUnspentButtonPage(await verify(token, 'text/html, application/json;q=0.9'), email);
+    const r = await verify(token, 'application/json, text/html;q=0.9');
     expect(r.status).to.equal(200);
     expect(r.body.api_key).to.match(/^sk-svc-/);
   });
+
+  it('never spends the token on HEAD, even one asking for JSON', async () => {
+    const { email, token } = await signUp();
+    for (const accept of ['application/json', '*/*', BROWSER_ACCEPT]) {
+      const r = await request('HEAD', `${web.url}/v1/auth/verify?token=${token}`, { headers: { accept } });
+      expect(r.status, accept).to.equal(200);
+      expect(r.text, accept).to.equal('');
+    }
+    expect((await account(email)).verified_at).to.equal(null);
+    expect(await keysOf(email)).to.have.length(0);
+    expect(await tokenUsedAt(email)).to.equal(null);
+  });
+
+  it('still gives a JSON client the key after scanners opened the link, and spends the token exactly once', async () => {
+    const { email, token } = await signUp();
+    await verify(token, '*/*');
+    await request('HEAD', `${web.url}/v1/auth/verify?token=${token}`);
+    const r = await verify(token);
+    expect(r.status).to.equal(200);
+    expect(r.body.email).to.equal(email);
+    expect(await keysOf(email)).to.have.length(1);
+    expect(await tokenUsedAt(email)).to.deep.equal(clock.now());
+  });
 });
+
+/** A GET with no Accept header at all (fetch always sends one), as some link scanners send it. */
+function getWithoutAccept(url: string): Promise<HttpResult> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (text += d));
+        res.on('end', () => {
+          const headers = new Headers();
+          for (const [name, value] of Object.entries(res.headers))
+            if (typeof value === 'string') headers.set(name, value);
+          resolve({ status: res.statusCode!, headers, text, body: undefined });
+        });
+      })
+      .on('error', reject);
+  });
+}

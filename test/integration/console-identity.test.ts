@@ -256,7 +256,7 @@ describe('console sign-in, sessions and tokens', () => {
         .where('email', '=', email)
         .executeTakeFirstOrThrow();
       expect(account.verified_at).to.equal(null);
-      const json = await get(`${web.url}/v1/auth/verify?token=${token}`);
+      const json = await get(`${web.url}/v1/auth/verify?token=${token}`, { headers: { accept: 'application/json' } });
       expect(json.status).to.equal(200);
       expect(json.body.api_key).to.match(/^sk-svc-/);
     });

@@ -10,7 +10,7 @@ import { maxRetryDelayMs } from '../../src/accounts/email-outbox.service.js';
 import { startEmailSender, type EmailSender } from '../../workers/email-sender.js';
 import { FakePostmark } from '../fakes/postmark.js';
 import { closeOutboxFor, verificationLinkIn } from '../support/accounts.js';
-import { testConfig, uniqueEmail } from '../support/env.js';
+import { randomId, testConfig, uniqueEmail } from '../support/env.js';
 import { eventually, post } from '../support/http.js';
 import { metricValue } from '../support/metrics.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
@@ -72,6 +72,18 @@ describe('email delivery from the outbox', () => {
     const row = await outboxRow(email);
     expect(row).to.include({ status: 'sent', attempts: 1, provider_message_id: message!.MessageID, last_error: null });
     expect(row.sent_at).to.deep.equal(clock.now());
+  });
+
+  it('sends to an internationalised domain in punycode, which Postmark takes, and marks it sent', async () => {
+    const email = `katherine.${randomId()}@exämple.com`;
+    used.push(email);
+    const r = await post(`${web.url}/v1/auth/signup`, { name: 'Katherine Johnson', email, organization: 'NASA' });
+    expect(r.status).to.equal(200);
+    expect(r.body.email).to.equal(email);
+    await sender.drainOnce();
+    const ascii = email.replace('exämple.com', 'xn--exmple-cua.com');
+    expect(fake.accepted(ascii).map((m) => m.To)).to.deep.equal([ascii]);
+    expect(await outboxRow(email)).to.include({ status: 'sent', to_address: email });
   });
 
   it('retries a failed send with exponential backoff and marks the message sent exactly once', async () => {

@@ -22,7 +22,7 @@ import {
   type SignupInput,
 } from '../../accounts/accounts.schema.js';
 import { AppError, isAppError } from '../../errors.js';
-import { escapeHtml, prefersHtml, renderPage, sendPage } from '../html.js';
+import { asksForJson, escapeHtml, prefersHtml, renderPage, sendPage } from '../html.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 
 // The copy button: the Clipboard API where the page is a secure context (https or localhost),
@@ -49,7 +49,7 @@ function secretPageHeaders(ctx: HttpContext, script?: string): void {
   const scriptSrc = script ? `'sha256-${createHash('sha256').update(script).digest('base64')}'` : "'none'";
   ctx.set(
     'Content-Security-Policy',
-    `default-src 'none'; style-src 'unsafe-inline'; script-src ${scriptSrc}; frame-ancestors 'none'; base-uri 'none'; form-action 'none'`,
+    `default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; script-src ${scriptSrc}; frame-ancestors 'none'; base-uri 'none'; form-action 'none'`,
   );
   ctx.set('Referrer-Policy', 'no-referrer');
   ctx.set('X-Content-Type-Options', 'nosniff');
@@ -82,7 +82,7 @@ function tokenErrorPage(err: AppError): string {
 }
 
 const tokenErrorDoc =
-  'The token is unknown (`invalid_token`), already used (`token_used`) or expired (`token_expired`): OpenAI error envelope, or an HTML page when the request prefers HTML. Never a key.';
+  'The token is unknown (`invalid_token`), already used (`token_used`) or expired (`token_expired`): OpenAI error envelope to a client asking for JSON, an HTML page to a browser. Never a key.';
 
 /** Endpoints 1 to 3: sign-up, email verification, API key regeneration. */
 export function accountsRoutes(): RouteSpec[] {
@@ -116,7 +116,7 @@ export function accountsRoutes(): RouteSpec[] {
       operationId: 'verifyEmail',
       summary: 'Turn the emailed token into the account’s API key (shown once)',
       description:
-        'JSON by default (the key, shown once). A request that prefers text/html (a browser, or a mail scanner, following the email link) gets a page whose button POSTs the token to /v1/auth/verify, so opening the link spends nothing; a used, expired or unknown link gets a page saying so. Never cached.',
+        'A client that asks for JSON (`Accept: application/json`, preferred to text/html) gets the key as JSON, shown once. Anything else (a browser, or a mail scanner, chat preview or curl sending `*/*` or no Accept) gets a page whose button POSTs the token to /v1/auth/verify, so opening the link spends nothing; a used, expired or unknown link gets a page saying so. HEAD never spends the token. Never cached.',
       tag: 'accounts',
       auth: 'none',
       query: VerifyQuery,
@@ -133,11 +133,14 @@ export function accountsRoutes(): RouteSpec[] {
         const { token } = ctx.state.query as { token: string };
         ctx.set('Cache-Control', 'no-store');
         ctx.set('Vary', 'Accept');
-        if (!prefersHtml(ctx)) {
+        // Only a client that asks for JSON spends the token here. Anything else that opens the link (a
+        // browser, and the mail scanners and chat previews that fetch links before people do, with
+        // `*/*` or no Accept at all) gets a page whose button verifies, so opening it spends nothing.
+        // HEAD never spends: it is a probe, and its answer has no body to carry a key.
+        if (ctx.method === 'GET' && asksForJson(ctx)) {
           ctx.body = await verifyEmail(app, token);
           return;
         }
-        // A browser (or a mail scanner) opening the link: a page whose button verifies, so opening spends nothing.
         const problem = await checkVerificationToken(app, token);
         if (problem) {
           secretPageHeaders(ctx);

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { JsonSchema } from '../../validation.js';
 import { AppError } from '../../errors.js';
+import { FAVICON_LINKS } from '../favicon.js';
 import { escapeHtml, prefersHtml } from '../html.js';
 import { defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 
@@ -58,6 +59,7 @@ function consoleShell(): string {
   shell = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Console</title>
+${FAVICON_LINKS}
 <link rel="stylesheet" href="/console/assets/${escapeHtml(m.stylesheet)}">
 <script type="module" src="/console/assets/${escapeHtml(m.script)}"></script>
 </head><body><div id="app"></div>

@@ -9,6 +9,7 @@ import { modelsRoutes } from './models.routes.js';
 import { billingRoutes } from './billing.routes.js';
 import { consoleAssetRoutes } from './console-assets.routes.js';
 import { consoleSessionRoutes } from './console-session.routes.js';
+import { faviconRoutes } from './favicon.routes.js';
 
 /** Every endpoint of the service, in the order the OpenAPI document lists them. */
 export function allRoutes(openApi: () => unknown): RouteSpec[] {
@@ -23,5 +24,6 @@ export function allRoutes(openApi: () => unknown): RouteSpec[] {
     ...consoleSessionRoutes(),
     ...opsRoutes(openApi),
     ...consoleAssetRoutes(),
+    ...faviconRoutes(),
   ];
 }

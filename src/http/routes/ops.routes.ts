@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { checkHealth } from '../../health/health.service.js';
 import { AppError } from '../../errors.js';
+import { FAVICON_LINKS } from '../favicon.js';
 import { defineRoutes, type RouteSpec } from '../route.js';
 
 const require = createRequire(import.meta.url);
@@ -16,6 +17,7 @@ const DOC_ASSETS: Record<string, string> = {
 const DOCS_HTML = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>API documentation</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
+${FAVICON_LINKS}
 <link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
 <body><div id="ui"></div><script src="/docs/assets/swagger-ui-bundle.js"></script>
 <script>window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#ui', deepLinking: true });</script>
