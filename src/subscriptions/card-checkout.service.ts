@@ -138,9 +138,13 @@ function requireComplete(session: Stripe.Checkout.Session, now: Date): void {
 export async function completeCardCheckout(
   app: Omit<CardCheckoutDeps, 'config'>,
   sessionId: string,
+  clientIp: string,
 ): Promise<SubscriptionResult> {
   // No credential comes with this return: only a card change this service opened is looked up at
-  // Stripe, and one already applied is answered from the account.
+  // Stripe, and one already applied is answered from the account. Without Stripe configured,
+  // that is the answer (there is no budget to guard).
+  const stripe = app.stripe;
+  await app.stripeGuards.admitReturn({ clientIp, sessionId });
   const opened = await app.stripeGuards.openedCheckout(sessionId);
   if (!opened) throw sessionNotOpenedHere(sessionId);
   if (opened.purpose !== 'card') {
@@ -154,7 +158,6 @@ export async function completeCardCheckout(
     if (!owner) throw sessionNotOpenedHere(sessionId);
     return cardUpdated(owner);
   }
-  const stripe = app.stripe;
   const session = await retrieveSession(stripe, sessionId);
   if (!session) {
     throw new AppError('not_found', `No checkout session ${sessionId} exists at the payment processor.`, {

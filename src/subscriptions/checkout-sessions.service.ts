@@ -239,7 +239,11 @@ export function sessionNotOpenedHere(sessionId: string): AppError {
 export async function completeCheckout(
   app: PaidTierDeps & Pick<CheckoutDeps, 'stripeGuards'>,
   sessionId: string,
+  clientIp: string,
 ): Promise<SubscriptionResult> {
+  // Without Stripe configured, that is the answer (there is no budget to guard).
+  const stripe = app.stripe;
+  await app.stripeGuards.admitReturn({ clientIp, sessionId });
   const opened = await app.stripeGuards.openedCheckout(sessionId);
   if (!opened) throw sessionNotOpenedHere(sessionId);
   if (opened.purpose !== 'upgrade') {
@@ -258,7 +262,6 @@ export async function completeCheckout(
       { code: 'checkout_session_used', param: 'session_id' },
     );
   }
-  const stripe = app.stripe;
   const session = await retrieveSession(stripe, sessionId);
   if (!session) {
     throw new AppError('not_found', `No checkout session ${sessionId} exists at the payment processor.`, {

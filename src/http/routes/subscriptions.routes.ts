@@ -163,10 +163,7 @@ export function subscriptionRoutes(): RouteSpec[] {
       },
       handler: async (ctx, app) => {
         const { session_id } = ctx.state.query as { session_id: string };
-        await checkoutReturn(ctx, 'upgrade', 'done', async () => {
-          await app.stripeGuards.admitReturn({ clientIp: ctx.ip, sessionId: session_id });
-          return completeCheckout(app, session_id);
-        });
+        await checkoutReturn(ctx, 'upgrade', 'done', () => completeCheckout(app, session_id, ctx.ip));
       },
     },
     {
@@ -257,10 +254,7 @@ export function subscriptionRoutes(): RouteSpec[] {
       },
       handler: async (ctx, app) => {
         const { session_id } = ctx.state.query as { session_id: string };
-        await checkoutReturn(ctx, 'card', 'updated', async () => {
-          await app.stripeGuards.admitReturn({ clientIp: ctx.ip, sessionId: session_id });
-          return completeCardCheckout(app, session_id);
-        });
+        await checkoutReturn(ctx, 'card', 'updated', () => completeCardCheckout(app, session_id, ctx.ip));
       },
     },
     {
