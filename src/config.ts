@@ -170,6 +170,16 @@ export interface Config {
     maxNetworkRetries: number;
     /** Stripe API calls per second, at most, across every process of the deployment (Stripe answers 429 above its own limit). */
     maxOpsPerSecond: number;
+    /** How long a web request waits for its turn under maxOpsPerSecond before it is answered 503 (workers wait on). */
+    paceMaxWaitMs: number;
+    /** Checkout returns (upgrade-success, payment-method-success: no credential) per client network per minute. */
+    returnsPerClientPerMinute: number;
+    /** Checkout returns per checkout session id per minute. */
+    returnsPerSessionPerMinute: number;
+    /** New setup intents per account per day (an open one is handed out again instead). */
+    setupIntentsPerAccountPerDay: number;
+    /** New card-change checkout sessions per account per day (an open one is handed out again instead). */
+    cardCheckoutsPerAccountPerDay: number;
     currency: string;
   };
   invoicing: {
@@ -564,6 +574,11 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       timeoutMs: r.int('STRIPE_TIMEOUT_MS', 10_000, 100, 120_000),
       maxNetworkRetries: r.int('STRIPE_MAX_NETWORK_RETRIES', 2, 0, 5),
       maxOpsPerSecond: stripeMaxOps(r),
+      paceMaxWaitMs: r.int('STRIPE_PACE_MAX_WAIT_MS', 3000, 0, 60_000),
+      returnsPerClientPerMinute: r.int('STRIPE_RETURNS_PER_CLIENT_PER_MINUTE', 30, 1, 1_000_000),
+      returnsPerSessionPerMinute: r.int('STRIPE_RETURNS_PER_SESSION_PER_MINUTE', 5, 1, 1000),
+      setupIntentsPerAccountPerDay: r.int('STRIPE_SETUP_INTENTS_PER_ACCOUNT_PER_DAY', 10, 1, 10_000),
+      cardCheckoutsPerAccountPerDay: r.int('STRIPE_CARD_CHECKOUTS_PER_ACCOUNT_PER_DAY', 10, 1, 10_000),
       currency: r.str('BILLING_CURRENCY', 'usd').toLowerCase(),
     },
     faults: {

@@ -14,6 +14,7 @@ import { catalogFile, loadCatalog, type Catalog } from './catalog/catalog.js';
 import { ProviderRegistry } from './providers/registry.js';
 import { Limiter } from './limits/limiter.service.js';
 import { SignupLimits } from './accounts/signup-limits.js';
+import { StripeGuards } from './subscriptions/stripe-guards.service.js';
 import { ApiKeyCache } from './accounts/api-key-cache.js';
 import { createJwtVerifier, type JwtVerifier } from './accounts/jwt.js';
 import { RelayHub } from './chat/relay-hub.js';
@@ -59,6 +60,7 @@ export class AppContext {
     providers?: ProviderRegistry;
     signupLimits?: SignupLimits;
     signInLimits?: SignupLimits;
+    stripeGuards?: StripeGuards;
     jwtVerifier?: JwtVerifier;
     relayHub?: RelayHub;
     relayLogTails?: RelayLogTails;
@@ -129,6 +131,16 @@ export class AppContext {
     ));
   }
 
+  /** Limits on the checkout returns and caps on an account's open setup intents and card-change sessions. */
+  get stripeGuards(): StripeGuards {
+    return (this.built.stripeGuards ??= new StripeGuards({
+      redis: this.redis,
+      clock: this.clock,
+      config: this.config,
+      outages: this.outages,
+    }));
+  }
+
   get jwtVerifier(): JwtVerifier {
     return (this.built.jwtVerifier ??= createJwtVerifier(this.config, this.clock));
   }
@@ -185,8 +197,15 @@ export class AppContext {
   get stripe(): Stripe {
     if (this.built.stripe === undefined)
       this.built.stripe =
-        createStripe(this.config, { pacer: new StripePacer(this.redis, this.config), metrics: this.metrics.stripe }) ??
-        null;
+        createStripe(this.config, {
+          // A web request waits a bounded time for its turn; workers wait as long as it takes.
+          pacer: new StripePacer(
+            this.redis,
+            this.config,
+            this.role === 'web' ? this.config.stripe.paceMaxWaitMs : undefined,
+          ),
+          metrics: this.metrics.stripe,
+        }) ?? null;
     if (this.built.stripe === null) {
       throw new AppError(
         'unavailable',

@@ -11,11 +11,19 @@ export type HttpClient = InstanceType<typeof Stripe.HttpClient>;
  * when there is none left. Paced per call rather than per job, because one account's invoice
  * makes 3 + (its models) calls. If Redis cannot be asked, the call goes unpaced: Stripe's own 429
  * is the backstop (the invoicing worker backs off on it).
+ *
+ * With `maxWaitMs` (the web tier: STRIPE_PACE_MAX_WAIT_MS) a call that would wait longer than that
+ * for its turn is given up, so a flood of Stripe-bound requests cannot queue without end behind
+ * the deployment's budget; workers pass none and wait for their turn, as invoicing expects.
  */
 export class StripePacer {
   private readonly window: RateLimiterRedis;
 
-  constructor(redis: RedisClient, config: Pick<Config, 'redis' | 'stripe'>) {
+  constructor(
+    redis: RedisClient,
+    config: Pick<Config, 'redis' | 'stripe'>,
+    private readonly maxWaitMs?: number,
+  ) {
     this.window = new RateLimiterRedis({
       storeClient: redis,
       keyPrefix: redisKey(config, 'stripe-pace'),
@@ -25,17 +33,47 @@ export class StripePacer {
     });
   }
 
-  /** Resolves when a call may go out. */
-  async take(): Promise<void> {
+  /** Resolves true when a call may go out, false when its turn is further away than the wait allowed. */
+  async take(): Promise<boolean> {
+    let waited = 0;
     for (;;) {
       try {
         await this.window.consume('calls');
-        return;
+        return true;
       } catch (err) {
-        if (!(err instanceof RateLimiterRes)) return;
-        await new Promise((resolve) => setTimeout(resolve, Math.max(1, err.msBeforeNext)));
+        if (!(err instanceof RateLimiterRes)) return true;
+        const pause = Math.max(1, err.msBeforeNext);
+        if (this.maxWaitMs !== undefined && waited + pause > this.maxWaitMs) return false;
+        waited += pause;
+        await new Promise((resolve) => setTimeout(resolve, pause));
       }
     }
+  }
+}
+
+/**
+ * What a call given up by the pacer answers: Stripe's own 429 shape (so callers see a
+ * StripeRateLimitError, answered 503 payment_processor_busy with Retry-After, as for Stripe's
+ * own 429), marked not to be retried by the SDK. Nothing reached Stripe.
+ */
+class PacerRefusal extends Stripe.HttpClientResponse {
+  constructor() {
+    super(429, { 'stripe-should-retry': 'false' });
+  }
+  override getRawResponse(): unknown {
+    return undefined;
+  }
+  override toStream(): never {
+    throw new Error('the pacer refusal has no stream');
+  }
+  override toJSON(): Promise<unknown> {
+    return Promise.resolve({
+      error: {
+        type: 'rate_limit_error',
+        code: 'rate_limit',
+        message: "The deployment's Stripe call budget is in use; the call was not sent.",
+      },
+    });
   }
 }
 
@@ -57,7 +95,7 @@ export function pacedHttpClient(pacer: StripePacer, inner: HttpClient = Stripe.c
     }
     override async makeRequest(...args: Parameters<HttpClient['makeRequest']>) {
       for (let resend = 0; ; resend++) {
-        await pacer.take();
+        if (!(await pacer.take())) return new PacerRefusal();
         const res = await inner.makeRequest(...args);
         if (res.getStatusCode() !== 429 || resend >= RATE_LIMIT_RESENDS) return res;
         await res.toJSON().catch(() => undefined);

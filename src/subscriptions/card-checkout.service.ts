@@ -6,7 +6,7 @@ import { callStripe, type Stripe } from '../infra/stripe.js';
 import type { Account } from '../accounts/accounts.repository.js';
 import { findAccount, updateAccountBilling } from '../accounts/account-billing.service.js';
 import { getAccount } from '../accounts/accounts.service.js';
-import { CARD_CHANGE_PURPOSE, retrieveSession, UUID } from './checkout-sessions.service.js';
+import { CARD_CHANGE_PURPOSE, retrieveSession, sessionNotOpenedHere, UUID } from './checkout-sessions.service.js';
 import { usablePaymentMethod } from './setup-intents.service.js';
 import {
   cardOf,
@@ -16,6 +16,8 @@ import {
   setDefaultPaymentMethod,
 } from './stripe-customer.service.js';
 import { subscriptionResult, type SubscriptionResult } from './subscription-result.presenter.js';
+import { LATE_RETURN_MS, type StripeGuards } from './stripe-guards.service.js';
+import { randomIdPart } from '../ids.js';
 
 // Changing the card on file through Stripe's hosted checkout in setup mode: no card field on our
 // pages and no Stripe.js. The session collects a card for the account's customer; the browser's
@@ -27,6 +29,7 @@ export interface CardCheckoutDeps {
   /** Throws 503 billing_not_configured when STRIPE_SECRET_KEY is not set. */
   stripe: Stripe;
   config: Pick<Config, 'stripe' | 'http'>;
+  stripeGuards: StripeGuards;
 }
 
 export interface CardCheckout {
@@ -38,23 +41,23 @@ export interface CardCheckout {
   expires_at: string;
 }
 
-/** After the session's own expiry, a return is refused: Stripe keeps idempotency keys for a day, and a replay beyond it would put an old card back. */
-const LATE_RETURN_MS = 3_600_000;
-
 /**
  * POST /v1/subscription/payment-method-checkout: a setup-mode checkout session for the account's
- * customer (created on first need). A fresh session per request (keyed by the request id): an
- * unused one costs nothing and expires by itself. Cancelling on Stripe's page returns the browser
- * to the console's billing page with nothing changed.
+ * customer (created on first need). The account's latest session is handed out again while it is
+ * open; a new one counts against STRIPE_CARD_CHECKOUTS_PER_ACCOUNT_PER_DAY (429 over it). The
+ * idempotency key is drawn by the service, never taken from the request. Cancelling on Stripe's
+ * page returns the browser to the console's billing page with nothing changed.
  */
-export async function startCardCheckout(
-  app: CardCheckoutDeps,
-  accountId: string,
-  requestId: string,
-): Promise<CardCheckout> {
+export async function startCardCheckout(app: CardCheckoutDeps, accountId: string): Promise<CardCheckout> {
   const account = await getAccount(app, accountId);
   const stripe = app.stripe;
   const customerId = await ensureCustomer(app, stripe, account);
+  const latest = await app.stripeGuards.latestInFlight('card-checkout', account.id);
+  const open = latest === undefined ? null : await retrieveSession(stripe, latest);
+  if (open?.status === 'open' && open.metadata?.purpose === CARD_CHANGE_PURPOSE && idOf(open.customer) === customerId)
+    return cardCheckout(open);
+
+  await app.stripeGuards.admitNew('card-checkout', account.id);
   const base = app.config.http.publicBaseUrl;
   const metadata = { account_id: account.id, purpose: CARD_CHANGE_PURPOSE };
   const session = await callStripe('creating the checkout session', () =>
@@ -70,9 +73,15 @@ export async function startCardCheckout(
         success_url: `${base}/v1/subscription/payment-method-success?session_id={CHECKOUT_SESSION_ID}`,
         cancel_url: `${base}/console/billing?card=cancelled`,
       },
-      { idempotencyKey: `payment-method-checkout:${account.id}:${requestId}` },
+      { idempotencyKey: `payment-method-checkout:${account.id}:${randomIdPart(16)}` },
     ),
   );
+  await app.stripeGuards.rememberCheckout(session.id, { accountId: account.id, purpose: 'card' }, session.expires_at);
+  await app.stripeGuards.rememberInFlight('card-checkout', account.id, session.id);
+  return cardCheckout(session);
+}
+
+function cardCheckout(session: Stripe.Checkout.Session): CardCheckout {
   return {
     id: session.id,
     checkout_url: session.url ?? '',
@@ -129,8 +138,26 @@ function requireComplete(session: Stripe.Checkout.Session, now: Date): void {
 export async function completeCardCheckout(
   app: Omit<CardCheckoutDeps, 'config'>,
   sessionId: string,
+  clientIp: string,
 ): Promise<SubscriptionResult> {
+  // No credential comes with this return: only a card change this service opened is looked up at
+  // Stripe, and one already applied is answered from the account. Without Stripe configured,
+  // that is the answer (there is no budget to guard).
   const stripe = app.stripe;
+  await app.stripeGuards.admitReturn({ clientIp, sessionId });
+  const opened = await app.stripeGuards.openedCheckout(sessionId);
+  if (!opened) throw sessionNotOpenedHere(sessionId);
+  if (opened.purpose !== 'card') {
+    throw new AppError('invalid_request', 'This checkout session was not created to change a card.', {
+      code: 'checkout_session_unknown',
+      param: 'session_id',
+    });
+  }
+  if (opened.applied) {
+    const owner = await findAccount(app.db, opened.accountId);
+    if (!owner) throw sessionNotOpenedHere(sessionId);
+    return cardUpdated(owner);
+  }
   const session = await retrieveSession(stripe, sessionId);
   if (!session) {
     throw new AppError('not_found', `No checkout session ${sessionId} exists at the payment processor.`, {
@@ -168,8 +195,13 @@ export async function completeCardCheckout(
     { default_payment_method_id: onFile.id, payment_method_brand: card.brand, payment_method_last4: card.last4 },
     app.clock.now(),
   );
+  await app.stripeGuards.markApplied(sessionId, opened);
+  return cardUpdated(await getAccount(app, account.id));
+}
+
+function cardUpdated(account: Account): SubscriptionResult {
   return subscriptionResult(
-    await getAccount(app, account.id),
+    account,
     'payment_method_updated',
     'The card from the checkout is the default for future invoices.',
   );

@@ -16,6 +16,7 @@ import {
 } from './stripe-customer.service.js';
 import { priceIdOf } from './stripe-subscription.service.js';
 import { ALREADY_PAID, subscriptionResult, type SubscriptionResult } from './subscription-result.presenter.js';
+import type { StripeGuards } from './stripe-guards.service.js';
 
 // The upgrade endpoint and Stripe's hosted checkout: a session opened in setup mode collects a
 // card, and its completion (the browser's return or the webhook) upgrades the account.
@@ -23,6 +24,7 @@ import { ALREADY_PAID, subscriptionResult, type SubscriptionResult } from './sub
 /** What the upgrade and checkout paths work with: the paid tier's parts and the public base URL for Stripe's return links. */
 export interface CheckoutDeps extends PaidTierDeps {
   config: Pick<Config, 'stripe' | 'redis' | 'http'>;
+  stripeGuards: StripeGuards;
 }
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -151,7 +153,7 @@ async function finishCheckout(
 }
 
 async function openCheckoutSession(
-  app: Pick<CheckoutDeps, 'db' | 'clock' | 'config'>,
+  app: Pick<CheckoutDeps, 'db' | 'clock' | 'config' | 'stripeGuards'>,
   stripe: Stripe,
   account: Account,
   customerId: string,
@@ -174,6 +176,11 @@ async function openCheckoutSession(
       },
       { idempotencyKey: key },
     ),
+  );
+  await app.stripeGuards.rememberCheckout(
+    session.id,
+    { accountId: account.id, purpose: 'upgrade' },
+    session.expires_at,
   );
   await rememberOpenCheckoutSession(app.db, account.id, session.id, app.clock.now());
   return session;
@@ -201,16 +208,60 @@ export async function upgrade(app: CheckoutDeps, accountId: string): Promise<Sub
 
   if (current.checkout_session_id !== null) {
     const open = await retrieveSession(stripe, current.checkout_session_id);
-    if (open?.status === 'open') return checkoutResult(current, open);
+    if (open?.status === 'open') {
+      await app.stripeGuards.rememberCheckout(open.id, { accountId: current.id, purpose: 'upgrade' }, open.expires_at);
+      return checkoutResult(current, open);
+    }
     if (open?.status === 'complete') return finishCheckout(app, stripe, open, 'checkout_success');
   }
   const session = await openCheckoutSession(app, stripe, current, customerId);
   return checkoutResult(current, session);
 }
 
-/** GET /v1/subscription/upgrade-success: where the browser lands after the hosted checkout. */
-export async function completeCheckout(app: PaidTierDeps, sessionId: string): Promise<SubscriptionResult> {
+/** The refusal of a return naming a session this service did not open (or opened too long ago). */
+export function sessionNotOpenedHere(sessionId: string): AppError {
+  return new AppError(
+    'not_found',
+    `No checkout session ${sessionId} was opened by this service, or it is too old to return to.`,
+    {
+      code: 'checkout_session_not_found',
+      param: 'session_id',
+    },
+  );
+}
+
+/**
+ * GET /v1/subscription/upgrade-success: where the browser lands after the hosted checkout. It
+ * takes no credential, so it asks Stripe only about a session this service opened for an
+ * upgrade that is still the account's open one: a session it never opened is 404, and one the
+ * webhook (or an earlier return) already turned into the paid tier is answered from the account.
+ */
+export async function completeCheckout(
+  app: PaidTierDeps & Pick<CheckoutDeps, 'stripeGuards'>,
+  sessionId: string,
+  clientIp: string,
+): Promise<SubscriptionResult> {
+  // Without Stripe configured, that is the answer (there is no budget to guard).
   const stripe = app.stripe;
+  await app.stripeGuards.admitReturn({ clientIp, sessionId });
+  const opened = await app.stripeGuards.openedCheckout(sessionId);
+  if (!opened) throw sessionNotOpenedHere(sessionId);
+  if (opened.purpose !== 'upgrade') {
+    throw new AppError('invalid_request', 'This checkout session was not created by the upgrade endpoint.', {
+      code: 'checkout_session_unknown',
+      param: 'session_id',
+    });
+  }
+  const account = await findAccount(app.db, opened.accountId);
+  if (!account) throw sessionNotOpenedHere(sessionId);
+  if (account.tier === 'paid') return subscriptionResult(account, 'already_paid', ALREADY_PAID);
+  if (account.checkout_session_id !== sessionId) {
+    throw new AppError(
+      'conflict',
+      'This checkout session was already used or replaced by a newer one; call the upgrade endpoint again.',
+      { code: 'checkout_session_used', param: 'session_id' },
+    );
+  }
   const session = await retrieveSession(stripe, sessionId);
   if (!session) {
     throw new AppError('not_found', `No checkout session ${sessionId} exists at the payment processor.`, {

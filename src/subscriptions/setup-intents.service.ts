@@ -7,6 +7,8 @@ import { subscribeAndUpgrade, type PaidTierDeps } from './paid-tier.service.js';
 import { cardOf, ensureCustomer, idOf, setDefaultPaymentMethod } from './stripe-customer.service.js';
 import { priceIdOf } from './stripe-subscription.service.js';
 import { ALREADY_PAID, subscriptionResult, type SubscriptionResult } from './subscription-result.presenter.js';
+import type { StripeGuards } from './stripe-guards.service.js';
+import { randomIdPart } from '../ids.js';
 
 // Setup intents: a card collected with Stripe.js, then used to upgrade or kept as the default.
 
@@ -87,31 +89,55 @@ export async function confirmUpgrade(
   );
 }
 
+/** Statuses in which a setup intent still waits for a card, so handing it out again is what the user wants. */
+const REUSABLE = new Set<Stripe.SetupIntent.Status>([
+  'requires_payment_method',
+  'requires_confirmation',
+  'requires_action',
+]);
+
 /**
  * POST /v1/subscription/update-payment-method: a setup intent for collecting a card with
  * Stripe.js. Meant for paid accounts changing card; also open to free accounts, which need it
  * for the setup-intent upgrade path and to fix a card after a failed payment moved them to free.
- * A fresh intent per request (keyed by the request id): an unused intent costs nothing.
+ * The account's latest intent is handed out again while it still waits for a card; a new one
+ * counts against STRIPE_SETUP_INTENTS_PER_ACCOUNT_PER_DAY (429 over it), so a key cannot mint
+ * card forms without end. The idempotency key is drawn by the service, never taken from the request.
  */
 export async function startPaymentMethodUpdate(
-  app: Pick<PaidTierDeps, 'db' | 'clock' | 'stripe'>,
+  app: Pick<PaidTierDeps, 'db' | 'clock' | 'stripe'> & { stripeGuards: StripeGuards },
   accountId: string,
-  requestId: string,
 ): Promise<SetupIntentResult> {
   const account = await getAccount(app, accountId);
   const stripe = app.stripe;
   const customerId = await ensureCustomer(app, stripe, account);
-  const si = await callStripe('creating the setup intent', () =>
-    stripe.setupIntents.create(
-      {
-        customer: customerId,
-        usage: 'off_session',
-        allowed_payment_method_types: ['card'],
-        metadata: { account_id: account.id },
-      },
-      { idempotencyKey: `setup-intent:${account.id}:${requestId}` },
-    ),
-  );
+  const latest = await app.stripeGuards.latestInFlight('setup-intent', account.id);
+  const open =
+    latest === undefined
+      ? undefined
+      : await retrieveSetupIntent(stripe, latest).catch((err: unknown) => {
+          // One Stripe no longer has is simply not reused; any other failure is the caller's answer.
+          if (err instanceof AppError && err.code === 'setup_intent_not_found') return undefined;
+          throw err;
+        });
+  let si: Stripe.SetupIntent;
+  if (open && REUSABLE.has(open.status) && idOf(open.customer) === customerId) {
+    si = open;
+  } else {
+    await app.stripeGuards.admitNew('setup-intent', account.id);
+    si = await callStripe('creating the setup intent', () =>
+      stripe.setupIntents.create(
+        {
+          customer: customerId,
+          usage: 'off_session',
+          allowed_payment_method_types: ['card'],
+          metadata: { account_id: account.id },
+        },
+        { idempotencyKey: `setup-intent:${account.id}:${randomIdPart(16)}` },
+      ),
+    );
+    await app.stripeGuards.rememberInFlight('setup-intent', account.id, si.id);
+  }
   return {
     setup_intent_id: si.id,
     client_secret: si.client_secret ?? '',

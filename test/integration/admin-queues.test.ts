@@ -140,16 +140,38 @@ describe('the queue dashboard at /admin/queues', function () {
       expect(r.status).to.equal(401);
     });
 
-    it('clears the session cookie at the log-out link', async () => {
+    it('clears the session cookie at a same-origin POST to log-out, and sends the browser back with 303', async () => {
       const res = await fetch(`${web.url}/admin/queues/logout`, {
+        method: 'POST',
         redirect: 'manual',
-        headers: { cookie: await signIn(web.url) },
+        headers: { cookie: await signIn(web.url), origin: web.url, ...HTML },
       });
-      expect(res.status).to.equal(302);
+      expect(res.status).to.equal(303);
       expect(res.headers.get('location')).to.equal('/admin/queues');
       expect(res.headers.getSetCookie().find((c) => c.startsWith('admin_session='))).to.match(
         /^admin_session=; path=\/admin\/queues; expires=Thu, 01 Jan 1970/,
       );
+    });
+
+    it('keeps the session at a GET of the log-out link, which shows a page whose button posts the log-out', async () => {
+      const cookie = await signIn(web.url);
+      const res = await fetch(`${web.url}/admin/queues/logout`, { redirect: 'manual', headers: { cookie, ...HTML } });
+      expect(res.status).to.equal(200);
+      expect(res.headers.getSetCookie()).to.deep.equal([]);
+      expect(await res.text()).to.contain('<form method="post" action="/admin/queues/logout">');
+      expect((await get(`${web.url}/admin/queues/api/queues`, { headers: { cookie } })).status).to.equal(200);
+    });
+
+    it('refuses a log-out POST from another site with 403 cross_site_request, and the session goes on', async () => {
+      const cookie = await signIn(web.url);
+      const r = await request('POST', `${web.url}/admin/queues/logout`, {
+        headers: { cookie, origin: 'https://evil.example' },
+        redirect: 'manual',
+      });
+      expect(r.status).to.equal(403);
+      expect(r.body.error).to.include({ type: 'permission_error', code: 'cross_site_request' });
+      expect(r.headers.getSetCookie()).to.deep.equal([]);
+      expect((await get(`${web.url}/admin/queues/api/queues`, { headers: { cookie } })).status).to.equal(200);
     });
 
     it('refuses a write action in read-only mode with 405 in the service’s error envelope, and the queue runs on', async () => {

@@ -202,7 +202,7 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       expect(subscriptionsOf(row.stripe_customer_id!)).to.have.length(0);
     });
 
-    it("refuses a session whose customer is not the account's customer with 403 and changes nothing", async () => {
+    it("refuses a session naming an account but paid by another account's customer with 404 and changes nothing", async () => {
       const victim = await createTestAccount(web.app);
       await startCheckout(victim);
       const attacker = await createTestAccount(web.app);
@@ -219,8 +219,10 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       });
       fake.completeCheckoutSession(forged.id);
       const r = await get(`${web.url}/v1/subscription/upgrade-success?session_id=${forged.id}`);
-      expect(r.status).to.equal(403);
-      expect(r.body.error.code).to.equal('checkout_session_not_yours');
+      // The service never opened it: refused without asking Stripe about it.
+      expect(r.status).to.equal(404);
+      expect(r.body.error.code).to.equal('checkout_session_not_found');
+      expect(fake.received('GET', new RegExp(`/v1/checkout/sessions/${forged.id}$`))).to.have.length(0);
       expect((await readAccount(victim.account.id)).tier).to.equal('free');
       expect((await readAccount(attacker.account.id)).tier).to.equal('free');
       expect(subscriptionsOf(attackerCustomer)).to.have.length(0);
@@ -238,7 +240,8 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       fake.completeCheckoutSession(foreign.id);
       const r = await get(`${web.url}/v1/subscription/upgrade-success?session_id=${foreign.id}`);
       expect(r.status).to.equal(404);
-      expect(r.body.error.code).to.equal('checkout_session_unknown');
+      expect(r.body.error.code).to.equal('checkout_session_not_found');
+      expect(fake.received('GET', new RegExp(`/v1/checkout/sessions/${foreign.id}$`))).to.have.length(0);
       expect((await readAccount(who.account.id)).tier).to.equal('free');
     });
 
@@ -569,7 +572,7 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       );
     });
 
-    it("refuses a card-change session of another account's customer with 403", async () => {
+    it("refuses a card-change session of another account's customer, which the service never opened, with 404", async () => {
       const victim = await createTestAccount(web.app);
       const { paymentMethod } = await upgradeThroughCheckout(victim);
       const attacker = await createTestAccount(web.app);
@@ -585,8 +588,10 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
       });
       fake.completeCheckoutSession(forged.id);
       const r = await cardReturn(forged.id);
-      expect(r.status).to.equal(403);
-      expect(r.body.error.code).to.equal('checkout_session_not_yours');
+      // The service never opened it: refused without asking Stripe about it.
+      expect(r.status).to.equal(404);
+      expect(r.body.error.code).to.equal('checkout_session_not_found');
+      expect(fake.received('GET', new RegExp(`/v1/checkout/sessions/${forged.id}$`))).to.have.length(0);
       expect((await readAccount(victim.account.id)).default_payment_method_id).to.equal(paymentMethod.id);
     });
 

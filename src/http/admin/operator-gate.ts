@@ -1,9 +1,11 @@
 import type { Middleware, ParameterizedContext } from 'koa';
 import type { Clock } from '../../clock.js';
+import type { Config } from '../../config.js';
 import { AppError } from '../../errors.js';
 import { escapeHtml, prefersHtml, renderPage, sendPage } from '../html.js';
 import { authorizationHeader, BEARER } from '../middleware/auth.js';
 import { readForm } from '../middleware/body.js';
+import { requireSameOrigin } from '../middleware/console-session.js';
 import type { AppState } from '../route.js';
 import { isOperatorSession, isOperatorToken, newOperatorSession, OPERATOR_SESSION_MS } from './operator-credential.js';
 
@@ -17,6 +19,8 @@ export interface OperatorGateOptions {
   clock: Clock;
   /** Where the pages live (/admin/queues): the form posts to `${basePath}/login`, the cookie is scoped to it. */
   basePath: string;
+  /** The public base URL: a same-origin check accepts its origin as well as the request's own. */
+  config: Pick<Config, 'http'>;
 }
 
 type GateContext = ParameterizedContext<AppState>;
@@ -24,11 +28,14 @@ type GateContext = ParameterizedContext<AppState>;
 /**
  * Lets a request through to what it guards when it carries the operator token, as a bearer
  * credential or as the session cookie the login form sets; answers the form's POST
- * (`${basePath}/login`) and the log-out link (`${basePath}/logout`) itself. Refused: 401, with the
- * login form for a browser asking for a page and the error envelope for anything else.
+ * (`${basePath}/login`) and log-out (`${basePath}/logout`) itself. Log-out changes state, so it is a
+ * POST from the dashboard's own origin (the cookie is SameSite=Strict, and the Origin check keeps
+ * another site from signing an operator out); a GET there (the board's menu link) shows a page
+ * whose button posts it. Refused: 401, with the login form for a browser asking for a page and the
+ * error envelope for anything else.
  */
 export function operatorGate(opts: OperatorGateOptions): Middleware<AppState> {
-  const { token, clock, basePath } = opts;
+  const { token, clock, basePath, config } = opts;
   const cookieOptions = (ctx: GateContext) => ({
     httpOnly: true,
     sameSite: 'strict' as const,
@@ -73,10 +80,23 @@ export function operatorGate(opts: OperatorGateOptions): Middleware<AppState> {
       await login(ctx);
       return;
     }
-    if (ctx.path === `${basePath}/logout` && ctx.method === 'GET') {
+    if (ctx.path === `${basePath}/logout` && ctx.method === 'POST') {
+      requireSameOrigin(ctx, config);
       ctx.cookies.set(OPERATOR_COOKIE, null, cookieOptions(ctx));
       ctx.redirect(basePath);
+      ctx.status = 303;
       return;
+    }
+    if (ctx.path === `${basePath}/logout` && (ctx.method === 'GET' || ctx.method === 'HEAD')) {
+      sendPage(ctx, 200, logoutPage(basePath));
+      return;
+    }
+    if (ctx.path === `${basePath}/logout`) {
+      throw new AppError('invalid_request', `Sign out with a POST to ${basePath}/logout.`, {
+        status: 405,
+        code: 'method_not_allowed',
+        headers: { Allow: 'GET, HEAD, POST' },
+      });
     }
     const header = authorizationHeader(ctx);
     if (header !== '') {
@@ -102,5 +122,16 @@ ${note ? `<p class="error" role="alert">${escapeHtml(note)}</p>` : ''}
   <input id="token" name="token" type="password" autocomplete="current-password" required autofocus size="48">
   <button type="submit">Sign in</button>
 </form>`,
+  });
+}
+
+function logoutPage(basePath: string): string {
+  return renderPage({
+    title: 'Queue dashboard: sign out',
+    body: `<h1>Queue dashboard</h1>
+<form method="post" action="${escapeHtml(`${basePath}/logout`)}">
+  <button type="submit" autofocus>Sign out</button>
+</form>
+<p><a href="${escapeHtml(basePath)}">Back to the queues</a></p>`,
   });
 }

@@ -77,7 +77,7 @@ export function queueDashboard(app: AppContext): Middleware<AppState> | undefine
     },
   });
   const board = server.registerPlugin() as Middleware<AppState>;
-  const gate = operatorGate({ token, clock: app.clock, basePath: QUEUE_DASHBOARD_PATH });
+  const gate = operatorGate({ token, clock: app.clock, basePath: QUEUE_DASHBOARD_PATH, config: app.config });
 
   return async (ctx, next) => {
     if (ctx.path !== QUEUE_DASHBOARD_PATH && !ctx.path.startsWith(`${QUEUE_DASHBOARD_PATH}/`)) {

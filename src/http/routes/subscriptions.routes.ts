@@ -25,7 +25,12 @@ const TAG = 'subscription';
 const result = (description: string) => ({ description, schema: SubscriptionResultSchema });
 const stripeFailed = { description: 'Stripe answered with an error; nothing was changed' };
 const stripeDown = {
-  description: 'Stripe is not configured (billing_not_configured), unreachable or timing out; nothing was changed',
+  description:
+    "Stripe is not configured (billing_not_configured), unreachable or timing out, or the deployment's Stripe call budget stayed in use past STRIPE_PACE_MAX_WAIT_MS (payment_processor_busy, with Retry-After); nothing was changed",
+};
+const returnLimited = {
+  description:
+    'Too many returns from the client network (STRIPE_RETURNS_PER_CLIENT_PER_MINUTE) or for this session id (STRIPE_RETURNS_PER_SESSION_PER_MINUTE), with Retry-After (rate_limit_exceeded)',
 };
 
 /** How confirm-upgrade and confirm-payment-update refuse a setup intent. */
@@ -145,15 +150,20 @@ export function subscriptionRoutes(): RouteSpec[] {
       responses: {
         200: result('Upgraded (or already paid)'),
         303: consoleRedirect('`/console/billing?upgrade=done`'),
+        400: { description: 'The session was made to change a card, not to upgrade (checkout_session_unknown)' },
         403: { description: "The session's customer is not the account's customer" },
-        404: { description: 'No such session, or it belongs to no account of this service' },
+        404: {
+          description:
+            'This service opened no checkout session by that id, or too long ago (checkout_session_not_found); Stripe is not asked',
+        },
         409: { description: 'The session is not complete, expired, or already used' },
+        429: returnLimited,
         502: stripeFailed,
         503: stripeDown,
       },
       handler: async (ctx, app) => {
         const { session_id } = ctx.state.query as { session_id: string };
-        await checkoutReturn(ctx, 'upgrade', 'done', () => completeCheckout(app, session_id));
+        await checkoutReturn(ctx, 'upgrade', 'done', () => completeCheckout(app, session_id, ctx.ip));
       },
     },
     {
@@ -177,17 +187,21 @@ export function subscriptionRoutes(): RouteSpec[] {
       path: '/v1/subscription/update-payment-method',
       operationId: 'updatePaymentMethod',
       summary:
-        'A new setup intent for adding or changing the card (confirm it with Stripe.js, then call confirm-payment-update or confirm-upgrade)',
+        'A setup intent for adding or changing the card (confirm it with Stripe.js, then call confirm-payment-update or confirm-upgrade); the open one is returned again while it waits for a card',
       tag: TAG,
       auth: 'api_key_or_jwt',
       responses: {
         200: { description: 'The setup intent and its client secret', schema: SetupIntentResultSchema },
+        429: {
+          description:
+            'The account opened STRIPE_SETUP_INTENTS_PER_ACCOUNT_PER_DAY setup intents in 24 hours and none still waits for a card (too_many_setup_intents)',
+        },
         502: stripeFailed,
         503: stripeDown,
       },
       handler: async (ctx: HttpContext, app: AppContext) => {
         ctx.set('Cache-Control', 'no-store');
-        ctx.body = await startPaymentMethodUpdate(app, accountOf(ctx).id, ctx.state.requestId);
+        ctx.body = await startPaymentMethodUpdate(app, accountOf(ctx).id);
       },
     },
     {
@@ -202,12 +216,16 @@ export function subscriptionRoutes(): RouteSpec[] {
       auth: 'api_key_or_jwt',
       responses: {
         200: { description: 'The checkout session to open', schema: CardCheckoutSchema },
+        429: {
+          description:
+            'The account opened STRIPE_CARD_CHECKOUTS_PER_ACCOUNT_PER_DAY card-change sessions in 24 hours and none is still open (too_many_card_checkouts)',
+        },
         502: stripeFailed,
         503: stripeDown,
       },
       handler: async (ctx, app) => {
         ctx.set('Cache-Control', 'no-store');
-        ctx.body = await startCardCheckout(app, accountOf(ctx).id, ctx.state.requestId);
+        ctx.body = await startCardCheckout(app, accountOf(ctx).id);
       },
     },
     {
@@ -225,14 +243,18 @@ export function subscriptionRoutes(): RouteSpec[] {
         303: consoleRedirect('`/console/billing?card=updated`'),
         400: { description: 'The session was not made by payment-method-checkout (checkout_session_unknown)' },
         403: { description: "The session's customer is not the account's customer" },
-        404: { description: 'No such session, or it belongs to no account of this service' },
+        404: {
+          description:
+            'This service opened no checkout session by that id, or too long ago (checkout_session_not_found); Stripe is not asked',
+        },
         409: { description: 'The session is not complete, or expired' },
+        429: returnLimited,
         502: stripeFailed,
         503: stripeDown,
       },
       handler: async (ctx, app) => {
         const { session_id } = ctx.state.query as { session_id: string };
-        await checkoutReturn(ctx, 'card', 'updated', () => completeCardCheckout(app, session_id));
+        await checkoutReturn(ctx, 'card', 'updated', () => completeCardCheckout(app, session_id, ctx.ip));
       },
     },
     {
