@@ -3,9 +3,16 @@
 // and tool calls (json-schema-faker, Ajv, tokenizing the answer) and the token count of a large
 // prompt. A task past its time budget has its thread terminated and replaced (piscina).
 import { Piscina } from 'piscina';
-import { countPromptTokens } from './tokenizer.js';
-import type { PlanChoicesTask, PlanChoicesResult, PromptTokensTask, TaskStarted } from './compute-tasks.js';
-import type { ChatMessage, CompletionParams } from './types.js';
+import { countPromptTokens, INLINE_TOKENIZE_MAX_CHARS, promptChars } from './tokenizer.js';
+import {
+  answerProblem,
+  type AnswerProblemTask,
+  type PlanChoicesTask,
+  type PlanChoicesResult,
+  type PromptTokensTask,
+  type TaskStarted,
+} from './compute-tasks.js';
+import type { ChatMessage, CompletionParams, JsonSchemaObject } from './types.js';
 
 export interface ComputePoolOptions {
   /** COMPUTE_THREADS: threads in this process's pool, started on its first task. */
@@ -26,12 +33,6 @@ export class ComputeLimitError extends Error {
     this.name = 'ComputeLimitError';
   }
 }
-
-/**
- * Prompts of up to this many characters are counted on the event loop (about a millisecond); larger
- * ones, up to the request bound's 5 MB (about 100 ms), on a thread.
- */
-export const INLINE_TOKENIZE_MAX_CHARS = 64_000;
 
 // Abortable tasks never share a thread (piscina), so a started task owns its thread until it ends.
 const TASKS = new URL('./compute-tasks.js', import.meta.url).href;
@@ -68,13 +69,37 @@ export class ComputePool {
     return this.run<number>('promptTokens', (taskId): PromptTokensTask => ({ taskId, messages, extras }));
   }
 
+  /**
+   * Why a strict json_schema answer is refused, or undefined when it matches (checked-output.ts):
+   * on a thread when the schema and the answer are large (compiling and running the schema).
+   */
+  async answerProblem(schema: JsonSchemaObject, text: string, signal: AbortSignal): Promise<string | undefined> {
+    if (text.length + JSON.stringify(schema).length <= INLINE_TOKENIZE_MAX_CHARS) return answerProblem(schema, text);
+    return this.run<string | undefined>(
+      'answerProblemTask',
+      (taskId): AnswerProblemTask => ({ taskId, schema, text }),
+      undefined,
+      signal,
+    );
+  }
+
+  /** How many tasks the threads have finished. */
+  get completedTasks(): number {
+    return this.pool?.completed ?? 0;
+  }
+
   /** Ends every thread at once, tasks in progress included (their requests fail). */
   async close(): Promise<void> {
     this.closed = true;
     await this.pool?.destroy();
   }
 
-  private start(): Piscina {
+  /** Starts the threads now, so the first task does not wait for them to load (a worker process, at start-up). */
+  start(): void {
+    this.threadsOrStart();
+  }
+
+  private threadsOrStart(): Piscina {
     if (this.closed) throw new Error('the compute pool is closed');
     if (this.pool) return this.pool;
     const pool = new Piscina({
@@ -98,7 +123,7 @@ export class ComputePool {
     budgetMs?: number,
     signal?: AbortSignal,
   ): Promise<T> {
-    const pool = this.start();
+    const pool = this.threadsOrStart();
     const taskId = ++this.nextTaskId;
     const controller = new AbortController();
     const stop = () => controller.abort(signal?.reason);
@@ -126,15 +151,4 @@ export class ComputePool {
       signal?.removeEventListener('abort', stop);
     }
   }
-}
-
-function promptChars(messages: readonly ChatMessage[], extras: Pick<CompletionParams, 'tools' | 'response_format'>) {
-  let chars = 0;
-  for (const m of messages) {
-    chars += typeof m.content === 'string' ? m.content.length : JSON.stringify(m.content ?? '').length;
-    if (m.tool_calls) chars += JSON.stringify(m.tool_calls).length;
-  }
-  if (extras.tools) chars += JSON.stringify(extras.tools).length;
-  if (extras.response_format) chars += JSON.stringify(extras.response_format).length;
-  return chars;
 }

@@ -2,8 +2,9 @@
 // Each first tells the pool it began, so a time budget counts the thread's time, not the wait for it.
 import { parentPort } from 'node:worker_threads';
 import { AnswerTooLarge, planChoice, type PlannedChoice } from './local/local-answer.js';
+import { schemaMismatch } from './json-schema.js';
 import { countPromptTokens } from './tokenizer.js';
-import type { ChatMessage, CompletionParams } from './types.js';
+import type { ChatMessage, CompletionParams, JsonSchemaObject } from './types.js';
 
 export interface TaskStarted {
   started: number;
@@ -21,6 +22,12 @@ export interface PromptTokensTask {
   taskId: number;
   messages: readonly ChatMessage[];
   extras: Pick<CompletionParams, 'tools' | 'response_format'>;
+}
+
+export interface AnswerProblemTask {
+  taskId: number;
+  schema: JsonSchemaObject;
+  text: string;
 }
 
 const started = (taskId: number) => parentPort?.postMessage({ started: taskId } satisfies TaskStarted);
@@ -43,4 +50,20 @@ export function planChoices({ taskId, params, maxAnswerChars }: PlanChoicesTask)
 export function promptTokens({ taskId, messages, extras }: PromptTokensTask): number {
   started(taskId);
   return countPromptTokens(messages, extras);
+}
+
+/** Why a strict json_schema answer is refused (see checked-output.ts), or undefined when it matches. */
+export function answerProblem(schema: JsonSchemaObject, text: string): string | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return 'it is not JSON';
+  }
+  return schemaMismatch(schema, value);
+}
+
+export function answerProblemTask({ taskId, schema, text }: AnswerProblemTask): string | undefined {
+  started(taskId);
+  return answerProblem(schema, text);
 }

@@ -73,7 +73,7 @@ export class ProviderRegistry {
     if (!adapter) throw new Error(`provider ${name}: its adapter is not loaded (loadAdapters)`);
     if (providers.backend === 'local' && name !== 'local')
       return this.once(`local-as-${name}`, local, () =>
-        withCheckedOutput(new LocalProvider(providers.local, this.compute, adapter.rules)),
+        withCheckedOutput(new LocalProvider(providers.local, this.compute, adapter.rules), this.compute),
       );
     // By the plug-in's name: the settings' type covers providers.ts's list, a test's own plug-in too.
     const settings = (providers as unknown as Record<string, SettingsOf<typeof plugin.settings>>)[name]!;
@@ -88,6 +88,7 @@ export class ProviderRegistry {
             compute: this.compute,
           }),
         ),
+        this.compute,
       ),
     );
   }

@@ -399,8 +399,10 @@ describe('local model', () => {
 
     it('counts a large prompt on a compute thread as the event loop counts it', async () => {
       const long = params({ messages: [{ role: 'user', content: 'word '.repeat(30_000) }] });
+      const before = compute.completedTasks;
       const r = await collect(fast, long);
       expect(r.usage!.prompt_tokens).to.equal(countPromptTokens(long.messages, long));
+      expect(compute.completedTasks).to.equal(before + 1);
     });
   });
 });

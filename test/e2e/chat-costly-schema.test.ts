@@ -1,0 +1,126 @@
+import { expect } from 'chai';
+import { createContext, type AppContext } from '../../src/context.js';
+import { createTestAccount, type TestAccount } from '../support/accounts.js';
+import { isolatedPrefix, testConfig } from '../support/env.js';
+import { eventually, post, type HttpResult } from '../support/http.js';
+import { usageRowsOf } from '../support/ledger.repository.js';
+import { rolesPerTest } from '../support/processes.js';
+
+// A strict json_schema within every admission limit that still costs the local model seconds of
+// CPU: a thousand required strings of a thousand characters (json-schema-faker, Ajv and the
+// tokenizer over a million characters, about 7 s on one core when it ran on the event loop).
+const PROPERTIES = 1000;
+const costlySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: Object.fromEntries(
+    Array.from({ length: PROPERTIES }, (_, i) => [`field_${i}`, { type: 'string', minLength: 1000 }]),
+  ),
+  required: Array.from({ length: PROPERTIES }, (_, i) => `field_${i}`),
+};
+const costly = {
+  model: 'gpt-4.1-mini',
+  messages: [{ role: 'user', content: 'Fill in the form' }],
+  response_format: { type: 'json_schema', json_schema: { name: 'form', strict: true, schema: costlySchema } },
+};
+const plain = { model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 20 };
+
+// Short enough for the test, long enough that the costly request is still being generated while
+// another account's request is answered; the size limit set out of the way, so the time budget ends it.
+const BUDGET_MS = 3000;
+
+describe('a costly schema on the local model: the worker stays free and the request ends within its budget', function () {
+  this.timeout(60_000);
+  const start = rolesPerTest();
+  let app: AppContext;
+  let queues: AppContext;
+  let patient: TestAccount;
+  let other: TestAccount;
+  let env: Record<string, string>;
+
+  before(async () => {
+    app = createContext(testConfig(), { role: 'test' });
+  });
+  beforeEach(async () => {
+    env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '1000000',
+      LOCAL_MODEL_GENERATION_BUDGET_MS: String(BUDGET_MS),
+      LOCAL_MODEL_MAX_ANSWER_CHARS: '10000000',
+    };
+    queues = createContext(testConfig({ REDIS_PREFIX: env.REDIS_PREFIX! }), { role: 'test' });
+    [patient, other] = await Promise.all([
+      createTestAccount(app, { tier: 'paid' }),
+      createTestAccount(app, { tier: 'paid' }),
+    ]);
+  });
+  afterEach(async () => queues.close());
+  after(async () => app.close());
+
+  /** The costly request sent to the only worker, and the moment its job is running there. */
+  async function costlyInFlight(webUrl: string) {
+    const sentAt = performance.now();
+    const answer = post(`${webUrl}/v1/chat/completions`, costly, { bearer: patient.apiKey }).then((r) => ({
+      r,
+      endedAt: performance.now(),
+    }));
+    await eventually(
+      async () => {
+        const active = await Promise.all(queues.completionQueues.map((q) => q.getActiveCount()));
+        return active.some((n) => n > 0) ? true : undefined;
+      },
+      'the costly job to be running on the worker',
+      15_000,
+      10,
+    );
+    return { sentAt, takenAt: performance.now(), answer };
+  }
+
+  it("answers another account's completion 200 within 2 s while a costly json_schema is generated on the only worker", async () => {
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    const { answer } = await costlyInFlight(web.url);
+
+    const askedAt = performance.now();
+    const r: HttpResult = await post(`${web.url}/v1/chat/completions`, plain, {
+      bearer: other.apiKey,
+      signal: AbortSignal.timeout(15_000),
+    });
+    const answeredAt = performance.now();
+    const costlyEnd = await answer;
+
+    expect(r.status, r.text).to.equal(200);
+    expect(r.body.choices[0].message.content).to.be.a('string').and.not.empty;
+    expect(answeredAt - askedAt, 'latency of the other account').to.be.below(2000);
+    // It was answered while the costly request was still running, not after it.
+    expect(answeredAt).to.be.below(costlyEnd.endedAt);
+    console.log(
+      `      other account: ${Math.round(answeredAt - askedAt)} ms; costly request ended ${Math.round(costlyEnd.endedAt - answeredAt)} ms later`,
+    );
+  });
+
+  it('ends the costly request with 400 generation_budget_exceeded within its budget, billed nothing', async () => {
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    const { sentAt, takenAt, answer } = await costlyInFlight(web.url);
+    const { r, endedAt } = await answer;
+
+    expect(r.status, `${r.status} ${r.text.slice(0, 300)}`).to.equal(400);
+    expect(r.body.error).to.include({
+      type: 'invalid_request_error',
+      code: 'generation_budget_exceeded',
+      param: 'response_format',
+    });
+    expect(r.body.error.message).to.match(/^The local model exceeded its generation budget/);
+    // The budget counts the thread's time; starting the pool's threads and the relay come on top.
+    expect(endedAt - sentAt, 'the costly request ended').to.be.below(BUDGET_MS + 3000);
+    console.log(
+      `      costly request ended ${Math.round(endedAt - sentAt)} ms after sent, ${Math.round(endedAt - takenAt)} ms after taken (budget ${BUDGET_MS} ms)`,
+    );
+    // Nothing reached the client, so nothing is billed: one failed row with no tokens.
+    const rows = await eventually(async () => {
+      const found = await usageRowsOf(app.db, patient.account.id);
+      return found.length > 0 ? found : undefined;
+    }, 'the failed request in the ledger');
+    expect(rows.map((x) => [x.status, x.prompt_tokens, x.completion_tokens])).to.deep.equal([['failed', 0, 0]]);
+  });
+});
