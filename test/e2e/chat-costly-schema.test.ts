@@ -103,6 +103,9 @@ describe('a costly schema on the local model: the worker stays free and the requ
     const [web] = await Promise.all([start('web', env), start('worker', env)]);
     const { sentAt, takenAt, answer } = await costlyInFlight(web.url);
     const { r, endedAt } = await answer;
+    console.log(
+      `      costly request ended ${Math.round(endedAt - sentAt)} ms after sent, ${Math.round(endedAt - takenAt)} ms after taken (budget ${BUDGET_MS} ms)`,
+    );
 
     expect(r.status, `${r.status} ${r.text.slice(0, 300)}`).to.equal(400);
     expect(r.body.error).to.include({
@@ -111,11 +114,10 @@ describe('a costly schema on the local model: the worker stays free and the requ
       param: 'response_format',
     });
     expect(r.body.error.message).to.match(/^The local model exceeded its generation budget/);
-    // The budget counts the thread's time; starting the pool's threads and the relay come on top.
-    expect(endedAt - sentAt, 'the costly request ended').to.be.below(BUDGET_MS + 3000);
-    console.log(
-      `      costly request ended ${Math.round(endedAt - sentAt)} ms after sent, ${Math.round(endedAt - takenAt)} ms after taken (budget ${BUDGET_MS} ms)`,
-    );
+    // The budget counts from when a thread takes the request; a thread still loading when the
+    // worker has just started, and the relay, come on top. (Admission on the web tier, which
+    // compiles the schema, comes before the worker takes it.)
+    expect(endedAt - takenAt, 'the costly request ended after the worker took it').to.be.below(BUDGET_MS + 2000);
     // Nothing reached the client, so nothing is billed: one failed row with no tokens.
     const rows = await eventually(async () => {
       const found = await usageRowsOf(app.db, patient.account.id);
