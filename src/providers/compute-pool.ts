@@ -106,7 +106,6 @@ export class ComputePool {
       filename: TASKS,
       minThreads: this.opts.threads,
       maxThreads: this.opts.threads,
-      idleTimeout: 60_000,
       resourceLimits: { maxOldGenerationSizeMb: this.opts.threadHeapMb },
       // Below the event loop's priority where the OS allows it (@napi-rs/nice, optional): on a busy
       // machine the relay and heartbeats win the CPU.
