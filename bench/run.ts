@@ -18,7 +18,7 @@ import { createContext } from '../src/context.js';
 import { generateApiKey } from '../src/accounts/api-keys.js';
 import { loadCatalog } from '../src/catalog/catalog.js';
 import { holdStreams, percentile, runLoad, runOpenLoop, type LoadResult } from './loadgen.js';
-import { prng as seededRandom } from '../src/providers/local/local.provider.js';
+import { prng as seededRandom } from '../src/providers/local/local-answer.js';
 import { PORTKEY_VERSION, startPortkey } from './peers.js';
 import { createServer } from 'node:net';
 import { usageStreamKeys } from '../src/usage/usage-stream.js';

@@ -119,6 +119,12 @@ export interface Config {
     requestTimeoutMs: number;
     maxRetries: number;
   } & ProviderSettings;
+  /** Worker threads for CPU-heavy request work (providers/compute-pool.ts), per process, started on first use. */
+  compute: {
+    threads: number;
+    /** Each thread's heap: a task that needs more ends with its thread. */
+    threadHeapMb: number;
+  };
   queue: {
     workerConcurrency: number;
     maxDepth: number;
@@ -531,6 +537,10 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       ...(Object.fromEntries(plugins.map((p) => [p.name, r.settings(p.settings)])) as ProviderSettings),
       requestTimeoutMs: r.int('UPSTREAM_TIMEOUT_MS', 120_000, 1000, 3_600_000),
       maxRetries: r.int('UPSTREAM_MAX_RETRIES', 2, 0, 10),
+    },
+    compute: {
+      threads: r.int('COMPUTE_THREADS', 2, 1, 64),
+      threadHeapMb: r.int('COMPUTE_THREAD_HEAP_MB', 512, 64, 16_384),
     },
     queue: {
       workerConcurrency: r.int('WORKER_CONCURRENCY', 1000, 1, 100_000),

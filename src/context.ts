@@ -12,6 +12,7 @@ import { traceLogFields } from './infra/tracing.js';
 import { AppError } from './errors.js';
 import { catalogFile, loadCatalog, type Catalog } from './catalog/catalog.js';
 import { ProviderRegistry } from './providers/registry.js';
+import { ComputePool } from './providers/compute-pool.js';
 import { Limiter } from './limits/limiter.service.js';
 import { SignupLimits } from './accounts/signup-limits.js';
 import { StripeGuards } from './subscriptions/stripe-guards.service.js';
@@ -58,6 +59,7 @@ export class AppContext {
   private built: {
     catalog?: Catalog;
     providers?: ProviderRegistry;
+    compute?: ComputePool;
     signupLimits?: SignupLimits;
     signInLimits?: SignupLimits;
     stripeGuards?: StripeGuards;
@@ -111,7 +113,18 @@ export class AppContext {
   }
 
   get providers(): ProviderRegistry {
-    return (this.built.providers ??= new ProviderRegistry(this.config));
+    return (this.built.providers ??= new ProviderRegistry(this.config, this.compute));
+  }
+
+  /** The process's compute threads (COMPUTE_THREADS), started by their first task: none in a web process. */
+  get compute(): ComputePool {
+    return (this.built.compute ??= this.closing(
+      new ComputePool({
+        ...this.config.compute,
+        onError: (err) => this.log.error({ err }, 'a compute thread failed'),
+      }),
+      (pool) => pool.close(),
+    ));
   }
 
   get signupLimits(): SignupLimits {

@@ -59,6 +59,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   await cancels.ssubscribe(channel);
   // Fail at start-up, not on the first request, when the catalog file is wrong.
   app.checkCatalog();
+  app.compute.start();
 
   const presence = new WorkerPresence(app.redis, prefix, workerId, ttl, () => ({
     concurrency: config.queue.workerConcurrency,

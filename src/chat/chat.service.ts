@@ -4,7 +4,7 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import { AppError, validationError } from '../errors.js';
-import { countPromptTokens, IMAGE_TOKENS } from '../providers/tokenizer.js';
+import { countPromptTokens, IMAGE_TOKENS, INLINE_TOKENIZE_MAX_CHARS, promptChars } from '../providers/tokenizer.js';
 import { imagesOf, textOf } from '../providers/messages.js';
 import type { CompletionParams } from '../providers/types.js';
 import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.schema.js';
@@ -15,21 +15,17 @@ import { completionId } from './relay-protocol.js';
 import { completionParamsOf } from './request-forms.js';
 
 /**
- * Above this many characters the prompt is not tokenized on the web tier (it would hold the event
- * loop for every other client); its token count is estimated as UTF-8 bytes / 3, generous on
- * purpose for the reservation, and the worker settles to the real count.
+ * A prompt too large to tokenize on the web tier's event loop (INLINE_TOKENIZE_MAX_CHARS) is
+ * estimated as UTF-8 bytes / 3, generous on purpose for the reservation; the worker settles to the
+ * real count.
  */
-const TOKENIZE_LIMIT_CHARS = 64_000;
-
 function estimatePromptTokens(params: CompletionParams): number {
   const { messages, tools, response_format } = params;
+  if (promptChars(messages, params) <= INLINE_TOKENIZE_MAX_CHARS) return countPromptTokens(messages, params);
   // Tool calls, tool definitions and a json_schema count by their JSON text; images by IMAGE_TOKENS each.
   const texts = messages.map((m) => textOf(m.content) + (m.tool_calls ? JSON.stringify(m.tool_calls) : ''));
   if (tools) texts.push(JSON.stringify(tools));
   if (response_format) texts.push(JSON.stringify(response_format));
-  let chars = 0;
-  for (const t of texts) chars += t.length;
-  if (chars <= TOKENIZE_LIMIT_CHARS) return countPromptTokens(messages, params);
   let bytes = 0;
   for (const t of texts) bytes += Buffer.byteLength(t);
   let images = 0;

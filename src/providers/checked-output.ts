@@ -2,19 +2,23 @@
 // of it: each choice's text is held until the choice finishes, parsed and validated, then sent
 // whole; one that does not match fails the request (502) rather than reach the client.
 import { AppError } from '../errors.js';
-import { schemaMismatch } from './json-schema.js';
+import type { ComputePool } from './compute-pool.js';
+import type { AnswerVerdict } from './compute-tasks.js';
 import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
 
 /** The provider with its strict json_schema answers checked (any other request passes untouched). */
-export function withCheckedOutput(inner: Provider): Provider {
+export function withCheckedOutput(inner: Provider, compute: ComputePool): Provider {
   const complete = inner.complete?.bind(inner);
   const checked =
     (source: (p: CompletionParams, s: AbortSignal) => AsyncIterable<CompletionEvent>) =>
     (p: CompletionParams, signal: AbortSignal) => {
       const format = p.response_format;
-      return format?.type === 'json_schema' && format.json_schema.strict === true && format.json_schema.schema
-        ? checkAnswers(source(p, signal), format.json_schema.name, format.json_schema.schema)
-        : source(p, signal);
+      if (format?.type !== 'json_schema' || format.json_schema.strict !== true || !format.json_schema.schema)
+        return source(p, signal);
+      const schema = format.json_schema.schema;
+      return checkAnswers(source(p, signal), format.json_schema.name, (text) =>
+        compute.answerProblem(schema, text, signal),
+      );
     };
   return {
     name: inner.name,
@@ -27,22 +31,10 @@ export function withCheckedOutput(inner: Provider): Provider {
   };
 }
 
-/** schemaMismatch, with a schema that does not compile as the client's error (admission does not compile it). */
-function mismatchOf(name: string, schema: Record<string, unknown>, answer: unknown): string | undefined {
-  try {
-    return schemaMismatch(schema, answer);
-  } catch {
-    throw new AppError('invalid_request', `The json_schema '${name}' could not be compiled to check the answer`, {
-      code: 'invalid_json_schema',
-      param: 'response_format.json_schema.schema',
-    });
-  }
-}
-
 async function* checkAnswers(
   events: AsyncIterable<CompletionEvent>,
   name: string,
-  schema: Record<string, unknown>,
+  problemOf: (text: string) => Promise<AnswerVerdict>,
 ): AsyncGenerator<CompletionEvent> {
   const held = new Map<number, string>();
   for await (const ev of events) {
@@ -54,14 +46,12 @@ async function* checkAnswers(
       const text = held.get(ev.index) ?? '';
       // A choice cut at max_tokens, or one that called tools, is not an answer to check.
       if (ev.reason === 'stop' && text !== '') {
-        let problem: string | undefined;
-        let answer: unknown;
-        try {
-          answer = JSON.parse(text);
-        } catch {
-          problem = 'it is not JSON';
-        }
-        if (problem === undefined) problem = mismatchOf(name, schema, answer);
+        const problem = await problemOf(text);
+        if (typeof problem === 'object')
+          throw new AppError('invalid_request', `The json_schema '${name}' could not be compiled to check the answer`, {
+            code: 'invalid_json_schema',
+            param: 'response_format.json_schema.schema',
+          });
         if (problem)
           throw new ProviderError(
             `The model's answer does not match the json_schema '${name}': ${problem}`,

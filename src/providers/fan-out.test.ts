@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { AnthropicProvider } from './anthropic/anthropic.provider.js';
 import { startFakeAnthropic, type FakeAnthropic } from './anthropic/anthropic.fake.js';
 import { withCheckedOutput } from './checked-output.js';
+import { ComputePool } from './compute-pool.js';
 import { withFanOut } from './fan-out.js';
 import { collectEvents } from './testing/upstream-fake.js';
 import { ProviderError, type CompletionParams, type Provider } from './types.js';
@@ -11,6 +12,9 @@ const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   messages: [{ role: 'user', content: 'Hello?' }],
   ...over,
 });
+
+// Checks of small answers run inline; the pool starts no thread for them.
+const compute = new ComputePool({ threads: 1, threadHeapMb: 128, onError: () => undefined });
 
 describe('n on a provider without n, and strict json_schema answers (wrappers over an adapter)', () => {
   let fake: FakeAnthropic;
@@ -23,10 +27,10 @@ describe('n on a provider without n, and strict json_schema answers (wrappers ov
       timeoutMs: 5000,
       defaultMaxTokens: 100,
     });
-    provider = withCheckedOutput(withFanOut(adapter));
+    provider = withCheckedOutput(withFanOut(adapter), compute);
   });
   afterEach(() => fake.reset());
-  after(() => fake.close());
+  after(() => Promise.all([fake.close(), compute.close()]));
 
   for (const how of ['stream', 'complete'] as const) {
     it(`makes n = 3 as three calls of one choice each, merged into choices 0 to 2 with the usage summed (${how})`, async () => {
@@ -70,5 +74,16 @@ describe('n on a provider without n, and strict json_schema answers (wrappers ov
     expect(r.events.filter((e) => e.type === 'delta')).to.deep.equal([]);
     expect(r.error).to.be.instanceOf(ProviderError);
     expect((r.error as Error).message).to.match(/does not match the json_schema 'answer': \/n must be integer/);
+  });
+
+  it('checks a large strict json_schema answer on a compute thread, with the same verdict', async () => {
+    const big = { type: 'object', properties: { text: { type: 'string', maxLength: 50_000 } }, required: ['text'] };
+    fake.script({ toolCalls: [{ name: 'answer', arguments: [JSON.stringify({ text: 'x'.repeat(70_000) })] }] });
+    const r = await collectEvents(provider.stream(strict(big), new AbortController().signal));
+    expect(r.events.filter((e) => e.type === 'delta')).to.deep.equal([]);
+    expect((r.error as Error).message).to.match(
+      /does not match the json_schema 'answer': \/text must NOT have more than 50000 characters/,
+    );
+    expect(compute.completedTasks).to.equal(1);
   });
 });

@@ -2,7 +2,7 @@
 // without recursion: sizes, counts, the lengths the service can write, and patterns.
 import { SCHEMA_LIMITS, formatCount, MAX_ANSWER_TOKENS, type SchemaIssue } from './json-schema-limits.js';
 import { forEachSubschema, type Loc, type SchemaNode } from './json-schema-walk.js';
-import { patternProblem } from './linear-regexp.js';
+import { patternCheck } from './linear-regexp.js';
 
 /** At most this many issues are reported for one schema. */
 const MAX_ISSUES = 10;
@@ -31,7 +31,12 @@ const producible: [keyword: string, limit: number, what: (n: string) => string][
   ],
 ];
 
-function nodeIssues(s: Record<string, unknown>, at: Loc, issues: SchemaIssue[]): number {
+function nodeIssues(
+  s: Record<string, unknown>,
+  at: Loc,
+  issues: SchemaIssue[],
+  patternProblem: (pattern: string) => string | undefined,
+): number {
   let properties = 0;
   if (s.properties !== null && typeof s.properties === 'object') {
     properties = Object.keys(s.properties).length;
@@ -80,16 +85,32 @@ export function limitIssues(schema: SchemaNode): SchemaIssue[] {
     ];
   const issues: SchemaIssue[] = [];
   let properties = 0;
+  // Each distinct pattern is checked once, and their lengths as the engine runs them add up.
+  const patterns = new Map<string, string | undefined>();
+  let patternChars = 0;
+  const patternProblem = (pattern: string) => {
+    if (patterns.has(pattern)) return patterns.get(pattern);
+    const check = patternCheck(pattern);
+    const problem = 'problem' in check ? check.problem : undefined;
+    if ('chars' in check) patternChars += check.chars;
+    patterns.set(pattern, problem);
+    return problem;
+  };
   const refs = new Set<string>();
   forEachSubschema(schema, (node, at) => {
     if (typeof node !== 'object') return;
     if (typeof node.$ref === 'string') refs.add(node.$ref);
-    if (issues.length < MAX_ISSUES) properties += nodeIssues(node, at, issues);
+    if (issues.length < MAX_ISSUES) properties += nodeIssues(node, at, issues, patternProblem);
   });
   if (refs.size > SCHEMA_LIMITS.refs)
     issues.push({
       at: [],
       msg: `The schema has ${formatCount(refs.size)} distinct $refs; at most ${formatCount(SCHEMA_LIMITS.refs)} are supported`,
+    });
+  if (patternChars > SCHEMA_LIMITS.patternWrittenChars)
+    issues.push({
+      at: [],
+      msg: `The schema's patterns come to ${formatCount(patternChars)} characters with their counted repetitions written out; at most ${formatCount(SCHEMA_LIMITS.patternWrittenChars)} are supported (bound strings with maxLength instead)`,
     });
   if (properties > SCHEMA_LIMITS.properties)
     issues.push({

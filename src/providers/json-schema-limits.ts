@@ -32,10 +32,11 @@ export const SCHEMA_LIMITS = {
   /** The largest count of a pattern's counted repetition ({n}, {n,m}), as RE2 allows. */
   patternRepetitions: 1000,
   /**
-   * A pattern with its counted repetitions written out (how the linear engine runs them): the
-   * engine's work per character of a string grows with it.
+   * The schema's distinct patterns with their counted repetitions written out (how the linear
+   * engine runs them), added up: the engine's work per character grows with a pattern's length,
+   * and writing them out is the admission's costliest check.
    */
-  patternWrittenChars: 20_000,
+  patternWrittenChars: 50_000,
 } as const;
 
 /** A problem with a client's schema: where in the schema (keys and indexes from its root) and what. */

@@ -2,7 +2,7 @@
 // string can make matching backtrack: the time is linear in the string whatever the pattern.
 import v8 from 'node:v8';
 import regexpTree from 'regexp-tree';
-import type { AstNode } from 'regexp-tree/ast';
+import type { AstNode, Expression } from 'regexp-tree/ast';
 import { formatCount, SCHEMA_LIMITS } from './json-schema-limits.js';
 
 v8.setFlagsFromString('--enable-experimental-regexp-engine');
@@ -13,25 +13,31 @@ v8.setFlagsFromString('--enable-experimental-regexp-engine-on-excessive-backtrac
 // Without the 'u' flag (the linear engine does not take it), these would silently mean something else.
 const UNICODE_ONLY = /\\[pP]\{|\\u\{|[\ud800-\udfff]/;
 
-/** Why the service will not run `pattern`, or undefined when it will (see linearRegExp). */
-export function patternProblem(pattern: string): string | undefined {
+/**
+ * Why the service will not run `pattern`, or how long it is as the engine runs it (written out,
+ * see linearRegExp): the engine's work per character of a string grows with that length.
+ */
+export function patternCheck(pattern: string): { problem: string } | { chars: number } {
   try {
     new RegExp(pattern, 'u');
   } catch {
-    return `'${pattern}' is not a valid regular expression (ECMA-262, as JSON Schema's pattern is)`;
+    return { problem: `'${pattern}' is not a valid regular expression (ECMA-262, as JSON Schema's pattern is)` };
   }
   if (UNICODE_ONLY.test(pattern))
-    return `'${pattern}' uses Unicode property or code point escapes (\\p{…}, \\u{…}) or characters outside the Basic Multilingual Plane, which the service does not support in a pattern`;
+    return {
+      problem: `'${pattern}' uses Unicode property or code point escapes (\\p{…}, \\u{…}) or characters outside the Basic Multilingual Plane, which the service does not support in a pattern`,
+    };
   try {
-    linearRegExp(pattern);
-    return undefined;
+    return { chars: linearRegExp(pattern).source.length };
   } catch (err) {
-    if (err instanceof PatternTooLarge) return `'${pattern}' ${err.message}`;
-    return `'${pattern}' cannot be matched in linear time: the service supports patterns without backreferences and lookaround`;
+    if (err instanceof PatternTooLarge) return { problem: `'${pattern}' ${err.message}` };
+    return {
+      problem: `'${pattern}' cannot be matched in linear time: the service supports patterns without backreferences and lookaround`,
+    };
   }
 }
 
-/** `pattern` compiled for the linear-time engine (throws when patternProblem has a reason). */
+/** `pattern` compiled for the linear-time engine (throws when patternCheck finds a problem). */
 export function linearRegExp(pattern: string): RegExp {
   try {
     // eslint-disable-next-line no-invalid-regexp -- 'l' is V8's linear-engine flag, enabled above
@@ -90,12 +96,21 @@ function writtenOut(pattern: string): string | undefined {
         `repeats a part more than ${formatCount(SCHEMA_LIMITS.patternRepetitions)} times ({${from},${to ?? ''}}); bound the string with maxLength instead`,
       );
     counted = true;
-    const copy = `(?:${regexpTree.generate(node.expression)})`;
-    const rest =
-      to === undefined ? `${copy}*` : to > from ? `${`(?:${copy}`.repeat(to - from)}${')?'.repeat(to - from)}` : '';
-    const text = `(?:${copy.repeat(from)}${rest})`;
-    if (text.length > SCHEMA_LIMITS.patternWrittenChars) throw tooLarge();
-    return regexpTree.parse(new RegExp(text)).body!;
+    // Copies share one node: the generator writes each out, and nothing is parsed again.
+    const copy: Expression = { type: 'Group', capturing: false, expression: node.expression };
+    const written = (regexpTree.generate(node.expression).length + 6) * Math.max(from, (to ?? from) + 1);
+    if (written > SCHEMA_LIMITS.patternWrittenChars) throw tooLarge();
+    const optional = (expression: Expression, kind: '?' | '*'): Expression => ({
+      type: 'Repetition',
+      expression,
+      quantifier: { type: 'Quantifier', kind, greedy: true },
+    });
+    let tail: Expression | undefined = to === undefined ? optional(copy, '*') : undefined;
+    for (let i = from; to !== undefined && i < to; i++)
+      tail = optional({ type: 'Group', capturing: false, expression: tail ? sequence([copy, tail]) : copy }, '?');
+    const parts: Expression[] = Array.from({ length: from }, () => copy);
+    if (tail) parts.push(tail);
+    return { type: 'Group', capturing: false, expression: sequence(parts) };
   };
   let written: string;
   try {
@@ -113,6 +128,8 @@ const tooLarge = () =>
   new PatternTooLarge(
     `has counted repetitions that come to more than ${formatCount(SCHEMA_LIMITS.patternWrittenChars)} characters written out; bound the string with maxLength instead`,
   );
+
+const sequence = (expressions: Expression[]): Expression => ({ type: 'Alternative', expressions });
 
 const isNode = (v: unknown): v is AstNode =>
   typeof v === 'object' && v !== null && typeof (v as { type?: unknown }).type === 'string';

@@ -2,6 +2,7 @@
 // reads, and (loaded only by the registry) its request rules and adapter factory. This module and every <name>.plugin.ts import
 // nothing at run time, so config.ts reads every provider's settings through the list in
 // providers.ts without loading an adapter or an SDK.
+import type { ComputePool } from './compute-pool.js';
 import type { CompletionParams, Provider } from './types.js';
 
 /** One environment variable of a provider, as config.ts reads and validates it. */
@@ -34,6 +35,8 @@ export interface SharedSettings {
   timeoutMs: number;
   /** DEFAULT_COMPLETION_RESERVATION: max_tokens for an API that requires one when the request sets none. */
   defaultMaxTokens: number;
+  /** The process's threads for CPU-heavy work (the local model's JSON, large prompts' token counts). */
+  compute: ComputePool;
 }
 
 /** The part of a plug-in that needs its adapter module (and SDK): loaded by the registry, never by config.ts. */

@@ -3,6 +3,7 @@ import { AppError } from '../errors.js';
 import { local } from './local/local.plugin.js';
 import { LocalProvider } from './local/local.provider.js';
 import { withCheckedOutput } from './checked-output.js';
+import type { ComputePool } from './compute-pool.js';
 import { withFanOut } from './fan-out.js';
 import { isConfigured, type ProviderAdapter, type ProviderPlugin, type SettingsOf } from './plugin.js';
 import { PROVIDERS, type ProviderName } from './providers.js';
@@ -58,7 +59,10 @@ function unavailable(model: ServedModel): AppError {
 export class ProviderRegistry {
   private readonly built = new Map<string, Provider>();
 
-  constructor(private readonly config: Pick<Config, 'providers' | 'limits'>) {}
+  constructor(
+    private readonly config: Pick<Config, 'providers' | 'limits'>,
+    private readonly compute: ComputePool,
+  ) {}
 
   for(model: ServedModel): Provider {
     const name = model.provider;
@@ -69,7 +73,7 @@ export class ProviderRegistry {
     if (!adapter) throw new Error(`provider ${name}: its adapter is not loaded (loadAdapters)`);
     if (providers.backend === 'local' && name !== 'local')
       return this.once(`local-as-${name}`, local, () =>
-        withCheckedOutput(new LocalProvider(providers.local, adapter.rules)),
+        withCheckedOutput(new LocalProvider(providers.local, this.compute, adapter.rules), this.compute),
       );
     // By the plug-in's name: the settings' type covers providers.ts's list, a test's own plug-in too.
     const settings = (providers as unknown as Record<string, SettingsOf<typeof plugin.settings>>)[name]!;
@@ -81,8 +85,10 @@ export class ProviderRegistry {
           adapter.create(settings, {
             timeoutMs: providers.requestTimeoutMs,
             defaultMaxTokens: limits.defaultCompletionReservation,
+            compute: this.compute,
           }),
         ),
+        this.compute,
       ),
     );
   }

@@ -77,6 +77,26 @@ export function countPromptTokens(
   return total;
 }
 
+/**
+ * Prompts of up to this many characters (promptChars) are tokenized on the event loop: about a
+ * millisecond. Larger ones, up to the request bound's 5 MB (about 100 ms), never are: the web tier
+ * estimates them and the local model counts them on a compute thread.
+ */
+export const INLINE_TOKENIZE_MAX_CHARS = 64_000;
+
+/** The characters a prompt's token count reads: messages' text and tool calls, tools and json_schema as JSON. */
+export function promptChars(
+  messages: readonly ChatMessage[],
+  extras: Pick<CompletionParams, 'tools' | 'response_format'> = {},
+): number {
+  let chars = 0;
+  for (const m of messages)
+    chars += textOf(m.content).length + (m.tool_calls ? JSON.stringify(m.tool_calls).length : 0);
+  if (extras.tools) chars += JSON.stringify(extras.tools).length;
+  if (extras.response_format) chars += JSON.stringify(extras.response_format).length;
+  return chars;
+}
+
 /** Completion tokens of tool calls: each call's function name and arguments, and its framing. */
 export function countToolCallTokens(calls: readonly { name: string; arguments: string }[]): number {
   let total = 0;

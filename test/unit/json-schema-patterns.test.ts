@@ -40,7 +40,27 @@ describe('client JSON Schema patterns', function () {
     expect(over?.at).to.deep.equal(['properties', 'v', 'pattern']);
     expect(over?.msg).to.match(/more than 1,000 times.*maxLength/);
     const [written] = jsonSchemaProblems(withPattern('^(?:[a-z]{1,100}){1,100}$'));
-    expect(written?.msg).to.match(/more than 20,000 characters written out/);
+    expect(written?.msg).to.match(/more than 50,000 characters written out/);
+  });
+
+  it('refuses a schema whose distinct patterns, written out, come to more than 50,000 characters', () => {
+    const schema = {
+      type: 'object',
+      properties: Object.fromEntries(
+        Array.from({ length: 100 }, (_, i) => [`p${i}`, { type: 'string', pattern: `^[a-z]{1,64}${i}$` }]),
+      ),
+    };
+    const [problem] = jsonSchemaProblems(schema);
+    expect(problem?.at).to.deep.equal([]);
+    expect(problem?.msg).to.match(/patterns come to [\d,]+ characters .* at most 50,000/);
+    // The same pattern a hundred times is one pattern.
+    const same = {
+      ...schema,
+      properties: Object.fromEntries(
+        Array.from({ length: 100 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^[a-z]{1,64}$' }]),
+      ),
+    };
+    expect(jsonSchemaProblems(same)).to.deep.equal([]);
   });
 
   it('refuses Unicode property escapes, which mean something else without the u flag', () => {

@@ -1,11 +1,19 @@
 import { expect } from 'chai';
 import { isAbortError } from '../abort.js';
-import { LocalProvider, LOCAL_MODEL_FINGERPRINT } from './local.provider.js';
+import { LocalProvider, LOCAL_MODEL_FINGERPRINT, type LocalModelOptions } from './local.provider.js';
+import { planChoice } from './local-answer.js';
+import { ComputePool } from '../compute-pool.js';
+import { AppError } from '../../errors.js';
 import { countPromptTokens, countTokens, countToolCallTokens } from '../tokenizer.js';
 import type { CompletionEvent, CompletionParams, ToolDefinition } from '../types.js';
 import { schemaMismatch } from '../json-schema.js';
 
-const fast = new LocalProvider({ ttftMs: 0, tokensPerSecond: 1_000_000 });
+// One compute thread for the whole file, as a worker process has its pool.
+const compute = new ComputePool({ threads: 1, threadHeapMb: 256, onError: () => undefined });
+const budgets = { generationBudgetMs: 5000, maxAnswerChars: 100_000 };
+const model = (opts: Partial<LocalModelOptions>) =>
+  new LocalProvider({ ttftMs: 0, tokensPerSecond: 1_000_000, ...budgets, ...opts }, compute);
+const fast = model({});
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'gemini-2.5-flash',
@@ -36,6 +44,8 @@ async function collect(
 }
 
 describe('local model', () => {
+  after(() => compute.close());
+
   it('names itself local-model-v1 for system_fingerprint', () => {
     expect(fast.name).to.equal('local');
     expect(fast.fingerprint).to.equal(LOCAL_MODEL_FINGERPRINT).and.equal('local-model-v1');
@@ -146,7 +156,7 @@ describe('local model', () => {
   });
 
   it('paces tokens at the configured rate, one small delta per token at a slow rate', async () => {
-    const slow = new LocalProvider({ ttftMs: 0, tokensPerSecond: 200 });
+    const slow = model({ tokensPerSecond: 200 });
     const r = await collect(slow, params({ max_tokens: 10 }));
     const deltas = r.events.filter((e) => e.type === 'delta');
     expect(deltas.length).to.be.greaterThan(3);
@@ -159,7 +169,7 @@ describe('local model', () => {
   });
 
   it('stops promptly with an AbortError when aborted mid-stream, without waiting for the next token', async () => {
-    const slow = new LocalProvider({ ttftMs: 0, tokensPerSecond: 1 });
+    const slow = model({ tokensPerSecond: 1 });
     const ac = new AbortController();
     const it = slow.stream(params(), ac.signal)[Symbol.asyncIterator]();
     const first = await it.next();
@@ -176,7 +186,7 @@ describe('local model', () => {
   });
 
   it('aborts during the wait for the first token', async () => {
-    const slow = new LocalProvider({ ttftMs: 60_000, tokensPerSecond: 10 });
+    const slow = model({ ttftMs: 60_000, tokensPerSecond: 10 });
     const ac = new AbortController();
     const pending = collect(slow, params(), ac.signal).then(
       () => undefined,
@@ -313,6 +323,86 @@ describe('local model', () => {
       expect(r.usage!.completion_tokens).to.equal(
         countToolCallTokens([{ name: first.name, arguments: argumentsOf(r) }]),
       );
+    });
+  });
+
+  describe('the generation budget', () => {
+    const strict = (schema: Record<string, unknown>): Partial<CompletionParams> => ({
+      response_format: { type: 'json_schema', json_schema: { name: 'out', schema, strict: true } },
+    });
+    // A million characters of JSON: seconds of json-schema-faker, Ajv and the tokenizer.
+    const costly = {
+      type: 'object',
+      properties: Object.fromEntries(
+        Array.from({ length: 500 }, (_, i) => [`p${i}`, { type: 'string', minLength: 2000 }]),
+      ),
+      required: Array.from({ length: 500 }, (_, i) => `p${i}`),
+    };
+    const failure = (p: Promise<unknown>) =>
+      p.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+
+    it('writes on a compute thread the same JSON the seed gives on the event loop', async () => {
+      const p = params({ seed: 3, ...strict({ type: 'array', items: { type: 'integer' }, minItems: 5 }) });
+      const r = await collect(fast, p);
+      expect(r.texts[0]).to.equal(planChoice(p, 0).pieces.join(''));
+    });
+
+    it('ends a JSON answer that runs past its time budget with 400 generation_budget_exceeded at response_format', async () => {
+      const started = performance.now();
+      const err = await failure(
+        collect(model({ generationBudgetMs: 300, maxAnswerChars: 10_000_000 }), params(strict(costly))),
+      );
+      expect(performance.now() - started).to.be.lessThan(2000);
+      expect(err)
+        .to.be.instanceOf(AppError)
+        .and.include({ status: 400, code: 'generation_budget_exceeded', param: 'response_format' });
+      expect((err as Error).message).to.match(/^The local model exceeded its generation budget .*more than 300 ms/);
+    });
+
+    it('answers the next JSON request on a fresh thread once a thread was stopped for its budget', async () => {
+      await failure(collect(model({ generationBudgetMs: 300, maxAnswerChars: 10_000_000 }), params(strict(costly))));
+      const r = await collect(
+        fast,
+        params(strict({ type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] })),
+      );
+      expect(JSON.parse(r.texts[0]!)).to.have.property('a').that.is.a('number');
+    });
+
+    it('ends tool call arguments longer than the size budget with 400 generation_budget_exceeded at tools', async () => {
+      const big: ToolDefinition = {
+        type: 'function',
+        function: {
+          name: 'save',
+          parameters: { type: 'object', properties: { text: { type: 'string', minLength: 5000 } }, required: ['text'] },
+        },
+      };
+      const err = await failure(
+        collect(model({ maxAnswerChars: 1000 }), params({ tools: [big], tool_choice: 'required' })),
+      );
+      expect(err)
+        .to.be.instanceOf(AppError)
+        .and.include({ status: 400, code: 'generation_budget_exceeded', param: 'tools' });
+      expect((err as Error).message).to.match(/beyond its limit of 1000/);
+    });
+
+    it('stops a JSON answer being written on its thread when the request is aborted', async () => {
+      const ac = new AbortController();
+      const pending = failure(collect(fast, params(strict(costly)), ac.signal));
+      setTimeout(() => ac.abort(), 50);
+      const started = performance.now();
+      expect(isAbortError(await pending)).to.equal(true);
+      expect(performance.now() - started).to.be.lessThan(1000);
+    });
+
+    it('counts a large prompt on a compute thread as the event loop counts it', async () => {
+      const long = params({ messages: [{ role: 'user', content: 'word '.repeat(30_000) }] });
+      const before = compute.completedTasks;
+      const r = await collect(fast, long);
+      expect(r.usage!.prompt_tokens).to.equal(countPromptTokens(long.messages, long));
+      expect(compute.completedTasks).to.equal(before + 1);
     });
   });
 });
