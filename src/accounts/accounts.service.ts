@@ -105,7 +105,8 @@ export async function sendVerificationLink(
     expiresAt: new Date(now.getTime() + ttl),
     now,
   });
-  await queueEmail(trx, verificationEmail(account, verificationLink(app, token), Math.round(ttl / 3_600_000)), now);
+  const email = verificationEmail(account, verificationLink(app, token), Math.round(ttl / 3_600_000));
+  await queueEmail(trx, { ...email, linkToken: token }, now);
 }
 
 /** Why a verification token was turned down; every case is 400 with its own code. */
