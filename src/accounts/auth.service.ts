@@ -119,7 +119,10 @@ function assertVerified(account: Account): void {
   }
 }
 
-/** The account is the token's `sub` (account id) or, failing that, its `email` claim. */
+/**
+ * The account is the token's `sub` (account id) or, failing that, its `email` claim (from an
+ * identity provider, only with `email_verified: true`).
+ */
 export async function authenticateJwt(app: Pick<AuthDeps, 'db' | 'jwtVerifier'>, token: string): Promise<Account> {
   const claims = await app.jwtVerifier.verify(token);
   let account: Account | undefined;
@@ -129,7 +132,15 @@ export async function authenticateJwt(app: Pick<AuthDeps, 'db' | 'jwtVerifier'>,
     typeof claims.email === 'string' && claims.email.length <= 254 && !claims.email.includes('\u0000')
       ? claims.email
       : undefined;
-  if (!account && email !== undefined) account = await findAccountByEmail(app.db, email);
+  if (!account && email !== undefined) {
+    if (app.jwtVerifier.external && claims.email_verified !== true)
+      throw new AppError(
+        'authentication',
+        'The token names its account by email, but its issuer does not say the address is verified (email_verified is not true)',
+        { code: 'invalid_token' },
+      );
+    account = await findAccountByEmail(app.db, email);
+  }
   if (!account)
     throw new AppError('authentication', 'The token does not name a known account', { code: 'unknown_account' });
   assertVerified(account);

@@ -276,7 +276,13 @@ describe('the console in a real browser (headless Chromium)', function () {
       await page.close();
 
       // An operator with an outside identity provider: JWTs verified against its JWKS, none issued here.
-      const jwks = await startTestWeb({ env: { JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' } });
+      const jwks = await startTestWeb({
+        env: {
+          JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json',
+          JWT_ISSUER: 'https://idp.example.test/',
+          JWT_AUDIENCE: 'completions-api',
+        },
+      });
       try {
         const off = await browser.context.newPage();
         await off.goto(`${jwks.url}/console/`);

@@ -305,7 +305,14 @@ describe('console sign-in, sessions and tokens', () => {
   describe('with an external identity provider (JWT_JWKS_URL only)', () => {
     let idp: TestWeb;
     before(async () => {
-      idp = await startTestWeb({ clock, env: { JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' } });
+      idp = await startTestWeb({
+        clock,
+        env: {
+          JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json',
+          JWT_ISSUER: 'https://idp.example.test/',
+          JWT_AUDIENCE: 'completions-api',
+        },
+      });
     });
     after(() => idp.close());
 
