@@ -20,6 +20,7 @@ import {
   lockAccount,
   markAccountVerified,
   revokeActiveApiKeys,
+  setTokensNotBefore,
   useVerificationToken,
 } from './accounts.repository.js';
 import type { IssuedKeyResult, SignupInput } from './accounts.schema.js';
@@ -223,4 +224,12 @@ export async function regenerateApiKey(
 /** The interface's rate-limit headers for the regeneration limit: 1 per window, none left until it resets. */
 export function regenerationLimitHeaders(resetSeconds: number): Record<string, string> {
   return { 'X-RateLimit-Limit': '1', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': String(resetSeconds) };
+}
+
+/**
+ * Every JWT issued for the account before `at` stops working (sign out everywhere). Checked where
+ * a JWT is authenticated, which reads the account row anyway, so it costs no extra round trip.
+ */
+export async function revokeJwtsIssuedBefore(trx: Trx, accountId: string, at: Date): Promise<void> {
+  await setTokensNotBefore(trx, accountId, at);
 }

@@ -6,6 +6,7 @@ import { AppError } from '../errors.js';
 import { hashApiKey, isWellFormedApiKey, sameHash, API_KEY_PREFIX } from './api-keys.js';
 import { type Account, findAccountByApiKeyHash, findAccountByEmail, findAccountById } from './accounts.repository.js';
 import { accountVersionKey, bumpAccountVersion, type ApiKeyCache, type CachedAccount } from './api-key-cache.js';
+import type { JWTPayload } from 'jose';
 import type { JwtVerifier } from './jwt.js';
 
 /** What authentication works with: the account lookups, the key cache and the versions that keep it honest. */
@@ -143,6 +144,22 @@ export async function authenticateJwt(app: Pick<AuthDeps, 'db' | 'jwtVerifier'>,
   }
   if (!account)
     throw new AppError('authentication', 'The token does not name a known account', { code: 'unknown_account' });
+  assertNotSignedOutSince(account, claims);
   assertVerified(account);
   return account;
+}
+
+/**
+ * After "sign out everywhere", a token issued before it is refused. `iat` has whole seconds: a
+ * token issued in the second of the sign-out, before or after it, is refused too (the safe side).
+ */
+function assertNotSignedOutSince(account: Account, claims: JWTPayload): void {
+  const notBefore = account.tokens_not_before;
+  if (notBefore === null) return;
+  if (typeof claims.iat !== 'number' || claims.iat * 1000 < notBefore.getTime())
+    throw new AppError(
+      'authentication',
+      'The token was issued before the account signed out everywhere; get a new one',
+      { code: 'token_revoked' },
+    );
 }
