@@ -5,7 +5,7 @@ import type { Logger } from '../logger.js';
 import type { Limiter } from '../limits/limiter.service.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
 import { onCommit, transaction, type Db, type Trx } from '../infra/db.js';
-import { invalidateAccountKeys } from './auth.service.js';
+import { invalidateAccountKeys, prepareKeyRevocation } from './auth.service.js';
 import { generateApiKey } from './api-keys.js';
 import { accountExistsEmail, verificationEmail } from './accounts.emails.js';
 import {
@@ -212,6 +212,8 @@ export async function regenerateApiKey(
         code: 'email_not_verified',
       });
     const apiKey = await replaceApiKey(app, trx, account.id, now);
+    // Last before the commit: if Redis refuses, nothing is committed and the old key stays the key.
+    await prepareKeyRevocation(app, account.id);
     app.log.info({ accountId: account.id }, 'API key regenerated; the previous key is revoked');
     return {
       message: 'New API key issued; the previous key no longer works. Save this key now, it will not be shown again.',

@@ -3,9 +3,17 @@ import type { Config } from '../config.js';
 import type { Db } from '../infra/db.js';
 import type { Logger } from '../logger.js';
 import { AppError } from '../errors.js';
+import { dependencyDown } from '../infra/outage.js';
 import { hashApiKey, isWellFormedApiKey, sameHash, API_KEY_PREFIX } from './api-keys.js';
 import { type Account, findAccountByApiKeyHash, findAccountByEmail, findAccountById } from './accounts.repository.js';
-import { accountVersionKey, bumpAccountVersion, type ApiKeyCache, type CachedAccount } from './api-key-cache.js';
+import {
+  accountVersionKey,
+  bumpAccountVersion,
+  isChangingVersion,
+  markAccountChanging,
+  type ApiKeyCache,
+  type CachedAccount,
+} from './api-key-cache.js';
 import type { JWTPayload } from 'jose';
 import type { JwtVerifier } from './jwt.js';
 
@@ -78,7 +86,7 @@ export async function authenticateApiKey(app: Omit<AuthDeps, 'jwtVerifier'>, key
     if (cached) return cached;
   }
   const account = await loadAccount(app, hash);
-  if (version !== undefined) cache.set(hash, account, version);
+  if (version !== undefined && !isChangingVersion(version)) cache.set(hash, account, version);
   return account;
 }
 
@@ -110,6 +118,27 @@ export async function invalidateAccountKeys(
     await bumpAccountVersion(app, accountId);
   } catch (err) {
     app.log.error({ err, accountId }, 'could not bump the account version; cached accounts expire within 5 minutes');
+  }
+}
+
+/**
+ * Before committing a revocation (a regenerated key): marks the account changing in Redis (see
+ * markAccountChanging), or throws 503 so the caller's transaction rolls back. A revocation that
+ * could not reach every process's cache is not made: the old key must never outlive it.
+ */
+export async function prepareKeyRevocation(
+  app: { redis: RedisClient; config: Pick<Config, 'redis'>; log: Logger },
+  accountId: string,
+): Promise<void> {
+  try {
+    await markAccountChanging(app, accountId);
+  } catch (err) {
+    app.log.error({ err, accountId }, 'could not mark the account changing in Redis; the key change is abandoned');
+    throw dependencyDown(
+      err,
+      undefined,
+      'The API key was not regenerated: the service could not make every server forget the current key. The current key still works; retry later.',
+    );
   }
 }
 
