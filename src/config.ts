@@ -438,6 +438,14 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
   if (jwtSecret === undefined && jwksUrl === undefined && production) {
     throw new ConfigError('JWT_SECRET', 'set in production (or JWT_JWKS_URL)', undefined);
   }
+  const issuer = r.optional('JWT_ISSUER');
+  const audience = r.optional('JWT_AUDIENCE');
+  // An identity provider signs tokens for many applications: without these, any token it issued
+  // to anyone for anything would open this API.
+  if (jwksUrl !== undefined && issuer === undefined)
+    throw new ConfigError('JWT_ISSUER', "set with JWT_JWKS_URL (the identity provider's issuer, `iss`)", undefined);
+  if (jwksUrl !== undefined && audience === undefined)
+    throw new ConfigError('JWT_AUDIENCE', 'set with JWT_JWKS_URL (this API as the tokens name it, `aud`)', undefined);
   const defaultAlgs = jwksUrl !== undefined ? ['RS256', 'ES256'] : ['HS256'];
   const algorithms = r.list('JWT_ALGORITHMS', defaultAlgs);
   const allowed = jwksUrl !== undefined ? ASYM_ALGS : HS_ALGS;
@@ -509,9 +517,9 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
         secret: jwtSecret ?? (production || jwksUrl !== undefined ? undefined : localJwtSecret(r)),
         jwksUrl,
         algorithms,
-        issuer: r.optional('JWT_ISSUER'),
-        audience: r.optional('JWT_AUDIENCE'),
-        mintTtlSeconds: r.int('JWT_MINT_TTL_SECONDS', 3600, 60, 30 * 86400),
+        issuer,
+        audience,
+        mintTtlSeconds: r.int('JWT_MINT_TTL_SECONDS', 900, 60, 86_400),
       },
       verifyTokenTtlMs: r.int('VERIFY_TOKEN_TTL_HOURS', 24, 1, 24 * 30) * 3_600_000,
       regenerateWindowMs: 2 * 3_600_000,

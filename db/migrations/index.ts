@@ -4,6 +4,8 @@ import * as usageMonthlyTotals from './2026-11-22T140000-usage-monthly-totals.js
 import * as spendLimits from './2026-11-23T100000-spend-limits.js';
 import * as usageDailyTotals from './2026-11-24T100000-usage-daily-totals.js';
 import * as consoleSessions from './2026-11-26T150000-console-sessions.js';
+import * as outboxLinkTokens from './2026-11-28T140000-outbox-link-tokens.js';
+import * as accountTokensNotBefore from './2026-11-28T150000-account-tokens-not-before.js';
 
 // Listed explicitly (not read from the folder) so the build, not the file system, decides what runs.
 export const migrations: Record<string, Migration> = {
@@ -12,4 +14,6 @@ export const migrations: Record<string, Migration> = {
   '2026-11-23T100000-spend-limits': spendLimits,
   '2026-11-24T100000-usage-daily-totals': usageDailyTotals,
   '2026-11-26T150000-console-sessions': consoleSessions,
+  '2026-11-28T140000-outbox-link-tokens': outboxLinkTokens,
+  '2026-11-28T150000-account-tokens-not-before': accountTokensNotBefore,
 };

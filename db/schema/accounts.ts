@@ -22,6 +22,8 @@ export interface AccountsTable {
   /** The monthly spending limit in USD (numeric(9,2), e.g. "25.00"), or null for none; enforced on the paid tier. */
   monthly_spend_limit_usd: ColumnType<string | null, string | null | undefined, string | null>;
   tier_changed_at: ColumnType<Date, Date | undefined, Date>;
+  /** Set by "sign out everywhere": a JWT issued (`iat`) before it is refused. */
+  tokens_not_before: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: ColumnType<Date, never, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }

@@ -10,6 +10,8 @@ export interface EmailOutboxTable {
   html_body: string;
   /** What the message is for (verification, invoice, ...), for logs and metrics. */
   kind: string;
+  /** The one-time token the message's link carries, until it is sent or given up; then cut from the bodies. */
+  link_token: string | null;
   status: ColumnType<OutboxStatus, OutboxStatus | undefined, OutboxStatus>;
   attempts: ColumnType<number, number | undefined, number>;
   next_attempt_at: ColumnType<Date, Date | undefined, Date>;

@@ -270,3 +270,8 @@ export async function insertTierChange(
     .values({ account_id: row.accountId, from_tier: row.from, to_tier: row.to, reason: row.reason, at: row.at })
     .execute();
 }
+
+/** JWTs of the account issued before `at` are refused from now on. */
+export async function setTokensNotBefore(trx: Trx, accountId: string, at: Date): Promise<void> {
+  await trx.updateTable('accounts').set({ tokens_not_before: at }).where('id', '=', accountId).execute();
+}

@@ -5,7 +5,7 @@ import type { Logger } from '../logger.js';
 import type { Limiter } from '../limits/limiter.service.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
 import { onCommit, transaction, type Db, type Trx } from '../infra/db.js';
-import { invalidateAccountKeys } from './auth.service.js';
+import { invalidateAccountKeys, prepareKeyRevocation } from './auth.service.js';
 import { generateApiKey } from './api-keys.js';
 import { accountExistsEmail, verificationEmail } from './accounts.emails.js';
 import {
@@ -20,6 +20,7 @@ import {
   lockAccount,
   markAccountVerified,
   revokeActiveApiKeys,
+  setTokensNotBefore,
   useVerificationToken,
 } from './accounts.repository.js';
 import type { IssuedKeyResult, SignupInput } from './accounts.schema.js';
@@ -105,7 +106,8 @@ export async function sendVerificationLink(
     expiresAt: new Date(now.getTime() + ttl),
     now,
   });
-  await queueEmail(trx, verificationEmail(account, verificationLink(app, token), Math.round(ttl / 3_600_000)), now);
+  const email = verificationEmail(account, verificationLink(app, token), Math.round(ttl / 3_600_000));
+  await queueEmail(trx, { ...email, linkToken: token }, now);
 }
 
 /** Why a verification token was turned down; every case is 400 with its own code. */
@@ -210,6 +212,8 @@ export async function regenerateApiKey(
         code: 'email_not_verified',
       });
     const apiKey = await replaceApiKey(app, trx, account.id, now);
+    // Last before the commit: if Redis refuses, nothing is committed and the old key stays the key.
+    await prepareKeyRevocation(app, account.id);
     app.log.info({ accountId: account.id }, 'API key regenerated; the previous key is revoked');
     return {
       message: 'New API key issued; the previous key no longer works. Save this key now, it will not be shown again.',
@@ -222,4 +226,12 @@ export async function regenerateApiKey(
 /** The interface's rate-limit headers for the regeneration limit: 1 per window, none left until it resets. */
 export function regenerationLimitHeaders(resetSeconds: number): Record<string, string> {
   return { 'X-RateLimit-Limit': '1', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': String(resetSeconds) };
+}
+
+/**
+ * Every JWT issued for the account before `at` stops working (sign out everywhere). Checked where
+ * a JWT is authenticated, which reads the account row anyway, so it costs no extra round trip.
+ */
+export async function revokeJwtsIssuedBefore(trx: Trx, accountId: string, at: Date): Promise<void> {
+  await setTokensNotBefore(trx, accountId, at);
 }

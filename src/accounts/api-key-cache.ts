@@ -108,6 +108,33 @@ export function accountVersionKey(config: Pick<Config, 'redis'>, accountId: stri
   return redisKey(config, 'authv', `{${accountId}}`);
 }
 
+/** What a version starts with while a change to the account is being committed. */
+const CHANGING = 'changing:';
+/** A changing mark outlives any transaction and every entry cached before it (MAX_AGE_MS). */
+const CHANGING_TTL_SECONDS = 3600;
+
+/** True for the mark of a change not yet settled: nothing is cached under it. */
+export const isChangingVersion = (version: string | null): boolean => version?.startsWith(CHANGING) ?? false;
+
+/**
+ * Before committing a change that must reach every process (a key revoked): a version no entry
+ * was read under, and under which no process caches the account, so a read racing the commit
+ * caches nothing. Throws when Redis refuses it, so the caller can abandon the change; the
+ * version set after the commit ends the mark, and if that fails the account is simply not
+ * cached until the mark expires.
+ */
+export async function markAccountChanging(
+  deps: { redis: RedisClient; config: Pick<Config, 'redis'> },
+  accountId: string,
+): Promise<void> {
+  await deps.redis.set(
+    accountVersionKey(deps.config, accountId),
+    `${CHANGING}${randomUUID()}`,
+    'EX',
+    CHANGING_TTL_SECONDS,
+  );
+}
+
 /**
  * After a committed change to what an account's keys grant: every process re-reads them on next
  * use. A new random value rather than a counter: a version that expired and was set again can

@@ -3,9 +3,18 @@ import type { Config } from '../config.js';
 import type { Db } from '../infra/db.js';
 import type { Logger } from '../logger.js';
 import { AppError } from '../errors.js';
+import { dependencyDown } from '../infra/outage.js';
 import { hashApiKey, isWellFormedApiKey, sameHash, API_KEY_PREFIX } from './api-keys.js';
 import { type Account, findAccountByApiKeyHash, findAccountByEmail, findAccountById } from './accounts.repository.js';
-import { accountVersionKey, bumpAccountVersion, type ApiKeyCache, type CachedAccount } from './api-key-cache.js';
+import {
+  accountVersionKey,
+  bumpAccountVersion,
+  isChangingVersion,
+  markAccountChanging,
+  type ApiKeyCache,
+  type CachedAccount,
+} from './api-key-cache.js';
+import type { JWTPayload } from 'jose';
 import type { JwtVerifier } from './jwt.js';
 
 /** What authentication works with: the account lookups, the key cache and the versions that keep it honest. */
@@ -77,7 +86,7 @@ export async function authenticateApiKey(app: Omit<AuthDeps, 'jwtVerifier'>, key
     if (cached) return cached;
   }
   const account = await loadAccount(app, hash);
-  if (version !== undefined) cache.set(hash, account, version);
+  if (version !== undefined && !isChangingVersion(version)) cache.set(hash, account, version);
   return account;
 }
 
@@ -112,6 +121,27 @@ export async function invalidateAccountKeys(
   }
 }
 
+/**
+ * Before committing a revocation (a regenerated key): marks the account changing in Redis (see
+ * markAccountChanging), or throws 503 so the caller's transaction rolls back. A revocation that
+ * could not reach every process's cache is not made: the old key must never outlive it.
+ */
+export async function prepareKeyRevocation(
+  app: { redis: RedisClient; config: Pick<Config, 'redis'>; log: Logger },
+  accountId: string,
+): Promise<void> {
+  try {
+    await markAccountChanging(app, accountId);
+  } catch (err) {
+    app.log.error({ err, accountId }, 'could not mark the account changing in Redis; the key change is abandoned');
+    throw dependencyDown(
+      err,
+      undefined,
+      'The API key was not regenerated: the service could not make every server forget the current key. The current key still works; retry later.',
+    );
+  }
+}
+
 /** An unverified account cannot use the API, whatever credential it holds. */
 function assertVerified(account: Account): void {
   if (account.verified_at === null) {
@@ -119,7 +149,10 @@ function assertVerified(account: Account): void {
   }
 }
 
-/** The account is the token's `sub` (account id) or, failing that, its `email` claim. */
+/**
+ * The account is the token's `sub` (account id) or, failing that, its `email` claim (from an
+ * identity provider, only with `email_verified: true`).
+ */
 export async function authenticateJwt(app: Pick<AuthDeps, 'db' | 'jwtVerifier'>, token: string): Promise<Account> {
   const claims = await app.jwtVerifier.verify(token);
   let account: Account | undefined;
@@ -129,9 +162,33 @@ export async function authenticateJwt(app: Pick<AuthDeps, 'db' | 'jwtVerifier'>,
     typeof claims.email === 'string' && claims.email.length <= 254 && !claims.email.includes('\u0000')
       ? claims.email
       : undefined;
-  if (!account && email !== undefined) account = await findAccountByEmail(app.db, email);
+  if (!account && email !== undefined) {
+    if (app.jwtVerifier.external && claims.email_verified !== true)
+      throw new AppError(
+        'authentication',
+        'The token names its account by email, but its issuer does not say the address is verified (email_verified is not true)',
+        { code: 'invalid_token' },
+      );
+    account = await findAccountByEmail(app.db, email);
+  }
   if (!account)
     throw new AppError('authentication', 'The token does not name a known account', { code: 'unknown_account' });
+  assertNotSignedOutSince(account, claims);
   assertVerified(account);
   return account;
+}
+
+/**
+ * After "sign out everywhere", a token issued before it is refused. `iat` has whole seconds: a
+ * token issued in the second of the sign-out, before or after it, is refused too (the safe side).
+ */
+function assertNotSignedOutSince(account: Account, claims: JWTPayload): void {
+  const notBefore = account.tokens_not_before;
+  if (notBefore === null) return;
+  if (typeof claims.iat !== 'number' || claims.iat * 1000 < notBefore.getTime())
+    throw new AppError(
+      'authentication',
+      'The token was issued before the account signed out everywhere; get a new one',
+      { code: 'token_revoked' },
+    );
 }

@@ -10,6 +10,22 @@ export interface NewOutboxEmail {
   text: string;
   html: string;
   kind: string;
+  /** The one-time token the message's link carries: kept only until the message is sent or given up. */
+  linkToken?: string;
+}
+
+/** What stands in a sent message's bodies where its link's token was. */
+export const REMOVED_LINK_TOKEN = '[removed once sent]';
+
+/** The row's bodies with its link token cut out, so a sent or abandoned message keeps no usable link. */
+function scrubbed(row: Pick<OutboxRow, 'text_body' | 'html_body' | 'link_token'>) {
+  const token = row.link_token;
+  if (token === null || token.length === 0) return {};
+  return {
+    text_body: row.text_body.replaceAll(token, REMOVED_LINK_TOKEN),
+    html_body: row.html_body.replaceAll(token, REMOVED_LINK_TOKEN),
+    link_token: null,
+  };
 }
 
 export async function insertOutboxEmail(trx: Trx | Db, email: NewOutboxEmail, now: Date): Promise<string> {
@@ -21,6 +37,7 @@ export async function insertOutboxEmail(trx: Trx | Db, email: NewOutboxEmail, no
       text_body: email.text,
       html_body: email.html,
       kind: email.kind,
+      link_token: email.linkToken ?? null,
       next_attempt_at: now,
       created_at: now,
     })
@@ -48,35 +65,37 @@ export async function claimDueEmail(trx: Trx, now: Date): Promise<OutboxRow | un
 
 export async function markEmailSent(
   trx: Trx,
-  id: string,
+  row: OutboxRow,
   values: { providerMessageId: string; attempts: number; now: Date },
 ): Promise<void> {
   await trx
     .updateTable('email_outbox')
     .set({
+      ...scrubbed(row),
       status: 'sent',
       provider_message_id: values.providerMessageId,
       attempts: values.attempts,
       sent_at: values.now,
       last_error: null,
     })
-    .where('id', '=', id)
+    .where('id', '=', row.id)
     .execute();
 }
 
 export async function markEmailAttemptFailed(
   trx: Trx,
-  id: string,
+  row: OutboxRow,
   values: { attempts: number; error: string; nextAttemptAt: Date; giveUp: boolean },
 ): Promise<void> {
   await trx
     .updateTable('email_outbox')
     .set({
+      ...(values.giveUp ? scrubbed(row) : {}),
       status: values.giveUp ? 'failed' : 'pending',
       attempts: values.attempts,
       last_error: values.error.slice(0, 2000),
       next_attempt_at: values.nextAttemptAt,
     })
-    .where('id', '=', id)
+    .where('id', '=', row.id)
     .execute();
 }

@@ -71,7 +71,7 @@ export async function deliverOneEmail(app: OutboxDeps, transport: MailTransport)
         html: row.html_body,
         kind: row.kind,
       });
-      await markEmailSent(trx, row.id, { providerMessageId: messageId, attempts, now: app.clock.now() });
+      await markEmailSent(trx, row, { providerMessageId: messageId, attempts, now: app.clock.now() });
       app.log.info({ outboxId: row.id, kind: row.kind, attempts, providerMessageId: messageId }, 'email sent');
       return 'sent';
     } catch (err) {
@@ -80,7 +80,7 @@ export async function deliverOneEmail(app: OutboxDeps, transport: MailTransport)
       const now = app.clock.now();
       const nextAttemptAt = giveUp ? now : new Date(now.getTime() + retryDelayMs(attempts));
       const message = err instanceof Error ? err.message : String(err);
-      await markEmailAttemptFailed(trx, row.id, { attempts, error: message, nextAttemptAt, giveUp });
+      await markEmailAttemptFailed(trx, row, { attempts, error: message, nextAttemptAt, giveUp });
       const log = { outboxId: row.id, kind: row.kind, attempts, error: message, ...(giveUp ? {} : { nextAttemptAt }) };
       if (giveUp)
         app.log.error(

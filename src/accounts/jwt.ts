@@ -12,6 +12,11 @@ import { AppError } from '../errors.js';
 
 export interface JwtVerifier {
   verify(token: string): Promise<JWTPayload>;
+  /**
+   * The tokens come from an outside identity provider (JWT_JWKS_URL), whose users may name any
+   * address: such a token binds to an account by email only when the provider says it verified it.
+   */
+  readonly external: boolean;
 }
 
 /**
@@ -27,6 +32,7 @@ export function createJwtVerifier(config: Config, clock: Clock): JwtVerifier {
     key = createRemoteJWKSet(new URL(jwt.jwksUrl), { timeoutDuration: 3000, cooldownDuration: 30_000 });
   else {
     return {
+      external: false,
       verify: () =>
         Promise.reject(
           new AppError(
@@ -38,6 +44,7 @@ export function createJwtVerifier(config: Config, clock: Clock): JwtVerifier {
     };
   }
   return {
+    external: jwt.jwksUrl !== undefined,
     async verify(token) {
       try {
         const { payload } = await jwtVerify(token, key as Uint8Array, {

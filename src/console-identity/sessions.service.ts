@@ -3,7 +3,14 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { AppError } from '../errors.js';
 import { transaction, type Db, type Trx } from '../infra/db.js';
-import { getAccount, verifyEmail, type Account, type AccountsDeps } from '../accounts/accounts.service.js';
+import {
+  getAccount,
+  revokeJwtsIssuedBefore,
+  verifyEmail,
+  type Account,
+  type AccountsDeps,
+} from '../accounts/accounts.service.js';
+import { voidAccountSignInTokens } from './sign-in-tokens.repository.js';
 import {
   findLiveSession,
   insertSession,
@@ -91,10 +98,19 @@ export async function signOut(app: SessionDeps, value: string): Promise<void> {
   await revokeSessionByHash(app.db, hashSecret(value), app.clock.now());
 }
 
-/** Ends every session of the account, in every browser. */
+/**
+ * Ends every session of the account, in every browser, and with them what could start or stand
+ * in for one: sign-in links already sent, and every JWT issued until now. One transaction.
+ */
 export async function signOutEverywhere(app: SessionDeps, accountId: string): Promise<number> {
-  const ended = await revokeAccountSessions(app.db, accountId, app.clock.now());
-  app.log.info({ accountId, ended }, 'every console session of the account ended');
+  const now = app.clock.now();
+  const { ended, links } = await transaction(app.db, async (trx) => {
+    const ended = await revokeAccountSessions(trx, accountId, now);
+    const links = await voidAccountSignInTokens(trx, accountId, now);
+    await revokeJwtsIssuedBefore(trx, accountId, now);
+    return { ended, links };
+  });
+  app.log.info({ accountId, ended, links }, 'signed out everywhere: sessions, sign-in links and JWTs ended');
   return ended;
 }
 

@@ -35,6 +35,17 @@ export async function useSignInToken(trx: Trx, tokenHash: string, now: Date): Pr
     .executeTakeFirst();
 }
 
+/** Spends every sign-in link of the account not yet followed (sign out everywhere). */
+export async function voidAccountSignInTokens(trx: Trx, accountId: string, now: Date): Promise<number> {
+  const r = await trx
+    .updateTable('sign_in_tokens')
+    .set({ used_at: now })
+    .where('account_id', '=', accountId)
+    .where('used_at', 'is', null)
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows);
+}
+
 export async function findSignInToken(db: Db | Trx, tokenHash: string): Promise<SignInToken | undefined> {
   return db.selectFrom('sign_in_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
 }

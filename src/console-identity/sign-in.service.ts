@@ -60,7 +60,8 @@ export async function requestSignInLink(
       expiresAt: new Date(now.getTime() + ttl),
       now,
     });
-    await queueEmail(trx, signInLinkEmail(account, signInLink(app, value), Math.round(ttl / 60_000)), now);
+    const email = signInLinkEmail(account, signInLink(app, value), Math.round(ttl / 60_000));
+    await queueEmail(trx, { ...email, linkToken: value }, now);
   });
   return { status: 'sent' };
 }

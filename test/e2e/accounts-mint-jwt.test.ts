@@ -47,7 +47,18 @@ describe('npm run mint-jwt -- EMAIL', () => {
       iss: JWT_ENV.JWT_ISSUER,
       aud: JWT_ENV.JWT_AUDIENCE,
     });
-    expect(claims.exp! - claims.iat!).to.equal(3600);
+  });
+
+  it('mints a token that lives 15 minutes by default, and JWT_MINT_TTL_SECONDS at most a day', async () => {
+    const { account } = await createTestAccount(app);
+    const r = await mintJwtCli([account.email], JWT_ENV);
+    expect(r.code, r.stderr).to.equal(0);
+    const claims = decodeJwt(r.stdout.trim());
+    expect(claims.exp! - claims.iat!).to.equal(900);
+    const month = await mintJwtCli([account.email], { ...JWT_ENV, JWT_MINT_TTL_SECONDS: String(30 * 86_400) });
+    expect(month.code).to.equal(78);
+    expect(month.stdout).to.equal('');
+    expect(month.stderr).to.match(/JWT_MINT_TTL_SECONDS/);
   });
 
   it('is not accepted by a service configured with another secret', async () => {
@@ -71,7 +82,11 @@ describe('npm run mint-jwt -- EMAIL', () => {
 
   it('exits 78 explaining why when the service verifies tokens against a JWKS URL', async () => {
     const { account } = await createTestAccount(app);
-    const r = await mintJwtCli([account.email], { JWT_JWKS_URL: 'https://idp.example.test/.well-known/jwks.json' });
+    const r = await mintJwtCli([account.email], {
+      JWT_JWKS_URL: 'https://idp.example.test/.well-known/jwks.json',
+      JWT_ISSUER: 'https://idp.example.test/',
+      JWT_AUDIENCE: 'completions-api',
+    });
     expect(r.code).to.equal(78);
     expect(r.stdout).to.equal('');
     expect(r.stderr).to.match(/^mint-jwt: .*JWT_JWKS_URL.*\n$/);

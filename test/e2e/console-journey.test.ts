@@ -5,6 +5,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import type { Page } from 'playwright-core';
+import { FakePostmark } from '../fakes/postmark.js';
 import { FakeStripe } from '../fakes/stripe.js';
 import { closeOutboxFor, createTestAccount, latestEmailTo, verificationLinkIn } from '../support/accounts.js';
 import { createBillingAccount, recordUsage } from '../support/billing.js';
@@ -82,12 +83,14 @@ async function record(page: Page, name: string): Promise<void> {
 describe('the console in a real browser (headless Chromium)', function () {
   this.timeout(180_000);
   let fake: FakeStripe;
+  let postmark: FakePostmark;
   let web: TestWeb;
   let browser: TestBrowser;
   const emails: string[] = [];
 
   before(async () => {
     fake = await new FakeStripe().start();
+    postmark = await new FakePostmark().start();
     // A fixed port, so the links in emails and Stripe's return URLs name this very server.
     const probe = await startTestWeb();
     const port = new URL(probe.url).port;
@@ -102,7 +105,22 @@ describe('the console in a real browser (headless Chromium)', function () {
     await closeOutboxFor(web.app, emails);
     await web?.close();
     await fake?.close();
+    await postmark?.close();
   });
+
+  /**
+   * The text of the newest email to `email`, once it carries a link to `path`: from the outbox
+   * while it waits there, or as the fake Postmark received it once the worker has sent it (a sent
+   * row keeps no usable link).
+   */
+  async function mailWithLink(email: string, path: string, on: TestWeb = web): Promise<string> {
+    return eventually(async () => {
+      const queued = await latestEmailTo(on.app, email);
+      if (!queued?.text_body.includes(path)) return undefined;
+      if (queued.status === 'pending') return queued.text_body;
+      return postmark.accepted(email).at(-1)?.TextBody;
+    }, `the email with a link to ${path}`);
+  }
 
   /** A new page signed in as `email` through the sign-in form and the emailed link. */
   async function signedInPage(email: string, on: TestWeb = web): Promise<Page> {
@@ -120,11 +138,8 @@ describe('the console in a real browser (headless Chromium)', function () {
     await page.getByLabel('Email address').fill(email);
     await page.getByRole('button', { name: 'Email me a sign-in link' }).click();
     await page.getByRole('heading', { name: 'Check your email' }).waitFor();
-    const mail = await eventually(async () => {
-      const m = await latestEmailTo(on.app, email);
-      return m?.text_body.includes('/console/sign-in/confirm') ? m : undefined;
-    }, 'the sign-in email');
-    const link = new URL(/https?:\/\/\S+\/console\/sign-in\/confirm\?token=[A-Za-z0-9_%-]+/.exec(mail.text_body)![0]);
+    const mail = await mailWithLink(email, '/console/sign-in/confirm', on);
+    const link = new URL(/https?:\/\/\S+\/console\/sign-in\/confirm\?token=[A-Za-z0-9_%-]+/.exec(mail)![0]);
     await page.goto(`${on.url}${link.pathname}${link.search}`);
     await page.getByRole('button').first().click();
     await page.waitForURL(/\/console\/(\?.*)?$/);
@@ -261,7 +276,13 @@ describe('the console in a real browser (headless Chromium)', function () {
       await page.close();
 
       // An operator with an outside identity provider: JWTs verified against its JWKS, none issued here.
-      const jwks = await startTestWeb({ env: { JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' } });
+      const jwks = await startTestWeb({
+        env: {
+          JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json',
+          JWT_ISSUER: 'https://idp.example.test/',
+          JWT_AUDIENCE: 'completions-api',
+        },
+      });
       try {
         const off = await browser.context.newPage();
         await off.goto(`${jwks.url}/console/`);
@@ -415,7 +436,7 @@ describe('the console in a real browser (headless Chromium)', function () {
   describe('the whole journey', () => {
     let worker: RoleProcess;
     before(async () => {
-      worker = await startRole('worker', { ...fake.env(), ...FAST });
+      worker = await startRole('worker', { ...fake.env(), ...postmark.env(), ...FAST });
     });
     after(async () => {
       await worker?.stop();
@@ -431,7 +452,7 @@ describe('the console in a real browser (headless Chromium)', function () {
       expect(
         (await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email, organization: 'Engines' })).status,
       ).to.equal(200);
-      const { link } = verificationLinkIn((await latestEmailTo(web.app, email))!.text_body);
+      const { link } = verificationLinkIn(await mailWithLink(email, '/v1/auth/verify'));
       await page.goto(link);
       await page.getByRole('button').first().click();
       await page.waitForURL(/\/console\/key/);

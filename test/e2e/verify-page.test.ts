@@ -76,7 +76,11 @@ describe('the verification page in a real browser (headless Chromium)', function
   before(async () => {
     await mkdir(SHOTS, { recursive: true });
     web = await startOnOwnPort();
-    idpWeb = await startOnOwnPort({ JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' });
+    idpWeb = await startOnOwnPort({
+      JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json',
+      JWT_ISSUER: 'https://idp.example.test/',
+      JWT_AUDIENCE: 'completions-api',
+    });
     browser = await launchBrowser({ permissions: ['clipboard-read', 'clipboard-write'] });
   });
   after(async () => {

@@ -279,8 +279,19 @@ describe('credentials: API keys and JWTs', () => {
     let ec: { privateKey: CryptoKey; publicKey: CryptoKey };
     let rsaJwk: JWK;
     const probe = (bearer: string) => get(`${web.url}/probe/jwt`, { bearer });
-    const sign = (key: CryptoKey, alg: string, kid: string, claims: JWTPayload = { sub: user.account.id }) =>
-      new SignJWT(claims).setProtectedHeader({ alg, kid, typ: 'JWT' }).setIssuedAt().setExpirationTime('5m').sign(key);
+    const IDP = { JWT_ISSUER: 'https://idp.example.test/', JWT_AUDIENCE: 'completions-api' };
+    const sign = (
+      key: CryptoKey,
+      alg: string,
+      kid: string,
+      claims: JWTPayload = { sub: user.account.id },
+      to: { iss?: string; aud?: string } = { iss: IDP.JWT_ISSUER, aud: IDP.JWT_AUDIENCE },
+    ) => {
+      let jwt = new SignJWT(claims).setProtectedHeader({ alg, kid, typ: 'JWT' }).setIssuedAt().setExpirationTime('5m');
+      if (to.iss !== undefined) jwt = jwt.setIssuer(to.iss);
+      if (to.aud !== undefined) jwt = jwt.setAudience(to.aud);
+      return jwt.sign(key);
+    };
 
     before(async () => {
       rsa = await generateKeyPair('RS256', { extractable: true });
@@ -293,7 +304,7 @@ describe('credentials: API keys and JWTs', () => {
       });
       await new Promise<void>((resolve) => jwks.listen(0, '127.0.0.1', resolve));
       jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/.well-known/jwks.json`;
-      web = await startTestWeb({ routes: credentialProbeRoutes(), env: { JWT_JWKS_URL: jwksUrl } });
+      web = await startTestWeb({ routes: credentialProbeRoutes(), env: { JWT_JWKS_URL: jwksUrl, ...IDP } });
       user = await createTestAccount(web.app);
     });
     after(async () => {
@@ -305,6 +316,34 @@ describe('credentials: API keys and JWTs', () => {
     it('accepts RS256 and ES256 tokens signed by keys in the key set', async () => {
       expect((await probe(await sign(rsa.privateKey, 'RS256', 'rsa-1'))).body.account_id).to.equal(user.account.id);
       expect((await probe(await sign(ec.privateKey, 'ES256', 'ec-1'))).body.account_id).to.equal(user.account.id);
+    });
+
+    it('refuses a token of the key set issued by another issuer, for another audience, or naming neither', async () => {
+      for (const to of [
+        { iss: 'https://elsewhere.example.test/', aud: IDP.JWT_AUDIENCE },
+        { iss: IDP.JWT_ISSUER, aud: 'another-app' },
+        { iss: IDP.JWT_ISSUER },
+        { aud: IDP.JWT_AUDIENCE },
+      ]) {
+        const r = await probe(await sign(rsa.privateKey, 'RS256', 'rsa-1', { sub: user.account.id }, to));
+        expect(r.status, JSON.stringify(to)).to.equal(401);
+        expect(r.body.error.code).to.equal('invalid_token');
+        expect(r.body.error.message).to.match(/"(iss|aud)" claim/);
+      }
+    });
+
+    it('binds a token of the key set to an account by email only when email_verified is true', async () => {
+      const byEmail = (claims: JWTPayload) =>
+        sign(rsa.privateKey, 'RS256', 'rsa-1', { sub: 'idp|ada', email: user.account.email, ...claims });
+      for (const claims of [{}, { email_verified: false }, { email_verified: 'true' }]) {
+        const r = await probe(await byEmail(claims));
+        expect(r.status, JSON.stringify(claims)).to.equal(401);
+        expect(r.body.error.code).to.equal('invalid_token');
+        expect(r.body.error.message).to.match(/email_verified/);
+      }
+      const verified = await probe(await byEmail({ email_verified: true }));
+      expect(verified.status).to.equal(200);
+      expect(verified.body.account_id).to.equal(user.account.id);
     });
 
     it('refuses an HS256 token keyed with the published public key (algorithm confusion)', async () => {
@@ -336,7 +375,7 @@ describe('credentials: API keys and JWTs', () => {
     it('answers 503 (not 401) when the key set cannot be fetched', async () => {
       const other = await startTestWeb({
         routes: credentialProbeRoutes(),
-        env: { JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' },
+        env: { JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json', ...IDP },
       });
       try {
         const r = await get(`${other.url}/probe/jwt`, { bearer: await sign(rsa.privateKey, 'RS256', 'rsa-1') });

@@ -1,11 +1,14 @@
 import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import pg from 'pg';
 import { ManualClock } from '../../src/clock.js';
 import { accountsRoutes } from '../../src/http/routes/accounts.routes.js';
 import { mintJwt } from '../../src/accounts/jwt.js';
 import { subscriptionInfo } from '../../src/subscriptions/subscription-info.service.js';
 import { createTestAccount, credentialProbeRoutes } from '../support/accounts.js';
 import { randomId } from '../support/env.js';
-import { get, post } from '../support/http.js';
+import { eventually, get, post } from '../support/http.js';
+import { PrivateRedis } from '../support/private-redis.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
 const TWO_HOURS = 2 * 3_600_000;
@@ -153,5 +156,62 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     const r = await regenerate(jwt);
     expect(r.status).to.equal(403);
     expect(r.body.error.code).to.equal('email_not_verified');
+  });
+});
+
+describe('POST /v1/auth/regenerate-api-key when Redis refuses the key-version bump', () => {
+  let redis: PrivateRedis;
+  let admin: Redis;
+  let web: TestWeb;
+  let holder: pg.Client;
+  const regenerate = (jwt: string) => post(`${web.url}/v1/auth/regenerate-api-key`, undefined, { bearer: jwt });
+  const probe = (key: string) => get(`${web.url}/probe/api_key`, { bearer: key });
+
+  before(async () => {
+    redis = await new PrivateRedis().start();
+    admin = new Redis(redis.url);
+    web = await startTestWeb({
+      routes: [...accountsRoutes(), ...credentialProbeRoutes()],
+      env: { REDIS_URL: redis.url },
+    });
+    holder = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await holder.connect();
+  });
+  after(async () => {
+    await holder?.end();
+    await web?.close();
+    admin?.disconnect();
+    await redis?.stop();
+  });
+
+  it('fails with 503, commits nothing, and the current key stays the only key', async () => {
+    const { account, apiKey, jwt } = await createTestAccount(web.app);
+    // Used twice, so this process caches it (the first use only ties the key to its account).
+    for (let i = 0; i < 2; i++) expect((await probe(apiKey)).status).to.equal(200);
+
+    // The regeneration passes its rate limit in Redis, then waits here on the account's row lock
+    // while Redis starts refusing writes (out of memory, noeviction), as a failing Redis does.
+    await holder.query('begin');
+    await holder.query('select id from accounts where id = $1 for update', [account.id]);
+    const answer = regenerate(jwt);
+    await eventually(async () => {
+      const r = await holder.query(
+        "select 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database() and pid <> pg_backend_pid()",
+      );
+      return r.rowCount! > 0 ? true : undefined;
+    }, 'the regeneration waiting on the account row');
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    await admin.config('SET', 'maxmemory', '1');
+    await holder.query('commit');
+    const r = await answer;
+    await admin.config('SET', 'maxmemory', '0');
+
+    expect(r.status).to.equal(503);
+    expect(r.body.error.code).to.equal('service_unavailable');
+    expect(r.body.error.message).to.match(/not regenerated.*current key still works/);
+    expect(r.body).not.to.have.nested.property('api_key');
+    const keys = await web.app.db.selectFrom('api_keys').selectAll().where('account_id', '=', account.id).execute();
+    expect(keys.map((k) => k.revoked_at)).to.deep.equal([null]);
+    expect((await probe(apiKey)).body.account_id).to.equal(account.id);
   });
 });

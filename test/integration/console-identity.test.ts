@@ -236,6 +236,37 @@ describe('console sign-in, sessions and tokens', () => {
     });
   });
 
+  describe('signing out everywhere, with links and tokens already out', () => {
+    const asJwt = (token: string) => get(`${web.url}/v1/subscription/info`, { bearer: token });
+
+    it('voids the sign-in links already sent and every JWT issued before it, and later ones work', async () => {
+      const { account, jwt: minted } = await verified();
+      const laptop = await signIn(web.app, web.url, account.email);
+      const consoleJwt = (await fromBrowser(laptop, 'POST', '/console/token')).body.token as string;
+      const pendingLink = await signInLinkFor(web.app, { origin: web.url }, account.email);
+      expect((await asJwt(consoleJwt)).status).to.equal(200);
+      expect((await asJwt(minted)).status).to.equal(200);
+
+      clock.advance(1000);
+      expect((await fromBrowser(laptop, 'POST', '/console/sign-out-everywhere')).status).to.equal(204);
+      for (const token of [consoleJwt, minted]) {
+        const r = await asJwt(token);
+        expect(r.status).to.equal(401);
+        expect(r.body.error.code).to.equal('token_revoked');
+      }
+      const link = await fromBrowser({ origin: web.url }, 'POST', '/console/sign-in/confirm', {
+        form: { token: pendingLink },
+      });
+      expect(link.status).to.equal(400);
+      expect(link.text).to.match(/already used/);
+
+      clock.advance(1000);
+      const again = await signIn(web.app, web.url, account.email);
+      const fresh = (await fromBrowser(again, 'POST', '/console/token')).body.token as string;
+      expect((await asJwt(fresh)).status).to.equal(200);
+    });
+  });
+
   describe('verifying in a browser', () => {
     async function signUp(): Promise<{ email: string; token: string }> {
       const email = uniqueEmail('console-verify');
@@ -305,7 +336,14 @@ describe('console sign-in, sessions and tokens', () => {
   describe('with an external identity provider (JWT_JWKS_URL only)', () => {
     let idp: TestWeb;
     before(async () => {
-      idp = await startTestWeb({ clock, env: { JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json' } });
+      idp = await startTestWeb({
+        clock,
+        env: {
+          JWT_JWKS_URL: 'http://127.0.0.1:9/jwks.json',
+          JWT_ISSUER: 'https://idp.example.test/',
+          JWT_AUDIENCE: 'completions-api',
+        },
+      });
     });
     after(() => idp.close());
 

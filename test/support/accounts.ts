@@ -39,9 +39,12 @@ export async function createTestAccount(
     .insertInto('api_keys')
     .values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix })
     .execute();
-  // With JWT_JWKS_URL tokens come from the identity provider; tests sign their own there.
+  // With JWT_JWKS_URL tokens come from the identity provider; tests sign their own there. An hour,
+  // as tests move their clocks past the minted default (15 minutes).
   const jwt =
-    app.config.auth.jwt.secret === undefined ? '' : await mintJwt(app.config, app.clock, { sub: account.id, email });
+    app.config.auth.jwt.secret === undefined
+      ? ''
+      : await mintJwt(app.config, app.clock, { sub: account.id, email }, 3600);
   return { account, apiKey: key.key, jwt };
 }
 

@@ -62,9 +62,27 @@ describe('the JWT secret outside production, with no JWT_SECRET', () => {
       ConfigError,
       /^JWT_SECRET must be set in production/,
     );
-    const idp = loadConfig({ ...base, JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_SECRET_FILE: fileIn(dir) });
+    const idp = loadConfig({
+      ...base,
+      JWT_JWKS_URL: 'https://idp.example/jwks.json',
+      JWT_ISSUER: 'https://idp.example.test/',
+      JWT_AUDIENCE: 'completions-api',
+      JWT_SECRET_FILE: fileIn(dir),
+    });
     expect(idp.auth.jwt.secret).to.equal(undefined);
     expect(() => statSync(fileIn(dir))).to.throw(/ENOENT/);
+  });
+
+  it('refuses JWT_JWKS_URL without JWT_ISSUER or JWT_AUDIENCE, naming the missing setting', () => {
+    const idp = { ...base, JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_SECRET_FILE: fileIn(dir) };
+    expect(() => loadConfig({ ...idp, JWT_AUDIENCE: 'completions-api' })).to.throw(
+      ConfigError,
+      /^JWT_ISSUER must be set with JWT_JWKS_URL .*\(it is not set\)$/,
+    );
+    expect(() => loadConfig({ ...idp, JWT_ISSUER: 'https://idp.example/' })).to.throw(
+      ConfigError,
+      /^JWT_AUDIENCE must be set with JWT_JWKS_URL .*\(it is not set\)$/,
+    );
   });
 
   it('refuses a token signed with the string that was the built-in development secret', async () => {

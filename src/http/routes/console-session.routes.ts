@@ -235,7 +235,7 @@ export function consoleSessionRoutes(): RouteSpec[] {
       operationId: 'consoleSignOutEverywhere',
       summary: 'End every console session of the account, in every browser',
       description:
-        'Needs the session cookie, X-CSRF-Token and a same-origin Origin. 204; the cookie is cleared. JWTs already issued live out their few minutes.',
+        'Needs the session cookie, X-CSRF-Token and a same-origin Origin. 204; the cookie is cleared. Sign-in links already sent stop working, and so does every JWT issued for the account until now (console tokens, operator-minted ones, an identity provider’s): 401 `token_revoked`.',
       tag: 'console',
       auth: 'session',
       responses: {
