@@ -1,4 +1,4 @@
-import { loadConfigOrExit, type Config } from './config.js';
+import { loadConfigOrExit, SHUTDOWN_GRACE_MS, type Config } from './config.js';
 import { createContext, type AppContext } from './context.js';
 import { startTracing, type Tracing } from './infra/tracing.js';
 
@@ -41,7 +41,7 @@ export function runProcess(
     const forced = setTimeout(() => {
       app.log.error(`${role}: shutdown deadline passed; exiting`);
       process.exit(1);
-    }, config.http.shutdownTimeoutMs + 5000);
+    }, config.http.shutdownTimeoutMs + SHUTDOWN_GRACE_MS);
     forced.unref();
     (stopper ? stopper.stop() : Promise.resolve())
       .then(() => app.close())
