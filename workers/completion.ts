@@ -18,6 +18,7 @@ import { traceJob } from '../src/chat/completion-tracing.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
 import { isDependencyDown } from '../src/infra/outage.js';
+import { eventLoopLag } from '../src/metrics.js';
 
 const FETCH_LOOPS = 4;
 
@@ -60,9 +61,11 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   // Fail at start-up, not on the first request, when the catalog file is wrong.
   app.checkCatalog();
 
+  const lag = eventLoopLag();
   const presence = new WorkerPresence(app.redis, prefix, workerId, ttl, () => ({
     concurrency: config.queue.workerConcurrency,
     active: running.size,
+    lagMs: lag.takeMaxMs(),
   }));
   await presence.start();
   const watch = new ClientWatch(
@@ -110,6 +113,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
           process.kill(process.pid, 'SIGKILL');
         }
       : undefined,
+    beforeUpstream: blockOn(app, config.faults.blockWorkerForUser),
   };
 
   // Several BullMQ workers share the process's concurrency: one worker fetches jobs one at a time,
@@ -158,6 +162,17 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       await Promise.all(workers.map((w) => w.close()));
       watch.stop();
       await presence.stop();
+      lag.stop();
     },
+  };
+}
+
+/** Failpoint FAULT_BLOCK_WORKER_USER: a job whose `user` is the marker blocks this thread for good (without spinning a core). */
+function blockOn(app: AppContext, marker: string | undefined): JobRuntime['beforeUpstream'] {
+  if (marker === undefined) return undefined;
+  return (job) => {
+    if (job.params.user !== marker) return;
+    app.log.warn({ requestId: job.id }, 'failpoint FAULT_BLOCK_WORKER_USER: blocking the event loop');
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
   };
 }

@@ -67,6 +67,8 @@ export interface JobRuntime {
   grace: ResumeGrace;
   /** Failpoint for crash tests: called after the upstream answered, before recording. */
   beforeRecord?: () => void;
+  /** Failpoint for stall tests: called once a job is claimed, before its upstream call. */
+  beforeUpstream?: (job: CompletionJob) => void;
 }
 
 export type JobOutcome = 'completed' | 'cancelled' | 'failed' | 'interrupted' | 'declined' | 'expired';
@@ -140,6 +142,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       return 'cancelled';
     }
     rt.metrics.started.inc();
+    rt.beforeUpstream?.(job);
     if (!provider) {
       await endUnanswered(rt, job, target, start, refused, 'failed');
       return 'failed';
