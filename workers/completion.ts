@@ -3,7 +3,14 @@ import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { completionShards, createWorker } from '../src/infra/queues.js';
 import { settlementOf, type CompletionJob } from '../src/chat/completion-job.js';
-import { cancelChannel, detachedRequest, relayTtls } from '../src/chat/relay-protocol.js';
+import {
+  cancelChannel,
+  detachedRequest,
+  relayTtls,
+  requestStateKey,
+  STALLED_FIELD,
+} from '../src/chat/relay-protocol.js';
+import type { Watchdog } from '../src/infra/watchdog.js';
 import { ResumeGrace } from '../src/chat/resume-grace.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
 import {
@@ -13,7 +20,7 @@ import {
   WorkerPresence,
   readWorkerSeen,
 } from '../src/chat/liveness.js';
-import { runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
+import { endAbandoned, runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { traceJob } from '../src/chat/completion-tracing.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
@@ -28,7 +35,10 @@ const FETCH_LOOPS = 4;
  * this worker's liveness key (a re-run of a job it holds leaves the job alone while it lives), and
  * the watch on the web processes its jobs answer to (a dead one's jobs are stopped).
  */
-export async function startCompletionWorker(app: AppContext): Promise<BackgroundService> {
+export async function startCompletionWorker(
+  app: AppContext,
+  watchdog?: Pick<Watchdog, 'markOnStall' | 'unmarkOnStall'>,
+): Promise<BackgroundService> {
   const { config } = app;
   const prefix = config.redis.prefix;
   const workerId = `${process.pid}-${randomBytes(3).toString('hex')}`;
@@ -125,6 +135,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   const concurrency = config.queue.workerConcurrency;
   const perShard = Math.max(1, Math.floor(Math.min(FETCH_LOOPS, concurrency) / shards.length));
   const fetchers = perShard * shards.length;
+  let runs = 0;
   const share = (i: number) => Math.max(1, Math.floor(concurrency / fetchers) + (i < concurrency % fetchers ? 1 : 0));
   const workers = Array.from({ length: fetchers }, (_, i) =>
     createWorker<CompletionJob>(
@@ -136,8 +147,18 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
         // A re-run's wait would count its first run's time as queueing.
         if (!rerun && job.processedOn !== undefined)
           metrics.queueWait.observe(Math.max(0, job.processedOn - job.timestamp) / 1000);
-        const outcome = await traceJob(job.data, rerun, () => runJob(runtime, job.data, rerun));
-        metrics.finished.inc({ outcome });
+        // Should this process stall, its watchdog marks the jobs it holds: their take-over fails them
+        // instead of handing them to the next worker.
+        const request = job.data;
+        // One mark per run: the same request may be handed to this process twice (a lock lost in a Redis restart).
+        const mark = `${request.id}/${++runs}`;
+        watchdog?.markOnStall(mark, requestStateKey(prefix, request.relayTo, request.id), STALLED_FIELD);
+        try {
+          const outcome = await traceJob(request, rerun, () => runJob(runtime, request, rerun));
+          metrics.finished.inc({ outcome });
+        } finally {
+          watchdog?.unmarkOnStall(mark);
+        }
       },
       { concurrency: share(i) },
     ),
@@ -151,7 +172,15 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
         app.log.info({ reason: err.message }, 'a completion job lost its queue lock');
       else app.log.error({ err }, 'completion worker error');
     });
-    worker.on('failed', (job, err) => app.log.error({ jobId: job?.id, err }, 'completion job failed'));
+    worker.on('failed', (job, err) => {
+      app.log.error({ jobId: job?.id, err }, 'completion job failed');
+      // The queue found it stalled once more than it re-runs a job: nobody will answer it now.
+      if (job && /stalled more than allowable limit/.test(err.message))
+        endAbandoned(runtime, job.data).then(
+          (outcome) => metrics.finished.inc({ outcome }),
+          (e: unknown) => app.log.error({ jobId: job.id, err: e }, 'could not end a job the queue gave up on'),
+        );
+    });
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));
 

@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadConfig } from '../config.js';
 import { createRedis } from './redis.js';
@@ -18,8 +19,8 @@ const MARK_TIMEOUT_MS = 2000;
 
 const data = workerData as WatchdogData;
 const heartbeat = new Int32Array(data.heartbeat);
-const say = (line: string) =>
-  process.stderr.write(`${JSON.stringify({ level: 'error', role: data.role, msg: line })}\n`);
+// Straight to the file descriptor: a thread's process.stderr goes through the main thread, which may be blocked.
+const say = (line: string) => writeSync(2, `${JSON.stringify({ level: 'error', role: data.role, msg: line })}\n`);
 const kill = (why: string): never => {
   say(`watchdog: ${why}; killing the process`);
   process.kill(process.pid, 'SIGKILL');
@@ -30,22 +31,23 @@ let lastCount = Atomics.load(heartbeat, 0);
 let lastBeatAt = performance.now();
 let deadlineAt: number | undefined;
 let orphanedAt: number | undefined;
-let marks: { key: string; field: string }[] = [];
+const marks = new Map<string, { key: string; field: string }>();
 let ending = false;
 
 parentPort!.on('message', (command: WatchdogCommand) => {
   if (command.kind === 'deadline') deadlineAt = Math.min(deadlineAt ?? Infinity, performance.now() + command.inMs);
-  else marks = command.marks;
+  else if (command.kind === 'mark') marks.set(command.id, { key: command.key, field: command.field });
+  else marks.delete(command.id);
 });
 
 /** Writes the marks (bounded), then kills: the process that takes over its jobs reads them. */
 async function endStalled(silentMs: number): Promise<void> {
   ending = true;
   say(`watchdog: the event loop has not turned for ${Math.round(silentMs)} ms`);
-  if (marks.length > 0) {
+  if (marks.size > 0) {
     const redis = createRedis(loadConfig(process.env), 'blocking', 'watchdog');
-    const written = Promise.all(marks.map((m) => redis.hset(m.key, m.field, '1'))).then(
-      () => `marked ${marks.length} running job(s) as stalled`,
+    const written = Promise.all([...marks.values()].map((m) => redis.hset(m.key, m.field, '1'))).then(
+      () => `marked the ${marks.size} job(s) it was running as stalled`,
       (err: unknown) => `could not mark the running jobs: ${err instanceof Error ? err.message : String(err)}`,
     );
     const timeout = new Promise<string>((r) =>

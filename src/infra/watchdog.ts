@@ -28,8 +28,9 @@ export interface WatchdogData {
 /** Messages from the main thread to the watchdog thread. */
 export type WatchdogCommand =
   | { kind: 'deadline'; inMs: number }
-  /** Hash fields to set (to '1') in Redis before a stalled process is ended: what its successors must know. */
-  | { kind: 'stall-marks'; marks: { key: string; field: string }[] };
+  /** A hash field to set (to '1') in Redis before a stalled process is ended: what its successors must know. */
+  | { kind: 'mark'; id: string; key: string; field: string }
+  | { kind: 'unmark'; id: string };
 
 export interface WatchdogOptions {
   role: string;
@@ -70,9 +71,13 @@ export class Watchdog {
     this.send({ kind: 'deadline', inMs });
   }
 
-  /** Replaces the marks the watchdog writes before ending a stalled process. */
-  stallMarks(marks: { key: string; field: string }[]): void {
-    this.send({ kind: 'stall-marks', marks });
+  /** Should the process stall, the watchdog sets hash field `field` of `key` before ending it (until unmarked). */
+  markOnStall(id: string, key: string, field: string): void {
+    this.send({ kind: 'mark', id, key, field });
+  }
+
+  unmarkOnStall(id: string): void {
+    this.send({ kind: 'unmark', id });
   }
 
   private send(command: WatchdogCommand): void {
