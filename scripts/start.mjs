@@ -89,7 +89,10 @@ await main(async () => {
     killAll();
   };
 
-  for (const [role, entry] of ROLES) {
+  // A worker killed (its watchdog ends one whose event loop stalled; its jobs are failed, not run
+  // again) is replaced, a few times: the fleet recovers as it would under an orchestrator.
+  let workerRestarts = 0;
+  const startRole = (role, entry) => {
     // Own process group: the terminal's Ctrl-C reaches only this supervisor, which then stops
     // each child once, gracefully, instead of every process receiving the signal at once.
     const child = spawn(process.execPath, ['--enable-source-maps', path.join(ROOT, entry)], {
@@ -100,12 +103,18 @@ await main(async () => {
     });
     children.set(role, child);
     child.once('exit', (code, signal) => {
-      if (!stopping) {
-        say(`${role} exited unexpectedly (${signal ?? `code ${code}`}); stopping the rest`);
-        void stopAll(1);
+      if (stopping) return;
+      if (role === 'worker' && signal === 'SIGKILL' && workerRestarts < 5) {
+        workerRestarts++;
+        say(`worker was killed (SIGKILL); starting another (${workerRestarts} of at most 5)`);
+        startRole(role, entry);
+        return;
       }
+      say(`${role} exited unexpectedly (${signal ?? `code ${code}`}); stopping the rest`);
+      void stopAll(1);
     });
-  }
+  };
+  for (const [role, entry] of ROLES) startRole(role, entry);
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
