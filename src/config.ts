@@ -200,10 +200,21 @@ export interface Config {
   faults: {
     crashBeforeRecord: boolean;
     crashAfterInvoiceItem: boolean;
+    /** A completion whose `user` field equals this blocks its worker's event loop for good (FAULT_BLOCK_WORKER_USER). */
+    blockWorkerForUser: string | undefined;
     /** Tests of several processes only: every process's clock stands still at this instant (TEST_CLOCK_AT). */
     clockAt: Date | undefined;
   };
   worker: { metricsPort: number | undefined };
+  /** How a role ends: its own shutdown bound, its supervisor, its event loop's health (docs/operations.md#shutdown). */
+  lifecycle: {
+    /** The supervisor that started this role (SUPERVISOR_PID, set by npm start): the role exits once it is gone. */
+    supervisorPid: number | undefined;
+    /** A worker whose event loop has not turned for this long is ended, so its jobs are taken over (0: never). */
+    workerStallTimeoutMs: number;
+    /** /health answers 503 when no live worker's event loop lags less than this. */
+    healthMaxLagMs: number;
+  };
   /** The operators' queue dashboard at /admin/queues. */
   admin: {
     /** The operator credential (ADMIN_TOKEN); without it the dashboard does not exist (404). */
@@ -492,7 +503,7 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       host,
       port,
       publicBaseUrl,
-      shutdownTimeoutMs: r.int('SHUTDOWN_TIMEOUT_MS', 25_000, 0, 600_000),
+      shutdownTimeoutMs: supervisorSettings(env).shutdownTimeoutMs,
       trustProxy: r.bool('TRUST_PROXY', false),
       headersTimeoutMs: r.int('HTTP_HEADERS_TIMEOUT_MS', 20_000, 100, 600_000),
       requestTimeoutMs: r.int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 100, 600_000),
@@ -602,6 +613,7 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
     faults: {
       crashBeforeRecord: r.list('FAULT_INJECT', []).includes('crash-before-record'),
       crashAfterInvoiceItem: r.list('FAULT_INJECT', []).includes('crash-after-invoice-item'),
+      blockWorkerForUser: r.optional('FAULT_BLOCK_WORKER_USER'),
       clockAt: testClockAt(r, nodeEnv),
     },
     invoicing: {
@@ -610,6 +622,11 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       retryDelayMs: r.int('INVOICING_RETRY_DELAY_MS', 10_000, 10, 3_600_000),
     },
     worker: { metricsPort: r.optionalInt('WORKER_METRICS_PORT', 0, 65535) },
+    lifecycle: {
+      supervisorPid: r.optionalInt('SUPERVISOR_PID', 1, 2 ** 31 - 1),
+      workerStallTimeoutMs: r.int('WORKER_STALL_TIMEOUT_MS', 15_000, 0, 3_600_000),
+      healthMaxLagMs: r.int('HEALTH_MAX_EVENT_LOOP_LAG_MS', 1000, 10, 60_000),
+    },
     admin: { token: adminToken(r), queuesWritable: r.bool('ADMIN_QUEUES_WRITABLE', false) },
     tracing: tracing(r),
     scheduler: {
@@ -632,6 +649,22 @@ function deepFreeze<T>(o: T): T {
     Object.freeze(o);
   }
   return o;
+}
+
+/**
+ * How long past SHUTDOWN_TIMEOUT_MS a stopping role may take to close its connections and send its
+ * last spans: past it the role exits non-zero, even with its event loop blocked (its watchdog thread
+ * ends it).
+ */
+export const SHUTDOWN_GRACE_MS = 2000;
+
+/**
+ * What npm start's supervisor needs, read as the roles read it: it sends SIGKILL to a role still
+ * running a second after that role's own bound (SHUTDOWN_TIMEOUT_MS + SHUTDOWN_GRACE_MS).
+ */
+export function supervisorSettings(env: Env = process.env): { shutdownTimeoutMs: number; killAfterMs: number } {
+  const shutdownTimeoutMs = new Reader(env).int('SHUTDOWN_TIMEOUT_MS', 25_000, 0, 600_000);
+  return { shutdownTimeoutMs, killAfterMs: shutdownTimeoutMs + SHUTDOWN_GRACE_MS + 1000 };
 }
 
 /** For entry points: load or print the one line that says what is wrong, then exit. */

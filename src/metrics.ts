@@ -1,3 +1,4 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import client from 'prom-client';
 
 // Every metric the service exports, declared here and nowhere else. Each process builds one
@@ -271,3 +272,22 @@ export type LimiterMetrics = Metrics['limiter'];
 export type DispatchMetrics = Metrics['dispatch'];
 export type StripeMetrics = Metrics['stripe'];
 export type EmailMetrics = Metrics['email'];
+
+/**
+ * The event loop's worst delay since the last reading, in ms, sampled every `resolutionMs`: what a
+ * worker publishes with its presence, so /health sees a worker that is alive but too slow to serve.
+ * (The per-role series on /metrics come from prom-client's own monitor, reset at each scrape.)
+ */
+export function eventLoopLag(resolutionMs = 100): { takeMaxMs(): number; stop(): void } {
+  const histogram = monitorEventLoopDelay({ resolution: resolutionMs });
+  histogram.enable();
+  return {
+    takeMaxMs() {
+      // The histogram counts the sampling interval itself in each delay.
+      const max = histogram.count > 0 ? Math.max(0, histogram.max / 1e6 - resolutionMs) : 0;
+      histogram.reset();
+      return Math.round(max);
+    },
+    stop: () => histogram.disable(),
+  };
+}

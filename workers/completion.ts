@@ -3,7 +3,14 @@ import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { completionShards, createWorker } from '../src/infra/queues.js';
 import { settlementOf, type CompletionJob } from '../src/chat/completion-job.js';
-import { cancelChannel, detachedRequest, relayTtls } from '../src/chat/relay-protocol.js';
+import {
+  cancelChannel,
+  detachedRequest,
+  relayTtls,
+  requestStateKey,
+  STALLED_FIELD,
+} from '../src/chat/relay-protocol.js';
+import type { Watchdog } from '../src/infra/watchdog.js';
 import { ResumeGrace } from '../src/chat/resume-grace.js';
 import { RelayBatch } from '../src/chat/relay-publisher.js';
 import {
@@ -13,11 +20,12 @@ import {
   WorkerPresence,
   readWorkerSeen,
 } from '../src/chat/liveness.js';
-import { runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
+import { endAbandoned, runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { traceJob } from '../src/chat/completion-tracing.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
 import { isDependencyDown } from '../src/infra/outage.js';
+import { eventLoopLag } from '../src/metrics.js';
 
 const FETCH_LOOPS = 4;
 
@@ -27,7 +35,10 @@ const FETCH_LOOPS = 4;
  * this worker's liveness key (a re-run of a job it holds leaves the job alone while it lives), and
  * the watch on the web processes its jobs answer to (a dead one's jobs are stopped).
  */
-export async function startCompletionWorker(app: AppContext): Promise<BackgroundService> {
+export async function startCompletionWorker(
+  app: AppContext,
+  watchdog?: Pick<Watchdog, 'markOnStall' | 'unmarkOnStall'>,
+): Promise<BackgroundService> {
   const { config } = app;
   const prefix = config.redis.prefix;
   const workerId = `${process.pid}-${randomBytes(3).toString('hex')}`;
@@ -61,9 +72,11 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   app.checkCatalog();
   app.compute.start();
 
+  const lag = eventLoopLag();
   const presence = new WorkerPresence(app.redis, prefix, workerId, ttl, () => ({
     concurrency: config.queue.workerConcurrency,
     active: running.size,
+    lagMs: lag.takeMaxMs(),
   }));
   await presence.start();
   const watch = new ClientWatch(
@@ -111,6 +124,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
           process.kill(process.pid, 'SIGKILL');
         }
       : undefined,
+    beforeUpstream: blockOn(app, config.faults.blockWorkerForUser),
   };
 
   // Several BullMQ workers share the process's concurrency: one worker fetches jobs one at a time,
@@ -122,6 +136,7 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
   const concurrency = config.queue.workerConcurrency;
   const perShard = Math.max(1, Math.floor(Math.min(FETCH_LOOPS, concurrency) / shards.length));
   const fetchers = perShard * shards.length;
+  let runs = 0;
   const share = (i: number) => Math.max(1, Math.floor(concurrency / fetchers) + (i < concurrency % fetchers ? 1 : 0));
   const workers = Array.from({ length: fetchers }, (_, i) =>
     createWorker<CompletionJob>(
@@ -133,8 +148,18 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
         // A re-run's wait would count its first run's time as queueing.
         if (!rerun && job.processedOn !== undefined)
           metrics.queueWait.observe(Math.max(0, job.processedOn - job.timestamp) / 1000);
-        const outcome = await traceJob(job.data, rerun, () => runJob(runtime, job.data, rerun));
-        metrics.finished.inc({ outcome });
+        // Should this process stall, its watchdog marks the jobs it holds: their take-over fails them
+        // instead of handing them to the next worker.
+        const request = job.data;
+        // One mark per run: the same request may be handed to this process twice (a lock lost in a Redis restart).
+        const mark = `${request.id}/${++runs}`;
+        watchdog?.markOnStall(mark, requestStateKey(prefix, request.relayTo, request.id), STALLED_FIELD);
+        try {
+          const outcome = await traceJob(request, rerun, () => runJob(runtime, request, rerun));
+          metrics.finished.inc({ outcome });
+        } finally {
+          watchdog?.unmarkOnStall(mark);
+        }
       },
       { concurrency: share(i) },
     ),
@@ -148,7 +173,15 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
         app.log.info({ reason: err.message }, 'a completion job lost its queue lock');
       else app.log.error({ err }, 'completion worker error');
     });
-    worker.on('failed', (job, err) => app.log.error({ jobId: job?.id, err }, 'completion job failed'));
+    worker.on('failed', (job, err) => {
+      app.log.error({ jobId: job?.id, err }, 'completion job failed');
+      // The queue found it stalled once more than it re-runs a job: nobody will answer it now.
+      if (job && /stalled more than allowable limit/.test(err.message))
+        endAbandoned(runtime, job.data).then(
+          (outcome) => metrics.finished.inc({ outcome }),
+          (e: unknown) => app.log.error({ jobId: job.id, err: e }, 'could not end a job the queue gave up on'),
+        );
+    });
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));
 
@@ -159,6 +192,17 @@ export async function startCompletionWorker(app: AppContext): Promise<Background
       await Promise.all(workers.map((w) => w.close()));
       watch.stop();
       await presence.stop();
+      lag.stop();
     },
+  };
+}
+
+/** Failpoint FAULT_BLOCK_WORKER_USER: a job whose `user` is the marker blocks this thread for good (without spinning a core). */
+function blockOn(app: AppContext, marker: string | undefined): JobRuntime['beforeUpstream'] {
+  if (marker === undefined) return undefined;
+  return (job) => {
+    if (job.params.user !== marker) return;
+    app.log.warn({ requestId: job.id }, 'failpoint FAULT_BLOCK_WORKER_USER: blocking the event loop');
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
   };
 }

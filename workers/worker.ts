@@ -9,11 +9,11 @@ import { startScheduledWork } from './scheduled.js';
 // The `worker` role: everything that drains a queue. Each replica runs the same set; BullMQ and
 // row locks share the work between replicas.
 if (isMain(import.meta.url)) {
-  runProcess('worker', async (app, config) => {
+  runProcess('worker', async (app, config, watchdog) => {
     const services: BackgroundService[] = [];
     if (config.worker.metricsPort !== undefined)
       services.push(await startMetricsServer(app, config.worker.metricsPort));
-    services.push(await startCompletionWorker(app));
+    services.push(await startCompletionWorker(app, watchdog));
     services.push(await startMetering(app));
     services.push(startEmailSender(app));
     services.push(await startScheduledWork(app));

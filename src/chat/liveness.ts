@@ -222,6 +222,8 @@ export class ClientWatch {
 export interface WorkerCapacity {
   concurrency: number;
   active: number;
+  /** The worker's worst event-loop delay since its previous renewal, in ms. */
+  lagMs?: number;
   /** Epoch ms after which the entry is stale (its worker stopped renewing it). */
   until: number;
 }
@@ -240,7 +242,7 @@ export class WorkerPresence {
     private readonly prefix: string,
     private readonly workerId: string,
     private readonly ttlMs: number,
-    capacity: () => { concurrency: number; active: number },
+    capacity: () => { concurrency: number; active: number; lagMs: number },
     now: () => number = () => Date.now(),
   ) {
     this.heartbeat = new Heartbeat(
@@ -268,16 +270,21 @@ export class WorkerPresence {
   }
 }
 
+/** The live workers' capacity, and the event-loop lag of the least lagging one (undefined with no worker). */
+export interface Fleet {
+  workers: number;
+  concurrency: number;
+  active: number;
+  leastLagMs: number | undefined;
+}
+
 /** The fleet's capacity from the registry, dropping (and deleting) entries whose worker stopped renewing them. */
-export async function readFleet(
-  redis: RedisClient,
-  prefix: string,
-  now: number,
-): Promise<{ workers: number; concurrency: number; active: number }> {
+export async function readFleet(redis: RedisClient, prefix: string, now: number): Promise<Fleet> {
   const entries = await redis.hgetall(workerRegistryKey(prefix));
   let workers = 0;
   let concurrency = 0;
   let active = 0;
+  let leastLagMs: number | undefined;
   const stale: string[] = [];
   for (const [id, raw] of Object.entries(entries)) {
     let entry: WorkerCapacity | undefined;
@@ -293,7 +300,8 @@ export async function readFleet(
     workers++;
     concurrency += entry.concurrency;
     active += entry.active;
+    leastLagMs = Math.min(leastLagMs ?? Infinity, entry.lagMs ?? 0);
   }
   if (stale.length > 0) await redis.hdel(workerRegistryKey(prefix), ...stale).catch(() => undefined);
-  return { workers, concurrency, active };
+  return { workers, concurrency, active, leastLagMs };
 }

@@ -100,6 +100,9 @@ export const relayTtls = (
 });
 
 /** Who runs the request, whether its usage is recorded, who may read it back and who reads it. */
+/** The field of a request's state a stalled worker's watchdog sets (see run-job.ts, take-over). */
+export const STALLED_FIELD = 'stalled';
+
 export const requestStateKey = (prefix: string, relayTo: string, requestId: string): string =>
   `${prefix}:req:${webTag(prefix, relayTo)}:${requestId}`;
 /** A worker process's one cancellation channel: a message is the id of a request to stop, or a detach notice. */

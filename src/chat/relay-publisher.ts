@@ -9,6 +9,7 @@ import {
   requestStateKey,
   type LogKind,
   type RelayKind,
+  STALLED_FIELD,
 } from './relay-protocol.js';
 import { withEventId } from './sse.js';
 
@@ -48,15 +49,20 @@ export interface RelayTtls {
 // handed out again after a Redis restart must not give it back the running one). The web process
 // marks a request whose client left `cancelled`, so whoever claims it, first or on a take-over,
 // honours the cancel. The channel is passed as a key: on a cluster it must hash to the script's
-// slot, as it does.
-// Reply: { taken 0|1, previous owner ('' if none), recorded '0'|'1', left before the claim 0|1, cancelled 0|1 }.
+// slot, as it does. A worker's watchdog marks the requests of a worker it ends for a stalled event
+// loop `stalled`; a take-over counts itself in `takeovers`: the claim reads both for the take-over.
+// Reply: { taken 0|1, previous owner ('' if none), recorded '0'|'1', left before the claim 0|1, cancelled 0|1,
+// stalled 0|1, take-overs so far, this one included }.
 const CLAIM_LUA = `
 local owner = redis.call('HGET', KEYS[1], 'worker')
 local recorded = redis.call('HGET', KEYS[1], 'recorded') or '0'
 local cancelled = redis.call('HGET', KEYS[1], 'cancelled') == '1' and 1 or 0
-if recorded == '1' or (owner and owner ~= ARGV[1] and ARGV[4] ~= '1') then return { 0, owner or '', recorded, 0, cancelled } end
+local stalled = redis.call('HGET', KEYS[1], '${STALLED_FIELD}') == '1' and 1 or 0
+if recorded == '1' or (owner and owner ~= ARGV[1] and ARGV[4] ~= '1') then return { 0, owner or '', recorded, 0, cancelled, stalled, 0 } end
 redis.call('HSET', KEYS[1], 'worker', ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+local takeovers = 0
+if owner and owner ~= ARGV[1] then takeovers = redis.call('HINCRBY', KEYS[1], 'takeovers', 1) end
 local left = 0
 if not owner then
   redis.call('HSET', KEYS[1], 'account', ARGV[5], 'stream', ARGV[6], 'resumable', ARGV[7] == '' and '0' or '1')
@@ -65,7 +71,7 @@ if not owner then
   redis.call('EXPIRE', KEYS[2], ARGV[3])
   redis.call('SPUBLISH', KEYS[3], ARGV[2])
 end
-return { 1, owner or '', recorded, left, cancelled }
+return { 1, owner or '', recorded, left, cancelled, stalled, takeovers }
 `;
 
 type ClaimRedis = RedisClient & {
@@ -80,7 +86,7 @@ type ClaimRedis = RedisClient & {
     account: string,
     stream: string,
     reader: string,
-  ): Promise<[number, string, string, number, number]>;
+  ): Promise<[number, string, string, number, number, number, number]>;
 };
 
 export interface Claim {
@@ -94,6 +100,10 @@ export interface Claim {
   leftBeforeClaim: boolean;
   /** Its client left (a web process marked it): nothing more is to be produced for it. */
   cancelled: boolean;
+  /** A worker running it was ended for a stalled event loop: running it again may stall the next. */
+  stalled: boolean;
+  /** How many times it has been taken over from a dead worker, this claim included. */
+  takeovers: number;
 }
 
 /** What a first claim records about the request, for those who read it back. */
@@ -119,7 +129,7 @@ export async function claimRequest(
   const r = redis as ClaimRedis;
   if (typeof r.relayClaim !== 'function') r.defineCommand('relayClaim', { numberOfKeys: 3, lua: CLAIM_LUA });
   const reader = request.resumableFor === undefined ? '' : readerField(request.resumableFor);
-  const [taken, owner, recorded, left, cancelled] = await r.relayClaim(
+  const [taken, owner, recorded, left, cancelled, stalled, takeovers] = await r.relayClaim(
     target.stateKey,
     target.logKey,
     target.channel,
@@ -139,6 +149,8 @@ export async function claimRequest(
     recorded: recorded === '1',
     leftBeforeClaim: Number(left) === 1,
     cancelled: Number(cancelled) === 1,
+    stalled: Number(stalled) === 1,
+    takeovers: Number(takeovers),
   };
 }
 

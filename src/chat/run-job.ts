@@ -67,6 +67,8 @@ export interface JobRuntime {
   grace: ResumeGrace;
   /** Failpoint for crash tests: called after the upstream answered, before recording. */
   beforeRecord?: () => void;
+  /** Failpoint for stall tests: called once a job is claimed, before its upstream call. */
+  beforeUpstream?: (job: CompletionJob) => void;
 }
 
 export type JobOutcome = 'completed' | 'cancelled' | 'failed' | 'interrupted' | 'declined' | 'expired';
@@ -83,6 +85,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * - the end was published: nothing is left to do;
  * - the whole answer was relayed and its usage logged: the stream is closed normally, billed exactly;
  * - part of an answer was relayed: the stream ends with an error and the delivered text is billed;
+ * - its worker was ended for a stalled event loop, or it was answered afresh once already: it ends
+ *   with the error `worker_stalled`, what was delivered billed, so it cannot stall worker after worker;
  * - nothing the client can see: the request is answered afresh, unless its client has left.
  */
 export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boolean): Promise<JobOutcome> {
@@ -125,7 +129,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       running.controller.abort('rerun');
       firstAttempt = undefined;
       const log = await readRelayLog(app.redis, target.logKey);
-      const taken = await takeOver(rt, job, target, log);
+      const taken = await takeOver(rt, job, target, log, claim);
       if (taken !== undefined) return taken;
       // Nothing the client could see: answered afresh, numbering on from what the log holds.
       running.controller = new AbortController();
@@ -140,6 +144,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       return 'cancelled';
     }
     rt.metrics.started.inc();
+    rt.beforeUpstream?.(job);
     if (!provider) {
       await endUnanswered(rt, job, target, start, refused, 'failed');
       return 'failed';
@@ -150,6 +155,22 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     rt.running.delete(job.id);
     rt.metrics.active.set(rt.running.size);
   }
+}
+
+/**
+ * A job the queue gave up on: its workers died more often than the queue re-runs a job (BullMQ's
+ * maxStalledCount), so no worker will run it again. Its client is told (`worker_stalled`, or
+ * `worker_interrupted` after part of an answer) and what it was sent is billed, instead of waiting
+ * for its silence limit.
+ */
+export async function endAbandoned(rt: JobRuntime, job: CompletionJob): Promise<JobOutcome> {
+  const { app } = rt;
+  const target = relayTarget(app.config.redis.prefix, job.relayTo, job.id);
+  const claimed = { accountId: job.accountId, stream: job.stream, resumableFor: undefined };
+  const claim = await claimRequest(app.redis, target, rt.workerId, runningTtlSeconds(app.config), claimed, true);
+  if (claim.recorded) return 'declined';
+  const log = await readRelayLog(app.redis, target.logKey);
+  return (await takeOver(rt, job, target, log, { stalled: claim.stalled, takeovers: Infinity })) ?? 'failed';
 }
 
 /** The job's provider, or why none can answer it (an unknown model, parameters it refuses). */
@@ -319,6 +340,7 @@ async function takeOver(
   job: CompletionJob,
   target: RelayTarget,
   log: LogEntry[],
+  claim: Pick<Claim, 'stalled' | 'takeovers'>,
 ): Promise<JobOutcome | undefined> {
   const { app } = rt;
   if (log.some((e) => e.kind === 'done' || e.kind === 'final' || e.kind === 'error')) return 'declined';
@@ -343,7 +365,31 @@ async function takeOver(
     return 'completed';
   }
   const delivered = deliveredChoices(log, job.params.n ?? 1);
-  if (!delivered.some((c) => c.text !== '' || c.calls.length > 0)) return undefined;
+  const anyDelivered = delivered.some((c) => c.text !== '' || c.calls.length > 0);
+  // A fresh answer once at most: a job whose worker stalled, or died again after answering it
+  // afresh, would likely stall the next worker too.
+  if (claim.stalled || (!anyDelivered && claim.takeovers > 1)) {
+    app.log.warn(
+      { requestId: job.id, stalled: claim.stalled, takeovers: claim.takeovers },
+      'job re-run after its worker stalled or died again; ending it as failed instead of running it again',
+    );
+    const err = new AppError(
+      'upstream',
+      claim.stalled
+        ? 'The worker running this completion stalled on it and was stopped; it is not run again. Please retry, or change the request if it happens again.'
+        : 'The workers running this completion stopped more than once before it could be answered; it is not run again. Please retry.',
+      { code: 'worker_stalled' },
+    );
+    await finishRecording(
+      deps,
+      job,
+      'error',
+      JSON.stringify(toRelayError(err)),
+      anyDelivered ? usageOf(job, 'failed', job.promptTokens, countChoices(delivered)) : usageOf(job, 'failed', 0, 0),
+    );
+    return 'failed';
+  }
+  if (!anyDelivered) return undefined;
   // Part of an answer was relayed: resuming it is not possible, repeating it would garble it.
   app.log.warn(
     { requestId: job.id },

@@ -20,6 +20,8 @@ export interface HealthReport {
       capacity?: number;
       error?: string;
     };
+    /** Whether a live completion worker is registered whose event loop keeps up. */
+    workers: { status: CheckStatus; live?: number; least_lag_ms?: number; max_lag_ms: number; error?: string };
   };
   down: string[];
   /** Extra facts other features add (for example which model backend serves completions). */
@@ -50,7 +52,7 @@ export interface HealthDeps {
   db: Db;
   redis: RedisClient;
   completionQueues: Queue[];
-  config: Pick<Config, 'redis'>;
+  config: Pick<Config, 'redis' | 'lifecycle'>;
 }
 
 /** Resolves once the database answers a query; rejects when it cannot be reached. */
@@ -68,9 +70,13 @@ export async function checkHealth(app: HealthDeps, info: Record<string, unknown>
         readFleet(app.redis, app.config.redis.prefix, Date.now()),
       ]);
       const sum = (state: 'waiting' | 'active') => counts.reduce((n, c) => n + (c[state] ?? 0), 0);
-      return { waiting: sum('waiting'), active: sum('active'), workers: fleet.workers, capacity: fleet.concurrency };
+      return {
+        counts: { waiting: sum('waiting'), active: sum('active'), workers: fleet.workers, capacity: fleet.concurrency },
+        leastLagMs: fleet.leastLagMs,
+      };
     }),
   ]);
+  const maxLagMs = app.config.lifecycle.healthMaxLagMs;
   const report: HealthReport = {
     status: 'ok',
     checks: {
@@ -84,8 +90,12 @@ export async function checkHealth(app: HealthDeps, info: Record<string, unknown>
           : { status: 'down', error: message(redis.reason) },
       queue:
         queue.status === 'fulfilled'
-          ? { status: 'ok', ...queue.value.value }
+          ? { status: 'ok', ...queue.value.value.counts }
           : { status: 'down', error: message(queue.reason) },
+      workers:
+        queue.status === 'fulfilled'
+          ? workersCheck(queue.value.value.counts.workers, queue.value.value.leastLagMs, maxLagMs)
+          : { status: 'down', max_lag_ms: maxLagMs, error: 'the workers registry could not be read' },
     },
     down: [],
     info,
@@ -93,4 +103,33 @@ export async function checkHealth(app: HealthDeps, info: Record<string, unknown>
   for (const [name, check] of Object.entries(report.checks)) if (check.status === 'down') report.down.push(name);
   if (report.down.length > 0) report.status = 'unavailable';
   return report;
+}
+
+/**
+ * Down when no completion can be answered: no live worker is registered (each renews its entry four
+ * times per LIVENESS_TTL_MS, so a worker whose event loop is blocked drops out within one TTL), or
+ * every live worker's event loop lags past HEALTH_MAX_EVENT_LOOP_LAG_MS.
+ */
+function workersCheck(
+  live: number,
+  leastLagMs: number | undefined,
+  maxLagMs: number,
+): HealthReport['checks']['workers'] {
+  if (live === 0)
+    return {
+      status: 'down',
+      live,
+      max_lag_ms: maxLagMs,
+      error: 'no live completion worker is registered: completions answer 503 no_worker_available',
+    };
+  const lag = leastLagMs ?? 0;
+  if (lag > maxLagMs)
+    return {
+      status: 'down',
+      live,
+      least_lag_ms: lag,
+      max_lag_ms: maxLagMs,
+      error: `every live worker's event loop lags past ${maxLagMs} ms (the least: ${lag} ms)`,
+    };
+  return { status: 'ok', live, least_lag_ms: lag, max_lag_ms: maxLagMs };
 }

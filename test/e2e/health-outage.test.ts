@@ -15,8 +15,11 @@ describe('/health when a dependency goes away', () => {
   let pgProxy: TcpProxy;
   let redisProxy: TcpProxy;
   let web: RoleProcess;
+  let worker: RoleProcess;
 
   before(async () => {
+    // Straight to Redis: /health is 200 only while a live completion worker is registered.
+    worker = await startRole('worker');
     const pgUrl = new URL(process.env.DATABASE_URL!);
     const redisUrl = new URL(process.env.REDIS_URL!);
     pgProxy = await new TcpProxy(pgUrl.hostname, Number(pgUrl.port || 5432)).start();
@@ -27,7 +30,7 @@ describe('/health when a dependency goes away', () => {
     });
   });
   after(async () => {
-    await web.stop();
+    await Promise.all([web.stop(), worker.stop()]);
     await pgProxy.cut();
     await redisProxy.cut();
   });

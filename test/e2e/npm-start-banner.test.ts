@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -6,6 +6,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import pg from 'pg';
 import { isolatedPrefix, testEnv } from '../support/env.js';
+import { NpmStart } from '../support/npm-start.js';
 import { PROJECT_ROOT } from '../support/project.js';
 
 const LAST_BANNER_LINE = /\[setup\] +DATABASE_URL=.* npm start\n/;
@@ -65,47 +66,6 @@ describe('npm start (scripts/start.mjs) itself', function () {
     );
   });
 });
-
-/** `npm start` (scripts/start.mjs) as a child process in its own group, with what it has printed. */
-class NpmStart {
-  readonly proc: ChildProcess;
-  readonly exited: Promise<number | null>;
-  stdout = '';
-  stderr = '';
-  private waiters: (() => void)[] = [];
-
-  constructor(readonly env: NodeJS.ProcessEnv) {
-    this.proc = spawn(process.execPath, [path.join(PROJECT_ROOT, 'scripts', 'start.mjs')], {
-      cwd: PROJECT_ROOT,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    const heard = () => this.waiters.splice(0).forEach((w) => w());
-    this.proc.stdout!.on('data', (d) => ((this.stdout += d), heard()));
-    this.proc.stderr!.on('data', (d) => ((this.stderr += d), heard()));
-    this.exited = new Promise((resolve) => this.proc.once('exit', (code) => (heard(), resolve(code))));
-  }
-
-  /** Resolves true once `said` matches its output, false if it exits first. */
-  async until(said: RegExp): Promise<boolean> {
-    for (;;) {
-      if (said.test(this.stdout + this.stderr)) return true;
-      if (this.proc.exitCode !== null || this.proc.signalCode !== null) return false;
-      await new Promise<void>((r) => this.waiters.push(r));
-    }
-  }
-
-  /** SIGTERM: its own handler stops the roles it started, then it exits. */
-  async stop(): Promise<void> {
-    try {
-      process.kill(-this.proc.pid!, 'SIGTERM');
-    } catch {
-      // Already gone.
-    }
-    await this.exited;
-  }
-}
 
 /** A port the system says is free now. */
 const freePort = () =>

@@ -4,11 +4,13 @@ import { runToExit, startRole, type RoleProcess } from '../support/processes.js'
 
 describe('the web entry point as a process', () => {
   let web: RoleProcess;
+  let worker: RoleProcess;
   before(async () => {
-    web = await startRole('web');
+    // A completion worker too: /health is 200 only while one is live.
+    [web, worker] = await Promise.all([startRole('web'), startRole('worker')]);
   });
   after(async () => {
-    await web.stop();
+    await Promise.all([web.stop(), worker.stop()]);
   });
 
   it('serves /health with 200 and the state of each dependency', async () => {
@@ -18,6 +20,7 @@ describe('the web entry point as a process', () => {
     expect(r.body.checks.postgres.status).to.equal('ok');
     expect(r.body.checks.redis.status).to.equal('ok');
     expect(r.body.checks.queue.status).to.equal('ok');
+    expect(r.body.checks.workers.status).to.equal('ok');
     expect(r.body.down).to.deep.equal([]);
   });
 

@@ -55,12 +55,24 @@ const HealthReportSchema: JsonSchema = {
           workers: { type: 'integer', description: 'Live completion workers' },
           capacity: { type: 'integer', description: 'Jobs the live workers take at once, in all' },
         }),
+        workers: check({
+          live: { type: 'integer', description: 'Live completion workers' },
+          least_lag_ms: {
+            type: 'integer',
+            description: "The least lagging live worker's worst event-loop delay over its last renewal, in ms",
+          },
+          max_lag_ms: {
+            type: 'integer',
+            description: 'The bound past which a lagging worker counts as down (HEALTH_MAX_EVENT_LOOP_LAG_MS)',
+          },
+        }),
       },
     },
     down: {
       type: 'array',
-      items: { type: 'string', enum: ['postgres', 'redis', 'queue'] },
-      description: 'The dependencies that did not answer',
+      items: { type: 'string', enum: ['postgres', 'redis', 'queue', 'workers'] },
+      description:
+        'The dependencies that did not answer, and `workers` when no live worker is registered or every one lags (`checks.workers.error` says which)',
     },
     info: {
       type: 'object',
@@ -88,7 +100,10 @@ export function opsRoutes(openApi: () => unknown): RouteSpec[] {
       auth: 'none',
       responses: {
         200: { description: 'Every dependency answers', schema: HealthReportSchema },
-        503: { description: 'At least one dependency is down; `down` names it', schema: HealthReportSchema },
+        503: {
+          description: 'A dependency is down, or no live worker keeps up; `down` names it',
+          schema: HealthReportSchema,
+        },
       },
       handler: async (ctx, app) => {
         const backend = app.config.providers.backend;
