@@ -28,6 +28,8 @@ export interface Outcome {
   endedAt: number;
   /** The request's unique question: the upstream fake's recorded requests are matched on it. */
   question: string;
+  /** Its choices (n): a relay message carries at most a token of each, at the suite's token pace. */
+  choices: number;
 }
 
 export interface LoadOptions {
@@ -61,7 +63,17 @@ async function send(
   const startedAt = performance.now();
   const leaves = !stream && leaveAfterMs !== undefined ? AbortSignal.timeout(leaveAfterMs) : undefined;
   const signal = leaves ? AbortSignal.any([AbortSignal.timeout(patienceMs), leaves]) : AbortSignal.timeout(patienceMs);
-  const out: Outcome = { stream, ending: 'completed', status: 0, received: 0, startedAt, endedAt: 0, question };
+  const choices = typeof body.n === 'number' ? body.n : 1;
+  const out: Outcome = {
+    stream,
+    ending: 'completed',
+    status: 0,
+    received: 0,
+    startedAt,
+    endedAt: 0,
+    question,
+    choices,
+  };
   const gaveUp = () => ({ ...out, ending: 'left' as const, endedAt: performance.now() });
   let res: Response;
   try {
