@@ -349,7 +349,12 @@ function report(
     if (scenario.webDeath && billed && o.ending === 'cut') {
       const beyond = Math.max(0, billed.completion_tokens - o.received);
       row.beyondCutStreamMax = Math.max(row.beyondCutStreamMax ?? 0, beyond);
-      if (beyond > o.choices) cutOverLimit++;
+      if (beyond > o.choices) {
+        cutOverLimit++;
+        process.stderr.write(
+          `[faults] cut stream billed beyond received: ${o.id} ${billed.status}, received ${o.received}, billed ${billed.completion_tokens}, n=${o.choices}\n`,
+        );
+      }
     }
     // Every request a client holds an id for reached a worker: its usage must be in the ledger.
     if (!billed) {
@@ -426,6 +431,23 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
     .where('request_id', 'not in', ids.length ? ids : ['-'])
     .executeTakeFirst()
     .then((r) => Number(r?.tokens ?? 0));
+  if (scenario.webDeath && unclaimed > 0) {
+    const rows = await w.app.db
+      .selectFrom('usage_events')
+      .select(['request_id', 'status', 'completion_tokens'])
+      .where(
+        'account_id',
+        'in',
+        accounts.map((a) => a.account.id),
+      )
+      .where('request_id', 'not in', ids.length ? ids : ['-'])
+      .where('completion_tokens', '>', 0)
+      .execute();
+    for (const r of rows)
+      process.stderr.write(
+        `[faults] cut before its first byte, billed: ${r.request_id} ${r.status} ${r.completion_tokens}\n`,
+      );
+  }
   const timed = timings(scenario, outcomes, w);
   await Promise.all([...w.webs, ...w.workers].map((p) => p.stop('SIGTERM')));
   return report(scenario, outcomes, ledger, twice, timed, unclaimed);
