@@ -92,6 +92,9 @@ async function send(
     return { ...out, ending: 'cut', endedAt: performance.now() };
   }
   out.status = res.status;
+  // Filled as events arrive, so a cut stream counts what it had received before the cut.
+  const streamText: string[] = [];
+  const countReceived = () => (out.received = streamText.reduce((sum, t) => sum + countTokens(t ?? ''), 0));
   const isStream = (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
   try {
     if (!isStream) {
@@ -107,7 +110,7 @@ async function send(
         out.errorCode = json.error?.code;
       }
     } else {
-      const text: string[] = [];
+      const text = streamText;
       let done = false;
       const parser = createParser({
         onEvent: (e) => {
@@ -129,12 +132,13 @@ async function send(
       const decoder = new TextDecoder();
       for await (const part of res.body as unknown as AsyncIterable<Uint8Array>)
         parser.feed(decoder.decode(part, { stream: true }));
-      out.received = text.reduce((sum, t) => sum + countTokens(t ?? ''), 0);
+      countReceived();
       if (!done) out.ending = 'cut';
     }
   } catch {
     if (leaves?.aborted) return gaveUp();
     out.ending = signal.aborted ? 'hung' : 'cut';
+    if (isStream) countReceived();
   }
   out.endedAt = performance.now();
   return out;
