@@ -685,7 +685,8 @@ export function loadConfigOrExit(env: Env = process.env): Config {
  * after its last renewal: within lockDuration + stalledInterval of the death. The lock outlasts
  * two liveness TTLs (it is renewed every half lock), so by the time it lapses the dead worker's
  * liveness key has expired too and the job is taken over at once rather than declined as still
- * held. With the defaults (3 s checks, 2 s TTL): found within 7 s, taken over within 9 s.
+ * held. With the defaults (2 s checks, 2 s TTL: a 4 s lock): found within 6-8 s, taken over at 8 s,
+ * four TTLs of silence (docs/faults.md has the figure for other settings).
  */
 function lockDurationMs(q: Config['queue']): number {
   return Math.max(q.stalledIntervalMs, 2 * q.livenessTtlMs);

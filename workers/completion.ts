@@ -19,6 +19,7 @@ import {
   settledAfterMs,
   WorkerPresence,
   readWorkerSeen,
+  WEB_PROCESS_GONE,
 } from '../src/chat/liveness.js';
 import { endAbandoned, runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { traceJob } from '../src/chat/completion-tracing.js';
@@ -88,7 +89,18 @@ export async function startCompletionWorker(
     (requestId) => app.log.info({ requestId }, 'the web process holding this request is gone; stopping it'),
     (requestId) => {
       const job = running.get(requestId);
-      if (job) grace.detached(requestId, job);
+      if (!job) return;
+      // A resumable request none of whose events reached the web process: its client never held
+      // the completion id it would resume with, so it left before the request began for it.
+      if ((job.publisher?.received ?? 0) === 0) {
+        app.log.info(
+          { requestId },
+          'the web process holding this request died before its client had its id; stopping it',
+        );
+        job.controller.abort(WEB_PROCESS_GONE);
+        return;
+      }
+      grace.detached(requestId, job);
     },
   );
   watch.start();

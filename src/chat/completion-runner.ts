@@ -11,6 +11,7 @@ import type { RelayPublisher } from './relay-publisher.js';
 import { chunkFramer } from './sse.js';
 import { traceRecord, traceUpstream } from './completion-tracing.js';
 import { messageOf, newChoice, takeToolCall, tokensOf, type ChoiceState } from './choices.js';
+import { WEB_PROCESS_GONE } from './liveness.js';
 
 /** The process's pieces a completion uses: its configuration and its log. */
 export interface RunnerApp {
@@ -181,6 +182,32 @@ export async function finishRecording(
   });
 }
 
+/** How long a stopped job waits for the replies of relay calls still out before it counts what was received. */
+const RECEIPT_WAIT_MS = 1000;
+
+/**
+ * What a job whose web process died is billed: what a subscriber of that process's channel took
+ * (the relay's publish counts the receivers of each message), each choice's text and tool calls
+ * up to the last message it took. At most the last relay call's messages may have died with the
+ * process unwritten. A request none of whose answer reached anyone bills nothing, like one whose
+ * client left before it began.
+ */
+async function billedOnReceipt(
+  deps: Pick<RunnerDeps, 'publisher'>,
+  n: number,
+  promptTokens: number,
+): Promise<{ promptTokens: number; completionTokens: number } | undefined> {
+  const { publisher } = deps;
+  await publisher.settled(RECEIPT_WAIT_MS);
+  if (publisher.received === 0) return { promptTokens: 0, completionTokens: 0 };
+  try {
+    return { promptTokens, completionTokens: countChoices(await publisher.receivedChoices(n)) };
+  } catch {
+    // The log could not be read (Redis away): what was produced is billed, rather than nothing.
+    return undefined;
+  }
+}
+
 /**
  * Runs one completion: calls the provider (retrying a 429/5xx only while nothing has been produced),
  * relays chunks (streaming) or one body (non-streaming), then records the usage, settles the token
@@ -271,9 +298,14 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   // The provider's counts when it finished normally; otherwise what was actually produced, counted
   // over each choice's whole text, as the client counts what it received. A request the upstream
   // refused before producing anything bills no prompt tokens (providers do not charge them).
-  const promptTokens = upstreamUsage?.prompt_tokens ?? (produced ? job.promptTokens : 0);
-  const completionTokens =
+  let promptTokens = upstreamUsage?.prompt_tokens ?? (produced ? job.promptTokens : 0);
+  let completionTokens =
     status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : countChoices(choices);
+  if (signal.aborted && signal.reason === WEB_PROCESS_GONE) {
+    // Its web process died: only what a subscriber took reached anyone (see billedOnReceipt).
+    const billed = await billedOnReceipt(deps, n, promptTokens);
+    if (billed) ({ promptTokens, completionTokens } = billed);
+  }
   upstream?.end({
     status,
     failure,

@@ -194,7 +194,13 @@ async function dispatch(app: DispatcherDeps, depth: QueueDepth, job: CompletionJ
     });
   }
   depth.added();
-  void awaitPickup(app, pickup, withdraw, () => stream.end('no_worker', failedEvent(noWorker(), false)));
+  void awaitPickup(
+    app,
+    pickup,
+    withdraw,
+    () => heldForALiveWorker(app, queue, job),
+    () => stream.end('no_worker', failedEvent(noWorker(), false)),
+  );
   return stream;
 }
 
@@ -263,13 +269,35 @@ function relayInOrder(
 }
 
 /**
+ * Whether a job not announced in time is still bound for a worker that lives: BullMQ has handed it
+ * out (it is active) and a live worker is registered. Either that worker has not announced it yet,
+ * or the one that fetched it died before its claim, and once its lock lapses a stalled-job check
+ * hands it to a live worker. Withdrawing such a job would answer `no_worker_available` with a
+ * worker running (its lock may have lapsed before that check, and then the queue lets it go).
+ * Read only when the pickup wait has run out: it costs a job no round trip otherwise.
+ */
+async function heldForALiveWorker(app: DispatcherDeps, queue: Queue<CompletionJob>, job: CompletionJob) {
+  try {
+    const [state, fleet] = await Promise.all([
+      queue.getJobState(job.id),
+      readFleet(app.redis, app.config.redis.prefix, Date.now()),
+    ]);
+    return state === 'active' && fleet.workers > 0;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Waits for a worker to take the job; if none does in time, withdraws it and says so. A job held
- * by a worker that has not announced itself yet cannot be withdrawn: it is waited for again.
+ * by a worker that has not announced itself yet cannot be withdrawn, and one a dead worker fetched
+ * is not while a live worker can take it over: either is waited for again.
  */
 async function awaitPickup(
   app: DispatcherDeps,
   pickup: Promise<'picked' | 'ended'>,
   withdraw: () => Promise<boolean>,
+  heldForALiveWorker: () => Promise<boolean>,
   noWorkerTookIt: () => void,
 ): Promise<void> {
   const timers = app.timers ?? realTimers;
@@ -281,6 +309,7 @@ async function awaitPickup(
     const outcome = await Promise.race([pickup, timedOut]);
     timers.clearTimeout(timer);
     if (outcome !== 'timeout') return;
+    if (await heldForALiveWorker()) continue;
     if (await withdraw()) return noWorkerTookIt();
   }
 }

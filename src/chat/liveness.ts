@@ -118,6 +118,9 @@ export class ConnectionStability {
   }
 }
 
+/** The abort reason of a job stopped because the web process holding its client died. */
+export const WEB_PROCESS_GONE = 'client_gone';
+
 /** How often a worker counts the subscribers of the channels its jobs publish on. */
 export const RECEIVER_CHECK_MS = 50;
 
@@ -211,7 +214,7 @@ export class ClientWatch {
       if (job.resumable) {
         this.onDetached(requestId);
       } else {
-        job.controller.abort('client_gone');
+        job.controller.abort(WEB_PROCESS_GONE);
         this.onGone(requestId);
       }
     }

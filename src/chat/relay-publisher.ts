@@ -12,6 +12,8 @@ import {
   STALLED_FIELD,
 } from './relay-protocol.js';
 import { withEventId } from './sse.js';
+import { deliveredChoices, readRelayLog } from './relay-log.js';
+import type { ChoiceState } from './choices.js';
 
 /**
  * Where one request's relay goes: the web process's channel, the relay log, the request's state.
@@ -166,17 +168,21 @@ export interface Message {
 // it. An append refused as a duplicate was taken by an earlier try whose reply was lost; it is
 // published again all the same (the web process drops a message it has seen). Then the request's
 // `recorded` mark and a new TTL for its log and state, when asked.
+// SPUBLISH answers how many subscribers took each message: the reply carries, per request, the
+// last seq a subscriber took, so a job stopped for a dead web process bills only what reached it,
+// at no cost of its own (the reply is sent anyway).
 // KEYS: the channel, then each request's log and state (all with the web process's hash tag: one slot).
 // ARGV, per request: its id, publish 0|1, TTL seconds (0: leave), recorded 0|1, the message count n,
-// then n × (log entry id, seq, kind code, payload). Reply: per request, '' or the first error an append met.
+// then n × (log entry id, seq, kind code, payload). Reply: { per request '' or the first error an
+// append met, per request the last seq published to at least one subscriber (0: none) }.
 const RELAY_LUA = `
-local a, errors = 1, {}
+local a, errors, received = 1, {}, {}
 for k = 2, #KEYS, 2 do
   local log, state = KEYS[k], KEYS[k + 1]
   local id, publish, ttl, n = ARGV[a], ARGV[a + 1] == '1', tonumber(ARGV[a + 2]), tonumber(ARGV[a + 4])
   local recorded = ARGV[a + 3] == '1'
   a = a + 5
-  local failed = ''
+  local failed, got = '', 0
   for i = 1, n do
     local entry, seq, kind, payload = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
     a = a + 4
@@ -185,7 +191,9 @@ for k = 2, #KEYS, 2 do
     if type(r) == 'table' and r.err and failed == '' and not string.find(r.err, 'equal or smaller', 1, true) then
       failed = r.err
     end
-    if publish and not note then redis.call('SPUBLISH', KEYS[1], id .. '|' .. seq .. '|' .. kind .. '|' .. payload) end
+    if publish and not note and redis.call('SPUBLISH', KEYS[1], id .. '|' .. seq .. '|' .. kind .. '|' .. payload) > 0 then
+      got = tonumber(seq)
+    end
   end
   if recorded then redis.call('HSET', state, 'recorded', '1') end
   if ttl > 0 then
@@ -193,13 +201,22 @@ for k = 2, #KEYS, 2 do
     redis.call('EXPIRE', state, ttl)
   end
   errors[#errors + 1] = failed
+  received[#received + 1] = got
 end
-return errors
+return { errors, received }
 `;
 
 type RelayRedis = RedisClient & {
-  relayAppend(numKeys: number, keys: string[], args: string[]): Promise<string[]>;
+  relayAppend(numKeys: number, keys: string[], args: string[]): Promise<[string[], number[]]>;
 };
+
+/** A relay call's reply, per request in call order. */
+export interface RelayReply {
+  /** '' or the error an append met. */
+  errors: string[];
+  /** The last seq a subscriber of the channel took (0: none). */
+  received: number[];
+}
 
 /** One relay script call being built: a web process's channel, then each request's part. */
 export class RelayCall {
@@ -214,11 +231,12 @@ export class RelayCall {
     return (this.keys.length - 1) / 2;
   }
 
-  /** Sends it: one reply per request, '' or the error an append met. */
-  send(redis: RedisClient): Promise<string[]> {
+  /** Sends it: per request, the error an append met and the last seq a subscriber took. */
+  async send(redis: RedisClient): Promise<RelayReply> {
     const r = redis as RelayRedis;
     if (typeof r.relayAppend !== 'function') r.defineCommand('relayAppend', { lua: RELAY_LUA });
-    return r.relayAppend(this.keys.length, this.keys, this.args);
+    const [errors, received] = await r.relayAppend(this.keys.length, this.keys, this.args);
+    return { errors, received: received.map(Number) };
   }
 }
 
@@ -301,7 +319,7 @@ export class RelayBatch {
       if (through !== null) spans.push({ publisher, through });
     }
     if (spans.length === 0) return true;
-    let replies: string[];
+    let replies: RelayReply;
     try {
       replies = await call.send(this.redis);
     } catch (err) {
@@ -313,7 +331,7 @@ export class RelayBatch {
       return false;
     }
     spans.forEach((sp, i) => {
-      const refused = sp.publisher.confirm(sp.through, replies[i]);
+      const refused = sp.publisher.confirm(sp.through, replies.errors[i], replies.received[i]);
       if (refused) this.onFailure(refused);
     });
     return true;
@@ -353,6 +371,14 @@ export class RelayPublisher {
    * sending them again each turn multiplied the relay's traffic (and the web tier's work).
    */
   private inFlight = 0;
+  /** Told when nothing is in flight any more (see settled()). */
+  private onSettled: (() => void)[] = [];
+  /**
+   * The last seq a subscriber of the web process's channel took: what reached the web process
+   * holding the client. A message a subscriber took may still have died with that process (at
+   * most the last relay call's worth).
+   */
+  private receivedSeq = 0;
   private unsentBytes = 0;
   private lastTtlRefresh = performance.now();
 
@@ -439,10 +465,12 @@ export class RelayPublisher {
    * Redis took the messages up to `through` (a log append refused as a duplicate was taken by an
    * earlier attempt whose reply was lost). Returns the error Redis met, if it refused an append.
    */
-  confirm(through: Message | undefined, failed: string | undefined): Error | undefined {
+  confirm(through: Message | undefined, failed: string | undefined, receivedSeq = 0): Error | undefined {
     const last = through === undefined ? -1 : this.unsent.indexOf(through);
     for (const m of this.unsent.splice(0, last + 1)) this.unsentBytes -= m.payload.length;
     this.inFlight = Math.max(0, this.inFlight - (last + 1));
+    this.receivedSeq = Math.max(this.receivedSeq, receivedSeq);
+    if (this.inFlight === 0) this.settle();
     return failed ? new Error(failed) : undefined;
   }
 
@@ -452,6 +480,42 @@ export class RelayPublisher {
    */
   resend(): void {
     this.inFlight = 0;
+    this.settle();
+  }
+
+  /** The last seq a subscriber took (0: none): every message up to it reached the web process. */
+  get received(): number {
+    return this.receivedSeq;
+  }
+
+  /**
+   * Resolves once no call is waiting for Redis's reply (or after `timeoutMs`), so `received`
+   * counts every message sent so far.
+   */
+  settled(timeoutMs: number): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.onSettled.push(() => (clearTimeout(timer), resolve()));
+    });
+  }
+
+  /**
+   * Each of `n` choices as far as a subscriber took it: the SSE events of the messages up to
+   * `received`, read back from the relay log (which holds exactly what was published). Read once,
+   * when a job stops for a dead web process, never on the way of a chunk.
+   */
+  async receivedChoices(n: number): Promise<ChoiceState[]> {
+    if (this.receivedSeq === 0) return deliveredChoices([], n);
+    const log = await readRelayLog(this.batch.redis, this.target.logKey);
+    return deliveredChoices(
+      log.filter((e) => e.seq <= this.receivedSeq),
+      n,
+    );
+  }
+
+  private settle(): void {
+    for (const f of this.onSettled.splice(0)) f();
   }
 
   /** Sends what is waiting now, in a call of its own, and waits for Redis (left for the next try when it cannot). */
@@ -460,7 +524,8 @@ export class RelayPublisher {
     const through = this.appendTo(call);
     if (through === null) return;
     try {
-      this.confirm(through, (await call.send(this.batch.redis))[0]);
+      const reply = await call.send(this.batch.redis);
+      this.confirm(through, reply.errors[0], reply.received[0]);
     } catch {
       this.resend();
       this.batch.add(this);
@@ -492,14 +557,14 @@ export class RelayPublisher {
         // web process drops a message it has seen.
         if (this.unsent.length === 0) this.push(last);
         const through = this.appendTo(call, true) ?? undefined;
-        let replies: string[];
+        let replies: RelayReply;
         try {
           replies = await call.send(this.batch.redis);
         } catch (err) {
           this.resend();
           throw err;
         }
-        this.confirm(through, replies[0]);
+        this.confirm(through, replies.errors[0], replies.received[0]);
         if (
           confirmations++ >= END_CONFIRMATIONS ||
           (await replicated(this.batch.redis, this.target.logKey, END_REPLICA_WAIT_MS))

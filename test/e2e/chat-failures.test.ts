@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
-import { bullPrefix, COMPLETIONS_QUEUE, completionShards } from '../../src/infra/queues.js';
+import { bullPrefix, COMPLETIONS_QUEUE, completionShards, createWorker } from '../../src/infra/queues.js';
 import { startFakeOpenAI } from '../../src/providers/openai/openai.fake.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
@@ -74,6 +74,52 @@ describe('chat completions when things go wrong', () => {
     const next = await post(`${web.url}/v1/chat/completions`, ask, { bearer: account.apiKey });
     expect(next.status).to.equal(503);
     expect(next.headers.get('x-ratelimit-remaining-tokens')).to.equal(r.headers.get('x-ratelimit-remaining-tokens'));
+  });
+
+  it('answers a request whose worker died before announcing it once a live worker takes it over, never 503 no_worker_available', async () => {
+    // The pickup wait runs out while the job is still with the dead worker, its lock lapsed, and
+    // before the live worker's next stalled-job check (every 10 s here) hands it over.
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      QUEUE_PICKUP_TIMEOUT_MS: '6000',
+      QUEUE_STALLED_INTERVAL_MS: '10000',
+      LOCAL_MODEL_TTFT_MS: '0',
+    };
+    const ctx = createContext(testConfig(env), { role: 'test' });
+    try {
+      const web = await start('web', env);
+      const answer = post(`${web.url}/v1/chat/completions`, { ...ask, max_tokens: 5 }, { bearer: account.apiKey });
+      // A worker fetches the job and dies before its claim: it never says `picked`, its lock lapses.
+      const fetchers = completionShards(ctx.config).map((shard, i) =>
+        createWorker(
+          ctx.config,
+          shard,
+          ctx.redisConnection('queue-worker', `dying-worker-${i}`),
+          async () => undefined,
+          {
+            autorun: false,
+            lockDuration: 300,
+          },
+        ),
+      );
+      try {
+        await eventually(async () => {
+          for (const f of fetchers) if (await f.getNextJob('dying-worker')) return true;
+          return undefined;
+        }, 'the dying worker to fetch the job');
+      } finally {
+        await Promise.all(fetchers.map((f) => f.close(true)));
+      }
+      await start('worker', env);
+
+      const r = await answer;
+      expect(r.status, r.text).to.equal(200);
+      expect(r.body.choices[0].message.content).to.be.a('string').and.not.equal('');
+      const row = await usageRow(app, r.body.id);
+      expect(row.status).to.equal('completed');
+    } finally {
+      await ctx.close();
+    }
   });
 
   it('answers 503 queue_full with Retry-After when the queue is deeper than its bound', async () => {

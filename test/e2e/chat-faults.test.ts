@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { createContext, type AppContext } from '../../src/context.js';
 import { countTokens } from '../../src/providers/tokenizer.js';
+import { startFakeOpenAI } from '../../src/providers/openai/openai.fake.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually, post } from '../support/http.js';
@@ -185,7 +186,35 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
     expect(row.completion_tokens - billable(receivedText(s.events, 1))).to.be.at.most(3);
   });
 
-  it('stops a non-streaming request within seconds when the web process holding its client dies, billing what was produced', async () => {
+  it('bills a stream cut by its web process’s death what its client received, at most one relay message more', async () => {
+    // 10 tokens a second. The web process dies half a second in, before the worker's watch counts
+    // (its connection must have been up a TTL plus the longest reconnect delay: 3 s here), so the
+    // worker goes on producing for nobody for about 2.5 s; only what a subscriber took is billed.
+    // A message published while the dead process's connection is being closed by the kernel is
+    // taken by its subscription all the same: that is the one message more it may bill.
+    const openai = await startFakeOpenAI();
+    try {
+      openai.script({ tokens: Array.from({ length: 300 }, () => ' tok'), tokenDelayMs: 100 });
+      const env = {
+        REDIS_PREFIX: isolatedPrefix(),
+        MODEL_BACKEND: 'catalog',
+        OPENAI_BASE_URL: `${openai.url}/v1`,
+        OPENAI_API_KEY: openai.apiKey,
+      };
+      const [web] = await Promise.all([start('web', env), start('worker', env)]);
+      const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...story(1000), model: 'gpt-4.1-mini' });
+      await s.waitFor(5);
+      await web.stop('SIGKILL');
+      await s.finished;
+      const row = await usageRow(app, JSON.parse(s.events[0]!).id);
+      expect(row.status).to.equal('cancelled');
+      expect(row.completion_tokens - billable(receivedText(s.events, 1))).to.be.within(0, 1);
+    } finally {
+      await openai.close();
+    }
+  });
+
+  it('bills nothing for a whole-answer request whose web process dies before the answer reached it', async () => {
     // The local model answers with 30 to 120 tokens; at 5 a second, six seconds at least.
     const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5' };
     const [web] = await Promise.all([start('web', env), start('worker', env)]);
@@ -193,11 +222,39 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
       () => undefined,
     );
     const requestId = await jobStarted(process.env.REDIS_URL!, env.REDIS_PREFIX);
+    // Tokens are produced (the worker's relay log holds none: a whole answer is published at its end).
+    await new Promise((r) => setTimeout(r, 1500));
     await web.stop('SIGKILL');
     await answer;
     const row = await usageRow(app, requestId);
-    // Stopped seconds after the web process died, not at the end of its answer, and billed what it produced.
+    // Stopped seconds after the web process died, not at the end of its answer; no client got a byte of it.
     expect(row.status).to.equal('cancelled');
-    expect(row.completion_tokens).to.be.greaterThan(0);
+    expect(row.completion_tokens).to.equal(0);
+    expect(row.prompt_tokens).to.equal(0);
+  });
+
+  it('stops a resumable stream whose web process died before its client had the completion id, billing nothing', async () => {
+    // The first token comes 3 s after the claim; the web process dies at the claim, so no client
+    // ever holds the id a resume needs. The worker learns of it from the liveness key (1 s TTL),
+    // well before the grace period (60 s) would end.
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '3000',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '20',
+      LIVENESS_TTL_MS: '1000',
+    };
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, {
+      ...story(400),
+      stream_options: { resumable: true },
+    });
+    const requestId = await jobStarted(process.env.REDIS_URL!, env.REDIS_PREFIX);
+    await web.stop('SIGKILL');
+    await s.finished;
+    expect(s.events).to.deep.equal([]);
+    const row = await usageRow(app, requestId);
+    expect(row.status).to.equal('cancelled');
+    expect(row.completion_tokens).to.equal(0);
+    expect(row.prompt_tokens).to.equal(0);
   });
 });

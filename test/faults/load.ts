@@ -28,6 +28,8 @@ export interface Outcome {
   endedAt: number;
   /** The request's unique question: the upstream fake's recorded requests are matched on it. */
   question: string;
+  /** Its choices (n): a relay message carries at most a token of each, at the suite's token pace. */
+  choices: number;
 }
 
 export interface LoadOptions {
@@ -61,7 +63,17 @@ async function send(
   const startedAt = performance.now();
   const leaves = !stream && leaveAfterMs !== undefined ? AbortSignal.timeout(leaveAfterMs) : undefined;
   const signal = leaves ? AbortSignal.any([AbortSignal.timeout(patienceMs), leaves]) : AbortSignal.timeout(patienceMs);
-  const out: Outcome = { stream, ending: 'completed', status: 0, received: 0, startedAt, endedAt: 0, question };
+  const choices = typeof body.n === 'number' ? body.n : 1;
+  const out: Outcome = {
+    stream,
+    ending: 'completed',
+    status: 0,
+    received: 0,
+    startedAt,
+    endedAt: 0,
+    question,
+    choices,
+  };
   const gaveUp = () => ({ ...out, ending: 'left' as const, endedAt: performance.now() });
   let res: Response;
   try {
@@ -80,6 +92,9 @@ async function send(
     return { ...out, ending: 'cut', endedAt: performance.now() };
   }
   out.status = res.status;
+  // Filled as events arrive, so a cut stream counts what it had received before the cut.
+  const streamText: string[] = [];
+  const countReceived = () => (out.received = streamText.reduce((sum, t) => sum + countTokens(t ?? ''), 0));
   const isStream = (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
   try {
     if (!isStream) {
@@ -95,7 +110,7 @@ async function send(
         out.errorCode = json.error?.code;
       }
     } else {
-      const text: string[] = [];
+      const text = streamText;
       let done = false;
       const parser = createParser({
         onEvent: (e) => {
@@ -117,12 +132,13 @@ async function send(
       const decoder = new TextDecoder();
       for await (const part of res.body as unknown as AsyncIterable<Uint8Array>)
         parser.feed(decoder.decode(part, { stream: true }));
-      out.received = text.reduce((sum, t) => sum + countTokens(t ?? ''), 0);
+      countReceived();
       if (!done) out.ending = 'cut';
     }
   } catch {
     if (leaves?.aborted) return gaveUp();
     out.ending = signal.aborted ? 'hung' : 'cut';
+    if (isStream) countReceived();
   }
   out.endedAt = performance.now();
   return out;

@@ -55,6 +55,11 @@ interface Scenario {
   streamsMayFail: boolean;
   /** Non-streaming clients give up after this long without an answer. */
   leaveAfterMs?: number;
+  /**
+   * A web process dies: its cut requests are billed only what reached their clients (the ledger's
+   * requests no client holds an id for were cut before their first byte).
+   */
+  webDeath?: boolean;
   /** The share of streaming requests (0.8 by default). */
   streamShare?: number;
   /** What the fake upstream answers (NORMAL_UPSTREAM by default). */
@@ -93,6 +98,7 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: 'web SIGKILL',
+    webDeath: true,
     streamsMayFail: false,
     async inject(w) {
       await w.webs[0]!.stop('SIGKILL');
@@ -152,6 +158,7 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: 'web SIGKILL mid-stream and mid-JSON',
+    webDeath: true,
     upstream: true,
     upstreamScript: { tokens: Array.from({ length: 60 }, () => ' tok'), tokenDelayMs: 25, delayMs: 1000 },
     streamsMayFail: false,
@@ -191,6 +198,13 @@ interface Row {
   billedFewer: number;
   billedFewerTokens: number;
   streamsEndedByFault: number;
+  /**
+   * Web death: tokens billed beyond what their clients received, for requests cut before their
+   * first byte (no client held their id; 0 is the rule) and per cut stream (the most of any; at
+   * most one relay message, a token of each choice, is the rule).
+   */
+  beyondCutBeforeFirstByte?: number;
+  beyondCutStreamMax?: number;
   /** The slowest take-over of a killed worker's request, ms after the kill (timed: 'takeOver'). */
   slowestTakeOverMs?: number;
   /** The longest an upstream call ran past its client's leaving or its web process's death, ms. */
@@ -300,6 +314,7 @@ function report(
   ledger: Map<string, { status: string; completion_tokens: number }>,
   twice: number,
   timed: Partial<Row>,
+  unclaimedTokens: number,
 ): Row {
   const row: Row = {
     scenario: scenario.name,
@@ -323,9 +338,24 @@ function report(
     correct: false,
     timely: false,
   };
+  let cutOverLimit = 0;
+  if (scenario.webDeath) {
+    row.beyondCutBeforeFirstByte = unclaimedTokens;
+    row.beyondCutStreamMax = 0;
+  }
   for (const o of outcomes) {
     if (!o.id) continue;
     const billed = ledger.get(o.id);
+    if (scenario.webDeath && billed && o.ending === 'cut') {
+      const beyond = Math.max(0, billed.completion_tokens - o.received);
+      row.beyondCutStreamMax = Math.max(row.beyondCutStreamMax ?? 0, beyond);
+      if (beyond > o.choices) {
+        cutOverLimit++;
+        process.stderr.write(
+          `[faults] cut stream billed beyond received: ${o.id} ${billed.status}, received ${o.received}, billed ${billed.completion_tokens}, n=${o.choices}\n`,
+        );
+      }
+    }
     // Every request a client holds an id for reached a worker: its usage must be in the ledger.
     if (!billed) {
       row.usageLost++;
@@ -348,7 +378,9 @@ function report(
     row.recordedTwice === 0 &&
     row.billedMore === 0 &&
     row.billedFewer === 0 &&
-    row.streamsEndedByFault === 0;
+    row.streamsEndedByFault === 0 &&
+    (row.beyondCutBeforeFirstByte ?? 0) === 0 &&
+    cutOverLimit === 0;
   row.timely = (row.slowestTakeOverMs ?? 0) <= TAKE_OVER_MAX_MS && (row.ranPastLeavingMs ?? 0) <= CANCEL_MAX_MS;
   return row;
 }
@@ -386,21 +418,51 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
     .where('request_id', 'in', ids.length ? ids : ['-'])
     .executeTakeFirst()
     .then((r) => Number(r?.n ?? 0) - ledger.size);
+  // Requests the service billed that no client holds an id for: in a web death, those it cut
+  // before their first byte (a request refused before a worker took it is never in the ledger).
+  const unclaimed = await w.app.db
+    .selectFrom('usage_events')
+    .select((eb) => eb.fn.coalesce(eb.fn.sum<string>('completion_tokens'), eb.val('0')).as('tokens'))
+    .where(
+      'account_id',
+      'in',
+      accounts.map((a) => a.account.id),
+    )
+    .where('request_id', 'not in', ids.length ? ids : ['-'])
+    .executeTakeFirst()
+    .then((r) => Number(r?.tokens ?? 0));
+  if (scenario.webDeath && unclaimed > 0) {
+    const rows = await w.app.db
+      .selectFrom('usage_events')
+      .select(['request_id', 'status', 'completion_tokens'])
+      .where(
+        'account_id',
+        'in',
+        accounts.map((a) => a.account.id),
+      )
+      .where('request_id', 'not in', ids.length ? ids : ['-'])
+      .where('completion_tokens', '>', 0)
+      .execute();
+    for (const r of rows)
+      process.stderr.write(
+        `[faults] cut before its first byte, billed: ${r.request_id} ${r.status} ${r.completion_tokens}\n`,
+      );
+  }
   const timed = timings(scenario, outcomes, w);
   await Promise.all([...w.webs, ...w.workers].map((p) => p.stop('SIGTERM')));
-  return report(scenario, outcomes, ledger, twice, timed);
+  return report(scenario, outcomes, ledger, twice, timed, unclaimed);
 }
 
 function table(rows: Row[]): string {
   const head =
-    '| scenario | sent | completed | failed cleanly | cut (client left) | hung | 500s | usage lost | recorded twice | billed more (tokens) | billed fewer (tokens) | streams ended by the fault | slowest take-over | upstream past leaving or death (tokens) | targets |';
+    '| scenario | sent | completed | failed cleanly | cut (client left) | hung | 500s | usage lost | recorded twice | billed more (tokens) | billed fewer (tokens) | streams ended by the fault | billed beyond received: cut before first byte, most per cut stream (tokens) | slowest take-over | upstream past leaving or death (tokens) | targets |';
   const sep = `|${head
     .split('|')
     .slice(1, -1)
     .map(() => '---')
     .join('|')}|`;
   const line = (r: Row) =>
-    `| ${r.scenario} | ${r.sent} | ${r.completed} | ${r.failedCleanly} | ${r.cut} | ${r.hung} | ${r.http500} | ${r.usageLost} | ${r.recordedTwice} | ${r.billedMore} (${r.billedMoreTokens}) | ${r.billedFewer} (${r.billedFewerTokens}) | ${r.streamsEndedByFault} | ${r.slowestTakeOverMs === undefined ? '–' : `${(r.slowestTakeOverMs / 1000).toFixed(1)} s`} | ${r.ranPastLeavingMs === undefined ? '–' : `${r.ranPastLeavingMs} ms (${r.tokensPastLeaving})${r.gaveUp ? `, ${r.gaveUp} gave up` : ''}`} | ${!r.correct ? '**missed**' : r.timely ? 'met' : 'met; **timing missed**'} |`;
+    `| ${r.scenario} | ${r.sent} | ${r.completed} | ${r.failedCleanly} | ${r.cut} | ${r.hung} | ${r.http500} | ${r.usageLost} | ${r.recordedTwice} | ${r.billedMore} (${r.billedMoreTokens}) | ${r.billedFewer} (${r.billedFewerTokens}) | ${r.streamsEndedByFault} | ${r.beyondCutBeforeFirstByte === undefined ? '–' : `${r.beyondCutBeforeFirstByte}, ${r.beyondCutStreamMax ?? 0}`} | ${r.slowestTakeOverMs === undefined ? '–' : `${(r.slowestTakeOverMs / 1000).toFixed(1)} s`} | ${r.ranPastLeavingMs === undefined ? '–' : `${r.ranPastLeavingMs} ms (${r.tokensPastLeaving})${r.gaveUp ? `, ${r.gaveUp} gave up` : ''}`} | ${!r.correct ? '**missed**' : r.timely ? 'met' : 'met; **timing missed**'} |`;
   return [head, sep, ...rows.map(line)].join('\n');
 }
 

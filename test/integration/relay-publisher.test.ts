@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { createRedis, whenReady, type RedisClient } from '../../src/infra/redis.js';
+import { createRedis, shardSubscribers, whenReady, type RedisClient } from '../../src/infra/redis.js';
 import { RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay-publisher.js';
 import { decodeRelay } from '../../src/chat/relay-protocol.js';
 import { readRelayLog } from '../../src/chat/relay-log.js';
@@ -50,6 +50,42 @@ describe('relay publisher', () => {
     for (let i = 0; i < 200 && !received.includes(last); i++) await new Promise((r) => setTimeout(r, 5));
     expect(received).to.deep.equal(sentSeqs.filter((seq) => log.find((e) => e.seq === seq)!.kind !== 'usage'));
     expect(sentSeqs.length).to.be.greaterThan(20);
+  });
+
+  it('knows the last message a subscriber took, and what each choice held up to it', async () => {
+    const target = relayTarget(config.redis.prefix, randomId(), randomId());
+    const batch = new RelayBatch(redis, { runningSeconds: 60, endedSeconds: 60 });
+    const publisher = new RelayPublisher(batch, target, { seq: 1, eventId: 0 });
+    const chunk = (text: string) => `data: {"choices":[{"index":0,"delta":{"content":"${text}"}}]}\n\n`;
+    // Nobody subscribes yet: published, logged, taken by no one.
+    publisher.sse(chunk('early'));
+    await nextTurn();
+    await publisher.settled(5000);
+    expect(publisher.received).to.equal(0);
+    expect((await publisher.receivedChoices(1))[0]!.text).to.equal('');
+
+    const listener = createRedis(config, 'subscriber');
+    try {
+      await whenReady(listener);
+      await listener.ssubscribe(target.channel);
+      publisher.sse(chunk(' one'));
+      await nextTurn();
+      publisher.sse(chunk(' two'));
+      await nextTurn();
+      await publisher.settled(5000);
+      expect(publisher.received).to.equal(3);
+      // Up to the last message taken the client had everything: a web process fills a gap from the log.
+      expect((await publisher.receivedChoices(1))[0]!.text).to.equal('early one two');
+    } finally {
+      listener.disconnect();
+    }
+    // The subscriber is gone: later messages do not move the mark.
+    for (let i = 0; i < 100 && (await shardSubscribers(redis, target.channel)) > 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    publisher.sse(chunk(' three'));
+    await nextTurn();
+    await publisher.settled(5000);
+    expect(publisher.received).to.equal(3);
   });
 
   it("sends a stream's first token at once and lets later ones within the coalescing time share a message", async () => {

@@ -20,6 +20,14 @@ interface AccessRecord {
  */
 const answeredByNodeAs = new WeakMap<ServerResponse, { status: number; code: string }>();
 
+/**
+ * A connection closed before its response was complete (the client went away while it waited,
+ * or in the middle of a stream): recorded as 499, nginx's "client closed request", since what
+ * Koa's status says then (its default 404, or the 200 a stream started with) never fully reached
+ * anyone.
+ */
+export const CLIENT_CLOSED_REQUEST = 499;
+
 /** Counts and times one request and writes its access-log line. */
 function record(app: AppContext, r: AccessRecord): void {
   const labels = { method: r.method, route: r.route, status: String(r.status) };
@@ -51,12 +59,13 @@ export function observe(app: AppContext): Middleware<AppState> {
       ctx.res.off('finish', done);
       ctx.res.off('close', done);
       const byNode = answeredByNodeAs.get(ctx.res);
+      const cut = !byNode && !ctx.res.writableFinished;
       record(app, {
         method: ctx.method,
         route: ctx.state.route ?? 'unmatched',
         path: ctx.path,
-        status: byNode?.status ?? ctx.status,
-        code: byNode?.code ?? ctx.state.errorCode,
+        status: byNode?.status ?? (cut ? CLIENT_CLOSED_REQUEST : ctx.status),
+        code: byNode?.code ?? (cut ? 'client_closed_request' : ctx.state.errorCode),
         requestId: ctx.state.requestId,
         traceId: ctx.state.traceId,
         seconds: (performance.now() - start) / 1000,
