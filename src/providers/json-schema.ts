@@ -2,6 +2,7 @@
 // Ajv instances of their own: the service's request validator is strict about our schemas, while
 // a client's may use any keyword a JSON Schema dialect has. Draft-07 (what zod-to-json-schema and
 // many SDKs emit) and 2020-12 (the default, OpenAI's) are both understood.
+import { createHash } from 'node:crypto';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
@@ -25,13 +26,33 @@ const options = {
   // A client's patterns run on the linear-time engine (linear-regexp.ts).
   code: { regExp: linearRegExpEngine },
 } as const;
-const draft7 = new Ajv(options);
-const draft2020 = new Ajv2020(options);
-addFormats(draft7);
-addFormats(draft2020);
+
+/**
+ * A generation of compiled client schemas: Ajv instances and the validators compiled with them,
+ * by the hash of the schema's JSON text (a conversation sends the same tools with every turn).
+ * Ajv keeps a reference to every schema it compiled, failed ones included, in its instance's
+ * code scope; so once a generation has compiled CACHE_BYTES of schema text it is dropped whole
+ * and a new one begins, and no run of large, distinct schemas can fill a process.
+ */
+interface Generation {
+  draft7: Ajv;
+  draft2020: Ajv2020;
+  compiled: Map<string, ValidateFunction>;
+  bytes: number;
+}
+const CACHE_BYTES = 16 * 1024 * 1024;
+
+function newGeneration(): Generation {
+  const draft7 = new Ajv(options);
+  const draft2020 = new Ajv2020(options);
+  addFormats(draft7);
+  addFormats(draft2020);
+  return { draft7, draft2020, compiled: new Map(), bytes: 0 };
+}
+let generation = newGeneration();
 
 const ajvFor = (schema: JsonSchemaObject) =>
-  typeof schema.$schema === 'string' && /draft-0[4-7]/.test(schema.$schema) ? draft7 : draft2020;
+  typeof schema.$schema === 'string' && /draft-0[4-7]/.test(schema.$schema) ? generation.draft7 : generation.draft2020;
 
 /** Ajv's complaints about a schema against its dialect's meta-schema, at their places in it. */
 function metaSchemaIssues(schema: JsonSchemaObject): SchemaIssue[] {
@@ -89,24 +110,29 @@ export function jsonSchemaProblems(schema: JsonSchemaObject): SchemaIssue[] {
   return problem ? [problem] : [];
 }
 
-// Compiled schemas by their JSON text: a conversation sends the same tools with every turn.
-const CACHE_SIZE = 256;
-const cache = new Map<string, ValidateFunction>();
-
 /** The compiled validator of a client's schema (throws when it is not one; see jsonSchemaProblems). */
 export function compileSchema(schema: JsonSchemaObject): ValidateFunction {
-  const key = JSON.stringify(schema);
-  let fn = cache.get(key);
-  if (fn) {
-    cache.delete(key);
-    cache.set(key, fn);
+  const text = JSON.stringify(schema);
+  const key = createHash('sha256').update(text).digest('base64');
+  const hit = generation.compiled.get(key);
+  if (hit) return hit;
+  if (generation.bytes > CACHE_BYTES) generation = newGeneration();
+  generation.bytes += Buffer.byteLength(text);
+  const ajv = ajvFor(schema);
+  try {
+    const fn = ajv.compile(schema);
+    generation.compiled.set(key, fn);
     return fn;
+  } finally {
+    ajv.removeSchema(schema);
   }
-  fn = ajvFor(schema).compile(schema);
-  cache.set(key, fn);
-  if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
-  return fn;
 }
+
+/** What the compiled-schema cache holds: its validators and the bytes of schema text compiled into it. */
+export const compiledSchemaCache = (): { entries: number; bytes: number } => ({
+  entries: generation.compiled.size,
+  bytes: generation.bytes,
+});
 
 /** Where `value` departs from `schema`, in a line; undefined when it matches. */
 export function schemaMismatch(schema: JsonSchemaObject, value: unknown): string | undefined {
