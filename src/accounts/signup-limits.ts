@@ -90,19 +90,21 @@ export class SignupLimits {
   }
 }
 
+/** Domains whose mailboxes ignore dots in the name (Gmail's rule): a.da@ and ada@ are one mailbox. */
+const DOTLESS_DOMAINS = new Set(['gmail.com', 'googlemail.com']);
+
 /**
- * The mailbox an address delivers to, as far as the service can tell: letter case, a `+tag` and
- * the spelling of an internationalised domain (exämple.com or xn--exmple-cua.com) do not make
- * another mailbox. Hashed: raw addresses do not belong in Redis keys.
+ * The mailbox an address delivers to, as far as the service can tell: letter case, a `+tag`, the
+ * spelling of an internationalised domain (exämple.com or xn--exmple-cua.com) and, at Gmail, dots
+ * in the name do not make another mailbox. Hashed: raw addresses do not belong in Redis keys.
  */
 export function mailboxKey(email: string): string {
   const [local = '', domain = ''] = asciiEmailAddress(email)
     .toLowerCase()
     .split(/@(?=[^@]*$)/);
-  return createHash('sha256')
-    .update(`${local.replace(/\+.*$/, '')}@${domain}`)
-    .digest('hex')
-    .slice(0, 32);
+  const name = local.replace(/\+.*$/, '');
+  const mailbox = DOTLESS_DOMAINS.has(domain) ? `${name.replaceAll('.', '')}@gmail.com` : `${name}@${domain}`;
+  return createHash('sha256').update(mailbox).digest('hex').slice(0, 32);
 }
 
 /**

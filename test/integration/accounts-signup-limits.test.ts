@@ -14,6 +14,12 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
       expect(mailboxKey('bob@example.com')).not.to.equal(mailboxKey('ada@example.com'));
     });
 
+    it('counts a Gmail address as one mailbox whatever dots its name holds, at either Google domain', () => {
+      expect(mailboxKey('a.d.a@gmail.com')).to.equal(mailboxKey('ada@gmail.com'));
+      expect(mailboxKey('A.da+x@GoogleMail.com')).to.equal(mailboxKey('ada@gmail.com'));
+      expect(mailboxKey('a.da@example.com')).not.to.equal(mailboxKey('ada@example.com'));
+    });
+
     it('counts an internationalised domain as one mailbox however it is spelled (Unicode or punycode)', () => {
       expect(mailboxKey('ada@exämple.com')).to.equal(mailboxKey('Ada+x@XN--EXMPLE-CUA.com'));
       expect(mailboxKey('ada@EXÄMPLE.com')).to.equal(mailboxKey('ada@exämple.com'));
@@ -93,6 +99,20 @@ describe('sign-up limits: no mailbox flooded, no client signing up without end',
         `${local}@XN--EXMPLE-CUA.com`,
         `${local}+a@exämple.com`,
         `${local}+b@exämple.com`,
+      ];
+      const statuses: number[] = [];
+      for (const address of variants) statuses.push((await signup(address, clientIp())).status);
+      expect(statuses).to.deep.equal([200, 200, 200, 429]);
+      expect(await emailsTo(variants)).to.have.length(3);
+    });
+
+    it('limits a Gmail mailbox the same way, whatever dots its name is spelled with', async () => {
+      const name = `flood${randomId()}`.replace(/[^a-z0-9]/gi, '').toLowerCase();
+      const variants = [
+        `${name}@gmail.com`,
+        `${name.slice(0, 3)}.${name.slice(3)}@gmail.com`,
+        `${name.slice(0, 1)}.${name.slice(1, 5)}.${name.slice(5)}+x@googlemail.com`,
+        `${name.split('').join('.')}@gmail.com`,
       ];
       const statuses: number[] = [];
       for (const address of variants) statuses.push((await signup(address, clientIp())).status);
