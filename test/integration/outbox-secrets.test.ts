@@ -12,6 +12,9 @@ import { startTestWeb, type TestWeb } from '../support/web.js';
 // message's one-time token is cut out of the row once the message is sent or given up, while the
 // mail itself, as the provider receives it, carries the link unchanged.
 
+// An API client asks for JSON; anything else gets the button page, which spends nothing (accounts.md).
+const asksForJson = { headers: { accept: 'application/json' } };
+
 describe('email outbox: no usable token at rest', () => {
   const clock = new ManualClock(Date.now());
   let fake: FakePostmark;
@@ -52,12 +55,12 @@ describe('email outbox: no usable token at rest', () => {
     expect(rows).not.to.include(token);
     expect(rows).to.include('token=[removed once sent]');
     for (const candidate of tokenLike(rows)) {
-      const r = await get(`${web.url}/v1/auth/verify?token=${encodeURIComponent(candidate)}`);
+      const r = await get(`${web.url}/v1/auth/verify?token=${encodeURIComponent(candidate)}`, asksForJson);
       expect(r.status, candidate).to.equal(400);
       expect(r.body.error.code).to.equal('invalid_token');
     }
     // The mail itself still works: the token was taken from the row, not from the message.
-    const verified = await get(`${web.url}/v1/auth/verify?token=${token}`);
+    const verified = await get(`${web.url}/v1/auth/verify?token=${token}`, asksForJson);
     expect(verified.status).to.equal(200);
     expect(verified.body.api_key).to.match(/^sk-svc-/);
   });
@@ -95,7 +98,9 @@ describe('email outbox: no usable token at rest', () => {
     expect(rows).to.include('"status":"failed"');
     expect(rows).to.include('token=[removed once sent]');
     for (const candidate of tokenLike(rows)) {
-      expect((await get(`${web.url}/v1/auth/verify?token=${encodeURIComponent(candidate)}`)).status).to.equal(400);
+      expect(
+        (await get(`${web.url}/v1/auth/verify?token=${encodeURIComponent(candidate)}`, asksForJson)).status,
+      ).to.equal(400);
     }
   });
 });
