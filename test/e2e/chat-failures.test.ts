@@ -76,13 +76,16 @@ describe('chat completions when things go wrong', () => {
     expect(next.headers.get('x-ratelimit-remaining-tokens')).to.equal(r.headers.get('x-ratelimit-remaining-tokens'));
   });
 
-  it('answers a request whose worker died before announcing it once a live worker takes it over, never 503 no_worker_available', async () => {
+  it('answers a request whose worker died before announcing it once a live worker takes it over, never 503 no_worker_available', async function () {
+    this.timeout(60_000);
     // The pickup wait runs out while the job is still with the dead worker, its lock lapsed, and
-    // before the live worker's next stalled-job check (every 10 s here) hands it over.
+    // before the live worker's second stalled-job check (15 s after its first, at its start) hands
+    // it over. The live worker is registered well before the wait runs out (12 s), even on a
+    // Redis Cluster, where a worker takes longer to start.
     const env = {
       REDIS_PREFIX: isolatedPrefix(),
-      QUEUE_PICKUP_TIMEOUT_MS: '6000',
-      QUEUE_STALLED_INTERVAL_MS: '10000',
+      QUEUE_PICKUP_TIMEOUT_MS: '12000',
+      QUEUE_STALLED_INTERVAL_MS: '15000',
       LOCAL_MODEL_TTFT_MS: '0',
     };
     const ctx = createContext(testConfig(env), { role: 'test' });
