@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
-import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
-import pg from 'pg';
+import { type Kysely, sql } from 'kysely';
 import { migrations } from '../../db/migrations/index.js';
+import { migrationDatabase } from '../support/migration-database.js';
 
 // The outbox migration on rows written before it, in a database of its own: messages already sent
 // or given up lose their link's token, a pending one keeps its body for the sender and names its
@@ -12,37 +12,12 @@ const SCRUB = '2026-11-28T140000-outbox-link-tokens';
 
 describe('migration: email_outbox bodies scrubbed of link tokens', function () {
   this.timeout(60_000);
-  const runDatabase = new URL(process.env.DATABASE_URL!).pathname.slice(1);
-  // Named after the run's database, so `npm test` drops it even if this file cannot.
-  const database = `${runDatabase}_outbox_migration`;
-  let admin: pg.Client;
+  const scratch = migrationDatabase('outbox_migration');
+  const migrateTo = scratch.migrateTo;
   let db: Kysely<unknown>;
-
-  before(async () => {
-    const server = new URL(process.env.PG_SERVER_URL ?? process.env.DATABASE_URL!);
-    server.pathname = '/postgres';
-    admin = new pg.Client({ connectionString: server.toString() });
-    await admin.connect();
-    await admin.query(`drop database if exists "${database}" with (force)`);
-    await admin.query(`create database "${database}"`);
-    server.pathname = `/${database}`;
-    const pool = new pg.Pool({ connectionString: server.toString() });
-    // The forced drop at the end ends any connection still open; that is expected, not a failure.
-    pool.on('error', () => {});
-    pool.on('connect', (client) => client.on('error', () => {}));
-    db = new Kysely({ dialect: new PostgresDialect({ pool }) });
+  before(() => {
+    db = scratch.db();
   });
-  after(async () => {
-    await db?.destroy();
-    await admin?.query(`drop database if exists "${database}" with (force)`);
-    await admin?.end();
-  });
-
-  const migrateTo = (names: string[]) =>
-    new Migrator({
-      db,
-      provider: { getMigrations: () => Promise.resolve(Object.fromEntries(names.map((n) => [n, migrations[n]!]))) },
-    }).migrateToLatest();
 
   const token = () => randomBytes(32).toString('base64url');
   const message = (kind: string, status: string, link: string) =>

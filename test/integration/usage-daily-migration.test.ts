@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
-import pg from 'pg';
+import { type Kysely, sql } from 'kysely';
 import { migrations } from '../../db/migrations/index.js';
+import { migrationDatabase } from '../support/migration-database.js';
 
 // The daily-totals migration on a ledger that already has rows, in a database of its own: the
 // rollup starts equal to the ledger, older rows read as not streamed, and the trigger takes over.
@@ -10,38 +10,12 @@ const DAILY = '2026-11-24T100000-usage-daily-totals';
 
 describe('migration: usage_daily_totals over an existing ledger', function () {
   this.timeout(60_000);
-  const runDatabase = new URL(process.env.DATABASE_URL!).pathname.slice(1);
-  // Named after the run's database, so `npm test` drops it even if this file cannot.
-  const database = `${runDatabase}_daily_migration`;
-  let admin: pg.Client;
-  // Kysely<unknown>, as the migrations see it: the schema is what they make it.
+  const scratch = migrationDatabase('daily_migration');
+  const migrateTo = scratch.migrateTo;
   let db: Kysely<unknown>;
-
-  before(async () => {
-    const server = new URL(process.env.PG_SERVER_URL ?? process.env.DATABASE_URL!);
-    server.pathname = '/postgres';
-    admin = new pg.Client({ connectionString: server.toString() });
-    await admin.connect();
-    await admin.query(`drop database if exists "${database}" with (force)`);
-    await admin.query(`create database "${database}"`);
-    server.pathname = `/${database}`;
-    const pool = new pg.Pool({ connectionString: server.toString() });
-    // The forced drop at the end ends any connection still open; that is expected, not a failure.
-    pool.on('error', () => {});
-    pool.on('connect', (client) => client.on('error', () => {}));
-    db = new Kysely({ dialect: new PostgresDialect({ pool }) });
+  before(() => {
+    db = scratch.db();
   });
-  after(async () => {
-    await db?.destroy();
-    await admin?.query(`drop database if exists "${database}" with (force)`);
-    await admin?.end();
-  });
-
-  const migrateTo = (names: string[]) =>
-    new Migrator({
-      db,
-      provider: { getMigrations: () => Promise.resolve(Object.fromEntries(names.map((n) => [n, migrations[n]!]))) },
-    }).migrateToLatest();
 
   type Totals = { account_id: string; day: string; model: string; requests: string; tokens: string; cost: string };
   const totals = () =>
