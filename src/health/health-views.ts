@@ -46,7 +46,10 @@ function reasonOf(report: HealthReport, down: string): HealthReason {
   }
 }
 
-/** One process's latest round of checks, shared by every request within HEALTH_CACHE_MS of its start. */
+/**
+ * One process's latest round of checks, shared by every request within HEALTH_CACHE_MS of its start
+ * by the process's clock (a clock stopped with TEST_CLOCK_AT keeps the first round's report).
+ */
 export class HealthCache {
   private latest: { startedAt: number; report: HealthReport } | undefined;
   private running: Promise<HealthReport> | undefined;
