@@ -186,26 +186,56 @@ export async function finishRecording(
 const RECEIPT_WAIT_MS = 1000;
 
 /**
- * What a job whose web process died is billed: what a subscriber of that process's channel took
- * (the relay's publish counts the receivers of each message), each choice's text and tool calls
- * up to the last message it took. At most the last relay call's messages may have died with the
- * process unwritten. A request none of whose answer reached anyone bills nothing, like one whose
- * client left before it began.
+ * The last message a job stopped for its web process's death bills through. A web process that
+ * acknowledges what it hands its clients (relay-acks.ts) has handed each client at most the message
+ * after its acknowledgement, and that one only if it reached the process: billed through it, a
+ * client is billed at most one relay message beyond what it received, and never less, however
+ * many messages the process held unwritten when it died. A process that acknowledged nothing
+ * handed its client no part of the answer. For a job of a web process that does not acknowledge,
+ * what its subscription took.
+ */
+export function billedThrough(acks: boolean, acked: number | undefined, received: number): number {
+  if (!acks) return received;
+  if (acked === undefined) return 0;
+  return Math.min(acked + 1, Math.max(received, acked));
+}
+
+/**
+ * What a job whose web process died is billed: each choice's text and tool calls up to the
+ * message billedThrough names. A request none of whose answer reached its client bills nothing,
+ * like one whose client left before it began.
  */
 async function billedOnReceipt(
   deps: Pick<RunnerDeps, 'publisher'>,
-  n: number,
+  job: CompletionJob,
   promptTokens: number,
 ): Promise<{ promptTokens: number; completionTokens: number } | undefined> {
   const { publisher } = deps;
   await publisher.settled(RECEIPT_WAIT_MS);
-  if (publisher.received === 0) return { promptTokens: 0, completionTokens: 0 };
   try {
-    return { promptTokens, completionTokens: countChoices(await publisher.receivedChoices(n)) };
+    const acks = job.acks === true;
+    const through = billedThrough(acks, acks ? await publisher.webAcked() : undefined, publisher.received);
+    if (through === 0) return { promptTokens: 0, completionTokens: 0 };
+    return { promptTokens, completionTokens: countChoices(await publisher.choicesThrough(through, job.params.n ?? 1)) };
   } catch {
     // The log could not be read (Redis away): what was produced is billed, rather than nothing.
     return undefined;
   }
+}
+
+/**
+ * A stream whose answer is complete waits, before its record, until its web process has
+ * acknowledged all of it but the last message, or is found gone (its job is then stopped and billed
+ * like any other, billedOnReceipt). Otherwise a process that died holding the end of the answer
+ * unwritten would have it billed in full. The client does not wait for this: the messages past
+ * the acknowledgement are the ones its web process hands on with its next acknowledgement.
+ * Bounded, for a process that neither acknowledges nor is found gone.
+ */
+async function awaitWebTook(deps: Pick<RunnerDeps, 'app' | 'publisher' | 'signal'>): Promise<void> {
+  const { publisher } = deps;
+  await publisher.flushNow();
+  await publisher.settled(RECEIPT_WAIT_MS);
+  await publisher.webTook(publisher.lastSeq - 1, deps.signal, 4 * deps.app.config.queue.livenessTtlMs);
 }
 
 /**
@@ -293,6 +323,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
     }
   }
   const upstreamEndedAt = performance.now();
+  if (job.stream && job.acks && produced && failure === undefined && !signal.aborted) await awaitWebTook(deps);
 
   const status: UsageStatus = signal.aborted ? 'cancelled' : failure !== undefined ? 'failed' : 'completed';
   // The provider's counts when it finished normally; otherwise what was actually produced, counted
@@ -303,7 +334,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
     status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : countChoices(choices);
   if (signal.aborted && signal.reason === WEB_PROCESS_GONE) {
     // Its web process died: only what a subscriber took reached anyone (see billedOnReceipt).
-    const billed = await billedOnReceipt(deps, n, promptTokens);
+    const billed = await billedOnReceipt(deps, job, promptTokens);
     if (billed) ({ promptTokens, completionTokens } = billed);
   }
   upstream?.end({

@@ -9,6 +9,7 @@ import {
   requestStateKey,
   type LogKind,
   type RelayKind,
+  ACKED_FIELD,
   STALLED_FIELD,
 } from './relay-protocol.js';
 import { withEventId } from './sse.js';
@@ -245,6 +246,9 @@ const END_REPLICA_WAIT_MS = 1000;
 const END_CONFIRMATIONS = 3;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** How often a finished stream's worker reads whether the web process has acknowledged its answer. */
+const ACK_POLL_MS = 10;
 
 /**
  * Publishing for every request of a worker process: one relay script call (RELAY_LUA) per web
@@ -500,16 +504,52 @@ export class RelayPublisher {
     });
   }
 
+  /** The seq of the last message made so far (0: only `picked`); events of this turn not yet sealed into one are not counted. */
+  get lastSeq(): number {
+    return this.seq - 1;
+  }
+
   /**
-   * Each of `n` choices as far as a subscriber took it: the SSE events of the messages up to
-   * `received`, read back from the relay log (which holds exactly what was published). Read once,
-   * when a job stops for a dead web process, never on the way of a chunk.
+   * The last message the web process holding the client acknowledged handing to it (relay-acks.ts);
+   * undefined when it acknowledged none, and so handed its client no part of the answer.
    */
-  async receivedChoices(n: number): Promise<ChoiceState[]> {
-    if (this.receivedSeq === 0) return deliveredChoices([], n);
+  async webAcked(): Promise<number | undefined> {
+    const acked = await this.batch.redis.hget(this.target.stateKey, ACKED_FIELD);
+    return acked === null ? undefined : Number(acked);
+  }
+
+  /**
+   * Waits until the web process has acknowledged message `seq`, `signal` aborts (it was found gone,
+   * or its client left) or `timeoutMs` passes. Polled: it costs a few small reads per request,
+   * at its end, never a read per token.
+   */
+  async webTook(seq: number, signal: AbortSignal, timeoutMs: number): Promise<void> {
+    const until = performance.now() + timeoutMs;
+    while (!signal.aborted && performance.now() < until) {
+      const acked = await this.webAcked().catch(() => undefined);
+      if (acked !== undefined && acked >= seq) return;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, ACK_POLL_MS);
+        function done() {
+          clearTimeout(t);
+          signal.removeEventListener('abort', done);
+          resolve();
+        }
+        signal.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
+  /**
+   * Each of `n` choices through message `seq`: the SSE events of the messages up to it, read back
+   * from the relay log (which holds exactly what was published). Read once, when a job stops for a
+   * dead web process, never on the way of a chunk.
+   */
+  async choicesThrough(seq: number, n: number): Promise<ChoiceState[]> {
+    if (seq <= 0) return deliveredChoices([], n);
     const log = await readRelayLog(this.batch.redis, this.target.logKey);
     return deliveredChoices(
-      log.filter((e) => e.seq <= this.receivedSeq),
+      log.filter((e) => e.seq <= seq),
       n,
     );
   }

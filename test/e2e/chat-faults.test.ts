@@ -214,6 +214,59 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
     }
   });
 
+  /** A web process and a worker answering from a fake OpenAI upstream that streams `tokens` tokens `tokenDelayMs` apart. */
+  async function upstreamRoles(tokens: number, tokenDelayMs: number) {
+    const openai = await startFakeOpenAI();
+    openai.script({ tokens: Array.from({ length: tokens }, () => ' tok'), tokenDelayMs });
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      MODEL_BACKEND: 'catalog',
+      OPENAI_BASE_URL: `${openai.url}/v1`,
+      OPENAI_API_KEY: openai.apiKey,
+    };
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    return { openai, web };
+  }
+
+  it('bills a stream whose web process froze holding its messages, then died, at most one relay message beyond what its client received', async () => {
+    // 20 tokens a second. The web process is stopped (SIGSTOP: its event loop runs no more, as one
+    // blocked for seconds) with its subscription still counted, so Redis goes on handing it
+    // messages it never writes; the worker stops the job once its liveness key has expired.
+    const { openai, web } = await upstreamRoles(300, 50);
+    try {
+      const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...story(1000), model: 'gpt-4.1-mini' });
+      await s.waitFor(5);
+      web.proc.kill('SIGSTOP');
+      const requestId = (JSON.parse(s.events[0]!) as { id: string }).id;
+      const row = await usageRow(app, requestId);
+      await web.stop('SIGKILL');
+      await s.finished;
+      expect(row.status).to.equal('cancelled');
+      expect(row.completion_tokens - billable(receivedText(s.events, 1))).to.be.within(0, 1);
+    } finally {
+      await openai.close();
+    }
+  });
+
+  it('bills a stream that finished while its web process was frozen, then died, at most one relay message beyond what its client received', async () => {
+    // The answer (40 tokens, 25 ms apart) ends while the web process holding its client is stopped:
+    // it is not billed in full, but like a job stopped for that process's death.
+    const { openai, web } = await upstreamRoles(40, 25);
+    try {
+      const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...story(1000), model: 'gpt-4.1-mini' });
+      await s.waitFor(3);
+      web.proc.kill('SIGSTOP');
+      const requestId = (JSON.parse(s.events[0]!) as { id: string }).id;
+      const row = await usageRow(app, requestId);
+      await web.stop('SIGKILL');
+      await s.finished;
+      expect(row.status).to.equal('cancelled');
+      expect(row.completion_tokens - billable(receivedText(s.events, 1))).to.be.within(0, 1);
+    } finally {
+      await openai.close();
+    }
+  });
+
   it('bills nothing for a whole-answer request whose web process dies before the answer reached it', async () => {
     // The local model answers with 30 to 120 tokens; at 5 a second, six seconds at least.
     const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5' };
