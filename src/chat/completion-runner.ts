@@ -239,6 +239,33 @@ async function awaitWebTook(deps: Pick<RunnerDeps, 'app' | 'publisher' | 'signal
 }
 
 /**
+ * A whole answer goes to its web process before its record, which waits until the process has
+ * acknowledged it (it hands the answer to its client only then: relay-acks.ts) or is found gone.
+ * A process that died without acknowledging it handed its client nothing, and nothing is billed,
+ * as for a request whose client left before it began; recorded first, such an answer was billed
+ * in full. Should this worker die in between, the take-over records it from the relay log
+ * (run-job.ts). Returns what was recorded.
+ */
+async function answerBeforeRecord(
+  deps: Pick<RunnerDeps, 'app' | 'publisher' | 'signal' | 'record' | 'recordDirectly'>,
+  job: CompletionJob,
+  body: string,
+  usage: UsageEvent,
+): Promise<UsageEvent> {
+  const { publisher, signal } = deps;
+  const seq = await publisher.sendEnd('final', body);
+  await publisher.settled(RECEIPT_WAIT_MS);
+  await publisher.webTook(seq, signal, 4 * deps.app.config.queue.livenessTtlMs);
+  // Read again once the process is found gone: it may have taken the answer just before.
+  const taken =
+    !(signal.aborted && signal.reason === WEB_PROCESS_GONE) ||
+    ((await publisher.webAcked().catch(() => seq)) ?? -1) >= seq;
+  const recorded = taken ? usage : usageOf(job, 'cancelled', 0, 0);
+  await finishRecording(deps, job, 'final', body, recorded);
+  return recorded;
+}
+
+/**
  * Runs one completion: calls the provider (retrying a 429/5xx only while nothing has been produced),
  * relays chunks (streaming) or one body (non-streaming), then records the usage, settles the token
  * reservation and publishes the end (finishRecording).
@@ -325,7 +352,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const upstreamEndedAt = performance.now();
   if (job.stream && job.acks && produced && failure === undefined && !signal.aborted) await awaitWebTook(deps);
 
-  const status: UsageStatus = signal.aborted ? 'cancelled' : failure !== undefined ? 'failed' : 'completed';
+  let status: UsageStatus = signal.aborted ? 'cancelled' : failure !== undefined ? 'failed' : 'completed';
   // The provider's counts when it finished normally; otherwise what was actually produced, counted
   // over each choice's whole text, as the client counts what it received. A request the upstream
   // refused before producing anything bills no prompt tokens (providers do not charge them).
@@ -400,7 +427,12 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
         })),
         usage,
       };
-      await end('final', JSON.stringify(body));
+      if (job.acks) {
+        const recorded = await answerBeforeRecord(deps, job, JSON.stringify(body), usageEvent);
+        ({ status, prompt_tokens: promptTokens, completion_tokens: completionTokens } = recorded);
+      } else {
+        await end('final', JSON.stringify(body));
+      }
     }
   } else if (status === 'failed') {
     const relayError = toRelayError(failure);

@@ -383,6 +383,8 @@ export class RelayPublisher {
    * most the last relay call's worth).
    */
   private receivedSeq = 0;
+  /** The end, when it went out before the record (sendEnd): finish then records and marks it, sending no other. */
+  private endSent: Message | undefined;
   private unsentBytes = 0;
   private lastTtlRefresh = performance.now();
 
@@ -558,6 +560,25 @@ export class RelayPublisher {
     for (const f of this.onSettled.splice(0)) f();
   }
 
+  /**
+   * Sends the end now, ahead of its record (a whole answer whose record waits for its web process's
+   * acknowledgement); finish() then records it and adds the `recorded` mark. Returns its seq.
+   */
+  async sendEnd(kind: RelayKind, payload: string): Promise<number> {
+    this.seal();
+    const end = { seq: this.seq++, kind, payload };
+    this.push(end);
+    this.endSent = end;
+    await this.flushNow();
+    return end.seq;
+  }
+
+  /** The end is in the relay log already (a take-over finds it there): finish() records it and sends no other. */
+  endedWith(end: Message): void {
+    this.endSent = end;
+    this.seq = Math.max(this.seq, end.seq + 1);
+  }
+
   /** Sends what is waiting now, in a call of its own, and waits for Redis (left for the next try when it cannot). */
   async flushNow(): Promise<void> {
     const call = new RelayCall(this.channel);
@@ -579,12 +600,16 @@ export class RelayPublisher {
    * only then. The whole is retried until Redis takes it (every step is safe to repeat) or
    * `deadline` passes, when it throws. On a Redis Cluster with replicas the end is also confirmed
    * on a replica, and sent again if it was not: a failover right after it must not lose the one
-   * message that tells the client its stream is over.
+   * message that tells the client its stream is over. After sendEnd, the end went out first and
+   * this records it and adds the mark.
    */
   async finish(kind: RelayKind, payload: string, record: () => Promise<unknown>, deadline = Infinity): Promise<void> {
-    this.seal();
-    this.push({ seq: this.seq++, kind, payload });
-    const last = this.unsent.at(-1)!;
+    let last = this.endSent;
+    if (last === undefined) {
+      this.seal();
+      last = { seq: this.seq++, kind, payload };
+      this.push(last);
+    }
     let recorded = false;
     for (let confirmations = 0; ;) {
       try {
@@ -595,7 +620,7 @@ export class RelayPublisher {
         const call = new RelayCall(this.channel);
         // Sent again after an unconfirmed try: the log refuses what it has (duplicate ids), and the
         // web process drops a message it has seen.
-        if (this.unsent.length === 0) this.push(last);
+        if (this.unsent.length === 0 && last !== this.endSent) this.push(last);
         const through = this.appendTo(call, true) ?? undefined;
         let replies: RelayReply;
         try {

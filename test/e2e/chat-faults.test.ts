@@ -215,9 +215,9 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
   });
 
   /** A web process and a worker answering from a fake OpenAI upstream that streams `tokens` tokens `tokenDelayMs` apart. */
-  async function upstreamRoles(tokens: number, tokenDelayMs: number) {
+  async function upstreamRoles(tokens: number, tokenDelayMs: number, delayMs = 0) {
     const openai = await startFakeOpenAI();
-    openai.script({ tokens: Array.from({ length: tokens }, () => ' tok'), tokenDelayMs });
+    openai.script({ tokens: Array.from({ length: tokens }, () => ' tok'), tokenDelayMs, delayMs });
     const env = {
       REDIS_PREFIX: isolatedPrefix(),
       MODEL_BACKEND: 'catalog',
@@ -225,7 +225,7 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
       OPENAI_API_KEY: openai.apiKey,
     };
     const [web] = await Promise.all([start('web', env), start('worker', env)]);
-    return { openai, web };
+    return { openai, web, prefix: env.REDIS_PREFIX };
   }
 
   it('bills a stream whose web process froze holding its messages, then died, at most one relay message beyond what its client received', async () => {
@@ -262,6 +262,29 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
       await s.finished;
       expect(row.status).to.equal('cancelled');
       expect(row.completion_tokens - billable(receivedText(s.events, 1))).to.be.within(0, 1);
+    } finally {
+      await openai.close();
+    }
+  });
+
+  it('bills nothing for a whole answer that came while its web process was frozen, then died', async () => {
+    // The answer comes a second after the request, while the web process holding its client is
+    // stopped: it never hands it on, and its client receives nothing.
+    const { openai, web, prefix } = await upstreamRoles(20, 0, 1000);
+    try {
+      const answer = post(
+        `${web.url}/v1/chat/completions`,
+        { ...story(1000), model: 'gpt-4.1-mini' },
+        { bearer: account.apiKey },
+      ).catch(() => undefined);
+      const requestId = await jobStarted(process.env.REDIS_URL!, prefix);
+      web.proc.kill('SIGSTOP');
+      const row = await usageRow(app, requestId);
+      await web.stop('SIGKILL');
+      await answer;
+      expect(row.status).to.equal('cancelled');
+      expect(row.completion_tokens).to.equal(0);
+      expect(row.prompt_tokens).to.equal(0);
     } finally {
       await openai.close();
     }
