@@ -77,19 +77,16 @@ export class RelayAcks {
     };
   }
 
-  /** Stops the timers (the process is stopping). */
+  /** The process is stopping: what waits is acknowledged and handed on now, not left behind. */
   stop(): void {
-    clearTimeout(this.timer);
-    if (this.immediate) clearImmediate(this.immediate);
-    this.timer = undefined;
-    this.immediate = undefined;
+    this.flush();
   }
 
   private pass(gate: Gate, seq: number, billable: boolean, deliver: () => void): void {
     if (gate.held.length === 0 && (!billable || seq <= gate.acked + (gate.answered ? 1 : 0))) return deliver();
     gate.held.push({ seq, billable, deliver });
-    if (billable && !gate.answered) this.immediate ??= setImmediate(() => this.flush());
-    else this.timer ??= setTimeout(() => this.flush(), this.deps.intervalMs);
+    if (billable && !gate.answered) this.immediate ??= setImmediate(() => this.flush()).unref();
+    else this.timer ??= setTimeout(() => this.flush(), this.deps.intervalMs).unref();
   }
 
   /**
@@ -106,7 +103,7 @@ export class RelayAcks {
     if (waiting.length === 0) return;
     const { redis, prefix, instance } = this.deps;
     if (redis.status !== 'ready') {
-      this.timer = setTimeout(() => this.flush(), this.deps.intervalMs);
+      this.timer = setTimeout(() => this.flush(), this.deps.intervalMs).unref();
       return;
     }
     const keys = waiting.map(([id]) => requestStateKey(prefix, instance, id));
