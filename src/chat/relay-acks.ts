@@ -79,22 +79,22 @@ export class RelayAcks {
 
   /** The process is stopping: what waits is acknowledged and handed on now, not left behind. */
   stop(): void {
-    this.flush();
+    this.acknowledge();
   }
 
   private pass(gate: Gate, seq: number, billable: boolean, deliver: () => void): void {
     if (gate.held.length === 0 && (!billable || seq <= gate.acked + (gate.answered ? 1 : 0))) return deliver();
     gate.held.push({ seq, billable, deliver });
-    if (billable && !gate.answered) this.immediate ??= setImmediate(() => this.flush()).unref();
-    else this.timer ??= setTimeout(() => this.flush(), this.deps.intervalMs).unref();
+    if (billable && !gate.answered) this.immediate ??= setImmediate(() => this.acknowledge()).unref();
+    else this.timer ??= setTimeout(() => this.acknowledge(), this.deps.intervalMs).unref();
   }
 
   /**
    * One call acknowledging every waiting message, then those messages handed on. Sent only on a
    * ready connection (a command refused for want of one would hand on what Redis never heard of);
-   * otherwise everything waits for the next interval.
+   * otherwise everything waits for the next interval. Called by the timers.
    */
-  private flush(): void {
+  acknowledge(): void {
     clearTimeout(this.timer);
     if (this.immediate) clearImmediate(this.immediate);
     this.timer = undefined;
@@ -103,7 +103,7 @@ export class RelayAcks {
     if (waiting.length === 0) return;
     const { redis, prefix, instance } = this.deps;
     if (redis.status !== 'ready') {
-      this.timer = setTimeout(() => this.flush(), this.deps.intervalMs).unref();
+      this.timer = setTimeout(() => this.acknowledge(), this.deps.intervalMs).unref();
       return;
     }
     const keys = waiting.map(([id]) => requestStateKey(prefix, instance, id));
