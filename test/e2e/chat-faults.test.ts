@@ -212,9 +212,8 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
   it('bills a stream cut by its web process’s death what its client received, at most one relay message more', async () => {
     // 10 tokens a second. The web process dies half a second in, before the worker's watch counts
     // (its connection must have been up a TTL plus the longest reconnect delay: 3 s here), so the
-    // worker goes on producing for nobody for about 2.5 s; only what a subscriber took is billed.
-    // A message published while the dead process's connection is being closed by the kernel is
-    // taken by its subscription all the same: that is the one message more it may bill.
+    // worker goes on producing for nobody for about 2.5 s; it bills through the message the web
+    // process acknowledged handing on and the one after it (the one it may have handed on unasked).
     const openai = await startFakeOpenAI();
     try {
       openai.script({ tokens: Array.from({ length: 300 }, () => ' tok'), tokenDelayMs: 100 });
