@@ -144,6 +144,11 @@ export interface Config {
     /** How long a stream's tokens after its first may wait to travel together (0: each event-loop turn). */
     relayCoalesceMs: number;
     /**
+     * How often a web process tells the workers what it handed to its clients: a stream's messages
+     * past the last such acknowledgement and one more wait for the next (see relay-acks.ts).
+     */
+    relayAckIntervalMs: number;
+    /**
      * How long a resumable stream (stream_options.resumable) runs on after its last reader left
      * before it is cancelled like any stream whose client went away.
      */
@@ -586,6 +591,7 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       livenessTtlMs: r.int('LIVENESS_TTL_MS', 2000, 300, 60_000),
       relayLogTtlSeconds: r.int('RELAY_LOG_TTL_SECONDS', 120, 10, 86_400),
       relayCoalesceMs: r.int('RELAY_COALESCE_MS', 4, 0, 100),
+      relayAckIntervalMs: r.int('RELAY_ACK_INTERVAL_MS', 50, 5, 1000),
       resumeGraceSeconds: r.int('RESUME_GRACE_SECONDS', 60, 1, 3600),
       stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 2000, 100, 600_000),
       rerunHorizonMs: 0,

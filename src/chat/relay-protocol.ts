@@ -103,6 +103,12 @@ export const relayTtls = (
 /** The field of a request's state a stalled worker's watchdog sets (see run-job.ts, take-over). */
 export const STALLED_FIELD = 'stalled';
 
+/**
+ * The request state's field where the web process holding the client acknowledges the last relay
+ * message it handed to it (relay-acks.ts): a job stopped for that process's death bills by it.
+ */
+export const ACKED_FIELD = 'acked';
+
 export const requestStateKey = (prefix: string, relayTo: string, requestId: string): string =>
   `${prefix}:req:${webTag(prefix, relayTo)}:${requestId}`;
 /** The leases of a request's resumed readers, beside its state (see readers.ts). */
