@@ -90,6 +90,11 @@ export interface Config {
     verifyTokenTtlMs: number;
     regenerateWindowMs: number;
   };
+  /** Stored Responses API objects (docs/api.md#stored-responses). */
+  responses: {
+    /** A stored response is kept this long after it was created, then deleted. */
+    retentionDays: number;
+  };
   /** Signing in to the console (docs/console.md#sessions-and-security). */
   console: {
     /** A sign-in link works once, for this long. */
@@ -247,6 +252,8 @@ export interface Config {
     rollupCron: string;
     /** Deletes spent sign-in links and ended console sessions. */
     signInCleanupCron: string;
+    /** Deletes stored responses past RESPONSES_RETENTION_DAYS. */
+    responsesCleanupCron: string;
     metricsPort: number | undefined;
   };
 }
@@ -535,6 +542,9 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       verifyTokenTtlMs: r.int('VERIFY_TOKEN_TTL_HOURS', 24, 1, 24 * 30) * 3_600_000,
       regenerateWindowMs: 2 * 3_600_000,
     },
+    responses: {
+      retentionDays: r.int('RESPONSES_RETENTION_DAYS', 30, 1, 400),
+    },
     console: {
       signInLinkTtlMs: 15 * 60_000,
       sessionIdleMs: r.int('CONSOLE_SESSION_IDLE_MINUTES', 12 * 60, 5, 30 * 24 * 60) * 60_000,
@@ -634,6 +644,7 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       reconcileCron: r.cron('RECONCILE_CRON', '30 3 * * *'),
       rollupCron: r.cron('ROLLUP_CRON', '5 * * * *'),
       signInCleanupCron: r.cron('SIGN_IN_CLEANUP_CRON', '40 3 * * *'),
+      responsesCleanupCron: r.cron('RESPONSES_CLEANUP_CRON', '50 3 * * *'),
       metricsPort: r.optionalInt('SCHEDULER_METRICS_PORT', 0, 65535),
     },
   };

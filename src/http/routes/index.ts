@@ -6,6 +6,7 @@ import { accountsRoutes } from './accounts.routes.js';
 import { chatRoutes } from './chat.routes.js';
 import { chatRetrievalRoutes } from './chat-retrieval.routes.js';
 import { responsesRoutes } from './responses.routes.js';
+import { responsesRetrievalRoutes } from './responses-retrieval.routes.js';
 import { modelsRoutes } from './models.routes.js';
 import { billingRoutes } from './billing.routes.js';
 import { consoleAssetRoutes } from './console-assets.routes.js';
@@ -19,6 +20,7 @@ export function allRoutes(openApi: () => unknown): RouteSpec[] {
     ...chatRoutes,
     ...chatRetrievalRoutes,
     ...responsesRoutes,
+    ...responsesRetrievalRoutes,
     ...modelsRoutes(),
     ...subscriptionRoutes(),
     ...webhookRoutes(),
