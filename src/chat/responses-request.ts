@@ -275,7 +275,7 @@ function textEcho(req: CreateResponseRequest): Record<string, unknown> {
           type: 'json_schema',
           name: format.name,
           schema: format.schema,
-          description: format.description ?? null,
+          ...(format.description != null ? { description: format.description } : {}),
           strict: format.strict ?? null,
         }
       : { type: format?.type ?? 'text' };
@@ -360,7 +360,8 @@ export function translateResponsesRequest(body: CreateResponseRequest): Translat
     tool_choice: body.tool_choice ?? 'auto',
     top_p: body.top_p ?? 1,
     truncation: 'disabled',
-    user: body.user ?? null,
+    // OpenAI's Response has `user` only as a string: left out when not set.
+    ...(body.user != null ? { user: body.user } : {}),
   };
   return { chat, wire: { format: 'responses', echo }, locOf: locMapper(sources) };
 }

@@ -6,7 +6,8 @@ import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { testConfig } from '../support/env.js';
 import { eventually, post } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
-import { postStream } from '../support/sse.js';
+import { openAiIssues, responseEventIssues } from '../support/openai-schemas.js';
+import { postStream, readSse, type SseResult } from '../support/sse.js';
 
 const FAST = { LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000' };
 
@@ -23,6 +24,30 @@ const WEATHER_TOOL = {
   strict: true,
 };
 
+/** Where an answer of POST /v1/responses departs from OpenAI's published schemas: its Response, each event, or its error. */
+function wireIssues(r: { status: number; body?: unknown } | SseResult): string[] {
+  if ('events' in r && r.events.length > 0)
+    return r.chunks.flatMap((e: Record<string, unknown>, i) =>
+      responseEventIssues(e).map((issue) => `event ${i} (${String(e.type)}): ${issue}`),
+    );
+  return openAiIssues(r.status === 200 ? 'Response' : 'ErrorResponse', r.body);
+}
+
+/**
+ * A fetch for the SDK that checks every answer of /responses against OpenAI's schemas on the
+ * side, as the SDK reads it, so each test through the SDK also holds the wire format to them.
+ */
+function schemaCheckingFetch(issues: string[]): typeof fetch {
+  return async (input, init) => {
+    const res = await fetch(input, init);
+    if (String(input instanceof Request ? input.url : input).endsWith('/responses')) {
+      const copy = res.clone();
+      issues.push(...wireIssues(await readSse(copy)));
+    }
+    return res;
+  };
+}
+
 // The Responses API (POST /v1/responses) through the web and worker processes and the built-in
 // local model, read by the official openai SDK and by a raw SSE parser: the same queue and ledger
 // as chat completions, OpenAI's Response and stream events on the wire.
@@ -35,6 +60,7 @@ describe('the Responses API through web and worker processes (built-in local mod
   let url: string;
   let client: OpenAI;
   let paidClient: OpenAI;
+  const issues: string[] = [];
 
   before(async () => {
     app = createContext(testConfig(), { role: 'test' });
@@ -42,9 +68,12 @@ describe('the Responses API through web and worker processes (built-in local mod
     free = await createTestAccount(app, { tier: 'free' });
     paid = await createTestAccount(app, { tier: 'paid' });
     url = `${web.url}/v1/responses`;
-    client = new OpenAI({ apiKey: free.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
-    paidClient = new OpenAI({ apiKey: paid.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const fetch = schemaCheckingFetch(issues);
+    client = new OpenAI({ apiKey: free.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0, fetch });
+    paidClient = new OpenAI({ apiKey: paid.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0, fetch });
   });
+  beforeEach(() => (issues.length = 0));
+  afterEach(() => expect(issues, "departures from OpenAI's schemas").to.deep.equal([]));
   after(async () => {
     await Promise.all([web?.stop(), worker?.stop()]);
     await app?.close();
@@ -123,6 +152,7 @@ describe('the Responses API through web and worker processes (built-in local mod
       { model: 'gemini-2.5-flash', input: 'Say hello', max_output_tokens: 10 },
       free.apiKey,
     );
+    issues.push(...wireIssues(s));
     expect(s.status).to.equal(200);
     expect(s.headers.get('content-type')).to.match(/^text\/event-stream/);
     expect(s.events).to.not.include('[DONE]');
@@ -211,6 +241,7 @@ describe('the Responses API through web and worker processes (built-in local mod
 
   it('refuses an unknown field with a 400 naming it', async () => {
     const r = await post(url, { model: 'gemini-2.5-flash', input: 'Hi', frobnicate: true }, { bearer: free.apiKey });
+    issues.push(...wireIssues(r));
     expect(r.status).to.equal(400);
     expect(r.body.error).to.include({ type: 'invalid_request_error', code: 'unknown_parameter', param: 'frobnicate' });
   });
@@ -221,6 +252,7 @@ describe('the Responses API through web and worker processes (built-in local mod
       { model: 'gemini-2.5-flash', input: 'Hi', tools: [{ type: 'web_search' }] },
       { bearer: free.apiKey },
     );
+    issues.push(...wireIssues(r));
     expect(r.status).to.equal(400);
     expect(r.body.error).to.include({ code: 'unsupported_parameter', param: 'tools[0].type' });
   });
@@ -237,6 +269,7 @@ describe('the Responses API through web and worker processes (built-in local mod
       },
       { bearer: free.apiKey },
     );
+    issues.push(...wireIssues(r));
     expect(r.status).to.equal(422);
     expect(r.body.detail[0].loc).to.deep.equal(['body', 'input', 1, 'call_id']);
     expect(r.body.error.param).to.equal('input[1].call_id');
@@ -248,6 +281,7 @@ describe('the Responses API through web and worker processes (built-in local mod
       { model: 'gpt-4.1-mini', input: 'Say hello', max_output_tokens: 4000 },
       paid.apiKey,
     );
+    issues.push(...wireIssues(s));
     const end = s.chunks.at(-1);
     expect(end.type).to.equal('response.completed');
     const row = await usageRow(end.response.id);
@@ -266,6 +300,7 @@ describe('the Responses API through web and worker processes (built-in local mod
       { model: 'gpt-4.1-mini', input: 'Tell me a long story about a lighthouse', max_output_tokens: 3 },
       paid.apiKey,
     );
+    issues.push(...wireIssues(s));
     const end = s.chunks.at(-1);
     const ends = ['response.completed', 'response.incomplete', 'response.failed'];
     expect(s.chunks.map((c) => c.type).filter((t) => ends.includes(t))).to.deep.equal(['response.incomplete']);

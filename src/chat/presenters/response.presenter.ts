@@ -40,7 +40,7 @@ const callItemId = (): string => `fc_${randomIdPart(24)}`;
 export function responseUsage(usage: AnswerUsage): Record<string, unknown> {
   return {
     input_tokens: usage.prompt_tokens,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
     output_tokens: usage.completion_tokens,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: usage.total_tokens,
@@ -105,7 +105,8 @@ function responseObject(
       parameters: t.function.parameters ?? null,
       strict: t.function.strict ?? null,
     })),
-    usage: state.usage ? responseUsage(state.usage) : null,
+    // Known only at the end: an in-progress Response has none (OpenAI's schema has no null for it).
+    ...(state.usage ? { usage: responseUsage(state.usage) } : {}),
   };
 }
 
