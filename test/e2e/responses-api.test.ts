@@ -2,8 +2,13 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import type { ResponseInputItem, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { createContext, type AppContext } from '../../src/context.js';
+import {
+  DEFAULT_TOKENS,
+  startFakeAnthropic,
+  type FakeAnthropic,
+} from '../../src/providers/anthropic/anthropic.fake.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
-import { testConfig } from '../support/env.js';
+import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually, post } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 import { openAiIssues, responseEventIssues } from '../support/openai-schemas.js';
@@ -324,5 +329,97 @@ describe('the Responses API through web and worker processes (built-in local mod
     expect(r.incomplete_details).to.deep.equal({ reason: 'max_output_tokens' });
     const row = await usageRow(r.id);
     expect(row.completion_tokens).to.equal(r.usage!.output_tokens);
+  });
+});
+
+// The same wire format over a provider's adapter (the fake Anthropic Messages API): what the
+// upstream does mid-answer reaches the client as the Responses API says, and the ledger agrees.
+describe('the Responses API over an upstream provider (fake Anthropic, web and worker processes)', () => {
+  let anthropic: FakeAnthropic;
+  let app: AppContext;
+  let web: RoleProcess;
+  let worker: RoleProcess;
+  let user: TestAccount;
+  let url: string;
+
+  before(async () => {
+    anthropic = await startFakeAnthropic();
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      MODEL_BACKEND: 'catalog',
+      ANTHROPIC_BASE_URL: anthropic.url,
+      ANTHROPIC_API_KEY: anthropic.apiKey,
+    };
+    app = createContext(testConfig(env), { role: 'test' });
+    [web, worker] = await Promise.all([startRole('web', env), startRole('worker', env)]);
+    user = await createTestAccount(app, { tier: 'paid' });
+    url = `${web.url}/v1/responses`;
+  });
+  after(async () => {
+    await Promise.all([web?.stop(), worker?.stop()]);
+    await Promise.all([app?.close(), anthropic?.close()]);
+  });
+
+  it('ends a stream whose upstream fails mid-answer with response.failed, its usage the ledger row', async () => {
+    anthropic.nextResponse({ failAfter: 3 });
+    const s = await postStream(url, { model: 'claude-haiku-4-5', input: 'Hello?' }, user.apiKey);
+    expect(s.status).to.equal(200);
+    expect(wireIssues(s)).to.deep.equal([]);
+    const types = s.chunks.map((c) => c.type);
+    expect(types.slice(0, 2)).to.deep.equal(['response.created', 'response.in_progress']);
+    expect(types.at(-1)).to.equal('response.failed');
+    expect(types.filter((t) => t === 'response.completed' || t === 'response.incomplete')).to.deep.equal([]);
+    const failed = s.chunks.at(-1).response;
+    expect(failed.status).to.equal('failed');
+    expect(failed.error.code).to.equal('server_error');
+    expect(failed.error.message).to.match(/^upstream_error: /);
+    expect(failed.output[0].status).to.equal('incomplete');
+    expect(failed.output[0].content[0].text).to.equal(DEFAULT_TOKENS.slice(0, 3).join(''));
+    const row = await eventually(
+      () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', failed.id).executeTakeFirst(),
+      'the usage row of the failed stream',
+    );
+    expect(row.status).to.equal('failed');
+    expect(row.completion_tokens).to.equal(failed.usage.output_tokens).and.to.be.greaterThan(0);
+    expect(row.prompt_tokens).to.equal(failed.usage.input_tokens);
+    expect(Number(row.cost_usd)).to.equal(failed.usage.cost);
+  });
+
+  it("answers an upstream's refusal before any output with its HTTP status, not a stream", async () => {
+    anthropic.nextResponse({ status: 400, message: 'prompt is too long' });
+    const s = await postStream(url, { model: 'claude-haiku-4-5', input: 'Hello?' }, user.apiKey);
+    expect(s.status).to.equal(400);
+    expect(wireIssues(s)).to.deep.equal([]);
+    expect(s.body.error.code).to.equal('upstream_rejected_request');
+    expect(s.body.error.message).to.include('prompt is too long');
+  });
+
+  it("sends the provider the instructions as its system prompt and a function call's output as its tool result", async () => {
+    anthropic.nextResponse({ tokens: ['It is ', 'sunny.'] });
+    const r = await post(
+      url,
+      {
+        model: 'claude-haiku-4-5',
+        instructions: 'Answer in one sentence.',
+        input: [
+          { role: 'user', content: [{ type: 'input_text', text: 'Weather in Paris?' }] },
+          { type: 'function_call', call_id: 'toolu_1', name: 'get_weather', arguments: '{"city":"Paris"}' },
+          { type: 'function_call_output', call_id: 'toolu_1', output: '{"temperature": 21}' },
+        ],
+        tools: [WEATHER_TOOL],
+      },
+      { bearer: user.apiKey },
+    );
+    expect(r.status).to.equal(200);
+    expect(wireIssues(r)).to.deep.equal([]);
+    expect(r.body.output[0].content[0].text).to.equal('It is sunny.');
+    const sent = anthropic.requests.at(-1)!.body as {
+      system: unknown;
+      messages: { role: string; content: { type: string; tool_use_id?: string; id?: string }[] }[];
+    };
+    expect(JSON.stringify(sent.system)).to.include('Answer in one sentence.');
+    expect(sent.messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'user']);
+    expect(sent.messages[1]!.content.map((c) => [c.type, c.id])).to.deep.equal([['tool_use', 'toolu_1']]);
+    expect(sent.messages[2]!.content.map((c) => [c.type, c.tool_use_id])).to.deep.equal([['tool_result', 'toolu_1']]);
   });
 });
