@@ -170,6 +170,11 @@ export interface Config {
     signup: { perAddressPerHour: number; perClientPerHour: number };
     /** Sign-in links asked for (each sends an email), per mailbox and per client network. */
     signIn: { perAddressPerHour: number; perClientPerHour: number };
+    /**
+     * Reading completions back (retrieval and resumed streams): reads per account per UTC minute,
+     * and resumed streams following one completion at once.
+     */
+    completionReads: { perMinute: number; maxReadersPerCompletion: number };
   };
   stripe: {
     secretKey: string | undefined;
@@ -603,6 +608,10 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       signIn: {
         perAddressPerHour: r.int('SIGNIN_PER_ADDRESS_PER_HOUR', 5, 1, 1000),
         perClientPerHour: r.int('SIGNIN_PER_CLIENT_PER_HOUR', 20, 1, 1_000_000),
+      },
+      completionReads: {
+        perMinute: r.int('COMPLETION_READS_PER_MINUTE', 300, 1, 1_000_000),
+        maxReadersPerCompletion: r.int('RESUME_MAX_READERS', 5, 1, 1000),
       },
     },
     stripe: {

@@ -111,6 +111,9 @@ export const STALLED_FIELD = 'stalled';
 
 export const requestStateKey = (prefix: string, relayTo: string, requestId: string): string =>
   `${prefix}:req:${webTag(prefix, relayTo)}:${requestId}`;
+/** The leases of a request's resumed readers, beside its state (see readers.ts). */
+export const readerLeasesKey = (prefix: string, relayTo: string, requestId: string): string =>
+  `${prefix}:readers:${webTag(prefix, relayTo)}:${requestId}`;
 /** A worker process's one cancellation channel: a message is the id of a request to stop, or a detach notice. */
 export const cancelChannel = (prefix: string, workerId: string): string =>
   `${prefix}:cancel:${hashTag(prefix, `k.${workerId}`)}`;

@@ -181,4 +181,29 @@ describe('stored responses: retrieve, input_items and delete', () => {
     expect(await rowsWithId(old.id)).to.have.length(0);
     expect(await rowsWithId(young.id)).to.have.length(1);
   });
+
+  it("spends the account's completion reads: past COMPLETION_READS_PER_MINUTE a read is 429, another account's are not", async () => {
+    const limited = await startTestWeb({ clock, env: { COMPLETION_READS_PER_MINUTE: '3' } });
+    try {
+      // Accounts of their own: the clock stands still, so the others' reads are in this minute too.
+      const [reader, bystander] = [await createTestAccount(limited.app), await createTestAccount(limited.app)];
+      const { id } = await stored(reader);
+      const reads = [
+        () => get(`${limited.url}/v1/responses/${id}`, { bearer: reader.apiKey }),
+        () => get(`${limited.url}/v1/responses/${id}/input_items`, { bearer: reader.apiKey }),
+        () => get(`${limited.url}/v1/responses/resp_unknown`, { bearer: reader.apiKey }),
+      ];
+      const statuses = [];
+      for (const read of reads) statuses.push((await read()).status);
+      expect(statuses).to.deep.equal([200, 200, 404]);
+      const refused = await get(`${limited.url}/v1/responses/${id}`, { bearer: reader.apiKey });
+      expect(refused.status).to.equal(429);
+      expect(refused.body.error.code).to.equal('rate_limit_exceeded');
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 60);
+      const elsewhere = await get(`${limited.url}/v1/responses/resp_unknown`, { bearer: bystander.apiKey });
+      expect(elsewhere.status).to.equal(404);
+    } finally {
+      await limited.close();
+    }
+  });
 });

@@ -5,6 +5,7 @@ import {
   inputItemsPage,
   type InputItemsQuery,
 } from '../../responses/stored-responses.service.js';
+import type { AppContext } from '../../context.js';
 import type { JsonSchema } from '../../validation.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 
@@ -98,9 +99,18 @@ export function responseNotFound(id: string): AppError {
   return new AppError('not_found', `Response with id '${id}' not found.`, { param: 'response_id' });
 }
 
-function responseIdOf(ctx: HttpContext): string {
+/**
+ * The response id the path names, once the read is admitted: every call here spends one of the
+ * account's COMPLETION_READS_PER_MINUTE, as chat's retrievals do, whatever it answers.
+ */
+async function admittedResponseId(ctx: HttpContext, app: AppContext): Promise<string> {
+  ctx.set(await app.limiter.admitCompletionRead(accountOf(ctx).id));
   return (ctx.state.params as { response_id: string }).response_id;
 }
+
+const READ_LIMITED = {
+  description: 'Past COMPLETION_READS_PER_MINUTE for this account (`rate_limit_exceeded`); see Retry-After',
+};
 
 export const responsesRetrievalRoutes: RouteSpec[] = defineRoutes([
   {
@@ -117,9 +127,10 @@ export const responsesRetrievalRoutes: RouteSpec[] = defineRoutes([
     responses: {
       200: { description: 'The response', schema: StoredResponseSchema },
       404: { description: "No such response for this account (unknown, another account's, deleted or expired)" },
+      429: READ_LIMITED,
     },
     handler: async (ctx, app) => {
-      const id = responseIdOf(ctx);
+      const id = await admittedResponseId(ctx, app);
       const row = await findResponse(app, accountOf(ctx).id, id);
       if (!row) throw responseNotFound(id);
       ctx.body = row.response;
@@ -140,9 +151,10 @@ export const responsesRetrievalRoutes: RouteSpec[] = defineRoutes([
     responses: {
       200: { description: 'A page of input items', schema: InputItemListSchema },
       404: { description: 'No such response for this account, or `after` names no item of it' },
+      429: READ_LIMITED,
     },
     handler: async (ctx, app) => {
-      const id = responseIdOf(ctx);
+      const id = await admittedResponseId(ctx, app);
       const query = ctx.state.query as { limit?: string; order?: 'asc' | 'desc'; after?: string };
       const row = await findResponse(app, accountOf(ctx).id, id);
       if (!row) throw responseNotFound(id);
@@ -172,7 +184,7 @@ export const responsesRetrievalRoutes: RouteSpec[] = defineRoutes([
       },
     },
     handler: async (ctx, app) => {
-      const id = responseIdOf(ctx);
+      const id = await admittedResponseId(ctx, app);
       if (!(await deleteResponse(app, accountOf(ctx).id, id))) throw responseNotFound(id);
       ctx.body = { id, object: 'response', deleted: true };
     },
