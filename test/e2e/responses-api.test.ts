@@ -9,7 +9,7 @@ import {
 } from '../../src/providers/anthropic/anthropic.fake.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
-import { eventually, post } from '../support/http.js';
+import { eventually, get, post } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 import { openAiIssues, responseEventIssues } from '../support/openai-schemas.js';
 import { postStream, readSse, type SseResult } from '../support/sse.js';
@@ -242,6 +242,14 @@ describe('the Responses API through web and worker processes (built-in local mod
     expect(answer.name).to.be.a('string');
     expect(Number.isInteger(answer.population)).to.equal(true);
     expect(r.text?.format).to.include({ type: 'json_schema', name: 'city', strict: true });
+  });
+
+  it('lists POST /v1/responses in /openapi.json with its request and Response schemas', async () => {
+    const doc = (await get(`${web.url}/openapi.json`)).body;
+    const op = doc.paths['/v1/responses'].post;
+    expect(op.operationId).to.equal('createResponse');
+    expect(op.requestBody.content['application/json'].schema.required).to.deep.equal(['model', 'input']);
+    expect(Object.keys(op.responses['200'].content)).to.deep.equal(['application/json', 'text/event-stream']);
   });
 
   it('refuses an unknown field with a 400 naming it', async () => {
