@@ -10,9 +10,9 @@ import {
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually, get, post } from '../support/http.js';
-import { startRole, type RoleProcess } from '../support/processes.js';
+import { rolesPerTest, startRole, type RoleProcess } from '../support/processes.js';
 import { openAiIssues, responseEventIssues } from '../support/openai-schemas.js';
-import { postStream, readSse, type SseResult } from '../support/sse.js';
+import { openStream, postStream, readSse, type SseResult } from '../support/sse.js';
 
 const FAST = { LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '5000' };
 
@@ -429,5 +429,49 @@ describe('the Responses API over an upstream provider (fake Anthropic, web and w
     expect(sent.messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'user']);
     expect(sent.messages[1]!.content.map((c) => [c.type, c.id])).to.deep.equal([['tool_use', 'toolu_1']]);
     expect(sent.messages[2]!.content.map((c) => [c.type, c.tool_use_id])).to.deep.equal([['tool_result', 'toolu_1']]);
+  });
+});
+
+describe('the Responses API when its worker dies mid-stream (web and worker processes, local model)', () => {
+  let app: AppContext;
+  const start = rolesPerTest();
+
+  before(() => {
+    app = createContext(testConfig(), { role: 'test' });
+  });
+  after(async () => app.close());
+
+  it('ends the stream with an error event and bills the text it carried once, never answering it afresh', async () => {
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '20',
+      QUEUE_STALLED_INTERVAL_MS: '500',
+    };
+    const account = await createTestAccount(app, { tier: 'paid' });
+    const web = await start('web', env);
+    const first = await start('worker', env);
+    const s = openStream(`${web.url}/v1/responses`, account.apiKey, {
+      model: 'gemini-2.5-flash',
+      input: 'Tell me a long story',
+      max_output_tokens: 400,
+    });
+    // Opening, the message item and its part, then text.
+    await s.waitFor(6);
+    const id = (JSON.parse(s.events[0]!) as { response: { id: string } }).response.id;
+    await first.stop('SIGKILL');
+    await start('worker', env);
+    await s.finished;
+    const events = s.events.map((e) => JSON.parse(e) as { type: string; code?: string });
+    expect(events.filter((e) => e.type === 'response.created')).to.have.length(1);
+    expect(events.filter((e) => e.type === 'response.completed')).to.deep.equal([]);
+    expect(events.at(-1)).to.include({ type: 'error', code: 'worker_interrupted' });
+    const rows = await eventually(async () => {
+      const found = await app.db.selectFrom('usage_events').selectAll().where('request_id', '=', id).execute();
+      return found.length > 0 ? found : undefined;
+    }, 'the usage row');
+    expect(rows).to.have.length(1);
+    expect(rows[0]!.status).to.equal('failed');
+    expect(rows[0]!.completion_tokens).to.be.greaterThan(0);
   });
 });
