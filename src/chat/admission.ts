@@ -8,6 +8,7 @@ import { prepareCompletion, spendCheckOf, type PrepareDeps } from './chat.servic
 import type { PreparedJob } from './completion-job.js';
 import { traceAdmission } from './completion-tracing.js';
 import type { Dispatcher } from './dispatch.service.js';
+import type { ResponsesWire } from './responses-request.js';
 
 /** What admitting a request works with: preparing it, the queue's room, the limits, the spend alerts. */
 export interface AdmissionDeps extends PrepareDeps, SpendAlertDeps {
@@ -43,9 +44,10 @@ export interface AdmissionResult {
  */
 export async function admitCompletion(
   deps: AdmissionDeps,
-  input: { account: Account; request: ChatCompletionRequest; unconfirmed?: UnconfirmedKey },
+  input: { account: Account; request: ChatCompletionRequest; unconfirmed?: UnconfirmedKey; wire?: ResponsesWire },
 ): Promise<AdmissionResult> {
-  const prepare = (account: Account) => prepareCompletion(deps, account, input.request, deps.relayHub.instance);
+  const prepare = (account: Account) =>
+    prepareCompletion(deps, account, input.request, deps.relayHub.instance, input.wire);
   const admitFor = (account: Account, job: PreparedJob, guard?: { key: string; value: string | null }) =>
     traceAdmission(job, () =>
       deps.limiter.admit({

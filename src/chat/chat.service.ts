@@ -11,7 +11,8 @@ import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.sc
 import type { PreparedJob } from './completion-job.js';
 import type { SpendCheck } from '../limits/limiter.service.js';
 import { nanoUsdOf, requestCostNanoUsd } from '../usage/usage-cost.js';
-import { completionId } from './relay-protocol.js';
+import { completionId, responseId } from './relay-protocol.js';
+import type { ResponsesWire } from './responses-request.js';
 import { completionParamsOf } from './request-forms.js';
 
 /**
@@ -61,6 +62,7 @@ export function prepareCompletion(
   account: Account,
   req: ChatCompletionRequest,
   relayTo: string,
+  wire?: ResponsesWire,
 ): PreparedJob {
   refuseUnsupportedFields(req);
   const resumable = req.stream_options?.resumable === true;
@@ -123,7 +125,7 @@ export function prepareCompletion(
   const promptTokens = estimatePromptTokens(params) * calls;
   const completionBudget = (params.max_tokens ?? app.config.limits.defaultCompletionReservation) * n;
   return {
-    id: completionId(relayTo),
+    id: wire ? responseId(relayTo) : completionId(relayTo),
     relayTo,
     accountId: account.id,
     tier: account.tier,
@@ -141,6 +143,7 @@ export function prepareCompletion(
     created: Math.floor(app.clock.now().getTime() / 1000),
     promptTokens,
     reservedTokens: promptTokens + completionBudget,
+    ...(wire ? { wire } : {}),
   };
 }
 

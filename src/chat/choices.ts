@@ -64,6 +64,24 @@ export function takeDelta(
   for (const d of delta?.tool_calls ?? []) addCall(choice, d);
 }
 
+/** The parts of a Responses stream event that carry the answer (see presenters/response.presenter.ts). */
+export interface ResponseStreamEvent {
+  type: string;
+  delta?: string;
+  item?: { type: string; call_id?: string; name?: string };
+}
+
+/** Adds one Responses stream event to the choice: text, a function call's start, or its arguments. */
+export function takeResponseEvent(choice: ChoiceState, ev: ResponseStreamEvent): void {
+  if (ev.type === 'response.output_text.delta') choice.text += ev.delta ?? '';
+  else if (ev.type === 'response.output_item.added' && ev.item?.type === 'function_call')
+    choice.calls.push({ id: ev.item.call_id ?? '', name: ev.item.name ?? '', arguments: '' });
+  else if (ev.type === 'response.function_call_arguments.delta') {
+    const call = choice.calls.at(-1);
+    if (call) call.arguments += ev.delta ?? '';
+  }
+}
+
 /** The assistant message of a finished choice, in OpenAI's shape: content null when it is only tool calls. */
 export function messageOf(choice: ChoiceState): Record<string, unknown> {
   const calls = choice.calls.filter(Boolean);

@@ -4,10 +4,11 @@ import type { CompletionParams } from '../providers/types.js';
 import type { TraceCarrier } from '../infra/tracing.js';
 import type { SettleInput } from '../limits/limiter.service.js';
 import { requestCostNanoUsd } from '../usage/usage-cost.js';
+import type { ResponsesWire } from './responses-request.js';
 
 /** What the web tier queues for a worker: everything needed to run and bill the request. */
 export interface CompletionJob {
-  /** chatcmpl-…: the completion id, the job id and the usage ledger's request id. */
+  /** chatcmpl-… (resp_… for the Responses API): the completion id, the job id and the usage ledger's request id. */
   id: string;
   /** The web process whose channel receives this request's relay messages. */
   relayTo: string;
@@ -40,6 +41,8 @@ export interface CompletionJob {
   promptTokens: number;
   /** Tokens reserved in the daily quota at admission, settled when the request ends. */
   reservedTokens: number;
+  /** The wire format to frame the answer in when it is not chat completions' (presenters/). */
+  wire?: ResponsesWire;
   /** The web request's trace context, when tracing is on: the worker's spans join its trace. */
   trace?: TraceCarrier;
 }

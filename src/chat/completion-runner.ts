@@ -8,9 +8,9 @@ import { usageOf, type CompletionJob } from './completion-job.js';
 import { requestCostUsd } from '../usage/usage-cost.js';
 import type { RelayError } from './relay-protocol.js';
 import type { RelayPublisher } from './relay-publisher.js';
-import { chunkFramer } from './sse.js';
+import { presenterFor } from './presenters/presenter-for.js';
 import { traceRecord, traceUpstream } from './completion-tracing.js';
-import { messageOf, newChoice, takeToolCall, tokensOf, type ChoiceState } from './choices.js';
+import { newChoice, takeToolCall, tokensOf, type ChoiceState } from './choices.js';
 import { WEB_PROCESS_GONE } from './liveness.js';
 
 /** The process's pieces a completion uses: its configuration and its log. */
@@ -274,8 +274,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const { app, provider, publisher, signal } = deps;
   const n = job.params.n ?? 1;
   const choices: ChoiceState[] = Array.from({ length: n }, newChoice);
-  const fingerprint = provider.fingerprint === undefined ? {} : { system_fingerprint: provider.fingerprint };
-  const framer = chunkFramer(job, provider.fingerprint);
+  const present = presenterFor(job, provider, publisher);
 
   let upstreamUsage: { prompt_tokens: number; completion_tokens: number } | undefined;
   let responseModel: string | undefined;
@@ -300,25 +299,15 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       if (ev.content === '') return;
       produced = true;
       c.text += ev.content;
-      if (job.stream) {
-        const first = !c.started;
-        const delta = first ? { role: 'assistant', content: ev.content } : { content: ev.content };
-        c.started = true;
-        publisher.sse(framer.chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }), first);
-      }
+      if (job.stream) present.text(ev.index, c, ev.content);
     } else if (ev.type === 'tool_call') {
       produced = true;
       const first = !c.started;
       const delta = takeToolCall(c, ev);
-      if (job.stream)
-        publisher.sse(framer.chunk({ index: ev.index, delta, logprobs: null, finish_reason: null }), first);
+      if (job.stream) present.toolCall(ev.index, c, ev, delta, first);
     } else if (ev.type === 'finish') {
       c.finish = ev.reason;
-      if (job.stream) {
-        const delta = c.started ? {} : { role: 'assistant', content: '' };
-        c.started = true;
-        publisher.sse(framer.chunk({ index: ev.index, delta, logprobs: null, finish_reason: ev.reason }));
-      }
+      if (job.stream) present.finish(ev.index, c);
     }
   };
 
@@ -389,10 +378,9 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
     total_tokens: promptTokens + completionTokens,
     cost: Number(requestCostUsd(usageEvent)),
   };
-  const usageChunk =
-    job.includeUsage && job.stream && status === 'completed' ? publisher.numbered(framer.usage(usage)) : '';
+  const donePayload = job.stream && status === 'completed' ? present.done(choices, usage) : '';
   if (job.stream && status === 'completed') {
-    publisher.note('usage', JSON.stringify({ usage, done: usageChunk } satisfies LoggedUsage));
+    publisher.note('usage', JSON.stringify({ usage, done: donePayload } satisfies LoggedUsage));
     await publisher.flushNow();
   }
   deps.beforeRecord?.();
@@ -410,28 +398,14 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
 
   if (status === 'completed') {
     if (job.stream) {
-      await end('done', usageChunk);
+      await end('done', donePayload);
     } else {
-      const body = {
-        id: job.id,
-        object: 'chat.completion',
-        created: job.created,
-        model: job.model.id,
-        ...fingerprint,
-        // OpenAI's schema requires `refusal` (null when none); a provider's refusal shows as finish_reason content_filter.
-        choices: choices.map((c, index) => ({
-          index,
-          message: messageOf(c),
-          logprobs: null,
-          finish_reason: c.finish ?? 'stop',
-        })),
-        usage,
-      };
+      const body = present.body(choices, usage);
       if (job.acks) {
-        const recorded = await answerBeforeRecord(deps, job, JSON.stringify(body), usageEvent);
+        const recorded = await answerBeforeRecord(deps, job, body, usageEvent);
         ({ status, prompt_tokens: promptTokens, completion_tokens: completionTokens } = recorded);
       } else {
-        await end('final', JSON.stringify(body));
+        await end('final', body);
       }
     }
   } else if (status === 'failed') {
@@ -444,11 +418,11 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       },
       'completion failed',
     );
-    await end('error', JSON.stringify(relayError));
+    await end('error', present.error(relayError, choices, usage));
   } else {
     // Cancelled: record what was produced. Normally nobody is listening; should a client still be
     // there (its web process was only thought gone), it must not take the cut answer for a whole one.
-    await end('error', JSON.stringify(toRelayError(stoppedError())));
+    await end('error', present.error(toRelayError(stoppedError()), choices, usage));
   }
   return { status, promptTokens, completionTokens };
 }

@@ -17,15 +17,19 @@ export type CompletionEvent =
   | { kind: 'final'; body: string }
   /** The stream completed: its last events (the usage chunk; may be ''), then [DONE]. lastEventId: 0 when unknown. */
   | { kind: 'done'; payload: string; lastEventId: number }
-  /** The stream ended without a whole answer. `started`: it had carried events (its headers were sent). */
-  | { kind: 'error'; error: AppError; lastEventId: number; started: boolean };
+  /**
+   * The stream ended without a whole answer. `started`: it had carried events (its headers were
+   * sent). `events`: the worker's own framing of the end, written instead of an error event.
+   */
+  | { kind: 'error'; error: AppError; lastEventId: number; started: boolean; events?: string };
 
 /** How a live stream ends in an error (its event ids are the worker's, not known here: 0). */
-export const failedEvent = (error: AppError, started: boolean): CompletionEvent => ({
+export const failedEvent = (error: AppError, started: boolean, events?: string): CompletionEvent => ({
   kind: 'error',
   error,
   lastEventId: 0,
   started,
+  ...(events === undefined ? {} : { events }),
 });
 
 /** Queued: waiting for a worker. Running: a worker has it, or its log is being read. Ended: see EndReason. */

@@ -1,7 +1,7 @@
 import type { RedisClient } from '../infra/redis.js';
 import { kindOf, logEntryId, seqOfLogEntry, type LogKind } from './relay-protocol.js';
 import { eventData, lastEventIdIn } from './sse.js';
-import { newChoice, takeDelta, type ChoiceState } from './choices.js';
+import { newChoice, takeDelta, takeResponseEvent, type ChoiceState, type ResponseStreamEvent } from './choices.js';
 
 export interface LogEntry {
   seq: number;
@@ -33,15 +33,21 @@ export async function readRelayLog(redis: RedisClient, key: string, fromSeq = 0)
 }
 
 /**
- * Each choice as the client was sent it (its text and tool calls), from the SSE events in the log:
- * what an interrupted stream is billed for. `choices` is the request's n.
+ * Each choice as the client was sent it (its text and tool calls), from the SSE events in the log
+ * (chat chunks or Responses events): what an interrupted stream is billed for. `choices` is the
+ * request's n.
  */
 export function deliveredChoices(entries: readonly LogEntry[], choices: number): ChoiceState[] {
   const delivered = Array.from({ length: choices }, newChoice);
   for (const e of entries) {
     if (e.kind !== 'sse') continue;
     for (const data of eventData(e.payload)) {
-      const chunk = JSON.parse(data) as { choices?: { index: number; delta?: Parameters<typeof takeDelta>[1] }[] };
+      const chunk = JSON.parse(data) as {
+        choices?: { index: number; delta?: Parameters<typeof takeDelta>[1] }[];
+        type?: string;
+      };
+      // A Responses stream's event (one choice) carries its type; a chat chunk its choices.
+      if (chunk.type !== undefined) takeResponseEvent(delivered[0]!, chunk as ResponseStreamEvent);
       for (const c of chunk.choices ?? []) if (c.index < choices) takeDelta(delivered[c.index]!, c.delta);
     }
   }

@@ -123,7 +123,7 @@ export class InOrderRelay implements RelayHandler {
         } catch {
           return this.gap();
         }
-        return stream.end('failed', failedEvent(relayFailure(error), this.started));
+        return stream.end('failed', failedEvent(relayFailure(error), this.started, error.events));
       }
     }
   }

@@ -68,6 +68,12 @@ export interface RelayError {
   error: { message: string; type: string; code: string | null; param: string | null };
   /** Headers the client should get with it (Retry-After). */
   headers?: Record<string, string>;
+  /**
+   * The wire format's own ending of a stream that had started (a Responses stream's
+   * response.failed, which carries the usage): numbered events the web tier writes instead of its
+   * own error event. Absent, the web tier frames the error (sse.ts).
+   */
+  events?: string;
 }
 
 // Keys and channels. Everything about one request's relay (its log, its state, the channel it is
@@ -142,6 +148,13 @@ export function completionId(instance: string): string {
   if (instance.length !== INSTANCE_LENGTH)
     throw new Error(`a web process instance name has ${INSTANCE_LENGTH} characters, not '${instance}'`);
   return `chatcmpl-${instance}${randomIdPart(12)}`;
+}
+
+/** A Responses API request's id (`resp_…`), naming the web process that took it as a completion id does. */
+export function responseId(instance: string): string {
+  if (instance.length !== INSTANCE_LENGTH)
+    throw new Error(`a web process instance name has ${INSTANCE_LENGTH} characters, not '${instance}'`);
+  return `resp_${instance}${randomIdPart(12)}`;
 }
 
 /** The web process that took the request with this id (undefined: not an id this service made). */

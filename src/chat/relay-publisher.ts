@@ -415,6 +415,11 @@ export class RelayPublisher {
     this.batch.add(this, urgent);
   }
 
+  /** The sequence number the next SSE event gets, for a wire format that also writes it in the event's data. */
+  get nextEventId(): number {
+    return this.eventId + 1;
+  }
+
   /** An SSE event with the next sequence number, for a message of its own (the usage chunk at the end). */
   numbered(event: string): string {
     return withEventId(++this.eventId, event);

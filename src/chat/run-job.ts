@@ -332,6 +332,17 @@ function runnerDeps(rt: JobRuntime, job: CompletionJob) {
   return { app: rt.app, record: (usage: UsageEvent) => rt.record(job, usage), recordDirectly: rt.recordDirectly };
 }
 
+/** The tokens a whole answer's body bills: chat's `usage` names, or the Responses API's. */
+function usageInAnswer(body: string): { prompt_tokens: number; completion_tokens: number } {
+  const { usage } = JSON.parse(body) as {
+    usage: { prompt_tokens?: number; completion_tokens?: number; input_tokens?: number; output_tokens?: number };
+  };
+  return {
+    prompt_tokens: usage.prompt_tokens ?? usage.input_tokens ?? 0,
+    completion_tokens: usage.completion_tokens ?? usage.output_tokens ?? 0,
+  };
+}
+
 /**
  * A re-run after the worker that held the request died: what its client was sent decides. Returns
  * undefined when the client saw nothing, so the request is to be answered afresh.
@@ -353,7 +364,7 @@ async function takeOver(
     // A whole answer sent ahead of its record (answerBeforeRecord), its worker dead before the
     // record: billed if the web process acknowledged it (handed it to its client), else nothing.
     const acked = await publisher.webAcked();
-    const { usage } = JSON.parse(answer.payload) as { usage: { prompt_tokens: number; completion_tokens: number } };
+    const usage = usageInAnswer(answer.payload);
     const taken = acked !== undefined && acked >= answer.seq;
     app.log.warn({ requestId: job.id, taken }, 'job re-run after its worker stopped between the answer and its record');
     publisher.endedWith(answer);

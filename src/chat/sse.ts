@@ -29,6 +29,33 @@ export function errorEvent(
   );
 }
 
+/** What the web tier writes itself at a stream's end, per wire format. */
+export interface StreamEnding {
+  /** After a completed stream's last events: chat's [DONE]; nothing for the Responses API. */
+  end(id: number): string;
+  /** An error once the stream has started, and whatever must follow it. */
+  error(id: number, error: { message: string; type: string; code: string | null; param: string | null }): string;
+}
+
+export const CHAT_ENDING: StreamEnding = {
+  end: doneEvent,
+  error: (id, error) => errorEvent(id, error) + doneEvent(id + 1),
+};
+
+/**
+ * The Responses API's streams end with their last event, no [DONE]. An error the web tier finds
+ * (the relay broke off, the worker went silent) is OpenAI's `error` event; the worker's own
+ * failures end with its response.failed instead (RelayError.events).
+ */
+export const RESPONSES_ENDING: StreamEnding = {
+  end: () => '',
+  error: (id, error) =>
+    withEventId(
+      id,
+      `event: error\ndata: ${JSON.stringify({ type: 'error', code: error.code, message: error.message, param: error.param, sequence_number: id - 1 })}\n\n`,
+    ),
+};
+
 const ID_LINE = 'id: ';
 
 function idAt(events: string, at: number): number | undefined {

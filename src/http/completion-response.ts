@@ -1,6 +1,7 @@
 import type { AppContext } from '../context.js';
 import { lostRelay } from '../chat/completion-errors.js';
 import { silenceLimitMs, type CompletionStream } from '../chat/completion-stream.js';
+import { CHAT_ENDING, RESPONSES_ENDING } from '../chat/sse.js';
 import { SseResponse } from './sse-response.js';
 import type { HttpContext } from './route.js';
 
@@ -14,14 +15,15 @@ export async function sendCompletion(
   ctx: HttpContext,
   app: AppContext,
   stream: CompletionStream,
-  { asSse }: { asSse: boolean },
+  { asSse, wire = 'chat' }: { asSse: boolean; wire?: 'chat' | 'responses' },
 ): Promise<void> {
   // A client that left while the stream was being set up (a resumed one's reader lease taken) is
   // already gone: 'close' will not come again, and what the stream holds must still be released.
   if (ctx.res.destroyed) stream.end('client_left');
   else ctx.res.once('close', () => stream.end('client_left'));
   if (!asSse) return sendJson(ctx, stream);
-  const sse = new SseResponse(ctx, sseOptions(ctx, app, stream));
+  const ending = wire === 'responses' ? RESPONSES_ENDING : CHAT_ENDING;
+  const sse = new SseResponse(ctx, { ...sseOptions(ctx, app, stream), ending });
   pipeToSse(ctx, app, stream, sse).catch((err: unknown) =>
     app.log.warn({ requestId: stream.requestId, err }, 'a completion stream could not be written'),
   );
@@ -103,7 +105,7 @@ async function pipeToSse(ctx: HttpContext, app: AppContext, stream: CompletionSt
         break;
       case 'error':
         if (e.started) sse.commit();
-        sse.fail(e.error, e.lastEventId);
+        sse.fail(e.error, e.lastEventId, e.events);
         break;
     }
   }

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import type { AppError } from '../errors.js';
-import { doneEvent, errorEvent, HEARTBEAT, lastEventIdIn } from '../chat/sse.js';
+import { CHAT_ENDING, HEARTBEAT, lastEventIdIn, type StreamEnding } from '../chat/sse.js';
 import type { Timers } from '../clock.js';
 import { KeepAlive } from './keep-alive.js';
 import type { HttpContext } from './route.js';
@@ -17,6 +17,8 @@ export interface SseResponseOptions {
   onSlowReader?: (buffered: number) => void;
   /** Told once, as the first events of the answer are written (the time to first token the client sees). */
   onFirstEvents?: () => void;
+  /** What the web tier writes at the end, per wire format (chat's [DONE] by default). */
+  ending?: StreamEnding;
   /** Tests move time by hand. */
   timers?: Timers;
 }
@@ -95,15 +97,25 @@ export class SseResponse {
       this.lastEvents = payload;
     }
     this.knownEventId = Math.max(this.knownEventId, lastEventId);
-    this.finish(payload + doneEvent(this.nextEventId()));
+    this.finish(payload + this.ending.end(this.nextEventId()));
   }
 
-  /** A failure: the error as the response, or, once the stream has started, an error event and [DONE]. */
-  fail(err: AppError, lastEventId = 0): void {
+  /**
+   * A failure: the error as the response, or, once the stream has started, an error event and
+   * [DONE] (chat); `events`, when the worker framed the end itself, take the error event's place.
+   */
+  fail(err: AppError, lastEventId = 0, events?: string): void {
     if (!this.committed) return this.settleFirst({ error: err });
     this.knownEventId = Math.max(this.knownEventId, lastEventId);
-    const id = this.nextEventId();
-    this.finish(errorEvent(id, err) + doneEvent(id + 1));
+    if (events !== undefined) {
+      this.lastEvents = events;
+      return this.finish(events + this.ending.end(this.nextEventId()));
+    }
+    this.finish(this.ending.error(this.nextEventId(), err));
+  }
+
+  private get ending(): StreamEnding {
+    return this.opts.ending ?? CHAT_ENDING;
   }
 
   /**

@@ -1,11 +1,13 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { type AIMessage, HumanMessage, ToolMessage, type BaseMessage } from '@langchain/core/messages';
 import { ChatOpenAI } from '@langchain/openai';
+import { Agent, OpenAIProvider, Runner, tool as agentTool } from '@openai/agents';
 import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
+import { eventually } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 
 // The agent frameworks people build on OpenAI's API, pointed at a running service (web and worker
@@ -67,6 +69,74 @@ describe('agent frameworks against a running service (web and worker processes, 
     expect(result.finishReason).to.equal('stop');
     expect(result.text).to.match(/^Going by what get_weather returned: /);
     expect(result.totalUsage.inputTokens).to.be.greaterThan(0);
+  });
+
+  it("runs the Vercel AI SDK's default OpenAI provider (the Responses API) with a tool to a final answer", async () => {
+    const provider = createOpenAI({ apiKey: user.apiKey, baseURL: `${web.url}/v1` });
+    const cities: string[] = [];
+    const result = await generateText({
+      model: provider('gpt-4.1-mini'),
+      prompt: 'What is the weather in Paris?',
+      tools: {
+        get_weather: tool({
+          description: 'The current weather in a city',
+          inputSchema: jsonSchema<{ city: string }>(CITY_SCHEMA),
+          execute: async ({ city }) => {
+            cities.push(city);
+            return { city, temperature: 21 };
+          },
+        }),
+      },
+      stopWhen: stepCountIs(5),
+      maxRetries: 0,
+    });
+    expect(result.steps).to.have.length(2);
+    expect(result.response.id).to.match(/^resp_/);
+    expect(cities).to.have.length(1);
+    expect(result.text).to.match(/^Going by what get_weather returned: /);
+    expect(result.totalUsage.inputTokens).to.be.greaterThan(0);
+  });
+
+  it('runs an OpenAI Agents SDK agent on its default transport (the Responses API) with a tool to its final answer', async () => {
+    // An account of its own, so the ledger rows counted below are this agent's.
+    const own = await createTestAccount(app, { tier: 'paid' });
+    const cities: string[] = [];
+    const getWeather = agentTool({
+      name: 'get_weather',
+      description: 'The current weather in a city',
+      parameters: { ...CITY_SCHEMA, required: ['city'], additionalProperties: false as const },
+      strict: true,
+      execute: async (input) => {
+        const { city } = input as { city: string };
+        cities.push(city);
+        return JSON.stringify({ city, temperature: 21 });
+      },
+    });
+    const agent = new Agent({
+      name: 'Weather',
+      instructions: 'Answer questions about the weather.',
+      model: 'gpt-4.1-mini',
+      tools: [getWeather],
+    });
+    // Default settings but the service's address and key (and no traces sent to OpenAI).
+    const runner = new Runner({
+      modelProvider: new OpenAIProvider({ apiKey: own.apiKey, baseURL: `${web.url}/v1` }),
+      tracingDisabled: true,
+    });
+    const result = await runner.run(agent, 'What is the weather in Paris?');
+    expect(cities).to.have.length(1);
+    expect(result.finalOutput).to.match(/^Going by what get_weather returned: /);
+    // Both turns went through POST /v1/responses: the ledger has them under Response ids.
+    const rows = await eventually(async () => {
+      const found = await app.db
+        .selectFrom('usage_events')
+        .select('request_id')
+        .where('account_id', '=', own.account.id)
+        .where('request_id', 'like', 'resp_%')
+        .execute();
+      return found.length === 2 ? found : undefined;
+    }, 'the usage rows of both turns');
+    expect(rows).to.have.length(2);
   });
 
   it("runs LangChain's bindTools with a ToolMessage to a final answer", async () => {

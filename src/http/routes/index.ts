@@ -5,6 +5,7 @@ import { webhookRoutes } from './webhooks.routes.js';
 import { accountsRoutes } from './accounts.routes.js';
 import { chatRoutes } from './chat.routes.js';
 import { chatRetrievalRoutes } from './chat-retrieval.routes.js';
+import { responsesRoutes } from './responses.routes.js';
 import { responsesRetrievalRoutes } from './responses-retrieval.routes.js';
 import { modelsRoutes } from './models.routes.js';
 import { billingRoutes } from './billing.routes.js';
@@ -18,6 +19,7 @@ export function allRoutes(openApi: () => unknown): RouteSpec[] {
     ...accountsRoutes(),
     ...chatRoutes,
     ...chatRetrievalRoutes,
+    ...responsesRoutes,
     ...responsesRetrievalRoutes,
     ...modelsRoutes(),
     ...subscriptionRoutes(),
