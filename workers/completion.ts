@@ -24,6 +24,7 @@ import {
 import { endAbandoned, runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { traceJob } from '../src/chat/completion-tracing.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
+import { storeAnswer } from '../src/responses/stored-responses.service.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
 import { isDependencyDown } from '../src/infra/outage.js';
 import { eventLoopLag } from '../src/metrics.js';
@@ -123,6 +124,7 @@ export async function startCompletionWorker(
     record: (job, usage) =>
       Promise.all([appendUsage(app.redis, config, job.shard, usage), app.limiter.settle(settlementOf(job, usage))]),
     recordDirectly: (usage) => recordUsageDirectly(app, usage),
+    storeResponse: (job, response) => storeAnswer(app, job, response),
     workerSeen: async (id) => {
       // Absence means something only on a connection that has been up long enough (see liveness.ts).
       while (!stability.stableFor(settledAfterMs(ttl))) await new Promise((r) => setTimeout(r, 100));

@@ -39,6 +39,11 @@ export interface RunnerDeps {
   firstAttemptStartedAt?: number;
   /** Told, for a completed answer, how long the upstream took to its first token and how fast it went after. */
   onUpstreamTiming?: (t: { ttftSeconds: number; tokensPerSecond: number | undefined }) => void;
+  /**
+   * Keeps a Responses API answer its client asked to store (store: true), before its end is
+   * published, so a follow-up's previous_response_id finds it as soon as the client has the end.
+   */
+  storeResponse?: (job: CompletionJob, response: Record<string, unknown>) => Promise<void>;
 }
 
 /**
@@ -266,6 +271,24 @@ async function answerBeforeRecord(
 }
 
 /**
+ * Stores a Responses API answer whose client asked for it (store: true). A failure to store is
+ * logged and the answer still ends: the client has its answer; only a later retrieve or
+ * previous_response_id of it would find nothing.
+ */
+async function storeAnswer(
+  deps: Pick<RunnerDeps, 'app' | 'storeResponse'>,
+  job: CompletionJob,
+  response: Record<string, unknown> | undefined,
+): Promise<void> {
+  if (!response || !job.wire?.store || !deps.storeResponse) return;
+  try {
+    await deps.storeResponse(job, response);
+  } catch (err) {
+    deps.app.log.error({ requestId: job.id, err }, 'could not store the response; it ends unstored');
+  }
+}
+
+/**
  * Runs one completion: calls the provider (retrying a 429/5xx only while nothing has been produced),
  * relays chunks (streaming) or one body (non-streaming), then records the usage, settles the token
  * reservation and publishes the end (finishRecording).
@@ -393,21 +416,13 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
     });
   }
 
-  const end = (kind: 'done' | 'final' | 'error', payload: string) =>
-    finishRecording(deps, job, kind, payload, usageEvent);
-
+  // What ends the request, framed once: the stored answer (Responses, store: true) is kept before
+  // the end is published, so a client holding the end finds it.
+  let ending: { kind: 'done' | 'final' | 'error'; payload: string };
   if (status === 'completed') {
-    if (job.stream) {
-      await end('done', donePayload);
-    } else {
-      const body = present.body(choices, usage);
-      if (job.acks) {
-        const recorded = await answerBeforeRecord(deps, job, body, usageEvent);
-        ({ status, prompt_tokens: promptTokens, completion_tokens: completionTokens } = recorded);
-      } else {
-        await end('final', body);
-      }
-    }
+    ending = job.stream
+      ? { kind: 'done', payload: donePayload }
+      : { kind: 'final', payload: present.body(choices, usage) };
   } else if (status === 'failed') {
     const relayError = toRelayError(failure);
     app.log.warn(
@@ -418,11 +433,19 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
       },
       'completion failed',
     );
-    await end('error', present.error(relayError, choices, usage));
+    ending = { kind: 'error', payload: present.error(relayError, choices, usage) };
   } else {
     // Cancelled: record what was produced. Normally nobody is listening; should a client still be
     // there (its web process was only thought gone), it must not take the cut answer for a whole one.
-    await end('error', present.error(toRelayError(stoppedError()), choices, usage));
+    ending = { kind: 'error', payload: present.error(toRelayError(stoppedError()), choices, usage) };
+  }
+  await storeAnswer(deps, job, present.finalObject());
+
+  if (ending.kind === 'final' && job.acks) {
+    const recorded = await answerBeforeRecord(deps, job, ending.payload, usageEvent);
+    ({ status, prompt_tokens: promptTokens, completion_tokens: completionTokens } = recorded);
+  } else {
+    await finishRecording(deps, job, ending.kind, ending.payload, usageEvent);
   }
   return { status, promptTokens, completionTokens };
 }

@@ -2,7 +2,7 @@ import { validate } from '../validation.js';
 import { admitCompletion, type AdmissionDeps, type AdmissionResult, type UnconfirmedKey } from './admission.js';
 import type { Account } from '../accounts/accounts.repository.js';
 import { ChatCompletionRequestSchema, type ChatCompletionRequest } from './chat.schema.js';
-import { inResponsesTerms, translateResponsesRequest } from './responses-request.js';
+import { inResponsesTerms, translateResponsesRequest, type PriorItems } from './responses-request.js';
 import type { CreateResponseRequest } from './responses.schema.js';
 
 /**
@@ -12,9 +12,9 @@ import type { CreateResponseRequest } from './responses.schema.js';
  */
 export async function admitResponse(
   deps: AdmissionDeps,
-  input: { account: Account; request: CreateResponseRequest; unconfirmed?: UnconfirmedKey },
+  input: { account: Account; request: CreateResponseRequest; unconfirmed?: UnconfirmedKey; prior?: PriorItems },
 ): Promise<AdmissionResult> {
-  const { chat, wire, locOf } = translateResponsesRequest(input.request);
+  const { chat, wire, locOf } = translateResponsesRequest(input.request, input.prior);
   try {
     // The chat request's bounds (messages, tool calls) hold for the translation as for a chat client.
     validate<ChatCompletionRequest>(ChatCompletionRequestSchema, chat, 'body');

@@ -4,6 +4,7 @@
 // two wire formats: the job says which one to frame the answer in (ResponsesWire), and the chat
 // rules' refusals are named at the Responses field they came from (responsesLoc).
 import { AppError, validationError, type ValidationIssue } from '../errors.js';
+import { randomIdPart } from '../ids.js';
 import type {
   ChatCompletionRequest,
   ContentPart,
@@ -22,7 +23,14 @@ export interface ResponsesWire {
    * (the tools are echoed from the job's own, not carried twice).
    */
   echo: Record<string, unknown>;
+  /** store: true (the default): the worker keeps the answer with `input`, for retrieval and follow-ups. */
+  store: boolean;
+  /** The request's own input as stored items, each with an id (only when it is stored). */
+  input?: Record<string, unknown>[];
 }
+
+/** The items a stored response continues from (previous_response_id): its context, then its output. */
+export type PriorItems = InputItem[];
 
 export type Loc = (string | number)[];
 
@@ -95,11 +103,6 @@ function refuseUnknownFields(body: Record<string, unknown>): void {
     if (!harmless(value))
       throw unsupported(field, `Unsupported value of '${field}': this service answers without it; leave it out.`);
   }
-  if (body.previous_response_id != null)
-    throw unsupported(
-      'previous_response_id',
-      'previous_response_id is not supported yet: send the earlier items in `input` instead (function calls and their outputs included).',
-    );
   if (body.background === true)
     throw unsupported('background', 'Background responses are not supported yet: leave background out or false.');
 }
@@ -168,19 +171,27 @@ class MessageList {
   }
 }
 
-function messagesOf(req: CreateResponseRequest): MessageList {
+function messagesOf(req: CreateResponseRequest, prior: PriorItems): MessageList {
   const list = new MessageList();
   if (req.instructions != null)
     list.push(
       { role: 'system', content: req.instructions },
       { at: ['instructions'], contentField: undefined, calls: [] },
     );
+  // A stored response's items were checked when they were made: anything refused among them now
+  // is named at previous_response_id.
+  addItems(list, prior, () => ['previous_response_id']);
   if (typeof req.input === 'string') {
     list.push({ role: 'user', content: req.input }, { at: ['input'], contentField: undefined, calls: [] });
     return list;
   }
-  req.input.forEach((item, i) => {
-    const at: Loc = ['input', i];
+  addItems(list, req.input, (i) => ['input', i]);
+  return list;
+}
+
+function addItems(list: MessageList, items: InputItem[], locOf: (i: number) => Loc): void {
+  items.forEach((item, i) => {
+    const at: Loc = locOf(i);
     switch (item.type ?? 'message') {
       case 'message': {
         const issues = [];
@@ -218,7 +229,6 @@ function messagesOf(req: CreateResponseRequest): MessageList {
         );
     }
   });
-  return list;
 }
 
 function toolsOf(req: CreateResponseRequest): RequestTool[] | undefined {
@@ -325,9 +335,9 @@ function locMapper(sources: MessageSource[]): (loc: Loc) => Loc {
  * service does not take (unknown, or a feature it lacks), or a 422 at a field the Responses API
  * requires.
  */
-export function translateResponsesRequest(body: CreateResponseRequest): TranslatedRequest {
+export function translateResponsesRequest(body: CreateResponseRequest, prior: PriorItems = []): TranslatedRequest {
   refuseUnknownFields(body as unknown as Record<string, unknown>);
-  const { messages, sources } = messagesOf(body);
+  const { messages, sources } = messagesOf(body, prior);
   if (messages.length === 0)
     throw validationError([
       { loc: ['body', 'input'], msg: 'The input holds no message or function call', type: 'value_error' },
@@ -352,7 +362,7 @@ export function translateResponsesRequest(body: CreateResponseRequest): Translat
     max_output_tokens: body.max_output_tokens ?? null,
     metadata: body.metadata ?? {},
     parallel_tool_calls: body.parallel_tool_calls ?? true,
-    previous_response_id: null,
+    previous_response_id: body.previous_response_id ?? null,
     reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
     store: body.store ?? true,
     temperature: body.temperature ?? 1,
@@ -363,7 +373,47 @@ export function translateResponsesRequest(body: CreateResponseRequest): Translat
     // OpenAI's Response has `user` only as a string: left out when not set.
     ...(body.user != null ? { user: body.user } : {}),
   };
-  return { chat, wire: { format: 'responses', echo }, locOf: locMapper(sources) };
+  const store = body.store ?? true;
+  const wire: ResponsesWire = {
+    format: 'responses',
+    echo,
+    store,
+    ...(store ? { input: storedItemsOf(body.input) } : {}),
+  };
+  return { chat, wire, locOf: locMapper(sources) };
+}
+
+/** Item id prefixes, as OpenAI's: a message, a function call, a call's output, a reasoning item. */
+const ITEM_PREFIX: Record<string, string> = {
+  message: 'msg',
+  function_call: 'fc',
+  function_call_output: 'fco',
+  reasoning: 'rs',
+};
+
+/**
+ * The request's input as the items GET /v1/responses/{id}/input_items lists, and a follow-up with
+ * previous_response_id continues from: each with an id (its own, or a new one) and a status, a
+ * string content as one text part (output_text in an assistant's message, input_text otherwise).
+ */
+export function storedItemsOf(input: CreateResponseRequest['input']): Record<string, unknown>[] {
+  const items: InputItem[] = typeof input === 'string' ? [{ type: 'message', role: 'user', content: input }] : input;
+  return items.map((item) => {
+    const type = item.type ?? 'message';
+    const stored: Record<string, unknown> = {
+      ...item,
+      type,
+      id: item.id ?? `${ITEM_PREFIX[type] ?? 'item'}_${randomIdPart(24)}`,
+    };
+    if (type === 'message' && typeof item.content === 'string')
+      stored.content = [
+        item.role === 'assistant'
+          ? { type: 'output_text', text: item.content, annotations: [], logprobs: [] }
+          : { type: 'input_text', text: item.content },
+      ];
+    if (type !== 'reasoning') stored.status = item.status ?? 'completed';
+    return stored;
+  });
 }
 
 /** A refusal of the chat rules (a 422), named at the Responses fields it is about. */

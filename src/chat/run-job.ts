@@ -60,6 +60,8 @@ export interface JobRuntime {
   /** Appends a request's usage to its stream and settles its quota (both safe to repeat). */
   record: (job: CompletionJob, usage: UsageEvent) => Promise<unknown>;
   recordDirectly: (usage: UsageEvent) => Promise<void>;
+  /** Keeps a Responses API answer asked to be stored (see RunnerDeps.storeResponse). */
+  storeResponse?: (job: CompletionJob, response: Record<string, unknown>) => Promise<void>;
   /** Whether a worker's liveness key is there, and since when it is not, read once the connection is known to be settled. */
   workerSeen: (workerId: string) => Promise<WorkerSeen>;
   metrics: CompletionMetrics;
@@ -329,7 +331,12 @@ function decline(running: RunningJob): JobOutcome {
 }
 
 function runnerDeps(rt: JobRuntime, job: CompletionJob) {
-  return { app: rt.app, record: (usage: UsageEvent) => rt.record(job, usage), recordDirectly: rt.recordDirectly };
+  return {
+    app: rt.app,
+    record: (usage: UsageEvent) => rt.record(job, usage),
+    recordDirectly: rt.recordDirectly,
+    storeResponse: rt.storeResponse,
+  };
 }
 
 /** The tokens a whole answer's body bills: chat's `usage` names, or the Responses API's. */

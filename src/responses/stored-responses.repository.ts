@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { Db, Trx } from '../infra/db.js';
 import type { StoredResponsesTable, StoredResponseStatus } from '../../db/schema/stored-responses.js';
 
@@ -62,6 +62,31 @@ export async function findStoredResponse(
     .where('account_id', '=', accountId)
     .where('expires_at', '>', now)
     .executeTakeFirst();
+}
+
+/**
+ * The account's response with that id and the responses it continued from (previous_response_id),
+ * oldest first, while each is kept: one query however long the chain. A chain whose earlier link was
+ * deleted or has expired starts after it.
+ */
+export async function findStoredChain(
+  db: Db | Trx,
+  accountId: string,
+  id: string,
+  now: Date,
+  maxLinks: number,
+): Promise<Pick<StoredResponseRow, 'id' | 'response' | 'input_items'>[]> {
+  const { rows } = await sql<Pick<StoredResponseRow, 'id' | 'response' | 'input_items'> & { depth: number }>`
+    with recursive chain as (
+      select id, response, input_items, 0 as depth from stored_responses
+       where id = ${id} and account_id = ${accountId} and expires_at > ${now}
+      union all
+      select s.id, s.response, s.input_items, chain.depth + 1 from stored_responses s
+        join chain on s.id = chain.response->>'previous_response_id'
+       where s.account_id = ${accountId} and s.expires_at > ${now} and chain.depth + 1 < ${maxLinks}
+    )
+    select id, response, input_items, depth from chain order by depth desc`.execute(db);
+  return rows.map(({ id: linkId, response, input_items }) => ({ id: linkId, response, input_items }));
 }
 
 /** Deletes the account's response with that id; false when it had none. */

@@ -1,10 +1,14 @@
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Db } from '../infra/db.js';
+import type { CompletionJob } from '../chat/completion-job.js';
+import type { StoredResponseStatus } from '../../db/schema/stored-responses.js';
 import {
   deleteExpiredResponses,
   deleteStoredResponse,
+  findStoredChain,
   findStoredResponse,
+  saveStoredResponse,
   type StoredResponseRow,
 } from './stored-responses.repository.js';
 
@@ -30,6 +34,44 @@ export function findResponse(
 /** Deletes the account's stored response with that id; false when it has none. */
 export function deleteResponse(app: StoredResponsesDeps, accountId: string, id: string): Promise<boolean> {
   return deleteStoredResponse(app.db, accountId, id, app.clock.now());
+}
+
+/** The most responses a previous_response_id chain reaches back through. */
+export const MAX_CHAIN_LINKS = 100;
+
+/**
+ * What a request with previous_response_id continues from: every response of the chain, oldest
+ * first, each its input items and then its output. Undefined when the account has no such response.
+ */
+export async function priorItems(
+  app: StoredResponsesDeps,
+  accountId: string,
+  id: string,
+): Promise<Record<string, unknown>[] | undefined> {
+  const chain = await findStoredChain(app.db, accountId, id, app.clock.now(), MAX_CHAIN_LINKS);
+  if (chain.length === 0) return undefined;
+  return chain.flatMap((link) => [
+    ...link.input_items,
+    ...((link.response.output as Record<string, unknown>[] | undefined) ?? []),
+  ]);
+}
+
+/** Keeps a finished Responses API answer (store: true) with its input, for RESPONSES_RETENTION_DAYS. */
+export async function storeAnswer(
+  app: StoredResponsesDeps & { config: Pick<Config, 'responses'> },
+  job: Pick<CompletionJob, 'id' | 'accountId' | 'created' | 'wire'>,
+  response: Record<string, unknown>,
+): Promise<void> {
+  const createdAt = new Date(job.created * 1000);
+  await saveStoredResponse(app.db, {
+    id: job.id,
+    accountId: job.accountId,
+    status: response.status as StoredResponseStatus,
+    response,
+    inputItems: job.wire?.input ?? [],
+    now: app.clock.now(),
+    expiresAt: storedUntil(app.config, createdAt),
+  });
 }
 
 export interface InputItemsQuery {

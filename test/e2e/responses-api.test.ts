@@ -430,6 +430,104 @@ describe('the Responses API over an upstream provider (fake Anthropic, web and w
     expect(sent.messages[1]!.content.map((c) => [c.type, c.id])).to.deep.equal([['tool_use', 'toolu_1']]);
     expect(sent.messages[2]!.content.map((c) => [c.type, c.tool_use_id])).to.deep.equal([['tool_result', 'toolu_1']]);
   });
+
+  /** The roles and text of the messages the fake Anthropic was last sent. */
+  const sentTurns = () =>
+    (anthropic.requests.at(-1)!.body as { messages: { role: string; content: unknown }[] }).messages.map((m) => [
+      m.role,
+      typeof m.content === 'string'
+        ? m.content
+        : (m.content as { type: string; text?: string }[]).map((c) => c.text ?? c.type).join(''),
+    ]);
+
+  it('stores a response by default: retrieve answers it as created and input_items lists its input', async () => {
+    anthropic.nextResponse({ tokens: ['Paris is ', 'sunny.'] });
+    const created = await post(url, { model: 'claude-haiku-4-5', input: 'Weather in Paris?' }, { bearer: user.apiKey });
+    expect(created.status).to.equal(200);
+    const got = await get(`${url}/${created.body.id}`, { bearer: user.apiKey });
+    expect(got.status).to.equal(200);
+    expect(got.body).to.deep.equal(created.body);
+    const items = await get(`${url}/${created.body.id}/input_items`, { bearer: user.apiKey });
+    expect(items.status).to.equal(200);
+    expect(openAiIssues('ResponseItemList', items.body)).to.deep.equal([]);
+    expect(items.body.data).to.have.length(1);
+    expect(items.body.data[0]).to.deep.include({ type: 'message', role: 'user', status: 'completed' });
+    expect(items.body.data[0].content).to.deep.equal([{ type: 'input_text', text: 'Weather in Paris?' }]);
+    const row = await app.db
+      .selectFrom('stored_responses')
+      .selectAll()
+      .where('id', '=', created.body.id)
+      .executeTakeFirstOrThrow();
+    expect(row.account_id).to.equal(user.account.id);
+    expect(row.status).to.equal('completed');
+  });
+
+  it('stores a streamed response as its response.completed event carries it', async () => {
+    anthropic.nextResponse({ tokens: ['Streamed ', 'and ', 'stored.'] });
+    const s = await postStream(url, { model: 'claude-haiku-4-5', input: 'Hello?', stream: true }, user.apiKey);
+    expect(s.status).to.equal(200);
+    const completed = s.chunks.at(-1);
+    expect(completed.type).to.equal('response.completed');
+    const got = await get(`${url}/${completed.response.id}`, { bearer: user.apiKey });
+    expect(got.body).to.deep.equal(completed.response);
+  });
+
+  it('continues from previous_response_id: the provider gets the earlier input and answer, chain by chain', async () => {
+    anthropic.nextResponse({ tokens: ['Paris is ', 'sunny.'] });
+    const first = await post(url, { model: 'claude-haiku-4-5', input: 'Weather in Paris?' }, { bearer: user.apiKey });
+    anthropic.nextResponse({ tokens: ['Rain.'] });
+    const second = await post(
+      url,
+      { model: 'claude-haiku-4-5', input: 'And tomorrow?', previous_response_id: first.body.id },
+      { bearer: user.apiKey },
+    );
+    expect(second.status).to.equal(200);
+    expect(second.body.previous_response_id).to.equal(first.body.id);
+    expect(sentTurns()).to.deep.equal([
+      ['user', 'Weather in Paris?'],
+      ['assistant', 'Paris is sunny.'],
+      ['user', 'And tomorrow?'],
+    ]);
+    anthropic.nextResponse({ tokens: ['Yes.'] });
+    const third = await post(
+      url,
+      { model: 'claude-haiku-4-5', input: 'Sure?', previous_response_id: second.body.id },
+      { bearer: user.apiKey },
+    );
+    expect(third.status).to.equal(200);
+    expect(sentTurns().map(([role]) => role)).to.deep.equal(['user', 'assistant', 'user', 'assistant', 'user']);
+    expect(sentTurns()[3]).to.deep.equal(['assistant', 'Rain.']);
+  });
+
+  it("answers 404 at previous_response_id for another account's response, and stores nothing with store: false", async () => {
+    anthropic.nextResponse({ tokens: ['Kept to myself.'] });
+    const unstored = await post(
+      url,
+      { model: 'claude-haiku-4-5', input: 'Hello?', store: false },
+      { bearer: user.apiKey },
+    );
+    expect(unstored.status).to.equal(200);
+    expect(unstored.body.store).to.equal(false);
+    expect((await get(`${url}/${unstored.body.id}`, { bearer: user.apiKey })).status).to.equal(404);
+    const rows = await app.db.selectFrom('stored_responses').select('id').where('id', '=', unstored.body.id).execute();
+    expect(rows).to.have.length(0);
+
+    anthropic.nextResponse({ tokens: ['Mine.'] });
+    const mine = await post(url, { model: 'claude-haiku-4-5', input: 'Hello?' }, { bearer: user.apiKey });
+    const stranger = await createTestAccount(app, { tier: 'paid' });
+    const calls = anthropic.requests.length;
+    const refused = await post(
+      url,
+      { model: 'claude-haiku-4-5', input: 'Go on', previous_response_id: mine.body.id },
+      { bearer: stranger.apiKey },
+    );
+    expect(refused.status).to.equal(404);
+    expect(refused.body.error).to.deep.include({
+      message: `Previous response with id '${mine.body.id}' not found.`,
+      param: 'previous_response_id',
+    });
+    expect(anthropic.requests.length, 'no upstream call').to.equal(calls);
+  });
 });
 
 describe('the Responses API when its worker dies mid-stream (web and worker processes, local model)', () => {

@@ -125,8 +125,36 @@ describe('a Responses API request as the chat request its job carries', () => {
     expect([tool.status, tool.param]).to.deep.equal([400, 'tools[0].type']);
   });
 
-  it('refuses previous_response_id and background for now, each with a 400 naming it', () => {
-    expect(refusal({ model: 'm', input: 'Hi', previous_response_id: 'resp_1' }).param).to.equal('previous_response_id');
+  it('refuses background for now with a 400 naming it', () => {
     expect(refusal({ model: 'm', input: 'Hi', background: true }).param).to.equal('background');
+  });
+
+  it("puts a stored response's items between the instructions and the new input, echoing previous_response_id", () => {
+    const prior = [
+      { type: 'message', role: 'user' as const, content: [{ type: 'input_text', text: 'Weather?' }] },
+      { type: 'message', role: 'assistant' as const, content: [{ type: 'output_text', text: 'Sunny.' }] },
+    ];
+    const { chat, wire } = translateResponsesRequest(
+      { model: 'm', instructions: 'Be brief.', input: 'Tomorrow?', previous_response_id: 'resp_1' },
+      prior,
+    );
+    expect(chat.messages.map((m) => [m.role, m.content])).to.deep.equal([
+      ['system', 'Be brief.'],
+      ['user', [{ type: 'text', text: 'Weather?' }]],
+      ['assistant', [{ type: 'text', text: 'Sunny.' }]],
+      ['user', 'Tomorrow?'],
+    ]);
+    expect(wire.echo.previous_response_id).to.equal('resp_1');
+  });
+
+  it('carries the input as stored items with ids only when the response is stored', () => {
+    const stored = translateResponsesRequest({ model: 'm', input: 'Hi' }).wire;
+    expect(stored.store).to.equal(true);
+    expect(stored.input).to.have.length(1);
+    expect(stored.input![0]).to.deep.include({ type: 'message', role: 'user', status: 'completed' });
+    expect(stored.input![0]!.id).to.match(/^msg_/);
+    expect(stored.input![0]!.content).to.deep.equal([{ type: 'input_text', text: 'Hi' }]);
+    const unstored = translateResponsesRequest({ model: 'm', input: 'Hi', store: false }).wire;
+    expect([unstored.store, unstored.input]).to.deep.equal([false, undefined]);
   });
 });

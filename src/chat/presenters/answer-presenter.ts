@@ -31,4 +31,9 @@ export interface AnswerPresenter {
   body(choices: readonly ChoiceState[], usage: AnswerUsage): string;
   /** The `error` message's payload of a request that failed or was stopped. */
   error(error: RelayError, choices: readonly ChoiceState[], usage: AnswerUsage): string;
+  /**
+   * The answer as the object its client last saw, once `done`, `body` or `error` framed it, for a
+   * wire format that stores answers (the Responses API's Response); undefined otherwise.
+   */
+  finalObject(): Record<string, unknown> | undefined;
 }

@@ -16,6 +16,7 @@ export function chatCompletionPresenter(
   const chunk = (index: number, delta: object, finishReason: string | null, urgent = true) =>
     publisher.sse(framer.chunk({ index, delta, logprobs: null, finish_reason: finishReason }), urgent);
   return {
+    finalObject: () => undefined,
     text(index, choice, content) {
       const first = !choice.started;
       choice.started = true;

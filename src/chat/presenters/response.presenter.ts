@@ -134,6 +134,8 @@ export function responsePresenter(job: CompletionJob, publisher: RelayPublisher)
   let opened = false;
   // The head of every text delta of the open message, serialised once per message.
   let deltaHead = '';
+  // The Response the end framed (completed, incomplete or failed after output), kept for storing.
+  let final: Record<string, unknown> | undefined;
 
   /** One event, numbered: its sequence number counts from 0 where the `id:` lines count from 1. */
   const frame = (type: string, fields: Record<string, unknown>): string =>
@@ -214,10 +216,12 @@ export function responsePresenter(job: CompletionJob, publisher: RelayPublisher)
     close(itemStatus, (t, f) => (out += last(t, f)));
     const output = items.map((item) => itemJson(item, item === items.at(-1) ? itemStatus : 'completed'));
     const response = responseObject(job, { status: state, output, usage, ...extra });
+    final = response;
     return out + last(type, { response });
   };
 
   return {
+    finalObject: () => final,
     text(_index, choice, content) {
       choice.started = true;
       const urgent = !opened;
@@ -271,7 +275,8 @@ export function responsePresenter(job: CompletionJob, publisher: RelayPublisher)
       const all = itemsOf(choices[0]);
       const itemStatus = status === 'completed' ? 'completed' : 'incomplete';
       const output = all.map((item, i) => itemJson(item, i === all.length - 1 ? itemStatus : 'completed'));
-      return JSON.stringify(responseObject(job, { status, output, usage, incomplete_details }));
+      final = responseObject(job, { status, output, usage, incomplete_details });
+      return JSON.stringify(final);
     },
     error(error, _choices, usage) {
       // Before any output the failure is the HTTP answer itself (the web tier has sent nothing).

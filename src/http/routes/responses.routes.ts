@@ -1,6 +1,9 @@
 import { CHAT_BODY_LIMIT_BYTES } from '../../chat/chat.schema.js';
 import { admitResponse } from '../../chat/responses-admission.js';
 import { CreateResponseSchema, ResponseSchema, type CreateResponseRequest } from '../../chat/responses.schema.js';
+import type { PriorItems } from '../../chat/responses-request.js';
+import { AppError } from '../../errors.js';
+import { priorItems } from '../../responses/stored-responses.service.js';
 import { sendCompletion } from '../completion-response.js';
 import { accountOf, defineRoutes, type RouteSpec } from '../route.js';
 
@@ -41,10 +44,21 @@ export const responsesRoutes: RouteSpec[] = defineRoutes([
       503: { description: 'No capacity (queue full, no worker, provider not configured); see Retry-After' },
     },
     handler: async (ctx, app) => {
+      const request = ctx.state.body as CreateResponseRequest;
+      const account = accountOf(ctx);
+      let prior: PriorItems | undefined;
+      if (request.previous_response_id != null) {
+        prior = await priorItems(app, account.id, request.previous_response_id);
+        if (!prior)
+          throw new AppError('not_found', `Previous response with id '${request.previous_response_id}' not found.`, {
+            param: 'previous_response_id',
+          });
+      }
       const { job, headers, refusal } = await admitResponse(app, {
-        account: accountOf(ctx),
-        request: ctx.state.body as CreateResponseRequest,
+        account,
+        request,
         unconfirmed: ctx.state.keyCheck,
+        prior,
       });
       ctx.set(headers);
       if (refusal) throw refusal;
