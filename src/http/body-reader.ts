@@ -1,9 +1,8 @@
 import type { IncomingMessage } from 'node:http';
-import { StringDecoder } from 'node:string_decoder';
+import { isUtf8 } from 'node:buffer';
 import { createBrotliDecompress, createGunzip, createInflate, type BrotliDecompress, type Gunzip } from 'node:zlib';
 import type { Gauge } from 'prom-client';
 import { AppError } from '../errors.js';
-import { Utf8Check } from './middleware/utf8-check.js';
 
 /**
  * Decompressed bytes a compressed body may reach whatever its ratio: small bodies compress far
@@ -95,10 +94,12 @@ export function readBodyText(req: IncomingMessage, opts: BodyReadOptions): Promi
       ),
     );
   }
+  // Refused before a byte was read, the body is drained by Node and the connection kept, so the
+  // client reads the answer; refused part-way, the connection is closed rather than read to the end.
+  let reading = false;
   const refuse = (reason: BodyRefusal, message: string): AppError => {
     opts.onRefused(reason);
-    // Closing the connection spares reading the rest of a body nobody will use.
-    const headers: Record<string, string> = { Connection: 'close' };
+    const headers: Record<string, string> = reading ? { Connection: 'close' } : {};
     if (reason === 'busy')
       return new AppError('unavailable', message, { code: 'server_busy', headers: { ...headers, 'Retry-After': '1' } });
     return new AppError('payload_too_large', message, { code: 'request_too_large', headers });
@@ -121,10 +122,10 @@ export function readBodyText(req: IncomingMessage, opts: BodyReadOptions): Promi
   }
 
   return new Promise<BodyText>((resolve, reject) => {
+    reading = true;
     const decoder = makeDecoder?.();
-    const text = new StringDecoder('utf8');
-    const utf8 = new Utf8Check();
-    const parts: string[] = [];
+    // Buffers until the end: outside the JS heap, and decoded once into one flat string for the parser.
+    const chunks: Buffer[] = [];
     let wire = 0;
     let bytes = 0;
     let settled = false;
@@ -172,20 +173,21 @@ export function readBodyText(req: IncomingMessage, opts: BodyReadOptions): Promi
         if (!opts.hold.take(bytes - reserved)) return finish(busy());
         reserved = bytes;
       }
-      utf8.feed(chunk);
-      parts.push(text.write(chunk));
+      chunks.push(chunk);
     };
     const onEnd = () => {
       if (settled) return;
-      if (!utf8.ok) {
+      const body = Buffer.concat(chunks, bytes);
+      chunks.length = 0;
+      // The parser would turn invalid bytes into U+FFFD and silently change what the client sent.
+      if (!isUtf8(body)) {
         return finish(
           new AppError('validation', 'Request validation failed', {
             detail: [{ loc: ['body'], msg: 'Body is not valid UTF-8', type: 'json_invalid' }],
           }),
         );
       }
-      parts.push(text.end());
-      finish(undefined, { text: parts.join(''), bytes });
+      finish(undefined, { text: body.toString('utf8'), bytes });
     };
     const onAborted = () =>
       finish(new AppError('invalid_request', 'The request body stopped before its end', { code: 'request_aborted' }));
