@@ -30,6 +30,9 @@ export class BodyBytesGate {
   hold(): BodyHold {
     let mine = 0;
     return {
+      get bytes() {
+        return mine;
+      },
       take: (bytes) => {
         if (this.held + bytes > this.limitBytes) return false;
         this.held += bytes;
@@ -47,6 +50,8 @@ export class BodyBytesGate {
 }
 
 export interface BodyHold {
+  /** The request's share: the bytes its body announced, or took once decompressed. */
+  readonly bytes: number;
   /** Adds bytes to this request's share; false (and nothing taken) when the process has no room. */
   take(bytes: number): boolean;
   release(): void;

@@ -1,6 +1,6 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { BudgetAllowance, Config } from '../config.js';
-import { AppError, describeWait, retryAdvice } from '../errors.js';
+import { AppError, retryAdvice } from '../errors.js';
 import type { LimiterMetrics } from '../metrics.js';
 import { redisKey, type RedisClient } from '../infra/redis.js';
 
@@ -85,7 +85,7 @@ export class AbuseBudget {
     const resetSeconds = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
     return new AppError(
       'rate_limited',
-      `Too many requests: ${who} sent more than ${what} in a minute (every request counts, refused ones too). Retry in ${describeWait(res.msBeforeNext)}.`,
+      `Too many requests: ${who} sent more than ${what} in a minute (every request counts, refused ones too). Retry in ${resetSeconds} s.`,
       {
         code: 'rate_limit_exceeded',
         headers: {

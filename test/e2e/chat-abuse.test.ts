@@ -82,6 +82,7 @@ describe('one web process under abuse: compressed and very large bodies (issue 3
     // The server's own time for the request (its access log), apart from this machine's scheduling
     // of the test process; the client's time only shows nothing waited on the rest of the body.
     const line = await accessLine(web, requestId);
+    console.log(`      answered in ${line.ms} ms on the server, ${Math.round(clientMs)} ms as the client saw it`);
     expect(line.status).to.equal(413);
     expect(line.ms, 'server-side handling, ms').to.be.below(100);
     expect(clientMs, 'as the client saw it, ms').to.be.below(1000);

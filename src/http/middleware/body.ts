@@ -29,18 +29,22 @@ export function jsonBody(
     const hold = gate.hold();
     try {
       if (hasBody) {
-        const { text, bytes } = await readBodyText(ctx.req, {
-          limitBytes,
-          maxInflateRatio: deps.config.http.bodyMaxInflateRatio,
-          hold,
-          onRefused: (reason) => http.bodyRefusals.inc({ route, reason }),
-        });
-        // A compressed or chunked body announced fewer bytes than it took: its budget pays the rest.
-        const budget = ctx.state.budget;
-        if (budget) await deps.abuseBudget.charge(budget.subject, bytes - budget.announcedBytes);
-        http.bodyParsedBytes.inc({ route }, bytes);
-        ctx.state.body = text === '' ? undefined : parseJson(text);
-        if (keepRaw) ctx.state.rawBody = text;
+        let read: { text: string; bytes: number };
+        try {
+          read = await readBodyText(ctx.req, {
+            limitBytes,
+            maxInflateRatio: deps.config.http.bodyMaxInflateRatio,
+            hold,
+            onRefused: (reason) => http.bodyRefusals.inc({ route, reason }),
+          });
+        } finally {
+          // A compressed or chunked body took more than it announced, read in full or not: its budget pays the rest.
+          const budget = ctx.state.budget;
+          if (budget) await deps.abuseBudget.charge(budget.subject, hold.bytes - budget.announcedBytes);
+        }
+        http.bodyParsedBytes.inc({ route }, read.bytes);
+        ctx.state.body = read.text === '' ? undefined : parseJson(read.text);
+        if (keepRaw) ctx.state.rawBody = read.text;
       }
       await next();
     } finally {
