@@ -1,7 +1,8 @@
 // Which layer may import which (README, "Dependency rules"), checked on every `npm test`.
 // Paths are relative to the repository root; only the service's own code is checked (tests may
 // import anything).
-const FEATURES = '^src/(accounts|console-identity|billing|catalog|chat|health|limits|scheduler|subscriptions|usage)/';
+const FEATURES =
+  '^src/(accounts|console-identity|billing|catalog|chat|health|limits|responses|scheduler|subscriptions|usage)/';
 const CONTEXT = '^src/(context|lifecycle|metrics-server)[.]ts$';
 const CORE = '^src/(calendar|clock|config|email-address|errors|ids|local-secret|logger|metrics|validation)[.]ts$|^db/';
 // The provider list and each provider's plug-in (name and settings schema): config.ts reads them.
@@ -24,6 +25,8 @@ const LAYERS = [
   { billing: '^src/billing/' },
   { subscriptions: '^src/subscriptions/' },
   { chat: '^src/chat/' },
+  // The Responses API: a second wire format over chat's engine, and the responses it stores.
+  { responses: '^src/responses/' },
   { health: '^src/health/', scheduler: '^src/scheduler/' },
 ];
 

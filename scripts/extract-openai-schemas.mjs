@@ -1,5 +1,6 @@
 // Extracts from OpenAI's published OpenAPI document (github.com/openai/openai-openapi, 3.4 MB)
-// only the schemas the wire-format tests validate our answers against, with every schema they
+// only the schemas the wire-format tests validate our answers (chat completions and the Responses
+// API) and generated requests against, with every schema they
 // reach through `$ref`, into test/fixtures/openai-openapi/schemas.json, and writes OpenAI's MIT
 // licence beside it. The schemas are copied verbatim; the tests' Ajv set-up interprets them
 // (test/support/openai-schemas.ts).
@@ -27,6 +28,10 @@ const ROOTS = [
   'ListModelsResponse',
   'Model',
   'ErrorResponse',
+  'CreateResponse',
+  'Response',
+  'ResponseStreamEvent',
+  'ResponseItemList',
 ];
 const PREFIX = '#/components/schemas/';
 const ROOT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

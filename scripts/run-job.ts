@@ -19,6 +19,7 @@ const USAGE = `usage: npm run run-job -- <job> [options]
   reconcile [--account ID]...                      compare every account with Stripe and repair drift
   rollup    [--month YYYY-MM]                      check a month's usage totals against the ledger, rebuild if they differ
   sign-ins                                         delete sign-in links and console sessions that ended over a day ago
+  responses                                        delete stored responses past RESPONSES_RETENTION_DAYS
   status                                           the latest scheduler runs
 --account limits the run to those accounts and leaves scheduler_runs untouched.`;
 
@@ -43,7 +44,7 @@ while (args.length) {
   else usage(`unknown option ${flag}`);
 }
 if (name !== 'status' && !isJobName(name)) usage(`unknown job ${name}`);
-const daily = name === 'reconcile' || name === 'sign-ins';
+const daily = name === 'reconcile' || name === 'sign-ins' || name === 'responses';
 if (month !== undefined && (daily || !parseMonthKey(month)))
   usage(daily ? `--month does not apply to ${name}` : `--month must be YYYY-MM (got ${month})`);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -106,6 +106,11 @@ export interface Config {
     verifyTokenTtlMs: number;
     regenerateWindowMs: number;
   };
+  /** Stored Responses API objects (docs/api.md#stored-responses). */
+  responses: {
+    /** A stored response is kept this long after it was created, then deleted. */
+    retentionDays: number;
+  };
   /** Signing in to the console (docs/console.md#sessions-and-security). */
   console: {
     /** A sign-in link works once, for this long. */
@@ -155,6 +160,11 @@ export interface Config {
     /** How long a stream's tokens after its first may wait to travel together (0: each event-loop turn). */
     relayCoalesceMs: number;
     /**
+     * How often a web process tells the workers what it handed to its clients: a stream's messages
+     * past the last such acknowledgement and one more wait for the next (see relay-acks.ts).
+     */
+    relayAckIntervalMs: number;
+    /**
      * How long a resumable stream (stream_options.resumable) runs on after its last reader left
      * before it is cancelled like any stream whose client went away.
      */
@@ -186,6 +196,11 @@ export interface Config {
      * per client network for requests without a valid credential (docs/limits.md#abuse-budget).
      */
     abuseBudget: Record<'free' | 'paid' | 'client', BudgetAllowance>;
+    /**
+     * Reading completions back (retrieval and resumed streams): reads per account per UTC minute,
+     * and resumed streams following one completion at once.
+     */
+    completionReads: { perMinute: number; maxReadersPerCompletion: number };
   };
   stripe: {
     secretKey: string | undefined;
@@ -268,6 +283,8 @@ export interface Config {
     rollupCron: string;
     /** Deletes spent sign-in links and ended console sessions. */
     signInCleanupCron: string;
+    /** Deletes stored responses past RESPONSES_RETENTION_DAYS. */
+    responsesCleanupCron: string;
     metricsPort: number | undefined;
   };
 }
@@ -558,6 +575,9 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       verifyTokenTtlMs: r.int('VERIFY_TOKEN_TTL_HOURS', 24, 1, 24 * 30) * 3_600_000,
       regenerateWindowMs: 2 * 3_600_000,
     },
+    responses: {
+      retentionDays: r.int('RESPONSES_RETENTION_DAYS', 30, 1, 400),
+    },
     console: {
       signInLinkTtlMs: 15 * 60_000,
       sessionIdleMs: r.int('CONSOLE_SESSION_IDLE_MINUTES', 12 * 60, 5, 30 * 24 * 60) * 60_000,
@@ -594,6 +614,7 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       livenessTtlMs: r.int('LIVENESS_TTL_MS', 2000, 300, 60_000),
       relayLogTtlSeconds: r.int('RELAY_LOG_TTL_SECONDS', 120, 10, 86_400),
       relayCoalesceMs: r.int('RELAY_COALESCE_MS', 4, 0, 100),
+      relayAckIntervalMs: r.int('RELAY_ACK_INTERVAL_MS', 50, 5, 1000),
       resumeGraceSeconds: r.int('RESUME_GRACE_SECONDS', 60, 1, 3600),
       stalledIntervalMs: r.int('QUEUE_STALLED_INTERVAL_MS', 2000, 100, 600_000),
       rerunHorizonMs: 0,
@@ -618,6 +639,10 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
         perClientPerHour: r.int('SIGNIN_PER_CLIENT_PER_HOUR', 20, 1, 1_000_000),
       },
       abuseBudget: abuseBudgets(r),
+      completionReads: {
+        perMinute: r.int('COMPLETION_READS_PER_MINUTE', 300, 1, 1_000_000),
+        maxReadersPerCompletion: r.int('RESUME_MAX_READERS', 5, 1, 1000),
+      },
     },
     stripe: {
       secretKey: r.optional('STRIPE_SECRET_KEY'),
@@ -658,6 +683,7 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       reconcileCron: r.cron('RECONCILE_CRON', '30 3 * * *'),
       rollupCron: r.cron('ROLLUP_CRON', '5 * * * *'),
       signInCleanupCron: r.cron('SIGN_IN_CLEANUP_CRON', '40 3 * * *'),
+      responsesCleanupCron: r.cron('RESPONSES_CLEANUP_CRON', '50 3 * * *'),
       metricsPort: r.optionalInt('SCHEDULER_METRICS_PORT', 0, 65535),
     },
   };
@@ -819,8 +845,9 @@ export const invoicingSlots = (c: Pick<Config, 'db' | 'invoicing'>): number =>
  */
 /**
  * The abuse budgets. An account's is wide enough that a client within its tier's own limits never
- * meets it (retries and reads of other endpoints included), and its bytes hold two of the largest
- * valid chat request (60.8 MiB); the paid tier's follows PAID_REQUESTS_PER_MINUTE unless set.
+ * meets it (its completions and completion reads, retries and other endpoints included), and its
+ * bytes hold two of the largest valid chat request (60.8 MiB); the paid tier's follows
+ * PAID_REQUESTS_PER_MINUTE unless set.
  */
 function abuseBudgets(r: Reader): Config['limits']['abuseBudget'] {
   const paidPerMinute = r.int('PAID_REQUESTS_PER_MINUTE', 600, 1, 10_000_000);
@@ -834,7 +861,7 @@ function abuseBudgets(r: Reader): Config['limits']['abuseBudget'] {
   const bytes = (name: string, fallback: number, min: number) => r.int(name, fallback, min, 1024 * 1024 * MIB);
   return {
     free: {
-      requestsPerMinute: r.int('ABUSE_BUDGET_FREE_REQUESTS_PER_MINUTE', 300, 20, 100_000_000),
+      requestsPerMinute: r.int('ABUSE_BUDGET_FREE_REQUESTS_PER_MINUTE', 600, 20, 100_000_000),
       bytesPerMinute: bytes('ABUSE_BUDGET_FREE_BYTES_PER_MINUTE', 128 * MIB, 64 * MIB),
     },
     paid: {

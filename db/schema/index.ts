@@ -6,6 +6,7 @@ import type { EmailVerificationTokensTable } from './email-verification-tokens.j
 import type { InvoiceLinesTable, InvoicesTable } from './invoices.js';
 import type { SchedulerRunsTable } from './scheduler-runs.js';
 import type { SpendAlertsTable } from './spend-alerts.js';
+import type { StoredResponsesTable } from './stored-responses.js';
 import type { UsageEventsTable } from './usage-events.js';
 import type { UsageMonthlyTotalsTable } from './usage-monthly-totals.js';
 import type { UsageDailyTotalsTable } from './usage-daily-totals.js';
@@ -27,9 +28,11 @@ export interface Database {
   spend_alerts: SpendAlertsTable;
   sign_in_tokens: SignInTokensTable;
   console_sessions: ConsoleSessionsTable;
+  stored_responses: StoredResponsesTable;
 }
 
 export type { Tier } from './accounts.js';
 export type { UsageStatus } from './usage-events.js';
 export type { InvoiceKind } from './invoices.js';
 export type { OutboxStatus } from './email-outbox.js';
+export type { StoredResponseStatus } from './stored-responses.js';

@@ -28,6 +28,12 @@ export interface CompletionJob {
   includeUsage: boolean;
   /** stream_options.resumable: a disconnect leaves it running for the grace period instead of cancelling it. */
   resumable: boolean;
+  /**
+   * The web process acknowledges what it hands to the client (relay-acks.ts), so a job stopped for
+   * its death bills by that. Absent from jobs of web processes that do not (an older version
+   * during a rolling deploy): those are billed what their subscription took.
+   */
+  acks?: boolean;
   /** Unix seconds, the `created` field of every chunk. */
   created: number;
   /** Prompt tokens counted at admission (the reservation), used when the upstream reports none. */

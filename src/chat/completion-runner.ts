@@ -186,26 +186,83 @@ export async function finishRecording(
 const RECEIPT_WAIT_MS = 1000;
 
 /**
- * What a job whose web process died is billed: what a subscriber of that process's channel took
- * (the relay's publish counts the receivers of each message), each choice's text and tool calls
- * up to the last message it took. At most the last relay call's messages may have died with the
- * process unwritten. A request none of whose answer reached anyone bills nothing, like one whose
- * client left before it began.
+ * The last message a job stopped for its web process's death bills through. A web process that
+ * acknowledges what it hands its clients (relay-acks.ts) has handed each client at most the message
+ * after its acknowledgement, and that one only if it reached the process: billed through it, a
+ * client is billed at most one relay message beyond what it received, and never less, however
+ * many messages the process held unwritten when it died. A process that acknowledged nothing
+ * handed its client no part of the answer. For a job of a web process that does not acknowledge,
+ * what its subscription took.
+ */
+export function billedThrough(acks: boolean, acked: number | undefined, received: number): number {
+  if (!acks) return received;
+  if (acked === undefined) return 0;
+  return Math.min(acked + 1, Math.max(received, acked));
+}
+
+/**
+ * What a job whose web process died is billed: each choice's text and tool calls up to the
+ * message billedThrough names. A request none of whose answer reached its client bills nothing,
+ * like one whose client left before it began.
  */
 async function billedOnReceipt(
   deps: Pick<RunnerDeps, 'publisher'>,
-  n: number,
+  job: CompletionJob,
   promptTokens: number,
 ): Promise<{ promptTokens: number; completionTokens: number } | undefined> {
   const { publisher } = deps;
   await publisher.settled(RECEIPT_WAIT_MS);
-  if (publisher.received === 0) return { promptTokens: 0, completionTokens: 0 };
   try {
-    return { promptTokens, completionTokens: countChoices(await publisher.receivedChoices(n)) };
+    const acks = job.acks === true;
+    const through = billedThrough(acks, acks ? await publisher.webAcked() : undefined, publisher.received);
+    if (through === 0) return { promptTokens: 0, completionTokens: 0 };
+    return { promptTokens, completionTokens: countChoices(await publisher.choicesThrough(through, job.params.n ?? 1)) };
   } catch {
     // The log could not be read (Redis away): what was produced is billed, rather than nothing.
     return undefined;
   }
+}
+
+/**
+ * A stream whose answer is complete waits, before its record, until its web process has
+ * acknowledged all of it but the last message, or is found gone (its job is then stopped and billed
+ * like any other, billedOnReceipt). Otherwise a process that died holding the end of the answer
+ * unwritten would have it billed in full. The client does not wait for this: the messages past
+ * the acknowledgement are the ones its web process hands on with its next acknowledgement.
+ * Bounded, for a process that neither acknowledges nor is found gone.
+ */
+async function awaitWebTook(deps: Pick<RunnerDeps, 'app' | 'publisher' | 'signal'>): Promise<void> {
+  const { publisher } = deps;
+  await publisher.flushNow();
+  await publisher.settled(RECEIPT_WAIT_MS);
+  await publisher.webTook(publisher.lastSeq - 1, deps.signal, 4 * deps.app.config.queue.livenessTtlMs);
+}
+
+/**
+ * A whole answer goes to its web process before its record, which waits until the process has
+ * acknowledged it (it hands the answer to its client only then: relay-acks.ts) or is found gone.
+ * A process that died without acknowledging it handed its client nothing, and nothing is billed,
+ * as for a request whose client left before it began; recorded first, such an answer was billed
+ * in full. Should this worker die in between, the take-over records it from the relay log
+ * (run-job.ts). Returns what was recorded.
+ */
+async function answerBeforeRecord(
+  deps: Pick<RunnerDeps, 'app' | 'publisher' | 'signal' | 'record' | 'recordDirectly'>,
+  job: CompletionJob,
+  body: string,
+  usage: UsageEvent,
+): Promise<UsageEvent> {
+  const { publisher, signal } = deps;
+  const seq = await publisher.sendEnd('final', body);
+  await publisher.settled(RECEIPT_WAIT_MS);
+  await publisher.webTook(seq, signal, 4 * deps.app.config.queue.livenessTtlMs);
+  // Read again once the process is found gone: it may have taken the answer just before.
+  const taken =
+    !(signal.aborted && signal.reason === WEB_PROCESS_GONE) ||
+    ((await publisher.webAcked().catch(() => seq)) ?? -1) >= seq;
+  const recorded = taken ? usage : usageOf(job, 'cancelled', 0, 0);
+  await finishRecording(deps, job, 'final', body, recorded);
+  return recorded;
 }
 
 /**
@@ -293,8 +350,9 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
     }
   }
   const upstreamEndedAt = performance.now();
+  if (job.stream && job.acks && produced && failure === undefined && !signal.aborted) await awaitWebTook(deps);
 
-  const status: UsageStatus = signal.aborted ? 'cancelled' : failure !== undefined ? 'failed' : 'completed';
+  let status: UsageStatus = signal.aborted ? 'cancelled' : failure !== undefined ? 'failed' : 'completed';
   // The provider's counts when it finished normally; otherwise what was actually produced, counted
   // over each choice's whole text, as the client counts what it received. A request the upstream
   // refused before producing anything bills no prompt tokens (providers do not charge them).
@@ -303,7 +361,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
     status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : countChoices(choices);
   if (signal.aborted && signal.reason === WEB_PROCESS_GONE) {
     // Its web process died: only what a subscriber took reached anyone (see billedOnReceipt).
-    const billed = await billedOnReceipt(deps, n, promptTokens);
+    const billed = await billedOnReceipt(deps, job, promptTokens);
     if (billed) ({ promptTokens, completionTokens } = billed);
   }
   upstream?.end({
@@ -369,7 +427,12 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
         })),
         usage,
       };
-      await end('final', JSON.stringify(body));
+      if (job.acks) {
+        const recorded = await answerBeforeRecord(deps, job, JSON.stringify(body), usageEvent);
+        ({ status, prompt_tokens: promptTokens, completion_tokens: completionTokens } = recorded);
+      } else {
+        await end('final', JSON.stringify(body));
+      }
     }
   } else if (status === 'failed') {
     const relayError = toRelayError(failure);

@@ -260,6 +260,7 @@ function relayInOrder(
     timers: app.timers ?? realTimers,
     silenceLimitMs: silenceLimitMs(app.config),
     picked,
+    gate: app.hub.acks.open(job.id),
   });
   const unregister = app.hub.register(job.id, relay);
   return () => {
@@ -336,7 +337,7 @@ export class Dispatcher {
   /** Queues the job on the next shard: the stream of what its worker publishes, in order. */
   dispatch(job: PreparedJob): Promise<CompletionStream> {
     const shard = this.nextShard++ % this.deps.queues.length;
-    return dispatch(this.deps, this.depth, { ...job, shard });
+    return dispatch(this.deps, this.depth, { ...job, shard, acks: true });
   }
 
   stop(): void {

@@ -4,6 +4,7 @@ import type { DispatchMetrics } from '../metrics.js';
 import { onResubscribed, type RedisClient } from '../infra/redis.js';
 import { Heartbeat, webAliveKey } from './liveness.js';
 import { leaveReader } from './readers.js';
+import { RelayAcks } from './relay-acks.js';
 import { cancelRequest } from './request-cancel.js';
 import {
   decodeRelay,
@@ -47,6 +48,8 @@ export class RelayHub {
   private readonly prefix: string;
   private readonly channel: string;
   private readonly heartbeat: Heartbeat;
+  /** What this process handed to its clients, told to the workers (relay-acks.ts). */
+  readonly acks: RelayAcks;
   /** Requests a cancel was sent for because their messages still came after they ended. */
   private readonly cancelled = new Set<string>();
   /**
@@ -72,6 +75,12 @@ export class RelayHub {
       webAliveKey(this.prefix, this.instance),
       deps.config.queue.livenessTtlMs,
     );
+    this.acks = new RelayAcks({
+      redis: deps.redis,
+      prefix: this.prefix,
+      instance: this.instance,
+      intervalMs: deps.config.queue.relayAckIntervalMs,
+    });
     this.sub.on('smessage', (channel: string, raw: string) => {
       if (channel !== this.channel) return;
       const { requestId, message } = decodeRelay(raw);
@@ -93,6 +102,7 @@ export class RelayHub {
 
   /** Deletes the liveness key: workers stop what they run for this process at once. */
   async stop(): Promise<void> {
+    this.acks.stop();
     await this.heartbeat.stop();
   }
 

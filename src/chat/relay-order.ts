@@ -3,6 +3,7 @@ import type { Timers } from '../clock.js';
 import { failedEvent, type CompletionStream } from './completion-stream.js';
 import { lostRelay, relayFailure, stalled } from './completion-errors.js';
 import type { RelayHandler } from './relay-hub.js';
+import type { AckGate } from './relay-acks.js';
 import { readRelayLog } from './relay-log.js';
 import type { RelayError, RelayMessage } from './relay-protocol.js';
 
@@ -10,7 +11,8 @@ import type { RelayError, RelayMessage } from './relay-protocol.js';
  * Feeds a live stream from its request's relay messages, in sequence. A message seen twice (sent
  * again after a Redis restart) is dropped; one that skips ahead means some were lost on the way,
  * and they are read from the relay log, where the worker wrote them too. A gap the log cannot
- * fill, or a silence longer than a worker may keep, ends the stream with an error.
+ * fill, or a silence longer than a worker may keep, ends the stream with an error. Messages reach
+ * the stream through the web process's acknowledgements (relay-acks.ts), in the same order.
  */
 export class InOrderRelay implements RelayHandler {
   private expected = 0;
@@ -33,6 +35,8 @@ export class InOrderRelay implements RelayHandler {
       silenceLimitMs: number;
       /** Told once, at the first message: a worker has the job. */
       picked: () => void;
+      /** Where messages wait, past the last acknowledgement, before they reach the client. */
+      gate: AckGate;
     },
   ) {}
 
@@ -59,6 +63,7 @@ export class InOrderRelay implements RelayHandler {
 
   stop(): void {
     this.deps.timers.clearTimeout(this.idleTimer);
+    this.deps.gate.close();
   }
 
   private async readMissed(): Promise<void> {
@@ -95,6 +100,12 @@ export class InOrderRelay implements RelayHandler {
       deps.picked();
       stream.push({ kind: 'picked' });
     }
+    deps.gate.pass(m.seq, m.kind === 'sse' || m.kind === 'final', () => this.deliver(m));
+  }
+
+  private deliver(m: RelayMessage): void {
+    const { stream } = this;
+    if (stream.state === 'ended') return;
     switch (m.kind) {
       case 'picked':
         return;

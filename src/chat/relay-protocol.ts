@@ -103,8 +103,17 @@ export const relayTtls = (
 /** The field of a request's state a stalled worker's watchdog sets (see run-job.ts, take-over). */
 export const STALLED_FIELD = 'stalled';
 
+/**
+ * The request state's field where the web process holding the client acknowledges the last relay
+ * message it handed to it (relay-acks.ts): a job stopped for that process's death bills by it.
+ */
+export const ACKED_FIELD = 'acked';
+
 export const requestStateKey = (prefix: string, relayTo: string, requestId: string): string =>
   `${prefix}:req:${webTag(prefix, relayTo)}:${requestId}`;
+/** The leases of a request's resumed readers, beside its state (see readers.ts). */
+export const readerLeasesKey = (prefix: string, relayTo: string, requestId: string): string =>
+  `${prefix}:readers:${webTag(prefix, relayTo)}:${requestId}`;
 /** A worker process's one cancellation channel: a message is the id of a request to stop, or a detach notice. */
 export const cancelChannel = (prefix: string, workerId: string): string =>
   `${prefix}:cancel:${hashTag(prefix, `k.${workerId}`)}`;

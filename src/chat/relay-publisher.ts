@@ -9,6 +9,7 @@ import {
   requestStateKey,
   type LogKind,
   type RelayKind,
+  ACKED_FIELD,
   STALLED_FIELD,
 } from './relay-protocol.js';
 import { withEventId } from './sse.js';
@@ -246,6 +247,9 @@ const END_CONFIRMATIONS = 3;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** How often a finished stream's worker reads whether the web process has acknowledged its answer. */
+const ACK_POLL_MS = 10;
+
 /**
  * Publishing for every request of a worker process: one relay script call (RELAY_LUA) per web
  * process per event-loop turn carries its streams' new messages, each published and appended to its
@@ -379,6 +383,8 @@ export class RelayPublisher {
    * most the last relay call's worth).
    */
   private receivedSeq = 0;
+  /** The end, when it went out before the record (sendEnd): finish then records and marks it, sending no other. */
+  private endSent: Message | undefined;
   private unsentBytes = 0;
   private lastTtlRefresh = performance.now();
 
@@ -500,22 +506,77 @@ export class RelayPublisher {
     });
   }
 
+  /** The seq of the last message made so far (0: only `picked`); events of this turn not yet sealed into one are not counted. */
+  get lastSeq(): number {
+    return this.seq - 1;
+  }
+
   /**
-   * Each of `n` choices as far as a subscriber took it: the SSE events of the messages up to
-   * `received`, read back from the relay log (which holds exactly what was published). Read once,
-   * when a job stops for a dead web process, never on the way of a chunk.
+   * The last message the web process holding the client acknowledged handing to it (relay-acks.ts);
+   * undefined when it acknowledged none, and so handed its client no part of the answer.
    */
-  async receivedChoices(n: number): Promise<ChoiceState[]> {
-    if (this.receivedSeq === 0) return deliveredChoices([], n);
+  async webAcked(): Promise<number | undefined> {
+    const acked = await this.batch.redis.hget(this.target.stateKey, ACKED_FIELD);
+    return acked === null ? undefined : Number(acked);
+  }
+
+  /**
+   * Waits until the web process has acknowledged message `seq`, `signal` aborts (it was found gone,
+   * or its client left) or `timeoutMs` passes. Polled: it costs a few small reads per request,
+   * at its end, never a read per token.
+   */
+  async webTook(seq: number, signal: AbortSignal, timeoutMs: number): Promise<void> {
+    const until = performance.now() + timeoutMs;
+    while (!signal.aborted && performance.now() < until) {
+      const acked = await this.webAcked().catch(() => undefined);
+      if (acked !== undefined && acked >= seq) return;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, ACK_POLL_MS);
+        function done() {
+          clearTimeout(t);
+          signal.removeEventListener('abort', done);
+          resolve();
+        }
+        signal.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
+  /**
+   * Each of `n` choices through message `seq`: the SSE events of the messages up to it, read back
+   * from the relay log (which holds exactly what was published). Read once, when a job stops for a
+   * dead web process, never on the way of a chunk.
+   */
+  async choicesThrough(seq: number, n: number): Promise<ChoiceState[]> {
+    if (seq <= 0) return deliveredChoices([], n);
     const log = await readRelayLog(this.batch.redis, this.target.logKey);
     return deliveredChoices(
-      log.filter((e) => e.seq <= this.receivedSeq),
+      log.filter((e) => e.seq <= seq),
       n,
     );
   }
 
   private settle(): void {
     for (const f of this.onSettled.splice(0)) f();
+  }
+
+  /**
+   * Sends the end now, ahead of its record (a whole answer whose record waits for its web process's
+   * acknowledgement); finish() then records it and adds the `recorded` mark. Returns its seq.
+   */
+  async sendEnd(kind: RelayKind, payload: string): Promise<number> {
+    this.seal();
+    const end = { seq: this.seq++, kind, payload };
+    this.push(end);
+    this.endSent = end;
+    await this.flushNow();
+    return end.seq;
+  }
+
+  /** The end is in the relay log already (a take-over finds it there): finish() records it and sends no other. */
+  endedWith(end: Message): void {
+    this.endSent = end;
+    this.seq = Math.max(this.seq, end.seq + 1);
   }
 
   /** Sends what is waiting now, in a call of its own, and waits for Redis (left for the next try when it cannot). */
@@ -539,12 +600,16 @@ export class RelayPublisher {
    * only then. The whole is retried until Redis takes it (every step is safe to repeat) or
    * `deadline` passes, when it throws. On a Redis Cluster with replicas the end is also confirmed
    * on a replica, and sent again if it was not: a failover right after it must not lose the one
-   * message that tells the client its stream is over.
+   * message that tells the client its stream is over. After sendEnd, the end went out first and
+   * this records it and adds the mark.
    */
   async finish(kind: RelayKind, payload: string, record: () => Promise<unknown>, deadline = Infinity): Promise<void> {
-    this.seal();
-    this.push({ seq: this.seq++, kind, payload });
-    const last = this.unsent.at(-1)!;
+    let last = this.endSent;
+    if (last === undefined) {
+      this.seal();
+      last = { seq: this.seq++, kind, payload };
+      this.push(last);
+    }
     let recorded = false;
     for (let confirmations = 0; ;) {
       try {
@@ -555,7 +620,7 @@ export class RelayPublisher {
         const call = new RelayCall(this.channel);
         // Sent again after an unconfirmed try: the log refuses what it has (duplicate ids), and the
         // web process drops a message it has seen.
-        if (this.unsent.length === 0) this.push(last);
+        if (this.unsent.length === 0 && last !== this.endSent) this.push(last);
         const through = this.appendTo(call, true) ?? undefined;
         let replies: RelayReply;
         try {

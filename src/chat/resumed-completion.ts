@@ -1,13 +1,15 @@
+import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
-import { AppError } from '../errors.js';
+import { AppError, retryAdvice } from '../errors.js';
+import { IN_FLIGHT_RETRY_MS, scriptNow } from '../limits/limiter.service.js';
 import type { RedisClient } from '../infra/redis.js';
 import { dependencyDown, type OutageLog } from '../infra/outage.js';
 import { lostRelay, relayFailure, stalled } from './completion-errors.js';
 import { CompletionStream } from './completion-stream.js';
-import { attachReader, leaveReader } from './readers.js';
+import { attachReader, leaveReader, type Attached } from './readers.js';
 import { followRelayLog, type FollowDeps } from './relay-follower.js';
 import type { RelayLogTails } from './relay-log-tail.js';
-import { originOf, relayLogKey, requestStateKey, runningTtlSeconds } from './relay-protocol.js';
+import { originOf, readerLeasesKey, relayLogKey, requestStateKey, runningTtlSeconds } from './relay-protocol.js';
 
 // A completion read again by its id, on any web process, while its relay log is kept: the same
 // stream as a live one, fed by the log (what it holds, then what its worker writes, to the end).
@@ -17,7 +19,9 @@ export interface ResumeDeps {
   redis: RedisClient;
   relayLogTails: RelayLogTails;
   relayHub: { readonly instance: string };
-  config: Pick<Config, 'redis' | 'queue' | 'providers'>;
+  config: Pick<Config, 'redis' | 'queue' | 'providers' | 'limits'>;
+  /** The time reader leases are measured in (Redis's own with the system clock). */
+  clock: Clock;
   outages: { redis: Pick<OutageLog, 'failure'> };
   log: { warn(obj: object, msg: string): void };
   /** Tests move time by hand. */
@@ -37,9 +41,10 @@ export const completionNotFound = (config: Pick<Config, 'queue'>, id: string): A
 /**
  * The stream of completion `id` after event `after`: what its relay log holds, then what its
  * worker writes, to [DONE]. A reader of a resumable request that is still running is counted in
- * until the stream ends, so the request is not cancelled for want of one. Throws 404 for a
- * completion that is not the account's (or no longer kept), 400 for one that did not stream,
- * 503 when Redis cannot be reached.
+ * until the stream ends, so the request is not cancelled for want of one. Every reader holds a
+ * lease on one of the completion's RESUME_MAX_READERS slots until its stream ends. Throws 404 for
+ * a completion that is not the account's (or no longer kept), 400 for one that did not stream,
+ * 429 `too_many_readers` when every slot is held, 503 when Redis cannot be reached.
  */
 export async function resumeCompletion(
   deps: ResumeDeps,
@@ -52,9 +57,18 @@ export async function resumeCompletion(
   if (origin === undefined) throw completionNotFound(deps.config, id);
   const stateKey = requestStateKey(prefix, origin, id);
   const instance = deps.relayHub.instance;
-  let attached;
+  const maxReaders = deps.config.limits.completionReads.maxReadersPerCompletion;
+  let attached: Attached | undefined;
   try {
-    attached = await attachReader(deps.redis, stateKey, accountId, instance);
+    attached = await attachReader(deps.redis, {
+      stateKey,
+      leasesKey: readerLeasesKey(prefix, origin, id),
+      accountId,
+      instance,
+      maxReaders,
+      now: () => scriptNow(deps),
+      timers: deps.timers,
+    });
   } catch (err) {
     throw dependencyDown(err, { log: deps.outages.redis, source: 'resumed stream' });
   }
@@ -69,7 +83,14 @@ export async function resumeCompletion(
       },
     );
   }
-  const counted = attached.counted;
+  const { counted, lease } = attached;
+  if (!lease) {
+    throw new AppError(
+      'rate_limited',
+      `The completion '${id}' already has ${maxReaders} resumed streams following it, the most one completion may have at once. Close one of them, or try again once one has ended.`,
+      { code: 'too_many_readers', param: 'completion_id', headers: retryAdvice(IN_FLIGHT_RETRY_MS) },
+    );
+  }
   const gone = new AbortController();
   const stream = new CompletionStream(
     id,
@@ -81,6 +102,7 @@ export async function resumeCompletion(
       },
       ended(reason) {
         gone.abort();
+        lease.release();
         // A reader that saw the end has nothing to count out: the request is over (its end is
         // published only once its usage is recorded).
         if (counted && reason !== 'completed' && reason !== 'failed') {

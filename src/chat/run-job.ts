@@ -82,7 +82,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * settle (finishRecording: the usage record, then the end). A job BullMQ hands out again (its
  * worker stalled, or Redis lost its lock) is declined while the worker that holds it is alive;
  * once that worker is dead it is taken over:
- * - the end was published: nothing is left to do;
+ * - the end was published: nothing is left to do, but for a whole answer sent ahead of its record,
+ *   which is recorded (billed if its web process acknowledged it);
  * - the whole answer was relayed and its usage logged: the stream is closed normally, billed exactly;
  * - part of an answer was relayed: the stream ends with an error and the delivered text is billed;
  * - its worker was ended for a stalled event loop, or it was answered afresh once already: it ends
@@ -343,10 +344,28 @@ async function takeOver(
   claim: Pick<Claim, 'stalled' | 'takeovers'>,
 ): Promise<JobOutcome | undefined> {
   const { app } = rt;
-  if (log.some((e) => e.kind === 'done' || e.kind === 'final' || e.kind === 'error')) return 'declined';
+  if (log.some((e) => e.kind === 'done' || e.kind === 'error')) return 'declined';
   const lastSeq = Math.max(0, ...log.map((e) => e.seq));
   const publisher = new RelayPublisher(rt.batch, target, { seq: lastSeq + 1, eventId: lastEventIdOf(log) });
   const deps = { ...runnerDeps(rt, job), publisher };
+  const answer = log.find((e) => e.kind === 'final');
+  if (answer) {
+    // A whole answer sent ahead of its record (answerBeforeRecord), its worker dead before the
+    // record: billed if the web process acknowledged it (handed it to its client), else nothing.
+    const acked = await publisher.webAcked();
+    const { usage } = JSON.parse(answer.payload) as { usage: { prompt_tokens: number; completion_tokens: number } };
+    const taken = acked !== undefined && acked >= answer.seq;
+    app.log.warn({ requestId: job.id, taken }, 'job re-run after its worker stopped between the answer and its record');
+    publisher.endedWith(answer);
+    await finishRecording(
+      deps,
+      job,
+      'final',
+      answer.payload,
+      taken ? usageOf(job, 'completed', usage.prompt_tokens, usage.completion_tokens) : usageOf(job, 'cancelled', 0, 0),
+    );
+    return taken ? 'completed' : 'cancelled';
+  }
   const logged = log.find((e) => e.kind === 'usage');
   if (logged) {
     // The whole answer was relayed; only the end was missing.

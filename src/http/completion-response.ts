@@ -16,7 +16,10 @@ export async function sendCompletion(
   stream: CompletionStream,
   { asSse }: { asSse: boolean },
 ): Promise<void> {
-  ctx.res.once('close', () => stream.end('client_left'));
+  // A client that left while the stream was being set up (a resumed one's reader lease taken) is
+  // already gone: 'close' will not come again, and what the stream holds must still be released.
+  if (ctx.res.destroyed) stream.end('client_left');
+  else ctx.res.once('close', () => stream.end('client_left'));
   if (!asSse) return sendJson(ctx, stream);
   const sse = new SseResponse(ctx, sseOptions(ctx, app, stream));
   pipeToSse(ctx, app, stream, sse).catch((err: unknown) =>

@@ -69,3 +69,19 @@ export function rateLimitHeaders(
   };
   return retryAfterMs === undefined ? headers : { ...headers, ...retryAdvice(retryAfterMs) };
 }
+
+/**
+ * The headers of a limit with one window and no token quota (reading completions back): the
+ * window's limit, what is left of it and when it resets, and on a refusal the wait.
+ */
+export function windowHeaders(
+  window: { limit: number; used: number; resetMs: number },
+  retryAfterMs?: number,
+): Record<string, string> {
+  const headers: Record<string, string> = {
+    'X-RateLimit-Limit': String(window.limit),
+    'X-RateLimit-Remaining': String(remaining(window)),
+    'X-RateLimit-Reset': String(ceilSeconds(window.resetMs)),
+  };
+  return retryAfterMs === undefined ? headers : { ...headers, ...retryAdvice(retryAfterMs) };
+}

@@ -210,3 +210,22 @@ if last and now < last + window then return { 0, last + window - now } end
 redis.call('SET', KEYS[1], now, 'PX', window)
 return { 1, 0 }
 `;
+
+/**
+ * One count in a fixed window aligned to the epoch (a UTC minute for a size of 60000): allowed
+ * while fewer than the limit were counted in the current window. KEYS: the count's hash.
+ * ARGV: now, limit, window size in ms. Reply: { allowed 0|1, count (including this one when
+ * allowed), ms until the window rolls over }.
+ */
+export const WINDOW_COUNT_LUA = `${NOW}
+local limit, size = tonumber(ARGV[2]), tonumber(ARGV[3])
+local w = math.floor(now / size)
+local f = redis.call('HMGET', KEYS[1], 'w', 'c')
+local c = (tonumber(f[1]) == w and tonumber(f[2])) or 0
+local reset = (w + 1) * size - now
+if c >= limit then return { 0, c, reset } end
+c = c + 1
+redis.call('HSET', KEYS[1], 'w', w, 'c', c)
+redis.call('PEXPIRE', KEYS[1], reset + GRACE)
+return { 1, c, reset }
+`;

@@ -11,8 +11,8 @@ import { monthOf, type Month } from '../calendar.js';
 import { ledgerSpendNanoUsd } from '../usage/month-spend.service.js';
 import { usdOfNano } from '../usage/usage-cost.js';
 import { limitsForTier } from './tier-limits.js';
-import { rateLimitHeaders, ceilSeconds, nearestWindow, type RequestWindow } from './limit-headers.js';
-import { ADMIT_LUA, COOLDOWN_LUA, SETTLE_LUA } from './limiter.scripts.js';
+import { rateLimitHeaders, ceilSeconds, nearestWindow, windowHeaders, type RequestWindow } from './limit-headers.js';
+import { ADMIT_LUA, COOLDOWN_LUA, SETTLE_LUA, WINDOW_COUNT_LUA } from './limiter.scripts.js';
 
 // Fixed UTC windows (see limiter.scripts.ts): exact counts, O(1) state per account, and resets a
 // client can predict. The known cost is a burst at a boundary: up to twice a window's limit in a
@@ -129,6 +129,7 @@ type LimiterRedis = RedisClient & {
   limitsAdmit(...keysThenArgs: (string | number)[]): Promise<(number | string)[]>;
   limitsSettle(...keysThenArgs: (string | number)[]): Promise<number>;
   limitsCooldown(...keysThenArgs: (string | number)[]): Promise<number[]>;
+  limitsWindowCount(...keysThenArgs: (string | number)[]): Promise<number[]>;
 };
 
 /** What the limiter works with: Redis, the clock its windows use, its configuration, its metrics. */
@@ -149,6 +150,7 @@ function scripts(app: LimiterDeps): LimiterRedis {
     redis.defineCommand('limitsAdmit', { numberOfKeys: 5, lua: ADMIT_LUA });
     redis.defineCommand('limitsSettle', { numberOfKeys: 5, lua: SETTLE_LUA });
     redis.defineCommand('limitsCooldown', { numberOfKeys: 1, lua: COOLDOWN_LUA });
+    redis.defineCommand('limitsWindowCount', { numberOfKeys: 1, lua: WINDOW_COUNT_LUA });
   }
   return redis;
 }
@@ -502,6 +504,35 @@ async function nextKeyRegeneration(app: LimiterDeps, accountId: string): Promise
 }
 
 /**
+ * Counts one read of a completion (a retrieval or a resumed stream) against the account's
+ * COMPLETION_READS_PER_MINUTE, in fixed UTC minutes like the request windows, separate from
+ * them: reading back spends no completion request. Resolves with the X-RateLimit-* headers;
+ * refused, throws 429 `rate_limit_exceeded` carrying them and Retry-After (a minute's wait at most).
+ */
+async function admitCompletionRead(app: LimiterDeps, accountId: string): Promise<Record<string, string>> {
+  requireId('accountId', accountId);
+  const limit = app.config.limits.completionReads.perMinute;
+  let reply: number[];
+  try {
+    reply = await scripts(app).limitsWindowCount(
+      accountKey(app.config, accountId, 'reads'),
+      scriptNow(app),
+      limit,
+      MINUTE,
+    );
+  } catch (err) {
+    throw unavailable(app, err);
+  }
+  const [allowed, used, resetMs] = reply.map(Number) as [number, number, number];
+  if (allowed === 1) return windowHeaders({ limit, used, resetMs });
+  throw new AppError(
+    'rate_limited',
+    `Rate limit reached for reading completions back (${limit} per minute, retrievals and resumed streams together). Please try again in ${ceilSeconds(resetMs)}s.`,
+    { code: 'rate_limit_exceeded', headers: windowHeaders({ limit, used, resetMs }, resetMs) },
+  );
+}
+
+/**
  * The rate limits, token quota and spending limit of every account, built once per process over
  * its command connection: admission, settlement and the key regeneration cooldown, each one Redis
  * round trip, each on the keys of one account (one hash slot).
@@ -530,6 +561,11 @@ export class Limiter {
    */
   async forgetSpendRefusal(accountId: string, month: Month): Promise<void> {
     await this.deps.redis.hdel(spendKey(this.deps.config, accountId, month), 'stop');
+  }
+
+  /** See admitCompletionRead() above: the headers when admitted; a 429 AppError when not. */
+  admitCompletionRead(accountId: string): Promise<Record<string, string>> {
+    return admitCompletionRead(this.deps, accountId);
   }
 
   admitKeyRegeneration(accountId: string): Promise<{ allowed: boolean; retryAfterSeconds: number }> {

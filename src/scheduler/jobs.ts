@@ -5,12 +5,13 @@ import { parseMonthKey } from '../calendar.js';
 import { reconcileAccounts, type ReconcileDeps } from '../subscriptions/reconcile.service.js';
 import { auditUsageTotals, type UsageTotalsDeps } from '../billing/usage-totals.service.js';
 import { purgeEndedSignIns, type SignInCleanupDeps } from '../console-identity/cleanup.service.js';
+import { purgeExpiredResponses, type ResponsesCleanupDeps } from '../responses/stored-responses.service.js';
 import type { Granularity } from './cron.js';
 
-export type JobName = 'invoices' | 'reconcile' | 'rollup' | 'sign-ins';
+export type JobName = 'invoices' | 'reconcile' | 'rollup' | 'sign-ins' | 'responses';
 
 /** What the scheduled jobs work with, all together (a worker hands its parts over). */
-export type JobDeps = MonthlyInvoicingDeps & ReconcileDeps & UsageTotalsDeps & SignInCleanupDeps;
+export type JobDeps = MonthlyInvoicingDeps & ReconcileDeps & UsageTotalsDeps & SignInCleanupDeps & ResponsesCleanupDeps;
 
 /** A scheduled job: when it is due (cron, UTC) and what it does for a period (the work lives in its feature). */
 export interface JobDefinition {
@@ -60,6 +61,17 @@ export const JOBS: Record<JobName, JobDefinition> = {
       opts.progress?.(
         `deleted ${deleted.signInLinks} sign-in link(s) and ${deleted.sessions} console session(s) that ended over a day ago`,
       );
+      return { ok: true, summary: { deleted } };
+    },
+  },
+  responses: {
+    name: 'responses',
+    granularity: 'day',
+    needsStripe: false,
+    cron: (c) => c.scheduler.responsesCleanupCron,
+    run: async (app, _period, opts) => {
+      const deleted = await purgeExpiredResponses(app);
+      opts.progress?.(`deleted ${deleted} stored response(s) past RESPONSES_RETENTION_DAYS`);
       return { ok: true, summary: { deleted } };
     },
   },

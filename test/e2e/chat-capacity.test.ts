@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
-import { isolatedPrefix, testConfig } from '../support/env.js';
+import { isolatedPrefix, OPERATOR_TOKEN, testConfig } from '../support/env.js';
 import { eventually, get, post } from '../support/http.js';
 import { rolesPerTest } from '../support/processes.js';
 import { openStream } from '../support/sse.js';
@@ -49,20 +49,20 @@ describe('worker capacity: bursts absorbed, saturation refused at once', functio
       WORKER_CONCURRENCY: '2',
       QUEUE_PICKUP_TIMEOUT_MS: '30000',
     };
-    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    const [web] = await Promise.all([start('web', { ...env, ADMIN_TOKEN: OPERATOR_TOKEN }), start('worker', env)]);
     const busy = [0, 1].map(() =>
       openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...ask, max_tokens: 100 }),
     );
     await Promise.all(busy.map((s) => s.waitFor(1)));
     await eventually(async () => {
-      const h = await get(`${web.url}/health`);
+      const h = await get(`${web.url}/health`, { bearer: OPERATOR_TOKEN });
       return h.body.checks.queue.capacity === 2 && h.body.checks.queue.active === 2 ? true : undefined;
     }, 'the fleet to show both slots busy');
     // One more may wait in the queue (a tenth of the capacity, at least one); the next is refused
     // at once instead of waiting toward the pickup timeout.
     const waiting = openStream(`${web.url}/v1/chat/completions`, account.apiKey, ask);
     await eventually(async () => {
-      const h = await get(`${web.url}/health`);
+      const h = await get(`${web.url}/health`, { bearer: OPERATOR_TOKEN });
       return h.body.checks.queue.waiting === 1 ? true : undefined;
     }, 'the third job to wait in the queue');
     // A probe sent before the web process's own view caught up is queued; it gives up (and its job

@@ -9,6 +9,9 @@ import { eventually, post } from '../support/http.js';
 import { PrivateRedis } from '../support/private-redis.js';
 import { rolesPerTest } from '../support/processes.js';
 import { openStream, postStream } from '../support/sse.js';
+import { deliveredChoices, readRelayLog } from '../../src/chat/relay-log.js';
+import { originOf, relayLogKey } from '../../src/chat/relay-protocol.js';
+import { countChoices } from '../../src/chat/completion-runner.js';
 
 const usageRow = (app: AppContext, requestId: string) =>
   eventually(
@@ -39,6 +42,26 @@ async function jobStarted(redisUrl: string, prefix: string): Promise<string> {
       async () => (await redis.keys(`${prefix}:req:*`))[0]?.split('}:').at(-1),
       'a worker to claim the job',
     );
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/**
+ * The most a cut stream may be billed: what its client received (`received` tokens of one choice)
+ * plus the relay message after the last one it received whole, read from the request's relay log
+ * (a busy worker may put several tokens in one message).
+ */
+async function oneMessageMore(redisUrl: string, prefix: string, requestId: string, received: number): Promise<number> {
+  const redis = new Redis(redisUrl);
+  try {
+    const log = await readRelayLog(redis, relayLogKey(prefix, originOf(requestId)!, requestId));
+    const sse = log.filter((e) => e.kind === 'sse');
+    for (let i = 1; i <= sse.length; i++) {
+      const through = countChoices(deliveredChoices(sse.slice(0, i), 1));
+      if (through > received) return through;
+    }
+    return received;
   } finally {
     redis.disconnect();
   }
@@ -189,9 +212,8 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
   it('bills a stream cut by its web process’s death what its client received, at most one relay message more', async () => {
     // 10 tokens a second. The web process dies half a second in, before the worker's watch counts
     // (its connection must have been up a TTL plus the longest reconnect delay: 3 s here), so the
-    // worker goes on producing for nobody for about 2.5 s; only what a subscriber took is billed.
-    // A message published while the dead process's connection is being closed by the kernel is
-    // taken by its subscription all the same: that is the one message more it may bill.
+    // worker goes on producing for nobody for about 2.5 s; it bills through the message the web
+    // process acknowledged handing on and the one after it (the one it may have handed on unasked).
     const openai = await startFakeOpenAI();
     try {
       openai.script({ tokens: Array.from({ length: 300 }, () => ' tok'), tokenDelayMs: 100 });
@@ -209,6 +231,90 @@ describe('faults: what a client receives is billed exactly, and a Redis restart 
       const row = await usageRow(app, JSON.parse(s.events[0]!).id);
       expect(row.status).to.equal('cancelled');
       expect(row.completion_tokens - billable(receivedText(s.events, 1))).to.be.within(0, 1);
+    } finally {
+      await openai.close();
+    }
+  });
+
+  /** A web process and a worker answering from a fake OpenAI upstream that streams `tokens` tokens `tokenDelayMs` apart. */
+  async function upstreamRoles(tokens: number, tokenDelayMs: number, delayMs = 0) {
+    const openai = await startFakeOpenAI();
+    openai.script({ tokens: Array.from({ length: tokens }, () => ' tok'), tokenDelayMs, delayMs });
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      MODEL_BACKEND: 'catalog',
+      OPENAI_BASE_URL: `${openai.url}/v1`,
+      OPENAI_API_KEY: openai.apiKey,
+    };
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    return { openai, web, prefix: env.REDIS_PREFIX };
+  }
+
+  it('bills a stream whose web process froze holding its messages, then died, at most one relay message beyond what its client received', async () => {
+    // 20 tokens a second. The web process is stopped (SIGSTOP: its event loop runs no more, as one
+    // blocked for seconds) with its subscription still counted, so Redis goes on handing it
+    // messages it never writes; the worker stops the job once its liveness key has expired.
+    const { openai, web, prefix } = await upstreamRoles(300, 50);
+    try {
+      const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...story(1000), model: 'gpt-4.1-mini' });
+      await s.waitFor(5);
+      web.proc.kill('SIGSTOP');
+      const requestId = (JSON.parse(s.events[0]!) as { id: string }).id;
+      const row = await usageRow(app, requestId);
+      await web.stop('SIGKILL');
+      await s.finished;
+      const received = billable(receivedText(s.events, 1));
+      expect(row.status).to.equal('cancelled');
+      expect(row.completion_tokens).to.be.within(
+        received,
+        await oneMessageMore(process.env.REDIS_URL!, prefix, requestId, received),
+      );
+    } finally {
+      await openai.close();
+    }
+  });
+
+  it('bills a stream that finished while its web process was frozen, then died, at most one relay message beyond what its client received', async () => {
+    // The answer (40 tokens, 25 ms apart) ends while the web process holding its client is stopped:
+    // it is not billed in full, but like a job stopped for that process's death.
+    const { openai, web, prefix } = await upstreamRoles(40, 25);
+    try {
+      const s = openStream(`${web.url}/v1/chat/completions`, account.apiKey, { ...story(1000), model: 'gpt-4.1-mini' });
+      await s.waitFor(3);
+      web.proc.kill('SIGSTOP');
+      const requestId = (JSON.parse(s.events[0]!) as { id: string }).id;
+      const row = await usageRow(app, requestId);
+      await web.stop('SIGKILL');
+      await s.finished;
+      const received = billable(receivedText(s.events, 1));
+      expect(row.status).to.equal('cancelled');
+      expect(row.completion_tokens).to.be.within(
+        received,
+        await oneMessageMore(process.env.REDIS_URL!, prefix, requestId, received),
+      );
+    } finally {
+      await openai.close();
+    }
+  });
+
+  it('bills nothing for a whole answer that came while its web process was frozen, then died', async () => {
+    // The answer comes a second after the request, while the web process holding its client is
+    // stopped: it never hands it on, and its client receives nothing.
+    const { openai, web, prefix } = await upstreamRoles(20, 0, 1000);
+    try {
+      const answer = post(
+        `${web.url}/v1/chat/completions`,
+        { ...story(1000), model: 'gpt-4.1-mini' },
+        { bearer: account.apiKey },
+      ).catch(() => undefined);
+      const requestId = await jobStarted(process.env.REDIS_URL!, prefix);
+      web.proc.kill('SIGSTOP');
+      const row = await usageRow(app, requestId);
+      await web.stop('SIGKILL');
+      await answer;
+      expect(row.status).to.equal('cancelled');
+      expect(row.completion_tokens).to.equal(0);
+      expect(row.prompt_tokens).to.equal(0);
     } finally {
       await openai.close();
     }

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { OPERATOR_TOKEN } from '../support/env.js';
 import { eventually, get } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -27,6 +28,7 @@ describe('/health when a dependency goes away', () => {
     web = await startRole('web', {
       DATABASE_URL: via(pgProxy, process.env.DATABASE_URL!),
       REDIS_URL: via(redisProxy, process.env.REDIS_URL!),
+      ADMIN_TOKEN: OPERATOR_TOKEN,
     });
   });
   after(async () => {
@@ -35,7 +37,8 @@ describe('/health when a dependency goes away', () => {
     await redisProxy.cut();
   });
 
-  const health = () => get(`${web.url}/health`);
+  // As the operator: the checks are what these tests read.
+  const health = () => get(`${web.url}/health`, { bearer: OPERATOR_TOKEN });
   const when = (status: number) => async () => {
     const r = await health();
     return r.status === status ? r : undefined;

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
-import { isolatedPrefix, testConfig, testEnv } from '../support/env.js';
+import { isolatedPrefix, OPERATOR_TOKEN, testConfig, testEnv } from '../support/env.js';
 import { eventually, get } from '../support/http.js';
 import { childrenOf, NpmStart, running } from '../support/npm-start.js';
 
@@ -43,6 +43,7 @@ describe('npm start stopping, with a worker whose event loop is blocked', functi
         FAULT_BLOCK_WORKER_USER: BLOCK,
         // The stall watchdog would end the worker by itself: these tests are about the supervisor.
         WORKER_STALL_TIMEOUT_MS: '0',
+        ADMIN_TOKEN: OPERATOR_TOKEN,
         ...env,
       }),
     );
@@ -58,7 +59,8 @@ describe('npm start stopping, with a worker whose event loop is blocked', functi
     }).catch(() => undefined);
     // Its registry entry lapses once its event loop stops: then it is blocked for good.
     await eventually(
-      async () => ((await get(`${base}/health`)).body.checks.workers.live === 0 ? true : undefined),
+      async () =>
+        (await get(`${base}/health`, { bearer: OPERATOR_TOKEN })).body.checks.workers.live === 0 ? true : undefined,
       'the worker to block',
     );
     return started;

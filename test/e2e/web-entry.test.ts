@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { OPERATOR_TOKEN } from '../support/env.js';
 import { get, post } from '../support/http.js';
 import { runToExit, startRole, type RoleProcess } from '../support/processes.js';
 
@@ -7,14 +8,14 @@ describe('the web entry point as a process', () => {
   let worker: RoleProcess;
   before(async () => {
     // A completion worker too: /health is 200 only while one is live.
-    [web, worker] = await Promise.all([startRole('web'), startRole('worker')]);
+    [web, worker] = await Promise.all([startRole('web', { ADMIN_TOKEN: OPERATOR_TOKEN }), startRole('worker')]);
   });
   after(async () => {
     await Promise.all([web.stop(), worker.stop()]);
   });
 
-  it('serves /health with 200 and the state of each dependency', async () => {
-    const r = await get(`${web.url}/health`);
+  it('serves /health with 200 and, to the operator, the state of each dependency', async () => {
+    const r = await get(`${web.url}/health`, { bearer: OPERATOR_TOKEN });
     expect(r.status).to.equal(200);
     expect(r.body.status).to.equal('ok');
     expect(r.body.checks.postgres.status).to.equal('ok');

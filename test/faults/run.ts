@@ -23,6 +23,9 @@ import {
   type StreamScript,
 } from '../../src/providers/openai/openai.fake.js';
 import { usageStreamKeys } from '../../src/usage/usage-stream.js';
+import { deliveredChoices, readRelayLog } from '../../src/chat/relay-log.js';
+import { originOf, relayLogKey } from '../../src/chat/relay-protocol.js';
+import { countChoices } from '../../src/chat/completion-runner.js';
 import { runLoad, type Outcome } from './load.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -200,8 +203,9 @@ interface Row {
   streamsEndedByFault: number;
   /**
    * Web death: tokens billed beyond what their clients received, for requests cut before their
-   * first byte (no client held their id; 0 is the rule) and per cut stream (the most of any; at
-   * most one relay message, a token of each choice, is the rule).
+   * first byte (no client held their id; 0 is the rule) and per cut stream (the most of any; the
+   * rule: at most the relay message after the last one its client received whole, read from the
+   * request's relay log, which at the suite's pace is a token of each choice).
    */
   beyondCutBeforeFirstByte?: number;
   beyondCutStreamMax?: number;
@@ -217,12 +221,36 @@ interface Row {
   correct: boolean;
   /** The timed targets (see Scenario.timed): reported, like the benchmark's figures (docs/faults.md). */
   timely: boolean;
-  /**
-   * Web death: nothing billed beyond what clients received, within the bounds above. Reported, not
-   * yet deciding the exit code: a web process that took a message and died before writing it is
-   * counted as having received it (docs/faults.md, "What a web process's death bills").
-   */
+  /** Web death: nothing billed beyond what clients received, within the bounds above. Decides the exit code. */
   withinReceived: boolean;
+}
+
+/**
+ * Per cut stream, the most it may be billed: what its client received, plus the next relay message
+ * after the last one it received whole (read from the request's relay log, kept after its end).
+ */
+async function oneMessageBeyond(w: World, cut: Outcome[]): Promise<Map<string, number>> {
+  const redis = new Redis(w.redis.url);
+  const bounds = new Map<string, number>();
+  try {
+    for (const o of cut) {
+      const instance = o.id === undefined ? undefined : originOf(o.id);
+      if (o.id === undefined || instance === undefined) continue;
+      const sse = (await readRelayLog(redis, relayLogKey(w.prefix, instance, o.id))).filter((e) => e.kind === 'sse');
+      let bound = o.received;
+      for (let i = 1; i <= sse.length; i++) {
+        const through = countChoices(deliveredChoices(sse.slice(0, i), o.choices));
+        if (through > o.received) {
+          bound = through;
+          break;
+        }
+      }
+      bounds.set(o.id, bound);
+    }
+  } finally {
+    redis.disconnect();
+  }
+  return bounds;
 }
 
 async function waitForLedger(
@@ -321,6 +349,7 @@ function report(
   twice: number,
   timed: Partial<Row>,
   unclaimedTokens: number,
+  cutBounds: Map<string, number>,
 ): Row {
   const row: Row = {
     scenario: scenario.name,
@@ -356,12 +385,12 @@ function report(
     if (scenario.webDeath && billed && o.ending === 'cut') {
       const beyond = Math.max(0, billed.completion_tokens - o.received);
       row.beyondCutStreamMax = Math.max(row.beyondCutStreamMax ?? 0, beyond);
-      if (beyond > o.choices) {
-        cutOverLimit++;
+      const bound = cutBounds.get(o.id) ?? o.received;
+      if (beyond > 0 || billed.completion_tokens < o.received)
         process.stderr.write(
-          `[faults] cut stream billed beyond received: ${o.id} ${billed.status}, received ${o.received}, billed ${billed.completion_tokens}, n=${o.choices}\n`,
+          `[faults] cut stream: ${o.id} ${billed.status}, received ${o.received}, billed ${billed.completion_tokens}, at most ${bound}, n=${o.choices}\n`,
         );
-      }
+      if (billed.completion_tokens > bound) cutOverLimit++;
     }
     // Every request a client holds an id for reached a worker: its usage must be in the ledger.
     if (!billed) {
@@ -455,8 +484,14 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
       );
   }
   const timed = timings(scenario, outcomes, w);
+  const cutBounds = scenario.webDeath
+    ? await oneMessageBeyond(
+        w,
+        outcomes.filter((o) => o.ending === 'cut'),
+      )
+    : new Map<string, number>();
   await Promise.all([...w.webs, ...w.workers].map((p) => p.stop('SIGTERM')));
-  return report(scenario, outcomes, ledger, twice, timed, unclaimed);
+  return report(scenario, outcomes, ledger, twice, timed, unclaimed, cutBounds);
 }
 
 function table(rows: Row[]): string {
@@ -537,7 +572,7 @@ async function main(): Promise<void> {
     process.stderr.write(`[faults] timing target missed on this machine: ${r.scenario}\n`);
   for (const r of rows.filter((x) => !x.withinReceived))
     process.stderr.write(`[faults] billed beyond what the clients received, past the bound: ${r.scenario}\n`);
-  process.exit(rows.every((r) => r.correct) ? 0 : 1);
+  process.exit(rows.every((r) => r.correct && r.withinReceived) ? 0 : 1);
 }
 
 await main();

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { ManualClock } from '../../src/clock.js';
 import type { Config } from '../../src/config.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createRedis, whenReady, type RedisClient } from '../../src/infra/redis.js';
@@ -11,11 +12,13 @@ import {
   kindCode,
   logEntryId,
   readerField,
+  readerLeasesKey,
   relayChannel,
   relayLogKey,
   requestStateKey,
   type RelayKind,
 } from '../../src/chat/relay-protocol.js';
+import { READER_LEASE_MS } from '../../src/chat/readers.js';
 import { resumeCompletion, type ResumeDeps } from '../../src/chat/resumed-completion.js';
 import type { AppError } from '../../src/errors.js';
 import { isolatedPrefix, randomId, testConfig } from '../support/env.js';
@@ -249,12 +252,26 @@ describe('completion streams', () => {
       for (const [i, e] of events.entries()) await workerSends(origin, id, i + 1, 'sse', e, { publish: false });
       return { id, origin };
     }
-    // What resuming works with, from the process context, and the test's timers.
-    const resumeDeps = (redis = app.redis): ResumeDeps => ({
+    let clock: ManualClock;
+    beforeEach(() => {
+      clock = new ManualClock();
+    });
+    // What resuming works with, from the process context, and the test's clock and timers.
+    const resumeDeps = (redis = app.redis, maxReaders?: number): ResumeDeps => ({
       redis,
       relayLogTails: app.relayLogTails,
       relayHub: app.relayHub,
-      config,
+      config:
+        maxReaders === undefined
+          ? config
+          : {
+              ...config,
+              limits: {
+                ...config.limits,
+                completionReads: { ...config.limits.completionReads, maxReadersPerCompletion: maxReaders },
+              },
+            },
+      clock,
       outages: app.outages,
       log: app.log,
       timers,
@@ -299,7 +316,8 @@ describe('completion streams', () => {
       expect(await next(reader)).to.deep.equal({ kind: 'caught_up' });
       const idle = next(reader);
       // The tail is joined and the log read once more before the wait starts.
-      await eventually(async () => (timers.pending > 0 ? true : undefined), 'the tail waiting');
+      // The reader's lease renewal is one timer; the tail's wait is the other.
+      await eventually(async () => (timers.pending > 1 ? true : undefined), 'the tail waiting');
       timers.advance(silenceLimitMs(config));
       const e = await idle;
       expect(errorOf(e).code).to.equal('worker_timeout');
@@ -335,6 +353,62 @@ describe('completion streams', () => {
       let thrown: AppError | undefined;
       await resumeCompletion(resumeDeps(), 'someone-else', id, 0).catch((err: AppError) => (thrown = err));
       expect([thrown?.status, thrown?.code]).to.deep.equal([404, 'completion_not_found']);
+    });
+
+    /** Resumes with one reader slot per completion; the error it was refused with, if it was. */
+    const resumeOneSlot = (id: string) =>
+      resumeCompletion(resumeDeps(app.redis, 1), accountId, id, 0).then(
+        (stream) => ({ stream, refused: undefined }),
+        (err: AppError) => ({ stream: undefined, refused: err }),
+      );
+
+    it('refuses a reader past RESUME_MAX_READERS with 429 too_many_readers, and admits one once a reader leaves', async () => {
+      const { id } = await logged(['id: 1\ndata: a\n\n']);
+      const first = await resumeOneSlot(id);
+      expect(first.refused).to.equal(undefined);
+      const second = await resumeOneSlot(id);
+      expect([second.refused?.status, second.refused?.code, second.refused?.headers['Retry-After']]).to.deep.equal([
+        429,
+        'too_many_readers',
+        '2',
+      ]);
+      expect(second.refused?.message).to.match(/already has 1 resumed streams following it/);
+      first.stream!.end('client_left');
+      const third = await eventually(
+        async () => (await resumeOneSlot(id)).stream,
+        'a slot freed by the reader leaving',
+      );
+      third.end('client_left');
+    });
+
+    it('keeps a reader’s slot past READER_LEASE_MS while its web process renews the lease', async () => {
+      const { id, origin } = await logged(['id: 1\ndata: a\n\n']);
+      const first = await resumeOneSlot(id);
+      const leases = readerLeasesKey(prefix(), origin, id);
+      const [member, taken] = await app.redis.zrange(leases, 0, -1, 'WITHSCORES');
+      clock.advance(READER_LEASE_MS / 3);
+      timers.advance(READER_LEASE_MS / 3);
+      await eventually(
+        async () => (Number(await app.redis.zscore(leases, member!)) > Number(taken) ? true : undefined),
+        'the lease renewed',
+      );
+      // Past the lease it was first given, within the renewed one.
+      clock.advance(READER_LEASE_MS - 1);
+      expect((await resumeOneSlot(id)).refused?.code).to.equal('too_many_readers');
+      first.stream!.end('client_left');
+    });
+
+    it('frees the slot of a reader whose web process died once its lease lapses', async () => {
+      const { id } = await logged(['id: 1\ndata: a\n\n']);
+      // Taken and never renewed nor released, as by a process killed while it served the reader.
+      const orphan = await resumeOneSlot(id);
+      expect(orphan.refused).to.equal(undefined);
+      clock.advance(READER_LEASE_MS - 1);
+      expect((await resumeOneSlot(id)).refused?.code).to.equal('too_many_readers');
+      clock.advance(1);
+      const next = await resumeOneSlot(id);
+      expect(next.refused).to.equal(undefined);
+      next.stream!.end('client_left');
     });
 
     const own: RedisClient[] = [];

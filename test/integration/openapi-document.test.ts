@@ -3,6 +3,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { addSchemaKeywords, check } from '../../src/validation.js';
+import { OPERATOR_TOKEN } from '../support/env.js';
 import { get } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
@@ -62,7 +63,7 @@ describe('GET /openapi.json of the whole service', () => {
   >;
 
   before(async () => {
-    web = await startTestWeb();
+    web = await startTestWeb({ env: { ADMIN_TOKEN: OPERATOR_TOKEN } });
     const r = await get(`${web.url}/openapi.json`);
     expect(r.status).to.equal(200);
     doc = r.body;
@@ -124,11 +125,15 @@ describe('GET /openapi.json of the whole service', () => {
     }
   });
 
-  it('documents /health as it answers, so a monitoring client can trust the document', async () => {
-    const r = await get(`${web.url}/health`);
-    const schema = doc.paths['/health']!.get!.responses[String(r.status)]!.content!['application/json']!
-      .schema as Record<string, unknown>;
-    expect(check(schema, r.body)).to.deep.equal({ ok: true });
-    expect(r.body.info.model_backend).to.be.oneOf(['local', 'catalog']);
+  it('documents /health as it answers anyone and the operator, so a monitoring client can trust the document', async () => {
+    const anyone = await get(`${web.url}/health`);
+    const operator = await get(`${web.url}/health`, { bearer: OPERATOR_TOKEN });
+    for (const r of [anyone, operator]) {
+      const schema = doc.paths['/health']!.get!.responses[String(r.status)]!.content!['application/json']!
+        .schema as Record<string, unknown>;
+      expect(check(schema, r.body)).to.deep.equal({ ok: true });
+    }
+    expect(operator.body.info.model_backend).to.be.oneOf(['local', 'catalog']);
+    expect(anyone.body).to.have.all.keys(anyone.status === 200 ? ['status'] : ['status', 'reason']);
   });
 });

@@ -62,7 +62,7 @@ describe('relay publisher', () => {
     await nextTurn();
     await publisher.settled(5000);
     expect(publisher.received).to.equal(0);
-    expect((await publisher.receivedChoices(1))[0]!.text).to.equal('');
+    expect((await publisher.choicesThrough(publisher.received, 1))[0]!.text).to.equal('');
 
     const listener = createRedis(config, 'subscriber');
     try {
@@ -75,7 +75,7 @@ describe('relay publisher', () => {
       await publisher.settled(5000);
       expect(publisher.received).to.equal(3);
       // Up to the last message taken the client had everything: a web process fills a gap from the log.
-      expect((await publisher.receivedChoices(1))[0]!.text).to.equal('early one two');
+      expect((await publisher.choicesThrough(publisher.received, 1))[0]!.text).to.equal('early one two');
     } finally {
       listener.disconnect();
     }

@@ -115,7 +115,7 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
     }
   });
 
-  it('schedules only the jobs that need no Stripe (the rollup audit and the sign-in clean-up) where Stripe is not configured', async () => {
+  it('schedules only the jobs that need no Stripe (the rollup audit and the sign-in and stored-response clean-ups) where Stripe is not configured', async () => {
     const app = createContext(testConfig({ STRIPE_SECRET_KEY: '', REDIS_PREFIX: isolatedPrefix() }), {
       role: 'scheduler',
       clock,
@@ -123,7 +123,7 @@ describe('scheduler: due jobs, catch-up and replicas', () => {
     apps.push(app);
     const scheduler = startScheduler(schedulerDeps(app));
     try {
-      expect(scheduler.jobs).to.deep.equal(['rollup', 'sign-ins']);
+      expect(scheduler.jobs).to.deep.equal(['rollup', 'sign-ins', 'responses']);
       await scheduler.wake('test');
     } finally {
       await scheduler.stop();

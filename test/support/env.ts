@@ -28,6 +28,9 @@ export function testConfig(overrides: Env = {}): Config {
   return loadConfig(testEnv(overrides), TEST_PROVIDERS);
 }
 
+/** The operator credential (ADMIN_TOKEN) of the tests that read what only an operator sees. */
+export const OPERATOR_TOKEN = 'test-operator-token-0123456789abcdefghij';
+
 export const randomId = (bytes = 6): string => randomBytes(bytes).toString('hex');
 
 /**

@@ -11,7 +11,11 @@ export type OpenAiSchema =
   | 'CreateChatCompletionStreamResponse'
   | 'ListModelsResponse'
   | 'Model'
-  | 'ErrorResponse';
+  | 'ErrorResponse'
+  | 'CreateResponse'
+  | 'Response'
+  | 'ResponseStreamEvent'
+  | 'ResponseItemList';
 
 type Schema = Record<string, unknown>;
 
@@ -59,6 +63,50 @@ function readNullable(schema: unknown): unknown {
   return nullable === true ? { anyOf: [rest, { type: 'null' }] } : rest;
 }
 
+/**
+ * Two more of the document's OpenAPI habits that JSON Schema 2020-12 reads otherwise:
+ * - `$recursiveRef: "#"` (draft 2019-09) means the schema it sits in, here the component
+ *   (CompoundFilter's nested filters): it becomes a `$ref` to that component.
+ * - A `discriminator` is a hint for picking a `oneOf` branch by its tag. Ajv uses it only when every
+ *   branch of a `oneOf` declares the tag among its own properties, as a `const` or `enum` no other
+ *   branch shares. Beside an `anyOf`, or where a branch is a wrapper (InputItem, ItemResource, OutputItem) or two branches share
+ *   a tag value, the hint is dropped and `oneOf` decides on its own, as the document's validation
+ *   semantics already say.
+ */
+function readOpenApi(schema: unknown, component: string, all: Record<string, unknown>): unknown {
+  if (Array.isArray(schema)) return schema.map((s) => readOpenApi(s, component, all));
+  if (schema === null || typeof schema !== 'object') return schema;
+  const out: Schema = {};
+  for (const [keyword, value] of Object.entries(schema as Schema)) {
+    if (keyword === '$recursiveRef' && value === '#') out.$ref = `#/components/schemas/${component}`;
+    else out[keyword] = readOpenApi(value, component, all);
+  }
+  const discriminator = out.discriminator as { propertyName: string } | undefined;
+  if (discriminator && !tagsAreUnique(out.oneOf as unknown[] | undefined, discriminator.propertyName, all))
+    delete out.discriminator;
+  return out;
+}
+
+function tagsAreUnique(branches: unknown[] | undefined, tag: string, all: Record<string, unknown>): boolean {
+  if (!branches) return false;
+  const seen = new Set<unknown>();
+  for (const branch of branches) {
+    let s = branch as Schema;
+    const ref = typeof s.$ref === 'string' ? s.$ref : undefined;
+    if (ref && Object.keys(s).length === 1) s = all[ref.slice(ref.lastIndexOf('/') + 1)] as Schema;
+    const property = (s?.properties as Record<string, Schema> | undefined)?.[tag];
+    const values = property?.const !== undefined ? [property.const] : (property?.enum as unknown[] | undefined);
+    if (!values?.length) return false;
+    for (const v of values) {
+      if (typeof v !== 'string' || seen.has(v)) return false;
+      seen.add(v);
+    }
+  }
+  return true;
+}
+
+let ajvOf: Ajv2020;
+
 function compileAll(): Map<OpenAiSchema, ValidateFunction> {
   const subset = JSON.parse(readFileSync(SUBSET, 'utf8')) as {
     roots: OpenAiSchema[];
@@ -72,23 +120,64 @@ function compileAll(): Map<OpenAiSchema, ValidateFunction> {
     // OpenAI's Model has `properties` and `required` without `type: object`: valid JSON Schema that
     // only this lint-like rule of Ajv's strict mode objects to. Every other strict rule stays on.
     strictTypes: false,
+    // LocalShellToolCallOutput requires `call_id` without listing it among its properties: still a
+    // constraint JSON Schema enforces, which this other lint-like rule would refuse to compile.
+    strictRequired: false,
   });
   addFormats(ajv);
   // Seconds, as the document says; a millisecond timestamp (13 digits) is a bug, not a date.
   ajv.addFormat('unixtime', { type: 'number', validate: (n: number) => Number.isInteger(n) && n >= 0 && n < 2 ** 32 });
   // OpenAI's documentation and SDK-generator hints: they constrain nothing (x-stainless-const marks
   // an enum of one value, which the enum itself enforces).
-  for (const keyword of ['x-oaiMeta', 'x-oaiTypeLabel', 'x-stainless-const', 'example']) ajv.addKeyword({ keyword });
+  for (const keyword of [
+    'x-oaiMeta',
+    'x-oaiTypeLabel',
+    'x-oaiExpandable',
+    'x-oaiSupportedSDKs',
+    'x-stainless-const',
+    'x-stainless-skip',
+    'example',
+  ])
+    ajv.addKeyword({ keyword });
   // The subset's root is not a schema; only its components are, addressed by JSON pointer.
   ajv.addKeyword({ keyword: 'components' });
+  const all = subset.components.schemas;
   const schemas = Object.fromEntries(
-    Object.entries(subset.components.schemas).map(([name, s]) => [name, readNullable(s)]),
+    Object.entries(all).map(([name, s]) => [name, readOpenApi(readNullable(s), name, all)]),
   );
   ajv.addSchema({ $id: ID, components: { schemas } });
+  ajvOf = ajv;
   return new Map(subset.roots.map((name) => [name, ajv.getSchema(`${ID}#/components/schemas/${name}`)!]));
 }
 
 let compiled: Map<OpenAiSchema, ValidateFunction> | undefined;
+let eventSchemas: Map<string, ValidateFunction> | undefined;
+
+/**
+ * Where a Responses stream event departs from OpenAI's schema for its `type` (ResponseStreamEvent
+ * is an `anyOf` of one schema per type, whose errors for a bad event would list every other type).
+ */
+export function responseEventIssues(event: Record<string, unknown>): string[] {
+  compiled ??= compileAll();
+  eventSchemas ??= eventSchemasByType();
+  const validate = eventSchemas.get(String(event.type));
+  if (!validate) return [`/type ${JSON.stringify(event.type)} is not an event type of ResponseStreamEvent`];
+  if (validate(event)) return [];
+  return (validate.errors ?? []).map(
+    (e: ErrorObject) => `${e.instancePath || '/'} ${e.message ?? e.keyword} ${JSON.stringify(e.params)}`,
+  );
+}
+
+function eventSchemasByType(): Map<string, ValidateFunction> {
+  const union = compiled!.get('ResponseStreamEvent')!.schema as { anyOf: { $ref: string }[] };
+  const byType = new Map<string, ValidateFunction>();
+  for (const { $ref } of union.anyOf) {
+    const validate = ajvOf.getSchema(`${ID}${$ref}`)!;
+    const type = (validate.schema as { properties: { type: { enum?: string[]; const?: string } } }).properties.type;
+    for (const t of type.enum ?? [type.const!]) byType.set(t, validate);
+  }
+  return byType;
+}
 
 /**
  * Where `value` departs from OpenAI's published schema `name`, one line per issue (instance path,

@@ -55,6 +55,9 @@ const ResumeHeaders: JsonSchema = {
   },
 };
 
+const READS_LIMITED =
+  'The account read completions back more than COMPLETION_READS_PER_MINUTE times this UTC minute, retrievals and resumed streams together (`rate_limit_exceeded`, with Retry-After and X-RateLimit-*)';
+
 /** The event to resume after: Last-Event-ID, else ?starting_after, else 0 (from the first event). */
 function resumeAfter(ctx: HttpContext): number {
   const header = (ctx.state.headers as { 'last-event-id'?: string } | undefined)?.['last-event-id'];
@@ -80,10 +83,12 @@ export const chatRetrievalRoutes: RouteSpec[] = defineRoutes([
         description:
           'Still running (`completion_in_progress`), or ended without a whole answer (`completion_incomplete`)',
       },
+      429: { description: READS_LIMITED },
       503: { description: 'Redis is unreachable; see Retry-After' },
     },
     handler: async (ctx, app) => {
       const { completion_id: id } = ctx.state.params as { completion_id: string };
+      ctx.set(await app.limiter.admitCompletionRead(accountOf(ctx).id));
       let found;
       try {
         found = await findCompletion(app.redis, app.config.redis.prefix, accountOf(ctx).id, id);
@@ -142,11 +147,15 @@ export const chatRetrievalRoutes: RouteSpec[] = defineRoutes([
           'The completion was not streamed (`completion_not_streamed`): read it with GET /v1/chat/completions/{completion_id}',
       },
       404: { description: "No such completion for this account (unknown, another account's, or expired)" },
+      429: {
+        description: `${READS_LIMITED}; or RESUME_MAX_READERS resumed streams already follow this completion (\`too_many_readers\`, Retry-After: 2)`,
+      },
       502: { description: 'The stream had failed before its first event; the error it failed with' },
       503: { description: 'Redis is unreachable; see Retry-After' },
     },
     handler: async (ctx, app) => {
       const { completion_id: id } = ctx.state.params as { completion_id: string };
+      ctx.set(await app.limiter.admitCompletionRead(accountOf(ctx).id));
       const stream = await resumeCompletion(app, accountOf(ctx).id, id, resumeAfter(ctx));
       await sendCompletion(ctx, app, stream, { asSse: true });
     },

@@ -5,6 +5,7 @@ import { webhookRoutes } from './webhooks.routes.js';
 import { accountsRoutes } from './accounts.routes.js';
 import { chatRoutes } from './chat.routes.js';
 import { chatRetrievalRoutes } from './chat-retrieval.routes.js';
+import { responsesRetrievalRoutes } from './responses-retrieval.routes.js';
 import { modelsRoutes } from './models.routes.js';
 import { billingRoutes } from './billing.routes.js';
 import { consoleAssetRoutes } from './console-assets.routes.js';
@@ -17,6 +18,7 @@ export function allRoutes(openApi: () => unknown): RouteSpec[] {
     ...accountsRoutes(),
     ...chatRoutes,
     ...chatRetrievalRoutes,
+    ...responsesRetrievalRoutes,
     ...modelsRoutes(),
     ...subscriptionRoutes(),
     ...webhookRoutes(),

@@ -3,9 +3,12 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { checkHealth } from '../../health/health.service.js';
+import { HEALTH_REASONS, HealthCache, publicHealth } from '../../health/health-views.js';
 import { AppError } from '../../errors.js';
+import { isOperatorToken } from '../admin/operator-credential.js';
 import { FAVICON_LINKS } from '../favicon.js';
-import { defineRoutes, type RouteSpec } from '../route.js';
+import { authorizationHeader, BEARER } from '../middleware/auth.js';
+import { defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 
 const require = createRequire(import.meta.url);
 const swaggerDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
@@ -41,10 +44,17 @@ const check = (extra: Record<string, JsonSchema> = {}): JsonSchema => ({
 
 const HealthReportSchema: JsonSchema = {
   type: 'object',
-  required: ['status', 'checks', 'down'],
+  required: ['status'],
   properties: {
     status: { type: 'string', enum: ['ok', 'unavailable'] },
+    reason: {
+      type: 'string',
+      enum: [...HEALTH_REASONS],
+      description:
+        'Why the status is `unavailable` (absent when `ok`): the first dependency down, in the order postgres, redis, queue, workers',
+    },
     checks: {
+      description: 'Operator only (Authorization: Bearer <ADMIN_TOKEN>), as are `down` and `info`',
       type: 'object',
       properties: {
         postgres: check(),
@@ -88,14 +98,25 @@ const HealthReportSchema: JsonSchema = {
   },
 };
 
+/** Whether the request carries the operator token (ADMIN_TOKEN) as its bearer credential. */
+function fromOperator(ctx: HttpContext, token: string | undefined): boolean {
+  if (token === undefined) return false;
+  const m = BEARER.exec(authorizationHeader(ctx));
+  return m !== null && isOperatorToken(token, m[1]!);
+}
+
 /** /health, /metrics, /openapi.json and /docs. `openApi` is filled in by the app once every route is known. */
 export function opsRoutes(openApi: () => unknown): RouteSpec[] {
+  let health: HealthCache | undefined;
   return defineRoutes([
     {
       method: 'get',
       path: '/health',
       operationId: 'health',
       summary: 'State of Postgres, Redis and the completion queue',
+      description:
+        'Anyone gets `status` and, when unavailable, a `reason` code; the operator (Authorization: Bearer <ADMIN_TOKEN>) also gets each check with its error text, `down` and `info`. ' +
+        'One round of checks a second per web process answers every request.',
       tag: 'operations',
       auth: 'none',
       responses: {
@@ -107,15 +128,19 @@ export function opsRoutes(openApi: () => unknown): RouteSpec[] {
       },
       handler: async (ctx, app) => {
         const backend = app.config.providers.backend;
-        const report = await checkHealth(app, {
-          model_backend: backend,
-          ...(backend === 'local'
-            ? { model_note: 'no provider keys configured: every catalog model is served by the built-in local model' }
-            : {}),
-        });
+        health ??= new HealthCache(app.clock);
+        const report = await health.read(() =>
+          checkHealth(app, {
+            model_backend: backend,
+            ...(backend === 'local'
+              ? { model_note: 'no provider keys configured: every catalog model is served by the built-in local model' }
+              : {}),
+          }),
+        );
         ctx.status = report.status === 'ok' ? 200 : 503;
         ctx.set('Cache-Control', 'no-store');
-        ctx.body = report;
+        const seen = publicHealth(report);
+        ctx.body = fromOperator(ctx, app.config.admin.token) ? { ...seen, ...report } : seen;
       },
     },
     {

@@ -1,0 +1,192 @@
+import { AppError } from '../../errors.js';
+import {
+  deleteResponse,
+  findResponse,
+  inputItemsPage,
+  type InputItemsQuery,
+} from '../../responses/stored-responses.service.js';
+import type { AppContext } from '../../context.js';
+import type { JsonSchema } from '../../validation.js';
+import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
+
+// Stored Responses API objects (store: true, the default), read back and deleted by the account
+// that made them, on any web process, for RESPONSES_RETENTION_DAYS.
+
+const ResponseParams: JsonSchema = {
+  type: 'object',
+  required: ['response_id'],
+  properties: {
+    response_id: {
+      type: 'string',
+      maxLength: 64,
+      'x-text': 'line',
+      description: 'The `id` of the response',
+      example: 'resp_…',
+    },
+  },
+};
+
+const InputItemsQuerySchema: JsonSchema = {
+  type: 'object',
+  properties: {
+    limit: {
+      type: 'string',
+      pattern: '^([1-9]|[1-9][0-9]|100)$',
+      description: 'How many items a page holds, 1 to 100. Default 20.',
+      example: '20',
+    },
+    order: {
+      type: 'string',
+      enum: ['asc', 'desc'],
+      description: 'Oldest first (`asc`) or newest first (`desc`, the default).',
+    },
+    after: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 64,
+      'x-text': 'line',
+      description: 'An item `id`: the page starts after it, in the order asked for',
+      example: 'msg_…',
+    },
+    include: {
+      description: "OpenAI's extra fields to include. Accepted; no item this service stores has any to add.",
+      anyOf: [
+        { type: 'string', maxLength: 200 },
+        { type: 'array', maxItems: 20, items: { type: 'string', maxLength: 200 } },
+      ],
+    },
+  },
+};
+
+const StoredResponseSchema: JsonSchema = {
+  type: 'object',
+  description: "OpenAI's Response object, as the client last saw it",
+  required: ['id', 'object', 'created_at', 'status', 'model', 'output'],
+  properties: {
+    id: { type: 'string' },
+    object: { type: 'string', const: 'response' },
+    created_at: { type: 'integer' },
+    status: { type: 'string', enum: ['queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled'] },
+    model: { type: 'string' },
+    output: { type: 'array', items: { type: 'object' } },
+  },
+};
+
+const InputItemListSchema: JsonSchema = {
+  type: 'object',
+  required: ['object', 'data', 'first_id', 'last_id', 'has_more'],
+  properties: {
+    object: { type: 'string', const: 'list' },
+    data: { type: 'array', items: { type: 'object' } },
+    first_id: { type: ['string', 'null'] },
+    last_id: { type: ['string', 'null'] },
+    has_more: { type: 'boolean' },
+  },
+};
+
+const DeletedResponseSchema: JsonSchema = {
+  type: 'object',
+  required: ['id', 'object', 'deleted'],
+  properties: {
+    id: { type: 'string' },
+    object: { type: 'string', const: 'response' },
+    deleted: { type: 'boolean', const: true },
+  },
+};
+
+/** OpenAI's answer for an id the account has no response with (unknown, another account's, expired or deleted). */
+export function responseNotFound(id: string): AppError {
+  return new AppError('not_found', `Response with id '${id}' not found.`, { param: 'response_id' });
+}
+
+/**
+ * The response id the path names, once the read is admitted: every call here spends one of the
+ * account's COMPLETION_READS_PER_MINUTE, as chat's retrievals do, whatever it answers.
+ */
+async function admittedResponseId(ctx: HttpContext, app: AppContext): Promise<string> {
+  ctx.set(await app.limiter.admitCompletionRead(accountOf(ctx).id));
+  return (ctx.state.params as { response_id: string }).response_id;
+}
+
+const READ_LIMITED = {
+  description: 'Past COMPLETION_READS_PER_MINUTE for this account (`rate_limit_exceeded`); see Retry-After',
+};
+
+export const responsesRetrievalRoutes: RouteSpec[] = defineRoutes([
+  {
+    method: 'get',
+    path: '/v1/responses/:response_id',
+    operationId: 'getResponse',
+    summary: 'A stored response, for RESPONSES_RETENTION_DAYS after it was created',
+    description:
+      'The Response object of a request made with `store: true` (the default), as the client last saw it: its status, output and usage (with `cost`). ' +
+      "An unknown id, another account's, a deleted one or one past its retention gives 404.",
+    tag: 'responses',
+    auth: 'api_key',
+    params: ResponseParams,
+    responses: {
+      200: { description: 'The response', schema: StoredResponseSchema },
+      404: { description: "No such response for this account (unknown, another account's, deleted or expired)" },
+      429: READ_LIMITED,
+    },
+    handler: async (ctx, app) => {
+      const id = await admittedResponseId(ctx, app);
+      const row = await findResponse(app, accountOf(ctx).id, id);
+      if (!row) throw responseNotFound(id);
+      ctx.body = row.response;
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/responses/:response_id/input_items',
+    operationId: 'listResponseInputItems',
+    summary: "A stored response's input items, a page at a time",
+    description:
+      'The items the request was given (its `input`, each with an `id`), newest first unless `order=asc`. ' +
+      'Page with `after` set to the `last_id` of the previous page while `has_more` is true.',
+    tag: 'responses',
+    auth: 'api_key',
+    params: ResponseParams,
+    query: InputItemsQuerySchema,
+    responses: {
+      200: { description: 'A page of input items', schema: InputItemListSchema },
+      404: { description: 'No such response for this account, or `after` names no item of it' },
+      429: READ_LIMITED,
+    },
+    handler: async (ctx, app) => {
+      const id = await admittedResponseId(ctx, app);
+      const query = ctx.state.query as { limit?: string; order?: 'asc' | 'desc'; after?: string };
+      const row = await findResponse(app, accountOf(ctx).id, id);
+      if (!row) throw responseNotFound(id);
+      const q: InputItemsQuery = { limit: Number(query.limit ?? 20), order: query.order ?? 'desc', after: query.after };
+      const page = inputItemsPage(row.input_items, q);
+      if (!page)
+        throw new AppError('not_found', `Response '${id}' has no input item with id '${query.after}'.`, {
+          param: 'after',
+        });
+      ctx.body = page;
+    },
+  },
+  {
+    method: 'delete',
+    path: '/v1/responses/:response_id',
+    operationId: 'deleteResponse',
+    summary: 'Delete a stored response',
+    description:
+      'Deletes the response and its input items at once; its id then answers 404 everywhere, and a request with it as `previous_response_id` gets 404.',
+    tag: 'responses',
+    auth: 'api_key',
+    params: ResponseParams,
+    responses: {
+      200: { description: 'Deleted', schema: DeletedResponseSchema },
+      404: {
+        description: "No such response for this account (unknown, another account's, already deleted or expired)",
+      },
+    },
+    handler: async (ctx, app) => {
+      const id = await admittedResponseId(ctx, app);
+      if (!(await deleteResponse(app, accountOf(ctx).id, id))) throw responseNotFound(id);
+      ctx.body = { id, object: 'response', deleted: true };
+    },
+  },
+]);

@@ -1,0 +1,92 @@
+import type { Selectable } from 'kysely';
+import type { Db, Trx } from '../infra/db.js';
+import type { StoredResponsesTable, StoredResponseStatus } from '../../db/schema/stored-responses.js';
+
+export type StoredResponseRow = Selectable<StoredResponsesTable>;
+
+export interface StoredResponseWrite {
+  id: string;
+  accountId: string;
+  status: StoredResponseStatus;
+  /** The Response object as the client last saw it. */
+  response: Record<string, unknown>;
+  /** The request's input items, each with its id; kept from the first write when omitted. */
+  inputItems?: Record<string, unknown>[];
+  now: Date;
+  expiresAt: Date;
+}
+
+/**
+ * Writes a response: the first write (at its creation, or at its end) inserts it, later ones (a
+ * background response ending, a re-run of its job after a worker died) replace its status and
+ * object. A write for an id another account holds changes nothing.
+ */
+export async function saveStoredResponse(db: Db | Trx, w: StoredResponseWrite): Promise<void> {
+  await db
+    .insertInto('stored_responses')
+    .values({
+      id: w.id,
+      account_id: w.accountId,
+      status: w.status,
+      response: JSON.stringify(w.response),
+      input_items: JSON.stringify(w.inputItems ?? []),
+      created_at: w.now,
+      updated_at: w.now,
+      expires_at: w.expiresAt,
+    })
+    .onConflict((oc) =>
+      oc
+        .column('id')
+        .doUpdateSet((eb) => ({
+          status: eb.ref('excluded.status'),
+          response: eb.ref('excluded.response'),
+          updated_at: eb.ref('excluded.updated_at'),
+          ...(w.inputItems ? { input_items: eb.ref('excluded.input_items') } : {}),
+        }))
+        .where('stored_responses.account_id', '=', w.accountId),
+    )
+    .execute();
+}
+
+/** The account's response with that id, unless it has expired (the daily cleanup may not have run yet). */
+export async function findStoredResponse(
+  db: Db | Trx,
+  accountId: string,
+  id: string,
+  now: Date,
+): Promise<StoredResponseRow | undefined> {
+  return db
+    .selectFrom('stored_responses')
+    .selectAll()
+    .where('id', '=', id)
+    .where('account_id', '=', accountId)
+    .where('expires_at', '>', now)
+    .executeTakeFirst();
+}
+
+/** Deletes the account's response with that id; false when it had none. */
+export async function deleteStoredResponse(db: Db | Trx, accountId: string, id: string, now: Date): Promise<boolean> {
+  const r = await db
+    .deleteFrom('stored_responses')
+    .where('id', '=', id)
+    .where('account_id', '=', accountId)
+    .where('expires_at', '>', now)
+    .executeTakeFirst();
+  return r.numDeletedRows > 0n;
+}
+
+/**
+ * Deletes up to `limit` responses that expired before `now`, oldest first; returns how many. The
+ * caller repeats until fewer come back, so one run never holds a long lock on a large table.
+ */
+export async function deleteExpiredResponses(db: Db, now: Date, limit: number): Promise<number> {
+  const r = await db
+    .deleteFrom('stored_responses')
+    .where(
+      'id',
+      'in',
+      db.selectFrom('stored_responses').select('id').where('expires_at', '<=', now).orderBy('expires_at').limit(limit),
+    )
+    .executeTakeFirst();
+  return Number(r.numDeletedRows);
+}
