@@ -8,6 +8,8 @@ import { readOrCreateLocalSecret } from './local-secret.js';
 
 export type Env = Record<string, string | undefined>;
 
+const MIB = 1024 * 1024;
+
 export class ConfigError extends Error {
   constructor(
     readonly variable: string,
@@ -40,6 +42,13 @@ export interface TierLimits {
   tokensPerDay: number;
 }
 
+/** An abuse budget's allowance in a minute from its first request. */
+export interface BudgetAllowance {
+  requestsPerMinute: number;
+  /** Request body bytes (decompressed), counted as announced and corrected once read. */
+  bytesPerMinute: number;
+}
+
 export interface Config {
   env: NodeEnv;
   http: {
@@ -54,6 +63,13 @@ export interface Config {
     requestTimeoutMs: number;
     /** Browser origins (scheme://host[:port]) allowed to call the API cross-origin: the web frontend. */
     corsOrigins: string[];
+    /**
+     * Decompressed bytes of the request bodies one process reads and holds at once, at most: a body
+     * that does not fit is answered 503 (the heap bound in docs/security.md is drawn from it).
+     */
+    bodyBytesInFlight: number;
+    /** A compressed body inflates to at most this many times its bytes on the wire (past its first MiB). */
+    bodyMaxInflateRatio: number;
   };
   log: { level: string };
   db: {
@@ -175,6 +191,11 @@ export interface Config {
     signup: { perAddressPerHour: number; perClientPerHour: number };
     /** Sign-in links asked for (each sends an email), per mailbox and per client network. */
     signIn: { perAddressPerHour: number; perClientPerHour: number };
+    /**
+     * Every request, whatever its answer, counted before its body is read: per account by tier, and
+     * per client network for requests without a valid credential (docs/limits.md#abuse-budget).
+     */
+    abuseBudget: Record<'free' | 'paid' | 'client', BudgetAllowance>;
     /**
      * Reading completions back (retrieval and resumed streams): reads per account per UTC minute,
      * and resumed streams following one completion at once.
@@ -525,6 +546,8 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
       headersTimeoutMs: r.int('HTTP_HEADERS_TIMEOUT_MS', 20_000, 100, 600_000),
       requestTimeoutMs: r.int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 100, 600_000),
       corsOrigins: r.origins('CORS_ORIGINS'),
+      bodyBytesInFlight: r.int('HTTP_BODY_BYTES_IN_FLIGHT', 192 * MIB, 64 * MIB, 64 * 1024 * MIB),
+      bodyMaxInflateRatio: r.int('HTTP_BODY_MAX_INFLATE_RATIO', 100, 2, 100_000),
     },
     log: {
       level: r.oneOf(
@@ -615,6 +638,7 @@ export function loadConfig(env: Env = process.env, plugins: readonly ProviderPlu
         perAddressPerHour: r.int('SIGNIN_PER_ADDRESS_PER_HOUR', 5, 1, 1000),
         perClientPerHour: r.int('SIGNIN_PER_CLIENT_PER_HOUR', 20, 1, 1_000_000),
       },
+      abuseBudget: abuseBudgets(r),
       completionReads: {
         perMinute: r.int('COMPLETION_READS_PER_MINUTE', 300, 1, 1_000_000),
         maxReadersPerCompletion: r.int('RESUME_MAX_READERS', 5, 1, 1000),
@@ -819,6 +843,38 @@ export const invoicingSlots = (c: Pick<Config, 'db' | 'invoicing'>): number =>
  * Stripe allows about 100 operations per second in live mode and 25 in test mode; the default
  * stays under the mode's limit (other Stripe traffic of the same Stripe account shares it).
  */
+/**
+ * The abuse budgets. An account's is wide enough that a client within its tier's own limits never
+ * meets it (its completions and completion reads, retries and other endpoints included), and its
+ * bytes hold two of the largest valid chat request (60.8 MiB); the paid tier's follows
+ * PAID_REQUESTS_PER_MINUTE unless set.
+ */
+function abuseBudgets(r: Reader): Config['limits']['abuseBudget'] {
+  const paidPerMinute = r.int('PAID_REQUESTS_PER_MINUTE', 600, 1, 10_000_000);
+  const paidBudget = r.int('ABUSE_BUDGET_PAID_REQUESTS_PER_MINUTE', 5 * paidPerMinute, 1, 100_000_000);
+  if (paidBudget < paidPerMinute)
+    throw new ConfigError(
+      'ABUSE_BUDGET_PAID_REQUESTS_PER_MINUTE',
+      `at least PAID_REQUESTS_PER_MINUTE (${paidPerMinute})`,
+      r.raw('ABUSE_BUDGET_PAID_REQUESTS_PER_MINUTE'),
+    );
+  const bytes = (name: string, fallback: number, min: number) => r.int(name, fallback, min, 1024 * 1024 * MIB);
+  return {
+    free: {
+      requestsPerMinute: r.int('ABUSE_BUDGET_FREE_REQUESTS_PER_MINUTE', 600, 20, 100_000_000),
+      bytesPerMinute: bytes('ABUSE_BUDGET_FREE_BYTES_PER_MINUTE', 128 * MIB, 64 * MIB),
+    },
+    paid: {
+      requestsPerMinute: paidBudget,
+      bytesPerMinute: bytes('ABUSE_BUDGET_PAID_BYTES_PER_MINUTE', 1024 * MIB, 64 * MIB),
+    },
+    client: {
+      requestsPerMinute: r.int('ABUSE_BUDGET_CLIENT_REQUESTS_PER_MINUTE', 600, 1, 100_000_000),
+      bytesPerMinute: bytes('ABUSE_BUDGET_CLIENT_BYTES_PER_MINUTE', 16 * MIB, MIB),
+    },
+  };
+}
+
 function stripeMaxOps(r: Reader): number {
   const live = r.optional('STRIPE_SECRET_KEY')?.startsWith('sk_live_') ?? false;
   return r.int('STRIPE_MAX_OPS_PER_SECOND', live ? 80 : 20, 1, 10_000);

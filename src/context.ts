@@ -15,6 +15,7 @@ import { ProviderRegistry } from './providers/registry.js';
 import { ComputePool } from './providers/compute-pool.js';
 import { Limiter } from './limits/limiter.service.js';
 import { SignupLimits } from './accounts/signup-limits.js';
+import { AbuseBudget } from './limits/abuse-budget.service.js';
 import { StripeGuards } from './subscriptions/stripe-guards.service.js';
 import { ApiKeyCache } from './accounts/api-key-cache.js';
 import { createJwtVerifier, type JwtVerifier } from './accounts/jwt.js';
@@ -63,6 +64,7 @@ export class AppContext {
     signupLimits?: SignupLimits;
     signInLimits?: SignupLimits;
     stripeGuards?: StripeGuards;
+    abuseBudget?: AbuseBudget;
     jwtVerifier?: JwtVerifier;
     relayHub?: RelayHub;
     relayLogTails?: RelayLogTails;
@@ -151,6 +153,15 @@ export class AppContext {
       clock: this.clock,
       config: this.config,
       outages: this.outages,
+    }));
+  }
+
+  /** Every request counted per account and per client network before its body is read (web processes). */
+  get abuseBudget(): AbuseBudget {
+    return (this.built.abuseBudget ??= new AbuseBudget({
+      redis: this.redis,
+      config: this.config,
+      metrics: this.metrics,
     }));
   }
 

@@ -20,6 +20,23 @@ function httpMetrics(registers: client.Registry[]) {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers,
     }),
+    bodyBytesInFlight: new client.Gauge({
+      name: 'http_request_body_bytes_in_flight',
+      help: 'Decompressed bytes of the request bodies this process is reading or holding now (bounded by HTTP_BODY_BYTES_IN_FLIGHT)',
+      registers,
+    }),
+    bodyRefusals: new client.Counter({
+      name: 'http_request_body_refusals_total',
+      help: 'Request bodies refused before they were parsed, by route and reason (too_large, inflate_ratio, busy)',
+      labelNames: ['route', 'reason'] as const,
+      registers,
+    }),
+    bodyParsedBytes: new client.Counter({
+      name: 'http_request_body_parsed_bytes_total',
+      help: 'Bytes of request bodies parsed as JSON, by route',
+      labelNames: ['route'] as const,
+      registers,
+    }),
   };
 }
 
@@ -73,6 +90,12 @@ function limiterMetrics(registers: client.Registry[]) {
     unavailable: new client.Counter({
       name: 'rate_limiter_unavailable_total',
       help: 'Limiter calls refused with 503 because Redis could not be reached',
+      registers,
+    }),
+    abuseBudgetRefusals: new client.Counter({
+      name: 'abuse_budget_refusals_total',
+      help: 'Requests refused by an abuse budget before their body was read, by whose budget (free, paid, client) and what ran out (requests, bytes)',
+      labelNames: ['budget', 'spent'] as const,
       registers,
     }),
   };

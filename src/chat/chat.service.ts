@@ -4,7 +4,13 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import { AppError, validationError } from '../errors.js';
-import { countPromptTokens, IMAGE_TOKENS, INLINE_TOKENIZE_MAX_CHARS, promptChars } from '../providers/tokenizer.js';
+import {
+  countPromptTokens,
+  IMAGE_TOKENS,
+  INLINE_TOKENIZE_MAX_CHARS,
+  jsonSize,
+  promptChars,
+} from '../providers/tokenizer.js';
 import { imagesOf, textOf } from '../providers/messages.js';
 import type { CompletionParams } from '../providers/types.js';
 import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.schema.js';
@@ -22,13 +28,16 @@ import { completionParamsOf } from './request-forms.js';
  */
 function estimatePromptTokens(params: CompletionParams): number {
   const { messages, tools, response_format } = params;
-  if (promptChars(messages, params) <= INLINE_TOKENIZE_MAX_CHARS) return countPromptTokens(messages, params);
-  // Tool calls, tool definitions and a json_schema count by their JSON text; images by IMAGE_TOKENS each.
-  const texts = messages.map((m) => textOf(m.content) + (m.tool_calls ? JSON.stringify(m.tool_calls) : ''));
-  if (tools) texts.push(JSON.stringify(tools));
-  if (response_format) texts.push(JSON.stringify(response_format));
+  if (promptChars(messages, params, INLINE_TOKENIZE_MAX_CHARS) <= INLINE_TOKENIZE_MAX_CHARS)
+    return countPromptTokens(messages, params);
+  // Tool calls, tool definitions and a json_schema count by their JSON text, measured without
+  // writing it; images by IMAGE_TOKENS each.
+  const utf8 = (text: string) => Buffer.byteLength(text);
   let bytes = 0;
-  for (const t of texts) bytes += Buffer.byteLength(t);
+  for (const m of messages)
+    bytes += utf8(textOf(m.content)) + (m.tool_calls ? jsonSize(m.tool_calls, Infinity, utf8) : 0);
+  if (tools) bytes += jsonSize(tools, Infinity, utf8);
+  if (response_format) bytes += jsonSize(response_format, Infinity, utf8);
   let images = 0;
   for (const m of messages) images += imagesOf(m.content).length;
   return Math.ceil(bytes / 3) + 4 * messages.length + images * IMAGE_TOKENS;

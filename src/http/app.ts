@@ -5,6 +5,8 @@ import { AppError, validationError } from '../errors.js';
 import { validate } from '../validation.js';
 import { queueDashboard } from './admin/queue-dashboard.js';
 import { authenticate } from './middleware/auth.js';
+import { authenticateWithinBudget } from './middleware/abuse-budget.js';
+import { BodyBytesGate } from './body-reader.js';
 import { jsonBody, jsonOrFormBody } from './middleware/body.js';
 import { requireSameOrigin } from './middleware/console-session.js';
 import { corsFor } from './middleware/cors.js';
@@ -21,7 +23,7 @@ import { allRoutes } from './routes/index.js';
 /**
  * The web tier, in the order a request meets it: request id, the server span (tracing on), metrics
  * and access log, the one error mapper, the queue dashboard under /admin/queues (with ADMIN_TOKEN),
- * then per route: credential, body parsing, path, query and body validation, handler.
+ * then per route: credential and abuse budget, body parsing, path, query and body validation, handler.
  */
 export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState> {
   // `only` serves a chosen set of routes (middleware tests); by default, every endpoint. The
@@ -30,11 +32,17 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
   const openApiDoc: unknown = buildOpenApi(routes, app.config.http.publicBaseUrl);
 
   const router = new Router<AppState>();
+  const bodies = new BodyBytesGate(app.config.http.bodyBytesInFlight, app.metrics.http.bodyBytesInFlight);
   for (const spec of routes) {
     checkPathParams(spec);
     // Few links per route (credential, same origin, body parsing, the rest): each link of a Koa chain
     // is an async call and a promise per request, and the checks after the body need no chain.
-    const auth = authenticate(spec.auth, app, { deferKeyCheck: spec.deferKeyCheck ?? false });
+    const readsBody = (spec.method === 'post' || spec.method === 'put') && Boolean(spec.body || spec.rawBody);
+    const auth = authenticateWithinBudget(
+      app,
+      authenticate(spec.auth, app, { deferKeyCheck: spec.deferKeyCheck ?? false }),
+      readsBody,
+    );
     const stack: Koa.Middleware<AppState>[] = [
       (ctx, next) => {
         ctx.state.route = spec.path;
@@ -46,12 +54,10 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
         requireSameOrigin(ctx, app.config);
         await next();
       });
-    if ((spec.method === 'post' || spec.method === 'put') && (spec.body || spec.rawBody))
-      stack.push(
-        spec.formBody
-          ? jsonOrFormBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES)
-          : jsonBody(spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES, spec.rawBody),
-      );
+    if (readsBody) {
+      const limit = spec.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
+      stack.push(spec.formBody ? jsonOrFormBody(app, bodies, limit) : jsonBody(app, bodies, limit, spec.rawBody));
+    }
     const checks = inputChecks(spec);
     stack.push(async (ctx) => {
       for (const check of checks) check(ctx);

@@ -3,6 +3,7 @@ import type { AppContext } from '../context.js';
 import type { JsonSchema } from '../validation.js';
 import type { Account } from '../accounts/accounts.repository.js';
 import type { LiveSession } from '../console-identity/sessions.service.js';
+import type { BudgetSubject } from '../limits/abuse-budget.service.js';
 
 /**
  * Which credential an endpoint takes (the interface's Authentication section), or `session`: the
@@ -29,6 +30,8 @@ export interface AppState {
    * afresh (or answer 401/403) when that finds it changed.
    */
   keyCheck?: { versionKey: string; version: string | null; refresh: () => Promise<Account> };
+  /** Whose abuse budget the request spent, and the body bytes it announced (counted before reading). */
+  budget?: { subject: BudgetSubject; announcedBytes: number };
   body?: unknown;
   query?: unknown;
   /** The request headers a route declares, validated against its `headers` schema. */

@@ -66,7 +66,8 @@ export class ComputePool {
 
   /** countPromptTokens, on a thread when the prompt is large. */
   async promptTokens(messages: readonly ChatMessage[], extras: Pick<CompletionParams, 'tools' | 'response_format'>) {
-    if (promptChars(messages, extras) <= INLINE_TOKENIZE_MAX_CHARS) return countPromptTokens(messages, extras);
+    if (promptChars(messages, extras, INLINE_TOKENIZE_MAX_CHARS) <= INLINE_TOKENIZE_MAX_CHARS)
+      return countPromptTokens(messages, extras);
     return this.run<number>('promptTokens', (taskId): PromptTokensTask => ({ taskId, messages, extras }));
   }
 

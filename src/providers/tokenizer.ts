@@ -84,17 +84,55 @@ export function countPromptTokens(
  */
 export const INLINE_TOKENIZE_MAX_CHARS = 64_000;
 
-/** The characters a prompt's token count reads: messages' text and tool calls, tools and json_schema as JSON. */
+/**
+ * The characters a prompt's token count reads: messages' text and tool calls, tools and json_schema
+ * as JSON (escapes aside). Counting stops once past `upTo`: the answer is then only "more".
+ */
 export function promptChars(
   messages: readonly ChatMessage[],
   extras: Pick<CompletionParams, 'tools' | 'response_format'> = {},
+  upTo = Infinity,
 ): number {
   let chars = 0;
-  for (const m of messages)
-    chars += textOf(m.content).length + (m.tool_calls ? JSON.stringify(m.tool_calls).length : 0);
-  if (extras.tools) chars += JSON.stringify(extras.tools).length;
-  if (extras.response_format) chars += JSON.stringify(extras.response_format).length;
+  for (const m of messages) {
+    chars += textOf(m.content).length + (m.tool_calls ? jsonSize(m.tool_calls, upTo) : 0);
+    if (chars > upTo) return chars;
+  }
+  if (extras.tools) chars += jsonSize(extras.tools, upTo);
+  if (extras.response_format && chars <= upTo) chars += jsonSize(extras.response_format, upTo);
   return chars;
+}
+
+/**
+ * The size of a value's JSON text without writing it (a request's tools may take 60 MB): each
+ * string by `measure` (its characters, or its UTF-8 bytes), keys and punctuation by their
+ * characters, escapes not counted. Counting stops once past `upTo`.
+ */
+export function jsonSize(
+  value: unknown,
+  upTo = Infinity,
+  measure: (text: string) => number = (text) => text.length,
+): number {
+  let size = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0 && size <= upTo) {
+    const v = pending.pop();
+    if (typeof v === 'string') {
+      size += measure(v) + 2;
+    } else if (Array.isArray(v)) {
+      size += 1 + Math.max(1, v.length);
+      for (const item of v) pending.push(item);
+    } else if (v !== null && typeof v === 'object') {
+      size += 1;
+      for (const [key, item] of Object.entries(v)) {
+        size += measure(key) + 4;
+        pending.push(item);
+      }
+    } else {
+      size += String(v).length;
+    }
+  }
+  return size;
 }
 
 /** Completion tokens of tool calls: each call's function name and arguments, and its framing. */

@@ -1,3 +1,4 @@
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { AppError } from '../../src/errors.js';
@@ -6,6 +7,10 @@ import { CHAT_BODY_LIMIT_BYTES } from '../../src/chat/chat.schema.js';
 import { post, get, request } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 import { createTestAccount } from '../support/accounts.js';
+import { metricValue } from '../support/metrics.js';
+
+/** Requests /hold is holding, each with its body: calling one answers it. */
+const holding: (() => void)[] = [];
 
 // A route set that exercises the shared middleware (body parsing, validation, error mapping)
 // without depending on any one feature.
@@ -37,6 +42,21 @@ const routes = defineRoutes([
     handler: (ctx) => {
       const body = ctx.state.body as { messages: { content: string }[] };
       ctx.body = { count: body.messages.length, chars: body.messages.reduce((n, m) => n + m.content.length, 0) };
+    },
+  },
+  {
+    method: 'post',
+    path: '/hold',
+    operationId: 'hold',
+    summary: 'holds its body until the test lets it go',
+    tag: 'test',
+    auth: 'none',
+    body: { type: 'object' },
+    bodyLimitBytes: CHAT_BODY_LIMIT_BYTES,
+    responses: { 200: { description: 'released' } },
+    handler: async (ctx) => {
+      await new Promise<void>((resolve) => holding.push(resolve));
+      ctx.body = { released: true };
     },
   },
   {
@@ -220,6 +240,79 @@ describe('web tier core', () => {
     }
   });
 
+  describe('compressed bodies', () => {
+    const json = { messages: [{ content: 'é'.repeat(3000) }] };
+    const send = (url: string, body: Buffer, encoding: string) =>
+      request('POST', url, {
+        raw: body,
+        headers: { 'content-type': 'application/json', 'content-encoding': encoding },
+      });
+    const parsed = () =>
+      metricValue(web.app.metrics.registry, 'http_request_body_parsed_bytes_total', { route: '/echo' });
+
+    it('reads a gzip, deflate or br body as the JSON it decompresses to', async () => {
+      const text = Buffer.from(JSON.stringify(json));
+      for (const [encoding, body] of [
+        ['gzip', gzipSync(text)],
+        ['deflate', deflateSync(text)],
+        ['br', brotliCompressSync(text)],
+      ] as const) {
+        const r = await send(`${web.url}/echo`, body, encoding);
+        expect(r.status, encoding).to.equal(200);
+        expect(r.body, encoding).to.deep.equal({ count: 1, chars: 3000 });
+      }
+    });
+
+    it("refuses a gzip body that decompresses past the route's limit with 413, unparsed", async () => {
+      const small = await startTestWeb({
+        routes: routes.map((r) => (r.path === '/echo' ? { ...r, bodyLimitBytes: 2048 } : r)),
+      });
+      try {
+        const body = gzipSync(JSON.stringify({ messages: [{ content: 'x'.repeat(4000) }] }));
+        expect(body.length).to.be.below(2048);
+        const r = await send(`${small.url}/echo`, body, 'gzip');
+        expect(r.status).to.equal(413);
+        expect(r.body.error).to.deep.equal({
+          message: 'Request body is too large: this endpoint reads at most 2048 bytes once decompressed',
+          type: 'invalid_request_error',
+          code: 'request_too_large',
+          param: null,
+        });
+        const registry = small.app.metrics.registry;
+        expect(await metricValue(registry, 'http_request_body_parsed_bytes_total', { route: '/echo' })).to.equal(0);
+        expect(await metricValue(registry, 'http_request_body_refusals_total', { reason: 'too_large' })).to.equal(1);
+      } finally {
+        await small.close();
+      }
+    });
+
+    it('refuses a br body that inflates past 100 times its size on the wire with 413, unparsed, though under the limit', async () => {
+      // 5 MB of JSON (the route reads 60.8 MiB) in a few hundred bytes.
+      const body = brotliCompressSync(`{"messages":[]${' '.repeat(5_000_000)}}`);
+      expect(body.length).to.be.below(5_000_000 / 100);
+      const before = await parsed();
+      const r = await send(`${web.url}/echo`, body, 'br');
+      expect(r.status).to.equal(413);
+      expect(r.body.error.message).to.equal(
+        'Request body is too large: a br body may decompress to at most 100 times its size on the wire',
+      );
+      expect(await parsed()).to.equal(before);
+    });
+
+    it('answers 415 for a Content-Encoding it does not decode', async () => {
+      const r = await send(`${web.url}/echo`, Buffer.from('{"messages":[]}'), 'compress');
+      expect(r.status).to.equal(415);
+      expect(r.body.error).to.include({ type: 'invalid_request_error', code: 'unsupported_content_encoding' });
+    });
+
+    it('answers 400 for a body that is not what its Content-Encoding says', async () => {
+      const r = await send(`${web.url}/echo`, Buffer.from('{"messages":[]}'), 'gzip');
+      expect(r.status).to.equal(400);
+      expect(r.body.error.code).to.equal('invalid_content_encoding');
+      expect(r.body.error.message).to.match(/^The body could not be decompressed as gzip: /);
+    });
+  });
+
   it('hides internal errors behind a generic 500 envelope', async () => {
     const r = await get(`${web.url}/boom`);
     expect(r.status).to.equal(500);
@@ -237,6 +330,37 @@ describe('web tier core', () => {
       code: 'rate_limit_exceeded',
       param: null,
     });
+  });
+});
+
+describe("a process's room for request bodies (HTTP_BODY_BYTES_IN_FLIGHT)", () => {
+  let web: TestWeb;
+  before(async () => {
+    web = await startTestWeb({ routes, env: { HTTP_BODY_BYTES_IN_FLIGHT: String(64 * 1024 * 1024) } });
+  });
+  after(async () => web.close());
+  const bodyOf = (bytes: number) => Buffer.from(`{${' '.repeat(bytes - 2)}}`);
+  const hold = (bytes: number) =>
+    request('POST', `${web.url}/hold`, { raw: bodyOf(bytes), headers: { 'content-type': 'application/json' } });
+  const inFlight = () => metricValue(web.app.metrics.registry, 'http_request_body_bytes_in_flight');
+
+  it('answers 503 with Retry-After, unread, to a body that does not fit beside those held, and reads it once they are answered', async () => {
+    const first = hold(40_000_000);
+    while (holding.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    expect(await inFlight()).to.equal(40_000_000);
+
+    const refused = await hold(30_000_000);
+    expect(refused.status).to.equal(503);
+    expect(refused.headers.get('retry-after')).to.equal('1');
+    expect(refused.body.error).to.include({ type: 'service_unavailable', code: 'server_busy' });
+
+    holding.shift()!();
+    expect((await first).status).to.equal(200);
+    expect(await inFlight()).to.equal(0);
+    const again = hold(30_000_000);
+    while (holding.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    holding.shift()!();
+    expect((await again).status).to.equal(200);
   });
 });
 

@@ -65,6 +65,18 @@ describe('configuration', () => {
       /^HTTP_REQUEST_TIMEOUT_MS must be at least HTTP_HEADERS_TIMEOUT_MS/,
     );
   });
+  it("sets a paid account's abuse budget to 5 x PAID_REQUESTS_PER_MINUTE unless given, and refuses one below that tier's limit", () => {
+    expect(loadConfig(base).limits.abuseBudget.paid.requestsPerMinute).to.equal(3000);
+    expect(
+      loadConfig({ ...base, PAID_REQUESTS_PER_MINUTE: '2000' }).limits.abuseBudget.paid.requestsPerMinute,
+    ).to.equal(10_000);
+    expect(() =>
+      loadConfig({ ...base, PAID_REQUESTS_PER_MINUTE: '2000', ABUSE_BUDGET_PAID_REQUESTS_PER_MINUTE: '1000' }),
+    ).to.throw(
+      ConfigError,
+      /^ABUSE_BUDGET_PAID_REQUESTS_PER_MINUTE must be at least PAID_REQUESTS_PER_MINUTE \(2000\)/,
+    );
+  });
   it('bounds each process to DB_POOL_SIZE connections for queries and DB_LOCK_POOL_SIZE for locks, 10 and INVOICING_CONCURRENCY + 2 by default', () => {
     expect(loadConfig(base).db).to.include({ poolSize: 10, lockPoolSize: 10 });
     expect(loadConfig({ ...base, INVOICING_CONCURRENCY: '3' }).db).to.include({ lockPoolSize: 5 });

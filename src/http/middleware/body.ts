@@ -1,27 +1,23 @@
 import type { Context, Middleware } from 'koa';
+import { parse as parseJsonText } from '@hapi/bourne';
 import { koaBody } from 'koa-body';
+import type { AppContext } from '../../context.js';
 import { AppError, validationError } from '../../errors.js';
+import { readBodyText, type BodyBytesGate } from '../body-reader.js';
 import type { AppState } from '../route.js';
-import { Utf8Check } from './utf8-check.js';
 
 /**
- * Parses a JSON body into ctx.state.body (undefined when the request has none). Malformed JSON
- * is the client's mistake: 422 naming where it broke, never a 500. Beyond the limit: 413.
+ * Parses a JSON body into ctx.state.body (undefined when the request has none), holding its bytes
+ * in the process's room for bodies until the response is done. Malformed JSON is the client's
+ * mistake: 422 naming where it broke, never a 500. Beyond the limit, decompressed: 413, unparsed.
  */
-export function jsonBody(limitBytes: number, keepRaw = false): Middleware<AppState> {
-  const parse = koaBody({
-    json: true,
-    urlencoded: false,
-    text: false,
-    multipart: false,
-    jsonLimit: limitBytes,
-    jsonStrict: false,
-    includeUnparsed: keepRaw,
-    patchKoa: true,
-    onError: (err) => {
-      throw mapParseError(err);
-    },
-  });
+export function jsonBody(
+  deps: Pick<AppContext, 'config' | 'metrics' | 'abuseBudget'>,
+  gate: BodyBytesGate,
+  limitBytes: number,
+  keepRaw = false,
+): Middleware<AppState> {
+  const { http } = deps.metrics;
   return async (ctx, next) => {
     const hasBody = Boolean(ctx.request.length) || ctx.get('transfer-encoding') !== '';
     if (hasBody && !ctx.is('json', '+json')) {
@@ -29,33 +25,53 @@ export function jsonBody(limitBytes: number, keepRaw = false): Middleware<AppSta
         { loc: ['body'], msg: 'Body must be JSON; send Content-Type: application/json', type: 'model_attributes_type' },
       ]);
     }
-    // koa-body's middleware type is loose; it resolves once the body is parsed.
-    const parsing = parse(ctx, () => Promise.resolve()) as Promise<void>;
-    // The parser reads the same 'data' events (it attached its listener just now, synchronously).
-    // A compressed body is checked by the parser alone: its bytes here are not the text.
-    const utf8 = (ctx.get('content-encoding') || 'identity') === 'identity' ? new Utf8Check() : undefined;
-    if (utf8) ctx.req.on('data', (chunk: Buffer) => utf8.feed(chunk));
-    await parsing;
-    if (utf8 && !utf8.ok) {
-      throw validationError([{ loc: ['body'], msg: 'Body is not valid UTF-8', type: 'json_invalid' }]);
+    const route = ctx.state.route ?? 'unmatched';
+    const hold = gate.hold();
+    try {
+      if (hasBody) {
+        let read: { text: string; bytes: number };
+        try {
+          read = await readBodyText(ctx.req, {
+            limitBytes,
+            maxInflateRatio: deps.config.http.bodyMaxInflateRatio,
+            hold,
+            onRefused: (reason) => http.bodyRefusals.inc({ route, reason }),
+          });
+        } finally {
+          // A compressed or chunked body took more than it announced, read in full or not: its budget pays the rest.
+          const budget = ctx.state.budget;
+          if (budget) await deps.abuseBudget.charge(budget.subject, hold.bytes - budget.announcedBytes);
+        }
+        http.bodyParsedBytes.inc({ route }, read.bytes);
+        ctx.state.body = read.text === '' ? undefined : parseJson(read.text);
+        if (keepRaw) ctx.state.rawBody = read.text;
+      }
+      await next();
+    } finally {
+      hold.release();
     }
-    const body = (ctx.request as { body?: unknown }).body;
-    if (keepRaw) {
-      // koa-body 7 leaves the exact text on ctx.request.rawBody (older versions used a symbol on the body).
-      const raw = (ctx.request as { rawBody?: unknown }).rawBody;
-      if (typeof raw === 'string') ctx.state.rawBody = raw;
-    }
-    ctx.state.body = hasBody ? body : undefined;
-    await next();
   };
+}
+
+/** JSON as co-body parsed it: any JSON value, and a `__proto__` key refused (it would reach prototypes on a merge). */
+function parseJson(text: string): unknown {
+  try {
+    return parseJsonText(text, { protoAction: 'error' });
+  } catch (err) {
+    throw mapParseError({ message: (err as Error).message, body: text });
+  }
 }
 
 /**
  * A body that is JSON (as jsonBody reads it) or a browser's URL-encoded form, into
  * ctx.state.body; anything else is a 422.
  */
-export function jsonOrFormBody(limitBytes: number): Middleware<AppState> {
-  const json = jsonBody(limitBytes);
+export function jsonOrFormBody(
+  deps: Pick<AppContext, 'config' | 'metrics' | 'abuseBudget'>,
+  gate: BodyBytesGate,
+  limitBytes: number,
+): Middleware<AppState> {
+  const json = jsonBody(deps, gate, limitBytes);
   return async (ctx, next) => {
     if (!ctx.is('urlencoded')) {
       await json(ctx, next);
