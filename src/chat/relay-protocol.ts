@@ -139,10 +139,11 @@ export const readerField = (instance: string): string => `${READER_FIELD_PREFIX}
 
 // A completion id names the web process that took the request: its relay log and state carry that
 // process's hash tag, so any web process finds them from the id alone (a resumed stream, a
-// retrieval), with no index key to write per request. Ids stay OpenAI's `chatcmpl-` plus 24
-// URL-safe characters: the 8 of the web process's instance name, then 16 random ones.
+// retrieval), with no index key to write per request. Ids stay OpenAI's `chatcmpl-` (`resp_` for
+// the Responses API) plus 24 URL-safe characters: the 8 of the web process's instance name, then
+// 16 random ones.
 export const INSTANCE_LENGTH = 8;
-const COMPLETION_ID = new RegExp(`^chatcmpl-([A-Za-z0-9_-]{${INSTANCE_LENGTH}})[A-Za-z0-9_-]{16}$`);
+const COMPLETION_ID = new RegExp(`^(?:chatcmpl-|resp_)([A-Za-z0-9_-]{${INSTANCE_LENGTH}})[A-Za-z0-9_-]{16}$`);
 
 export function completionId(instance: string): string {
   if (instance.length !== INSTANCE_LENGTH)

@@ -532,7 +532,9 @@ export class RelayPublisher {
    */
   async webTook(seq: number, signal: AbortSignal, timeoutMs: number): Promise<void> {
     const until = performance.now() + timeoutMs;
-    while (!signal.aborted && performance.now() < until) {
+    // A detached resumable request has no web process handing it on (its readers follow the relay
+    // log): nothing will acknowledge it, and nothing is waited for.
+    while (this.publishing && !signal.aborted && performance.now() < until) {
       const acked = await this.webAcked().catch(() => undefined);
       if (acked !== undefined && acked >= seq) return;
       await new Promise<void>((resolve) => {

@@ -354,7 +354,13 @@ export function translateResponsesRequest(body: CreateResponseRequest, prior: Pr
   if (body.temperature != null) chat.temperature = body.temperature;
   if (body.top_p != null) chat.top_p = body.top_p;
   if (body.user != null) chat.user = body.user;
-  if (body.stream === true) chat.stream = true;
+  // Every Responses stream is resumable (GET /v1/responses/{id}?stream=true): a dropped
+  // connection leaves the answer running for the resume grace period, as a chat stream asks for
+  // with stream_options.resumable.
+  if (body.stream === true) {
+    chat.stream = true;
+    chat.stream_options = { resumable: true };
+  }
 
   const echo: Record<string, unknown> = {
     background: false,

@@ -573,3 +573,73 @@ describe('the Responses API when its worker dies mid-stream (web and worker proc
     expect(rows[0]!.completion_tokens).to.be.greaterThan(0);
   });
 });
+
+describe('a Responses stream resumed on another web process (two web processes, one worker, local model)', () => {
+  let app: AppContext;
+  const start = rolesPerTest();
+
+  before(() => {
+    app = createContext(testConfig(), { role: 'test' });
+  });
+  after(async () => app.close());
+
+  type Event = { type: string; sequence_number: number; delta?: string; response?: Record<string, unknown> };
+  const deltas = (events: Event[]) =>
+    events
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => e.delta)
+      .join('');
+
+  it('goes on with starting_after from the event after the last one received; the joined text is the stored answer, billed once', async () => {
+    // 20 tokens a second: 40 tokens take two seconds, time enough to drop the connection mid-stream.
+    const env = { REDIS_PREFIX: isolatedPrefix(), LOCAL_MODEL_TTFT_MS: '0', LOCAL_MODEL_TOKENS_PER_SECOND: '20' };
+    const account = await createTestAccount(app, { tier: 'paid' });
+    const [one, other] = await Promise.all([start('web', env), start('web', env), start('worker', env)]);
+    const s = openStream(`${one.url}/v1/responses`, account.apiKey, {
+      model: 'gemini-2.5-flash',
+      input: 'Tell me a story',
+      max_output_tokens: 40,
+    });
+    // The opening, the message item and its part, then three deltas.
+    await s.waitFor(7);
+    s.controller.abort();
+    await s.finished;
+    const before = s.events.map((e) => JSON.parse(e) as Event);
+    const id = before[0]!.response!.id as string;
+    const last = before.at(-1)!.sequence_number;
+
+    const resumed = await readSse(
+      await fetch(`${other.url}/v1/responses/${id}?stream=true&starting_after=${last}`, {
+        headers: { authorization: `Bearer ${account.apiKey}` },
+      }),
+    );
+    expect(resumed.status).to.equal(200);
+    expect(wireIssues(resumed)).to.deep.equal([]);
+    const after = resumed.chunks as Event[];
+    expect(after[0]!.sequence_number).to.equal(last + 1);
+    expect(after.map((e) => e.sequence_number)).to.deep.equal(after.map((_, i) => last + 1 + i));
+    const ending = after.at(-1)!;
+    expect(ending.type).to.be.oneOf(['response.completed', 'response.incomplete']);
+
+    const stored = await get(`${other.url}/v1/responses/${id}`, { bearer: account.apiKey });
+    expect(stored.status).to.equal(200);
+    expect(stored.body).to.deep.equal(ending.response);
+    const text = (stored.body.output as { content: { text: string }[] }[])[0]!.content[0]!.text;
+    expect(deltas(before) + deltas(after)).to.equal(text);
+    const rows = await eventually(async () => {
+      const found = await app.db.selectFrom('usage_events').selectAll().where('request_id', '=', id).execute();
+      return found.length > 0 ? found : undefined;
+    }, 'the usage row');
+    expect(rows).to.have.length(1);
+    expect(rows[0]!.completion_tokens).to.equal((ending.response!.usage as { output_tokens: number }).output_tokens);
+  });
+
+  it("answers 404 in the Responses API's words for a stream of an unknown id", async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix() };
+    const account = await createTestAccount(app, { tier: 'paid' });
+    const web = await start('web', env);
+    const r = await get(`${web.url}/v1/responses/resp_nope?stream=true`, { bearer: account.apiKey });
+    expect(r.status).to.equal(404);
+    expect(r.body.error).to.deep.include({ message: "Response with id 'resp_nope' not found.", param: 'response_id' });
+  });
+});

@@ -1,3 +1,4 @@
+import { resumeCompletion } from '../../chat/resumed-completion.js';
 import { AppError } from '../../errors.js';
 import {
   deleteResponse,
@@ -7,6 +8,7 @@ import {
 } from '../../responses/stored-responses.service.js';
 import type { AppContext } from '../../context.js';
 import type { JsonSchema } from '../../validation.js';
+import { sendCompletion } from '../completion-response.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
 
 // Stored Responses API objects (store: true, the default), read back and deleted by the account
@@ -25,6 +27,63 @@ const ResponseParams: JsonSchema = {
     },
   },
 };
+
+// A stream event's sequence number: a non-negative integer that a JavaScript number holds exactly.
+const SEQUENCE_NUMBER = '^(0|[1-9][0-9]{0,14})$';
+
+const RetrieveQuery: JsonSchema = {
+  type: 'object',
+  properties: {
+    stream: {
+      type: 'string',
+      enum: ['true', 'false'],
+      description:
+        "`true`: the response's stream events from its relay log, then live as they are generated, on any web process",
+    },
+    starting_after: {
+      type: 'string',
+      pattern: SEQUENCE_NUMBER,
+      description: 'With `stream=true`: the events after the one with this `sequence_number` (default: from the first)',
+      example: '12',
+    },
+    include: {
+      description: "OpenAI's extra fields to include. Accepted; a Response here has none to add.",
+      anyOf: [
+        { type: 'string', maxLength: 200 },
+        { type: 'array', maxItems: 20, items: { type: 'string', maxLength: 200 } },
+      ],
+    },
+    include_obfuscation: {
+      type: 'string',
+      enum: ['true', 'false'],
+      description: 'Accepted; events carry no obfuscation padding.',
+    },
+  },
+};
+
+/**
+ * A response's stream events after `starting_after` (a sequence number), replayed from its relay log
+ * and followed live: every Responses stream is resumable, foreground ones included, until
+ * RELAY_LOG_TTL_SECONDS after it ended. Event `id:` lines count from 1 (sequence_number + 1).
+ */
+async function resumeResponse(ctx: HttpContext, app: AppContext, id: string, startingAfter: string | undefined) {
+  const after = startingAfter === undefined ? 0 : Number(startingAfter) + 1;
+  let stream;
+  try {
+    stream = await resumeCompletion(app, accountOf(ctx).id, id, after);
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+    if (err.status === 404) throw responseNotFound(id);
+    if (err.code === 'completion_not_streamed')
+      throw new AppError(
+        'invalid_request',
+        `The response '${id}' was not streamed, so it has no events to resume: read it without stream=true.`,
+        { code: 'response_not_streamed', param: 'stream' },
+      );
+    throw err;
+  }
+  await sendCompletion(ctx, app, stream, { asSse: true, wire: 'responses' });
+}
 
 const InputItemsQuerySchema: JsonSchema = {
   type: 'object',
@@ -117,20 +176,25 @@ export const responsesRetrievalRoutes: RouteSpec[] = defineRoutes([
     method: 'get',
     path: '/v1/responses/:response_id',
     operationId: 'getResponse',
-    summary: 'A stored response, for RESPONSES_RETENTION_DAYS after it was created',
+    summary: 'A stored response, for RESPONSES_RETENTION_DAYS after it was created; or its stream, resumed',
     description:
       'The Response object of a request made with `store: true` (the default), as the client last saw it: its status, output and usage (with `cost`). ' +
-      "An unknown id, another account's, a deleted one or one past its retention gives 404.",
+      "An unknown id, another account's, a deleted one or one past its retention gives 404. " +
+      'With `stream=true`: the stream events of a streamed response after `starting_after`, from its relay log and then live, on any web process, until RELAY_LOG_TTL_SECONDS after it ended (stored or not).',
     tag: 'responses',
     auth: 'api_key',
     params: ResponseParams,
+    query: RetrieveQuery,
     responses: {
-      200: { description: 'The response', schema: StoredResponseSchema },
+      200: { description: 'The response', schema: StoredResponseSchema, alsoAs: ['text/event-stream'] },
+      400: { description: 'stream=true for a response that was not streamed (`response_not_streamed`)' },
       404: { description: "No such response for this account (unknown, another account's, deleted or expired)" },
       429: READ_LIMITED,
     },
     handler: async (ctx, app) => {
       const id = await admittedResponseId(ctx, app);
+      const query = ctx.state.query as { stream?: string; starting_after?: string };
+      if (query.stream === 'true') return resumeResponse(ctx, app, id, query.starting_after);
       const row = await findResponse(app, accountOf(ctx).id, id);
       if (!row) throw responseNotFound(id);
       ctx.body = row.response;
