@@ -24,7 +24,8 @@ import {
 import { endAbandoned, runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { traceJob } from '../src/chat/completion-tracing.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
-import { storeAnswer } from '../src/responses/stored-responses.service.js';
+import { markStarted, storeAnswer } from '../src/responses/stored-responses.service.js';
+import { startingResponse } from '../src/chat/presenters/response.presenter.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
 import { isDependencyDown } from '../src/infra/outage.js';
 import { eventLoopLag } from '../src/metrics.js';
@@ -92,8 +93,9 @@ export async function startCompletionWorker(
       const job = running.get(requestId);
       if (!job) return;
       // A resumable request none of whose events reached the web process: its client never held
-      // the completion id it would resume with, so it left before the request began for it.
-      if ((job.publisher?.received ?? 0) === 0) {
+      // the completion id it would resume with, so it left before the request began for it. A
+      // background response's client had its id in the first answer: it runs on.
+      if ((job.publisher?.received ?? 0) === 0 && !job.background) {
         app.log.info(
           { requestId },
           'the web process holding this request died before its client had its id; stopping it',
@@ -125,6 +127,7 @@ export async function startCompletionWorker(
       Promise.all([appendUsage(app.redis, config, job.shard, usage), app.limiter.settle(settlementOf(job, usage))]),
     recordDirectly: (usage) => recordUsageDirectly(app, usage),
     storeResponse: (job, response) => storeAnswer(app, job, response),
+    startResponse: (job) => markStarted(app, job, startingResponse(job, 'in_progress')),
     workerSeen: async (id) => {
       // Absence means something only on a connection that has been up long enough (see liveness.ts).
       while (!stability.stableFor(settledAfterMs(ttl))) await new Promise((r) => setTimeout(r, 100));

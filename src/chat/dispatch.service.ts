@@ -231,10 +231,11 @@ function release(
       return;
     case 'client_left':
       // A queued job is withdrawn (nothing ran). A running one is stopped, unless the request is
-      // resumable: then it goes on, and its worker starts the grace period.
+      // resumable: then it goes on, and its worker starts the grace period. A background job is
+      // left to run, queued or not: nobody was ever meant to stay attached to it.
       if (job.resumable) {
         void (async () => {
-          if (was === 'queued' && (await withdraw())) return;
+          if (was === 'queued' && job.wire?.background !== true && (await withdraw())) return;
           await app.hub.detach(job.id);
         })();
       } else {

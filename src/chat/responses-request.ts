@@ -27,6 +27,12 @@ export interface ResponsesWire {
   store: boolean;
   /** The request's own input as stored items, each with an id (only when it is stored). */
   input?: Record<string, unknown>[];
+  /**
+   * background: true: the web answers at once (status queued) and leaves the job to run to its end
+   * with nobody attached; it is always stored and streamed into its relay log, so GET
+   * /v1/responses/{id} (and ?stream=true) follow it and POST …/cancel stops it.
+   */
+  background?: boolean;
 }
 
 /** The items a stored response continues from (previous_response_id): its context, then its output. */
@@ -103,8 +109,9 @@ function refuseUnknownFields(body: Record<string, unknown>): void {
     if (!harmless(value))
       throw unsupported(field, `Unsupported value of '${field}': this service answers without it; leave it out.`);
   }
-  if (body.background === true)
-    throw unsupported('background', 'Background responses are not supported yet: leave background out or false.');
+  // A background response is read back by its id: one that is not stored could never be.
+  if (body.background === true && body.store === false)
+    throw unsupported('store', 'Background responses must be stored: leave store out or true.', 'invalid_value');
 }
 
 /** A content part of a message item (or a call output) as a chat content part. */
@@ -357,13 +364,16 @@ export function translateResponsesRequest(body: CreateResponseRequest, prior: Pr
   // Every Responses stream is resumable (GET /v1/responses/{id}?stream=true): a dropped
   // connection leaves the answer running for the resume grace period, as a chat stream asks for
   // with stream_options.resumable.
-  if (body.stream === true) {
+  // A background response streams into its relay log too, with nobody attached: its events are
+  // there for GET ?stream=true, and its worker publishes them to the log alone.
+  const background = body.background === true;
+  if (body.stream === true || background) {
     chat.stream = true;
     chat.stream_options = { resumable: true };
   }
 
   const echo: Record<string, unknown> = {
-    background: false,
+    background,
     instructions: body.instructions ?? null,
     max_output_tokens: body.max_output_tokens ?? null,
     metadata: body.metadata ?? {},
@@ -385,6 +395,7 @@ export function translateResponsesRequest(body: CreateResponseRequest, prior: Pr
     echo,
     store,
     ...(store ? { input: storedItemsOf(body.input) } : {}),
+    ...(background ? { background: true } : {}),
   };
   return { chat, wire, locOf: locMapper(sources) };
 }

@@ -260,15 +260,17 @@ const OutputText: JsonSchema = {
 /** OpenAI's Response object as this service answers it (tested against OpenAI's own schema). */
 export const ResponseSchema: JsonSchema = {
   type: 'object',
-  required: ['id', 'object', 'created_at', 'status', 'model', 'output', 'usage', 'error', 'incomplete_details'],
+  // usage is there once the response has ended: a queued (background) one has none yet.
+  required: ['id', 'object', 'created_at', 'status', 'model', 'output', 'error', 'incomplete_details'],
   properties: {
     id: { type: 'string', example: 'resp_…' },
     object: { const: 'response' },
     created_at: { type: 'integer', description: 'Unix time in seconds' },
     status: {
       type: 'string',
-      enum: ['completed', 'incomplete', 'failed', 'in_progress'],
-      description: 'incomplete when the answer stopped at max_output_tokens (or a provider withheld content)',
+      enum: ['completed', 'incomplete', 'failed', 'in_progress', 'queued', 'cancelled'],
+      description:
+        'incomplete when the answer stopped at max_output_tokens (or a provider withheld content); queued, then in_progress and cancelled, for background responses',
     },
     model: { type: 'string' },
     output: {

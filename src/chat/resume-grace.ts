@@ -8,6 +8,8 @@ export interface GraceJob {
   controller: AbortController;
   relayTo: string;
   resumable: boolean;
+  /** A background response: it runs to its end with or without readers; only a cancel stops it. */
+  background?: boolean;
   /** Its client left: messages go only to the relay log (set before the publisher exists, too). */
   detached?: boolean;
   publisher?: RelayPublisher;
@@ -38,7 +40,7 @@ export class ResumeGrace {
     if (!job.resumable || job.controller.signal.aborted) return;
     job.detached = true;
     job.publisher?.stopPublishing();
-    if (job.graceTimer) return;
+    if (job.graceTimer || job.background) return;
     job.graceTimer = setTimeout(() => void this.expire(requestId, job), this.deps.graceMs);
     job.graceTimer.unref();
   }

@@ -62,6 +62,8 @@ export interface JobRuntime {
   recordDirectly: (usage: UsageEvent) => Promise<void>;
   /** Keeps a Responses API answer asked to be stored (see RunnerDeps.storeResponse). */
   storeResponse?: (job: CompletionJob, response: Record<string, unknown>) => Promise<void>;
+  /** Marks a stored background response in_progress as its upstream call starts. */
+  startResponse?: (job: CompletionJob) => Promise<void>;
   /** Whether a worker's liveness key is there, and since when it is not, read once the connection is known to be settled. */
   workerSeen: (workerId: string) => Promise<WorkerSeen>;
   metrics: CompletionMetrics;
@@ -101,6 +103,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     controller: new AbortController(),
     relayTo: job.relayTo,
     resumable: job.resumable === true,
+    background: job.wire?.background === true,
   };
   rt.running.set(job.id, running);
   rt.metrics.active.set(rt.running.size);
@@ -147,6 +150,7 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
       return 'cancelled';
     }
     rt.metrics.started.inc();
+    if (running.background) await markStarted(rt, job);
     rt.beforeUpstream?.(job);
     if (!provider) {
       await endUnanswered(rt, job, target, start, refused, 'failed');
@@ -157,6 +161,15 @@ export async function runJob(rt: JobRuntime, job: CompletionJob, mayBeRerun: boo
     clearTimeout(running.graceTimer);
     rt.running.delete(job.id);
     rt.metrics.active.set(rt.running.size);
+  }
+}
+
+/** A background response's stored status says a worker runs it; a failure to say so is only logged. */
+async function markStarted(rt: JobRuntime, job: CompletionJob): Promise<void> {
+  try {
+    await rt.startResponse?.(job);
+  } catch (err) {
+    rt.app.log.error({ requestId: job.id, err }, 'could not mark the background response in_progress');
   }
 }
 

@@ -48,6 +48,31 @@ export async function saveStoredResponse(db: Db | Trx, w: StoredResponseWrite): 
     .execute();
 }
 
+/**
+ * Replaces a response's status and object only while its status is one of `from`: a background
+ * response's start and its cancel never overwrite the end its worker stored. False when nothing changed.
+ */
+export async function advanceStoredResponse(
+  db: Db | Trx,
+  w: {
+    id: string;
+    accountId: string;
+    from: StoredResponseStatus[];
+    status: StoredResponseStatus;
+    response: Record<string, unknown>;
+    now: Date;
+  },
+): Promise<boolean> {
+  const r = await db
+    .updateTable('stored_responses')
+    .set({ status: w.status, response: JSON.stringify(w.response), updated_at: w.now })
+    .where('id', '=', w.id)
+    .where('account_id', '=', w.accountId)
+    .where('status', 'in', w.from)
+    .executeTakeFirst();
+  return r.numUpdatedRows > 0n;
+}
+
 /** The account's response with that id, unless it has expired (the daily cleanup may not have run yet). */
 export async function findStoredResponse(
   db: Db | Trx,

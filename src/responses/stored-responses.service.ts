@@ -4,6 +4,7 @@ import type { Db } from '../infra/db.js';
 import type { CompletionJob } from '../chat/completion-job.js';
 import type { StoredResponseStatus } from '../../db/schema/stored-responses.js';
 import {
+  advanceStoredResponse,
   deleteExpiredResponses,
   deleteStoredResponse,
   findStoredChain,
@@ -72,6 +73,43 @@ export async function storeAnswer(
     now: app.clock.now(),
     expiresAt: storedUntil(app.config, createdAt),
   });
+}
+
+/** A background response a worker has started: in_progress, unless it was cancelled or has ended meanwhile. */
+export async function markStarted(
+  app: StoredResponsesDeps,
+  job: Pick<CompletionJob, 'id' | 'accountId'>,
+  response: Record<string, unknown>,
+): Promise<void> {
+  await advanceStoredResponse(app.db, {
+    id: job.id,
+    accountId: job.accountId,
+    from: ['queued'],
+    status: 'in_progress',
+    response,
+    now: app.clock.now(),
+  });
+}
+
+/**
+ * A cancelled background response as it stands at the cancel: its stored object with status
+ * cancelled, unless it has ended meanwhile. Its worker's end, with what it produced and its usage,
+ * replaces it. Undefined when it had ended: the stored object is the answer.
+ */
+export async function markCancelled(
+  app: StoredResponsesDeps,
+  row: Pick<StoredResponseRow, 'id' | 'account_id' | 'response'>,
+): Promise<Record<string, unknown> | undefined> {
+  const response = { ...row.response, status: 'cancelled' };
+  const changed = await advanceStoredResponse(app.db, {
+    id: row.id,
+    accountId: row.account_id,
+    from: ['queued', 'in_progress'],
+    status: 'cancelled',
+    response,
+    now: app.clock.now(),
+  });
+  return changed ? response : undefined;
 }
 
 export interface InputItemsQuery {

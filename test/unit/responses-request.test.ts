@@ -125,8 +125,15 @@ describe('a Responses API request as the chat request its job carries', () => {
     expect([tool.status, tool.param]).to.deep.equal([400, 'tools[0].type']);
   });
 
-  it('refuses background for now with a 400 naming it', () => {
-    expect(refusal({ model: 'm', input: 'Hi', background: true }).param).to.equal('background');
+  it('refuses background with store: false with a 400 naming store', () => {
+    const err = refusal({ model: 'm', input: 'Hi', background: true, store: false });
+    expect([err.status, err.param]).to.deep.equal([400, 'store']);
+  });
+
+  it('runs a background request as a resumable stream, echoing background: true', () => {
+    const { chat, wire } = translateResponsesRequest({ model: 'm', input: 'Hi', background: true });
+    expect([chat.stream, chat.stream_options]).to.deep.equal([true, { resumable: true }]);
+    expect([wire.background, wire.store, wire.echo.background]).to.deep.equal([true, true, true]);
   });
 
   it("puts a stored response's items between the instructions and the new input, echoing previous_response_id", () => {

@@ -13,7 +13,7 @@ import type { RelayError } from '../relay-protocol.js';
 import type { RelayPublisher } from '../relay-publisher.js';
 import type { AnswerPresenter, AnswerUsage } from './answer-presenter.js';
 
-type Status = 'completed' | 'incomplete' | 'failed';
+type Status = 'completed' | 'incomplete' | 'failed' | 'cancelled';
 
 interface MessageItem {
   type: 'message';
@@ -80,7 +80,7 @@ const outputText = (text: string) => ({ type: 'output_text', annotations: [], lo
 function responseObject(
   job: CompletionJob,
   state: {
-    status: Status | 'in_progress';
+    status: Status | 'in_progress' | 'queued';
     output: Record<string, unknown>[];
     usage: AnswerUsage | undefined;
     error?: { code: string; message: string } | null;
@@ -108,6 +108,11 @@ function responseObject(
     // Known only at the end: an in-progress Response has none (OpenAI's schema has no null for it).
     ...(state.usage ? { usage: responseUsage(state.usage) } : {}),
   };
+}
+
+/** A Response as it stands before any output: `queued` (a background response just admitted) or `in_progress`. */
+export function startingResponse(job: CompletionJob, status: 'queued' | 'in_progress'): Record<string, unknown> {
+  return responseObject(job, { status, output: [], usage: undefined });
 }
 
 /** The output items of a finished choice: its text as a message (also when it is empty and no call was made), then its calls. */
@@ -280,8 +285,15 @@ export function responsePresenter(job: CompletionJob, publisher: RelayPublisher)
     },
     error(error, _choices, usage) {
       // Before any output the failure is the HTTP answer itself (the web tier has sent nothing).
-      if (!job.stream || !opened) return JSON.stringify(error);
+      // A background response's client was answered at admission: its end is always a Response,
+      // kept in the store for its retrieval.
+      const background = job.wire?.background === true;
+      if (!job.stream || (!opened && !background)) return JSON.stringify(error);
       const events = ending('response.failed', 'failed', usage, { error: failureOf(error) });
+      // Stopped by POST /v1/responses/{id}/cancel: OpenAI's status for it (its stream has no
+      // event of its own for it, and ends as failed).
+      if (background && error.error.code === 'request_cancelled')
+        final = { ...final, status: 'cancelled', error: null };
       return JSON.stringify({ ...error, events } satisfies RelayError);
     },
   };

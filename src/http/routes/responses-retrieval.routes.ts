@@ -3,10 +3,15 @@ import { AppError } from '../../errors.js';
 import {
   deleteResponse,
   findResponse,
+  markCancelled,
   inputItemsPage,
   type InputItemsQuery,
 } from '../../responses/stored-responses.service.js';
+import type { StoredResponseRow } from '../../responses/stored-responses.repository.js';
 import type { AppContext } from '../../context.js';
+import { cancelRequest } from '../../chat/request-cancel.js';
+import { originOf, requestStateKey, runningTtlSeconds } from '../../chat/relay-protocol.js';
+import { dependencyDown } from '../../infra/outage.js';
 import type { JsonSchema } from '../../validation.js';
 import { sendCompletion } from '../completion-response.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
@@ -171,6 +176,35 @@ const READ_LIMITED = {
   description: 'Past COMPLETION_READS_PER_MINUTE for this account (`rate_limit_exceeded`); see Retry-After',
 };
 
+/**
+ * Stops a background response that has not ended: the cancel is recorded with its request, so the
+ * worker running it stops now (billing what it produced) and one that has yet to claim it never
+ * starts it, then the stored status says cancelled. Its worker's end, with the output and usage,
+ * replaces that object. One that has ended is answered as it is, as OpenAI does.
+ */
+async function cancelBackground(app: AppContext, row: StoredResponseRow): Promise<Record<string, unknown>> {
+  if (row.status !== 'queued' && row.status !== 'in_progress') return row.response;
+  const prefix = app.config.redis.prefix;
+  const origin = originOf(row.id);
+  if (origin !== undefined) {
+    try {
+      await cancelRequest(
+        app.redis,
+        prefix,
+        requestStateKey(prefix, origin, row.id),
+        row.id,
+        runningTtlSeconds(app.config),
+      );
+    } catch (err) {
+      throw dependencyDown(err, { log: app.outages.redis, source: 'response cancel' });
+    }
+  }
+  const cancelled = await markCancelled(app, row);
+  if (cancelled) return cancelled;
+  // It ended meanwhile (or its worker stored the cancelled end already): the stored object is the answer.
+  return (await findResponse(app, row.account_id, row.id))?.response ?? row.response;
+}
+
 export const responsesRetrievalRoutes: RouteSpec[] = defineRoutes([
   {
     method: 'get',
@@ -229,6 +263,36 @@ export const responsesRetrievalRoutes: RouteSpec[] = defineRoutes([
           param: 'after',
         });
       ctx.body = page;
+    },
+  },
+  {
+    method: 'post',
+    path: '/v1/responses/:response_id/cancel',
+    operationId: 'cancelResponse',
+    summary: 'Cancel a background response',
+    description:
+      'Stops a response made with `background: true` that is queued or in progress: its job stops, what it produced is billed, and its status becomes `cancelled` ' +
+      '(the output and usage it had are filled in once its worker has stopped). A response that has ended is answered as it is.',
+    tag: 'responses',
+    auth: 'api_key',
+    params: ResponseParams,
+    responses: {
+      200: { description: 'The response, cancelled (or as it ended)', schema: StoredResponseSchema },
+      400: { description: 'The response was not made with `background: true` (`response_not_background`)' },
+      404: { description: "No such response for this account (unknown, another account's, deleted or expired)" },
+      429: READ_LIMITED,
+      503: { description: 'Redis is unreachable; see Retry-After' },
+    },
+    handler: async (ctx, app) => {
+      const id = await admittedResponseId(ctx, app);
+      const row = await findResponse(app, accountOf(ctx).id, id);
+      if (!row) throw responseNotFound(id);
+      if (row.response.background !== true)
+        throw new AppError('invalid_request', 'Only responses created with background set to true can be cancelled.', {
+          code: 'response_not_background',
+          param: 'response_id',
+        });
+      ctx.body = await cancelBackground(app, row);
     },
   },
   {

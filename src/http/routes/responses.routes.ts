@@ -3,9 +3,34 @@ import { admitResponse } from '../../chat/responses-admission.js';
 import { CreateResponseSchema, ResponseSchema, type CreateResponseRequest } from '../../chat/responses.schema.js';
 import type { PriorItems } from '../../chat/responses-request.js';
 import { AppError } from '../../errors.js';
-import { priorItems } from '../../responses/stored-responses.service.js';
+import { deleteResponse, priorItems, storeAnswer } from '../../responses/stored-responses.service.js';
+import type { PreparedJob } from '../../chat/completion-job.js';
+import { startingResponse } from '../../chat/presenters/response.presenter.js';
+import type { AppContext } from '../../context.js';
 import { sendCompletion } from '../completion-response.js';
-import { accountOf, defineRoutes, type RouteSpec } from '../route.js';
+import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
+
+/**
+ * A background response: kept as queued before its job is queued (a retrieve finds it at once),
+ * then its job runs on the queue with nobody attached. Without stream the client has the queued
+ * Response at once; with it, the stream as usual, which may be dropped and resumed.
+ */
+async function startBackground(ctx: HttpContext, app: AppContext, job: PreparedJob, streamed: boolean): Promise<void> {
+  const queued = startingResponse({ ...job, shard: 0 }, 'queued');
+  await storeAnswer(app, job, queued);
+  let stream;
+  try {
+    stream = await app.dispatcher.dispatch(job);
+  } catch (err) {
+    // Not queued (its reservation was released): no response will ever run under this id.
+    await deleteResponse(app, job.accountId, job.id).catch(() => undefined);
+    throw err;
+  }
+  if (streamed) return sendCompletion(ctx, app, stream, { asSse: true, wire: 'responses' });
+  // Nobody follows it here: its worker publishes to its relay log alone, for GET ?stream=true.
+  stream.end('client_left');
+  ctx.body = queued;
+}
 
 export const responsesRoutes: RouteSpec[] = defineRoutes([
   {
@@ -17,6 +42,8 @@ export const responsesRoutes: RouteSpec[] = defineRoutes([
       'The same models, limits, queue and billing as POST /v1/chat/completions, in the Responses API wire format. ' +
       'A stream is OpenAI\'s: `event: <type>` and `data: {…, "sequence_number": n}` from 0, opening with response.created and response.in_progress ' +
       'and ending with exactly one of response.completed, response.incomplete or response.failed, each carrying the usage (with `cost`); no `[DONE]`. ' +
+      'With `background: true` (which needs `store`) the answer is at once the Response with status `queued` while its job runs on the queue; ' +
+      'GET /v1/responses/{id} follows it (queued, in_progress, then its end) and POST /v1/responses/{id}/cancel stops it. ' +
       'A field the service does not take is a 400 naming it; what maps to what is in docs/api.md.',
     tag: 'responses',
     auth: 'api_key',
@@ -27,12 +54,13 @@ export const responsesRoutes: RouteSpec[] = defineRoutes([
     responses: {
       200: {
         description:
-          'A Response (status completed, or incomplete at max_output_tokens); with `stream: true`, server-sent events, each `event: <type>` and `data: <event JSON>`',
+          'A Response (status completed, or incomplete at max_output_tokens; `queued` with `background: true`); with `stream: true`, server-sent events, each `event: <type>` and `data: <event JSON>`',
         schema: ResponseSchema,
         alsoAs: ['text/event-stream'],
       },
       400: {
-        description: 'A field the service does not take (unknown, or a feature it does not offer), named in `param`',
+        description:
+          'A field the service does not take (unknown, or a feature it does not offer), named in `param`; `background: true` with `store: false` (`param: store`)',
       },
       403: { description: 'The model needs the paid tier' },
       404: { description: 'Unknown model' },
@@ -62,6 +90,7 @@ export const responsesRoutes: RouteSpec[] = defineRoutes([
       });
       ctx.set(headers);
       if (refusal) throw refusal;
+      if (job.wire?.background) return startBackground(ctx, app, job, request.stream === true);
       await sendCompletion(ctx, app, await app.dispatcher.dispatch(job), { asSse: job.stream, wire: 'responses' });
     },
   },

@@ -1,0 +1,149 @@
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import type { Response as OpenAiResponse } from 'openai/resources/responses/responses';
+import { createContext, type AppContext } from '../../src/context.js';
+import { createTestAccount, type TestAccount } from '../support/accounts.js';
+import { isolatedPrefix, testConfig } from '../support/env.js';
+import { eventually, get, post } from '../support/http.js';
+import { rolesPerTest, type RoleProcess } from '../support/processes.js';
+import { openAiIssues } from '../support/openai-schemas.js';
+import { openGetStream } from '../support/sse.js';
+
+// Background responses (background: true) through web and worker processes and the built-in local
+// model, read by the official openai SDK: answered queued at once, run on the queue with nobody
+// attached, followed by retrieve, stopped by cancel, every answer held to OpenAI's Response schema.
+describe('background responses through web and worker processes (built-in local model)', () => {
+  let app: AppContext;
+  const start = rolesPerTest();
+
+  before(() => {
+    app = createContext(testConfig(), { role: 'test' });
+  });
+  after(async () => app.close());
+
+  /** A web and a worker process whose local model writes `tokensPerSecond`, and an SDK client of a new paid account. */
+  async function setUp(tokensPerSecond: string): Promise<{ web: RoleProcess; account: TestAccount; client: OpenAI }> {
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: tokensPerSecond,
+    };
+    const account = await createTestAccount(app, { tier: 'paid' });
+    const [web] = await Promise.all([start('web', env), start('worker', env)]);
+    const client = new OpenAI({ apiKey: account.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    return { web, account, client };
+  }
+
+  const usageRow = (id: string) =>
+    eventually(
+      () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', id).executeTakeFirst(),
+      'the usage row',
+    );
+
+  /** Retrieves the response until its status is `status`. */
+  const retrievedAs = (client: OpenAI, id: string, status: string) =>
+    eventually(async () => {
+      const r = await client.responses.retrieve(id);
+      return r.status === status ? r : undefined;
+    }, `the response ${status}`);
+
+  it('answers queued at once and is retrieved completed, its usage the ledger row', async () => {
+    const { client } = await setUp('5000');
+    const created = await client.responses.create({
+      model: 'gemini-2.5-flash',
+      input: 'Say hello',
+      background: true,
+    });
+    expect(openAiIssues('Response', created)).to.deep.equal([]);
+    expect(created.id).to.match(/^resp_/);
+    expect(created.status).to.equal('queued');
+    expect(created.background).to.equal(true);
+    expect(created.output).to.deep.equal([]);
+
+    const done = await retrievedAs(client, created.id, 'completed');
+    expect(openAiIssues('Response', done)).to.deep.equal([]);
+    expect(done.background).to.equal(true);
+    expect(done.output_text).to.be.a('string').that.is.not.empty;
+    const row = await usageRow(created.id);
+    expect(row.status).to.equal('completed');
+    expect([row.prompt_tokens, row.completion_tokens]).to.deep.equal([
+      done.usage!.input_tokens,
+      done.usage!.output_tokens,
+    ]);
+    const stored = await app.db
+      .selectFrom('stored_responses')
+      .select('status')
+      .where('id', '=', created.id)
+      .executeTakeFirstOrThrow();
+    expect(stored.status).to.equal('completed');
+  });
+
+  it('is cancelled mid-answer: it ends cancelled, billed the tokens it produced', async () => {
+    // 20 tokens a second: 400 tokens take twenty seconds, time enough to cancel mid-answer.
+    const { web, account, client } = await setUp('20');
+    const created = await client.responses.create({
+      model: 'gemini-2.5-flash',
+      input: 'Tell me a long story',
+      max_output_tokens: 400,
+      background: true,
+    });
+    expect(created.status).to.equal('queued');
+    // Its stream, from its relay log: text is being produced once a delta is there.
+    const s = openGetStream(`${web.url}/v1/responses/${created.id}?stream=true`, account.apiKey);
+    await s.waitFor(5);
+    s.controller.abort();
+    await s.finished;
+    expect((await client.responses.retrieve(created.id)).status).to.equal('in_progress');
+
+    const cancelled = await client.responses.cancel(created.id);
+    expect(openAiIssues('Response', cancelled)).to.deep.equal([]);
+    expect(cancelled.status).to.equal('cancelled');
+
+    const row = await usageRow(created.id);
+    expect(row.status).to.equal('cancelled');
+    expect(row.completion_tokens).to.be.greaterThan(0).and.lessThan(400);
+    // The worker's end fills in what was produced, its usage the ledger's.
+    const ended: OpenAiResponse = await eventually(async () => {
+      const r = await client.responses.retrieve(created.id);
+      return r.usage ? r : undefined;
+    }, 'the cancelled response with its usage');
+    expect(openAiIssues('Response', ended)).to.deep.equal([]);
+    expect(ended.status).to.equal('cancelled');
+    expect(ended.usage!.output_tokens).to.equal(row.completion_tokens);
+    expect(ended.output_text).to.be.a('string').that.is.not.empty;
+    // Cancelling it again answers it as it is.
+    const again = await client.responses.cancel(created.id);
+    expect([again.status, again.output, again.usage]).to.deep.equal([ended.status, ended.output, ended.usage]);
+  });
+
+  it('refuses background with store: false with a 400 naming store', async () => {
+    const { web, account } = await setUp('5000');
+    const r = await post(
+      `${web.url}/v1/responses`,
+      { model: 'gemini-2.5-flash', input: 'Hi', background: true, store: false },
+      { bearer: account.apiKey },
+    );
+    expect(r.status).to.equal(400);
+    expect(openAiIssues('ErrorResponse', r.body)).to.deep.equal([]);
+    expect(r.body.error).to.include({ param: 'store', type: 'invalid_request_error' });
+    const rows = await app.db
+      .selectFrom('usage_events')
+      .select('request_id')
+      .where('account_id', '=', account.account.id)
+      .execute();
+    expect(rows).to.deep.equal([]);
+  });
+
+  it('refuses to cancel a response that was not made in the background with a 400, and an unknown one with a 404', async () => {
+    const { web, account, client } = await setUp('5000');
+    const r = await client.responses.create({ model: 'gemini-2.5-flash', input: 'Say hello' });
+    const refused = await post(`${web.url}/v1/responses/${r.id}/cancel`, undefined, { bearer: account.apiKey });
+    expect(refused.status).to.equal(400);
+    expect(openAiIssues('ErrorResponse', refused.body)).to.deep.equal([]);
+    expect(refused.body.error).to.include({ code: 'response_not_background', param: 'response_id' });
+    const stored = await get(`${web.url}/v1/responses/${r.id}`, { bearer: account.apiKey });
+    expect(stored.body.status).to.equal('completed');
+    const unknown = await post(`${web.url}/v1/responses/resp_nope/cancel`, undefined, { bearer: account.apiKey });
+    expect(unknown.status).to.equal(404);
+  });
+});
