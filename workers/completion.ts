@@ -24,8 +24,8 @@ import {
 import { endAbandoned, runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { traceJob } from '../src/chat/completion-tracing.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
-import { markStarted, storeAnswer } from '../src/responses/stored-responses.service.js';
-import { startingResponse } from '../src/chat/presenters/response.presenter.js';
+import { markEnded, markStarted, storeAnswer } from '../src/responses/stored-responses.service.js';
+import { endedResponse, startingResponse } from '../src/chat/presenters/response.presenter.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
 import { isDependencyDown } from '../src/infra/outage.js';
 import { eventLoopLag } from '../src/metrics.js';
@@ -128,6 +128,7 @@ export async function startCompletionWorker(
     recordDirectly: (usage) => recordUsageDirectly(app, usage),
     storeResponse: (job, response) => storeAnswer(app, job, response),
     startResponse: (job) => markStarted(app, job, startingResponse(job, 'in_progress')),
+    endResponse: (job, status, error) => markEnded(app, job, endedResponse(job, status, error)),
     workerSeen: async (id) => {
       // Absence means something only on a connection that has been up long enough (see liveness.ts).
       while (!stability.stableFor(settledAfterMs(ttl))) await new Promise((r) => setTimeout(r, 100));

@@ -29,7 +29,7 @@ import {
   type RelayBatch,
   type RelayTarget,
 } from './relay-publisher.js';
-import { runningTtlSeconds } from './relay-protocol.js';
+import { runningTtlSeconds, type RelayError } from './relay-protocol.js';
 import type { UsageEvent } from '../usage/usage-event.js';
 import { isDependencyDown } from '../infra/outage.js';
 import type { WorkerSeen } from './liveness.js';
@@ -64,6 +64,11 @@ export interface JobRuntime {
   storeResponse?: (job: CompletionJob, response: Record<string, unknown>) => Promise<void>;
   /** Marks a stored background response in_progress as its upstream call starts. */
   startResponse?: (job: CompletionJob) => Promise<void>;
+  /**
+   * Stores the end of a background response that ends without an answer to frame (never started,
+   * or ended by a take-over), unless it has ended already.
+   */
+  endResponse?: (job: CompletionJob, status: 'failed' | 'cancelled', error: RelayError) => Promise<void>;
   /** Whether a worker's liveness key is there, and since when it is not, read once the connection is known to be settled. */
   workerSeen: (workerId: string) => Promise<WorkerSeen>;
   metrics: CompletionMetrics;
@@ -170,6 +175,19 @@ async function markStarted(rt: JobRuntime, job: CompletionJob): Promise<void> {
     await rt.startResponse?.(job);
   } catch (err) {
     rt.app.log.error({ requestId: job.id, err }, 'could not mark the background response in_progress');
+  }
+}
+
+/**
+ * A background response ending with no answer framed: its stored status must not stay queued or
+ * in_progress, the only place its client looks. A failure to store it is only logged.
+ */
+async function markEnded(rt: JobRuntime, job: CompletionJob, status: 'failed' | 'cancelled', err: unknown) {
+  if (job.wire?.background !== true) return;
+  try {
+    await rt.endResponse?.(job, status, toRelayError(err));
+  } catch (e) {
+    rt.app.log.error({ requestId: job.id, err: e }, 'could not store the end of the background response');
   }
 }
 
@@ -298,6 +316,7 @@ async function endUnanswered(
   err: unknown,
   status: 'failed' | 'cancelled',
 ): Promise<void> {
+  await markEnded(rt, job, status, err);
   await finishRecording(
     { ...runnerDeps(rt, job), publisher: new RelayPublisher(rt.batch, target, start) },
     job,
@@ -430,6 +449,7 @@ async function takeOver(
         : 'The workers running this completion stopped more than once before it could be answered; it is not run again. Please retry.',
       { code: 'worker_stalled' },
     );
+    await markEnded(rt, job, 'failed', err);
     await finishRecording(
       deps,
       job,
@@ -451,6 +471,7 @@ async function takeOver(
     'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.',
     { code: 'worker_interrupted' },
   );
+  await markEnded(rt, job, 'failed', err);
   await finishRecording(
     deps,
     job,

@@ -92,6 +92,25 @@ export async function markStarted(
 }
 
 /**
+ * A background response ended with no answer framed (never started, or ended by a take-over):
+ * its stored object with that status and error, unless it has ended already.
+ */
+export async function markEnded(
+  app: StoredResponsesDeps,
+  job: Pick<CompletionJob, 'id' | 'accountId'>,
+  response: Record<string, unknown>,
+): Promise<void> {
+  await advanceStoredResponse(app.db, {
+    id: job.id,
+    accountId: job.accountId,
+    from: ['queued', 'in_progress'],
+    status: response.status as StoredResponseStatus,
+    response,
+    now: app.clock.now(),
+  });
+}
+
+/**
  * A cancelled background response as it stands at the cancel: its stored object with status
  * cancelled, unless it has ended meanwhile. Its worker's end, with what it produced and its usage,
  * replaces it. Undefined when it had ended: the stored object is the answer.

@@ -88,12 +88,12 @@ describe('background responses through web and worker processes (built-in local 
       background: true,
     });
     expect(created.status).to.equal('queued');
-    // Its stream, from its relay log: text is being produced once a delta is there.
+    // Its stream, from its relay log, once a worker has claimed it: text is being produced once a delta is there.
+    await retrievedAs(client, created.id, 'in_progress');
     const s = openGetStream(`${web.url}/v1/responses/${created.id}?stream=true`, account.apiKey);
     await s.waitFor(5);
     s.controller.abort();
     await s.finished;
-    expect((await client.responses.retrieve(created.id)).status).to.equal('in_progress');
 
     const cancelled = await client.responses.cancel(created.id);
     expect(openAiIssues('Response', cancelled)).to.deep.equal([]);
@@ -114,6 +114,42 @@ describe('background responses through web and worker processes (built-in local 
     // Cancelling it again answers it as it is.
     const again = await client.responses.cancel(created.id);
     expect([again.status, again.output, again.usage]).to.deep.equal([ended.status, ended.output, ended.usage]);
+  });
+
+  it('survives its worker dying mid-answer: it ends failed, the text produced billed once', async () => {
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '20',
+      QUEUE_STALLED_INTERVAL_MS: '500',
+    };
+    const account = await createTestAccount(app, { tier: 'paid' });
+    const web = await start('web', env);
+    const first = await start('worker', env);
+    const client = new OpenAI({ apiKey: account.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const created = await client.responses.create({
+      model: 'gemini-2.5-flash',
+      input: 'Tell me a long story',
+      max_output_tokens: 400,
+      background: true,
+    });
+    await retrievedAs(client, created.id, 'in_progress');
+    const s = openGetStream(`${web.url}/v1/responses/${created.id}?stream=true`, account.apiKey);
+    await s.waitFor(6);
+    s.controller.abort();
+    await s.finished;
+    await first.stop('SIGKILL');
+    await start('worker', env);
+    const ended = await retrievedAs(client, created.id, 'failed');
+    expect(openAiIssues('Response', ended)).to.deep.equal([]);
+    expect(ended.error).to.include({ code: 'server_error' });
+    const rows = await eventually(async () => {
+      const found = await app.db.selectFrom('usage_events').selectAll().where('request_id', '=', created.id).execute();
+      return found.length > 0 ? found : undefined;
+    }, 'the usage row');
+    expect(rows).to.have.length(1);
+    expect(rows[0]!.status).to.equal('failed');
+    expect(rows[0]!.completion_tokens).to.be.greaterThan(0);
   });
 
   it('refuses background with store: false with a 400 naming store', async () => {

@@ -115,6 +115,20 @@ export function startingResponse(job: CompletionJob, status: 'queued' | 'in_prog
   return responseObject(job, { status, output: [], usage: undefined });
 }
 
+/** A background response that ended with no answer framed: failed with its error, or cancelled. */
+export function endedResponse(
+  job: CompletionJob,
+  status: 'failed' | 'cancelled',
+  error: RelayError,
+): Record<string, unknown> {
+  return responseObject(job, {
+    status,
+    output: [],
+    usage: undefined,
+    error: status === 'failed' ? failureOf(error) : null,
+  });
+}
+
 /** The output items of a finished choice: its text as a message (also when it is empty and no call was made), then its calls. */
 function itemsOf(choice: ChoiceState | undefined): Item[] {
   const calls = (choice?.calls ?? []).filter(Boolean);
