@@ -68,6 +68,7 @@ const LAYERS: Record<string, string>[] = [
   { billing: 'src/billing/x.ts' },
   { subscriptions: 'src/subscriptions/x.ts' },
   { chat: 'src/chat/x.ts' },
+  { responses: 'src/responses/x.ts' },
   { health: 'src/health/x.ts', scheduler: 'src/scheduler/x.ts' },
 ];
 

@@ -53,10 +53,9 @@ const RetrieveQuery: JsonSchema = {
     },
     include: {
       description: "OpenAI's extra fields to include. Accepted; a Response here has none to add.",
-      anyOf: [
-        { type: 'string', maxLength: 200 },
-        { type: 'array', maxItems: 20, items: { type: 'string', maxLength: 200 } },
-      ],
+      type: 'string',
+      maxLength: 200,
+      'x-text': 'line',
     },
     include_obfuscation: {
       type: 'string',
@@ -114,10 +113,9 @@ const InputItemsQuerySchema: JsonSchema = {
     },
     include: {
       description: "OpenAI's extra fields to include. Accepted; no item this service stores has any to add.",
-      anyOf: [
-        { type: 'string', maxLength: 200 },
-        { type: 'array', maxItems: 20, items: { type: 'string', maxLength: 200 } },
-      ],
+      type: 'string',
+      maxLength: 200,
+      'x-text': 'line',
     },
   },
 };
