@@ -150,7 +150,8 @@ describe('every endpoint, with generated input (fast-check)', function () {
             tool_choice: fc.option(fc.constantFrom('none', 'auto')),
             // json_object needs the word JSON in a message, json_schema a schema: both tested in responses-api.
             text: fc.option(fc.record({ format: fc.record({ type: fc.constant('text') }) })),
-            // background is not offered (a 400 naming it, tested in responses-request).
+            // A background request is answered queued at once, without the no-worker refusal the
+            // others end with (tested in responses-background).
             background: fc.constantFrom(null, false),
           },
         },
@@ -165,6 +166,7 @@ describe('every endpoint, with generated input (fast-check)', function () {
         'get /v1/responses/:response_id',
         'get /v1/responses/:response_id/input_items',
         'delete /v1/responses/:response_id',
+        'post /v1/responses/:response_id/cancel',
       ].map((key) => ({
         spec: route(key),
         gen: {
