@@ -499,6 +499,39 @@ describe('the Responses API over an upstream provider (fake Anthropic, web and w
     expect(sentTurns()[3]).to.deep.equal(['assistant', 'Rain.']);
   });
 
+  it('runs a function call round trip through previous_response_id: only the call output is sent again', async () => {
+    anthropic.nextResponse({ toolCalls: [{ id: 'toolu_9', name: 'get_weather', arguments: ['{"city":"Paris"}'] }] });
+    const first = await post(
+      url,
+      { model: 'claude-haiku-4-5', input: 'Weather in Paris?', tools: [WEATHER_TOOL] },
+      { bearer: user.apiKey },
+    );
+    expect(first.status).to.equal(200);
+    const call = (first.body.output as { type: string; call_id?: string }[]).find((i) => i.type === 'function_call');
+    expect(call?.call_id).to.equal('toolu_9');
+    anthropic.nextResponse({ tokens: ['It is 21 degrees.'] });
+    const second = await post(
+      url,
+      {
+        model: 'claude-haiku-4-5',
+        previous_response_id: first.body.id,
+        input: [{ type: 'function_call_output', call_id: 'toolu_9', output: '{"temperature": 21}' }],
+        tools: [WEATHER_TOOL],
+      },
+      { bearer: user.apiKey },
+    );
+    expect(second.status).to.equal(200);
+    expect(wireIssues(second)).to.deep.equal([]);
+    expect(second.body.output[0].content[0].text).to.equal('It is 21 degrees.');
+    const sent = anthropic.requests.at(-1)!.body as {
+      messages: { role: string; content: { type: string; tool_use_id?: string; id?: string }[] | string }[];
+    };
+    expect(sent.messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'user']);
+    const blocks = (i: number) => sent.messages[i]!.content as { type: string; tool_use_id?: string; id?: string }[];
+    expect(blocks(1).map((c) => [c.type, c.id])).to.deep.equal([['tool_use', 'toolu_9']]);
+    expect(blocks(2).map((c) => [c.type, c.tool_use_id])).to.deep.equal([['tool_result', 'toolu_9']]);
+  });
+
   it("answers 404 at previous_response_id for another account's response, and stores nothing with store: false", async () => {
     anthropic.nextResponse({ tokens: ['Kept to myself.'] });
     const unstored = await post(
