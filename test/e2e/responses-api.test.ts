@@ -462,6 +462,30 @@ describe('the Responses API over an upstream provider (fake Anthropic, web and w
     expect(row.status).to.equal('completed');
   });
 
+  it('deletes a stored response through the SDK: the row is gone and retrieve and input_items answer 404', async () => {
+    anthropic.nextResponse({ tokens: ['Gone ', 'soon.'] });
+    const client = new OpenAI({ apiKey: user.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const created = await client.responses.create({ model: 'claude-haiku-4-5', input: 'Forget this' });
+    await client.responses.delete(created.id);
+    const rows = await app.db.selectFrom('stored_responses').select('id').where('id', '=', created.id).execute();
+    expect(rows).to.deep.equal([]);
+    const got = await get(`${url}/${created.id}`, { bearer: user.apiKey });
+    expect(got.status).to.equal(404);
+    expect(openAiIssues('ErrorResponse', got.body)).to.deep.equal([]);
+    const items = await get(`${url}/${created.id}/input_items`, { bearer: user.apiKey });
+    expect(items.status).to.equal(404);
+    // The answer was billed once all the same: deleting a response keeps its ledger row.
+    const billed = await eventually(async () => {
+      const found = await app.db
+        .selectFrom('usage_events')
+        .select('status')
+        .where('request_id', '=', created.id)
+        .execute();
+      return found.length > 0 ? found : undefined;
+    }, 'the usage row');
+    expect(billed).to.deep.equal([{ status: 'completed' }]);
+  });
+
   it('stores a streamed response as its response.completed event carries it', async () => {
     anthropic.nextResponse({ tokens: ['Streamed ', 'and ', 'stored.'] });
     const s = await postStream(url, { model: 'claude-haiku-4-5', input: 'Hello?', stream: true }, user.apiKey);

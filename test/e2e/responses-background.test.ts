@@ -7,7 +7,7 @@ import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually, get, post } from '../support/http.js';
 import { rolesPerTest, type RoleProcess } from '../support/processes.js';
 import { openAiIssues } from '../support/openai-schemas.js';
-import { openGetStream } from '../support/sse.js';
+import { openGetStream, openStream } from '../support/sse.js';
 
 // Background responses (background: true) through web and worker processes and the built-in local
 // model, read by the official openai SDK: answered queued at once, run on the queue with nobody
@@ -33,6 +33,13 @@ describe('background responses through web and worker processes (built-in local 
     const client = new OpenAI({ apiKey: account.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
     return { web, account, client };
   }
+
+  type StreamEvent = { type: string; sequence_number: number; delta?: string; response?: Record<string, unknown> };
+  const deltas = (events: StreamEvent[]) =>
+    events
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => e.delta)
+      .join('');
 
   const usageRow = (id: string) =>
     eventually(
@@ -150,6 +157,41 @@ describe('background responses through web and worker processes (built-in local 
     expect(rows).to.have.length(1);
     expect(rows[0]!.status).to.equal('failed');
     expect(rows[0]!.completion_tokens).to.be.greaterThan(0);
+  });
+
+  it('streamed in the background, runs to its end after its client drops the stream, which resumes from where it was cut', async () => {
+    // 20 tokens a second: 40 tokens take two seconds, time enough to drop the stream mid-answer.
+    const { web, account, client } = await setUp('20');
+    const s = openStream(`${web.url}/v1/responses`, account.apiKey, {
+      model: 'gemini-2.5-flash',
+      input: 'Tell me a story',
+      max_output_tokens: 40,
+      background: true,
+    });
+    await s.waitFor(6);
+    s.controller.abort();
+    await s.finished;
+    const before = s.events.map((e) => JSON.parse(e) as StreamEvent);
+    expect(before[0]!.type).to.equal('response.created');
+    expect(before[0]!.response!.background).to.equal(true);
+    const id = before[0]!.response!.id as string;
+
+    // Nobody is attached, and the job goes on: a background response is stopped only by a cancel.
+    const done = await eventually(async () => {
+      const r = await client.responses.retrieve(id);
+      return r.status === 'completed' || r.status === 'incomplete' ? r : undefined;
+    }, 'the response ended');
+    const last = before.at(-1)!.sequence_number;
+    const resumed = openGetStream(`${web.url}/v1/responses/${id}?stream=true&starting_after=${last}`, account.apiKey);
+    await resumed.finished;
+    const after = resumed.events.map((e) => JSON.parse(e) as StreamEvent);
+    expect(after.map((e) => e.sequence_number)).to.deep.equal(after.map((_, i) => last + 1 + i));
+    expect(after.at(-1)!.type).to.equal(`response.${done.status}`);
+    const stored = await get(`${web.url}/v1/responses/${id}`, { bearer: account.apiKey });
+    expect(after.at(-1)!.response).to.deep.equal(stored.body);
+    expect(deltas(before) + deltas(after)).to.equal(done.output_text);
+    const row = await usageRow(id);
+    expect([row.status, row.completion_tokens]).to.deep.equal(['completed', done.usage!.output_tokens]);
   });
 
   it('refuses background with store: false with a 400 naming store', async () => {
