@@ -194,6 +194,52 @@ describe('background responses through web and worker processes (built-in local 
     expect([row.status, row.completion_tokens]).to.deep.equal(['completed', done.usage!.output_tokens]);
   });
 
+  it('a stream read while the response is still queued waits for a worker to start it, then follows it from its first event', async () => {
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '5000',
+      QUEUE_PICKUP_TIMEOUT_MS: '60000',
+    };
+    const account = await createTestAccount(app, { tier: 'paid' });
+    const web = await start('web', env);
+    const client = new OpenAI({ apiKey: account.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const created = await client.responses.create({ model: 'gemini-2.5-flash', input: 'Say hello', background: true });
+    expect(created.status).to.equal('queued');
+    const s = openGetStream(`${web.url}/v1/responses/${created.id}?stream=true`, account.apiKey);
+    await start('worker', env);
+    await s.finished;
+    const events = s.events.map((e) => JSON.parse(e) as StreamEvent);
+    expect(events.map((e) => e.sequence_number)).to.deep.equal(events.map((_, i) => i));
+    expect(events[0]!.type).to.equal('response.created');
+    expect(events.at(-1)!.type).to.equal('response.completed');
+    const stored = await get(`${web.url}/v1/responses/${created.id}`, { bearer: account.apiKey });
+    expect(events.at(-1)!.response).to.deep.equal(stored.body);
+    const row = await usageRow(created.id);
+    expect(row.completion_tokens).to.equal((stored.body.usage as { output_tokens: number }).output_tokens);
+  });
+
+  it('stays queued while no worker runs: its stream answers 503 no_worker, and once cancelled 400 response_not_streamed', async () => {
+    const env = { REDIS_PREFIX: isolatedPrefix(), QUEUE_PICKUP_TIMEOUT_MS: '300' };
+    const account = await createTestAccount(app, { tier: 'paid' });
+    const web = await start('web', env);
+    const client = new OpenAI({ apiKey: account.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const created = await client.responses.create({ model: 'gemini-2.5-flash', input: 'Say hello', background: true });
+    const waiting = await get(`${web.url}/v1/responses/${created.id}?stream=true`, { bearer: account.apiKey });
+    expect(waiting.status).to.equal(503);
+    expect(waiting.headers.get('retry-after')).to.equal('1');
+    expect(waiting.body.error).to.include({ code: 'no_worker' });
+    expect((await client.responses.retrieve(created.id)).status).to.equal('queued');
+
+    expect((await client.responses.cancel(created.id)).status).to.equal('cancelled');
+    const ended = await get(`${web.url}/v1/responses/${created.id}?stream=true`, { bearer: account.apiKey });
+    expect(ended.status).to.equal(400);
+    expect(openAiIssues('ErrorResponse', ended.body)).to.deep.equal([]);
+    expect(ended.body.error).to.include({ code: 'response_not_streamed', param: 'stream' });
+    const rows = await app.db.selectFrom('usage_events').select('id').where('request_id', '=', created.id).execute();
+    expect(rows).to.deep.equal([]);
+  });
+
   it('refuses background with store: false with a 400 naming store', async () => {
     const { web, account } = await setUp('5000');
     const r = await post(

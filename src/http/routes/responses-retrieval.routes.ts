@@ -1,5 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { resumeCompletion } from '../../chat/resumed-completion.js';
-import { AppError } from '../../errors.js';
+import { AppError, retryAdvice } from '../../errors.js';
 import {
   deleteResponse,
   findResponse,
@@ -65,28 +66,59 @@ const RetrieveQuery: JsonSchema = {
   },
 };
 
+/** How often a reader of a queued background response looks again for its worker's start. */
+const START_POLL_MS = 250;
+
 /**
  * A response's stream events after `starting_after` (a sequence number), replayed from its relay log
  * and followed live: every Responses stream is resumable, foreground ones included, until
- * RELAY_LOG_TTL_SECONDS after it ended. Event `id:` lines count from 1 (sequence_number + 1).
+ * RELAY_LOG_TTL_SECONDS after it ended. Event `id:` lines count from 1 (sequence_number + 1). A
+ * background response still queued has no events yet: its reader waits for a worker to start it
+ * (a queued job is started or expired within QUEUE_PICKUP_TIMEOUT_MS), as OpenAI's does.
  */
 async function resumeResponse(ctx: HttpContext, app: AppContext, id: string, startingAfter: string | undefined) {
   const after = startingAfter === undefined ? 0 : Number(startingAfter) + 1;
+  const left = new AbortController();
+  ctx.req.once('close', () => left.abort());
+  const deadline = performance.now() + app.config.queue.pickupTimeoutMs + START_POLL_MS;
   let stream;
-  try {
-    stream = await resumeCompletion(app, accountOf(ctx).id, id, after);
-  } catch (err) {
-    if (!(err instanceof AppError)) throw err;
-    if (err.status === 404) throw responseNotFound(id);
-    if (err.code === 'completion_not_streamed')
-      throw new AppError(
-        'invalid_request',
-        `The response '${id}' was not streamed, so it has no events to resume: read it without stream=true.`,
-        { code: 'response_not_streamed', param: 'stream' },
-      );
-    throw err;
+  for (;;) {
+    try {
+      stream = await resumeCompletion(app, accountOf(ctx).id, id, after);
+      break;
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      if (err.code === 'completion_not_streamed') throw responseNotStreamed(id);
+      if (err.status !== 404) throw err;
+      const row = await findResponse(app, accountOf(ctx).id, id);
+      if (row?.status !== 'queued' || performance.now() > deadline) throw notStarted(id, row);
+      await sleep(START_POLL_MS, undefined, { signal: left.signal }).catch(() => undefined);
+      if (left.signal.aborted) return;
+    }
   }
   await sendCompletion(ctx, app, stream, { asSse: true, wire: 'responses' });
+}
+
+const responseNotStreamed = (id: string) =>
+  new AppError(
+    'invalid_request',
+    `The response '${id}' was not streamed, so it has no events to resume: read it without stream=true.`,
+    { code: 'response_not_streamed', param: 'stream' },
+  );
+
+/** Why a response has no events to read: unknown here, still queued with no worker about, or ended (cancelled, expired) before a worker started it. */
+function notStarted(id: string, row: StoredResponseRow | undefined): AppError {
+  if (!row) return responseNotFound(id);
+  if (row.status === 'queued')
+    return new AppError('unavailable', `No worker has started the response '${id}' yet; please retry shortly.`, {
+      code: 'no_worker',
+      headers: retryAdvice(1000),
+    });
+  return new AppError(
+    'invalid_request',
+    `The response '${id}' ended ${row.status} before a worker started it, so it has no events: read it without stream=true.`,
+    { code: 'response_not_streamed', param: 'stream' },
+  );
 }
 
 const InputItemsQuerySchema: JsonSchema = {
@@ -219,9 +251,16 @@ export const responsesRetrievalRoutes: RouteSpec[] = defineRoutes([
     query: RetrieveQuery,
     responses: {
       200: { description: 'The response', schema: StoredResponseSchema, alsoAs: ['text/event-stream'] },
-      400: { description: 'stream=true for a response that was not streamed (`response_not_streamed`)' },
+      400: {
+        description:
+          'stream=true for a response that was not streamed, or that ended before a worker started it (`response_not_streamed`)',
+      },
       404: { description: "No such response for this account (unknown, another account's, deleted or expired)" },
       429: READ_LIMITED,
+      503: {
+        description:
+          'stream=true for a background response still queued after QUEUE_PICKUP_TIMEOUT_MS with no worker to start it (`no_worker`); see Retry-After',
+      },
     },
     handler: async (ctx, app) => {
       const id = await admittedResponseId(ctx, app);
