@@ -33,6 +33,8 @@ export const catalogModelSchema = (providerNames: readonly string[]): JsonSchema
       uniqueItems: true,
       items: { type: 'string', enum: ['text', 'image'] },
     },
+    /** The model has thinking settings, which a request's reasoning_effort is mapped onto. */
+    reasoning: { type: 'boolean' },
   },
 });
 

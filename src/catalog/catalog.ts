@@ -21,6 +21,11 @@ export interface CatalogModel {
   description?: string;
   /** Text always; "image" when the model takes image_url parts. Absent: text only. */
   input_modalities?: ('text' | 'image')[];
+  /**
+   * The model thinks before it answers and has settings for how much: a request's
+   * reasoning_effort is mapped onto them. Absent, reasoning_effort is accepted and not sent.
+   */
+  reasoning?: boolean;
 }
 
 export interface Catalog {

@@ -1,4 +1,5 @@
 import { MAX_ANSWER_TOKENS } from '../providers/json-schema-limits.js';
+import { REASONING_EFFORTS, type ReasoningEffort } from '../providers/types.js';
 import type { JsonSchema } from '../validation.js';
 
 const nullable = (t: string | string[]) => (Array.isArray(t) ? [...t, 'null'] : [t, 'null']);
@@ -289,6 +290,12 @@ export const ChatCompletionRequestSchema: JsonSchema = {
       description: 'false: at most one tool call per answer',
     },
     response_format: ResponseFormatSchema,
+    reasoning_effort: {
+      type: nullable('string'),
+      enum: [...REASONING_EFFORTS, null],
+      description:
+        "How much the model thinks before it answers, mapped to its provider's thinking settings (docs/responses-mapping.md); a model without them ignores it",
+    },
   },
 };
 
@@ -355,6 +362,7 @@ export interface ChatCompletionRequest {
   tool_choice?: ToolChoice | null;
   parallel_tool_calls?: boolean | null;
   response_format?: ResponseFormat | null;
+  reasoning_effort?: ReasoningEffort | null;
 }
 
 const NO_FUNCTIONS = 'The legacy functions API is not supported; send tools (and tool_choice) instead.';

@@ -138,7 +138,7 @@ function toolOf(t: NonNullable<ChatCompletionRequest['tools']>[number]): ToolDef
  */
 export function completionParamsOf(
   req: ChatCompletionRequest,
-  model: Pick<CatalogModel, 'id' | 'upstream_model' | 'input_modalities'>,
+  model: Pick<CatalogModel, 'id' | 'upstream_model' | 'input_modalities' | 'reasoning'>,
 ): CompletionParams {
   const issues = [...messageIssues(req.messages, model), ...toolIssues(req)];
   if (req.max_tokens != null && req.max_completion_tokens != null && req.max_tokens !== req.max_completion_tokens)
@@ -169,6 +169,9 @@ export function completionParamsOf(
     if (req.tool_choice != null) params.tool_choice = req.tool_choice;
     if (req.parallel_tool_calls != null) params.parallel_tool_calls = req.parallel_tool_calls;
   }
+  // A model without thinking settings answers as it always does: the effort is a hint, not a
+  // demand (OpenAI refuses it on such a model; a client that switches models should not break).
+  if (req.reasoning_effort != null && model.reasoning === true) params.reasoning_effort = req.reasoning_effort;
   const format = req.response_format;
   if (format?.type === 'json_object') params.response_format = { type: 'json_object' };
   if (format?.type === 'json_schema')

@@ -1,8 +1,9 @@
 // A Responses API request (POST /v1/responses) as the chat completion request the job already
 // carries: input items become messages, instructions a system message, flat function tools chat
-// tools, text.format the response_format, max_output_tokens max_completion_tokens. One engine,
-// two wire formats: the job says which one to frame the answer in (ResponsesWire), and the chat
-// rules' refusals are named at the Responses field they came from (responsesLoc).
+// tools, text.format the response_format, max_output_tokens max_completion_tokens, reasoning.effort
+// reasoning_effort. One engine, two wire formats: the job says which one to frame the answer in
+// (ResponsesWire), and the chat rules' refusals are named at the Responses field they came from
+// (responsesLoc).
 import { AppError, validationError, type ValidationIssue } from '../errors.js';
 import { randomIdPart } from '../ids.js';
 import type {
@@ -331,6 +332,8 @@ function locMapper(sources: MessageSource[]): (loc: Loc) => Loc {
       case 'max_tokens':
       case 'max_completion_tokens':
         return [where!, 'max_output_tokens'];
+      case 'reasoning_effort':
+        return [where!, 'reasoning', 'effort'];
       default:
         return loc;
     }
@@ -361,6 +364,7 @@ export function translateResponsesRequest(body: CreateResponseRequest, prior: Pr
   if (body.temperature != null) chat.temperature = body.temperature;
   if (body.top_p != null) chat.top_p = body.top_p;
   if (body.user != null) chat.user = body.user;
+  if (body.reasoning?.effort != null) chat.reasoning_effort = body.reasoning.effort;
   // Every Responses stream is resumable (GET /v1/responses/{id}?stream=true): a dropped
   // connection leaves the answer running for the resume grace period, as a chat stream asks for
   // with stream_options.resumable.

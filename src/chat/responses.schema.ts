@@ -3,6 +3,7 @@
 // so its bounds are chat's: a message item's characters, tools, schemas and max_output_tokens are
 // checked by the same rules, each refusal named at the Responses field it came from.
 import { MAX_ANSWER_TOKENS } from '../providers/json-schema-limits.js';
+import { REASONING_EFFORTS, type ReasoningEffort } from '../providers/types.js';
 import type { JsonSchema } from '../validation.js';
 import { FUNCTION_NAME_PATTERN, MAX_CONTENT_CHARS } from './chat.schema.js';
 
@@ -171,7 +172,11 @@ export const CreateResponseSchema: JsonSchema = {
     reasoning: {
       type: nullable('object'),
       properties: {
-        effort: { type: nullable('string'), enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh', null] },
+        effort: {
+          type: nullable('string'),
+          enum: [...REASONING_EFFORTS, null],
+          description: "The chat request's reasoning_effort: how much the model thinks before it answers",
+        },
         summary: { type: nullable('string'), enum: ['auto', 'concise', 'detailed', null] },
       },
     },
@@ -237,7 +242,7 @@ export interface CreateResponseRequest {
   max_output_tokens?: number | null;
   temperature?: number | null;
   top_p?: number | null;
-  reasoning?: { effort?: string | null; summary?: string | null } | null;
+  reasoning?: { effort?: ReasoningEffort | null; summary?: string | null } | null;
   stream?: boolean | null;
   store?: boolean | null;
   background?: boolean | null;

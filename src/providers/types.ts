@@ -43,6 +43,13 @@ export type ResponseFormat =
       json_schema: { name: string; description?: string; schema?: JsonSchemaObject; strict?: boolean };
     };
 
+/**
+ * How much a model thinks before it answers, in OpenAI's words (its chat `reasoning_effort`, the
+ * Responses API's `reasoning.effort`). Each adapter maps it onto its provider's thinking settings.
+ */
+export const REASONING_EFFORTS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
+export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
+
 /** The request fields an adapter maps onto its provider, already validated by the web tier. */
 export interface CompletionParams {
   /** The provider's own model name (the catalog's upstream_model), not the public id. */
@@ -67,6 +74,8 @@ export interface CompletionParams {
   parallel_tool_calls?: boolean;
   /** Absent for plain text. */
   response_format?: Exclude<ResponseFormat, { type: 'text' }>;
+  /** Only for a model the catalog marks as reasoning: elsewhere it is left out before the adapter. */
+  reasoning_effort?: ReasoningEffort;
 }
 
 export type CompletionEvent =

@@ -162,6 +162,34 @@ describe('completions for every provider, from sign-up on, through web and worke
     ]);
   });
 
+  it("carries a reasoning effort to each provider's thinking settings, keeps the thinking out of the answer, and sends none to a model without them", async () => {
+    anthropic.script({ thinking: 'A greeting is wanted.', tokens: ['Hi', '!'] });
+    gemini.script({ thinking: 'A greeting is wanted.', tokens: ['Hi', '!'] });
+    for (const model of ['claude-haiku-4-5', 'gemini-2.5-flash']) {
+      const r = await post(
+        `${web.url}/v1/responses`,
+        { model, input: 'Hello?', reasoning: { effort: 'low' }, max_output_tokens: 4000 },
+        { bearer: apiKey },
+      );
+      expect(r.status, JSON.stringify(r.body)).to.equal(200);
+      expect(r.body.output[0].content[0].text, model).to.equal('Hi!');
+      expect(r.body.reasoning.effort).to.equal('low');
+    }
+    expect(anthropic.lastRequest!.body).to.deep.include({
+      max_tokens: 4000,
+      thinking: { type: 'enabled', budget_tokens: 2048 },
+    });
+    expect(gemini.lastRequest!.body.generationConfig.thinkingConfig).to.deep.equal({ thinkingBudget: 1024 });
+
+    const c = await sdk(web.url).chat.completions.create({
+      model: 'gpt-4.1-mini',
+      messages: [{ role: 'user', content: 'Hello?' }],
+      reasoning_effort: 'high',
+    });
+    expect(c.choices[0]!.message.content).to.equal(answer);
+    expect(openai.lastRequest!.body).to.not.have.property('reasoning_effort');
+  });
+
   it('answers and streams from the built-in local model, naming it in system_fingerprint', async () => {
     const c = await sdk(localWeb.url).chat.completions.create({
       model: 'claude-sonnet-4-5',

@@ -87,4 +87,17 @@ describe('request forms after validation (what JSON Schema cannot say)', () => {
     expect(p).to.deep.include({ stop: ['\n'], max_tokens: 9 });
     expect(p).to.not.have.property('tool_choice');
   });
+
+  it('passes reasoning_effort on for a model the catalog marks as reasoning, and leaves it out for another', () => {
+    const req: ChatCompletionRequest = {
+      model: 'm',
+      messages: [{ role: 'user', content: 'Hi' }],
+      reasoning_effort: 'low',
+    };
+    expect(completionParamsOf(req, { ...TEXT_ONLY, reasoning: true }).reasoning_effort).to.equal('low');
+    expect(completionParamsOf(req, TEXT_ONLY)).to.not.have.property('reasoning_effort');
+    expect(
+      completionParamsOf({ ...req, reasoning_effort: null }, { ...TEXT_ONLY, reasoning: true }),
+    ).to.not.have.property('reasoning_effort');
+  });
 });

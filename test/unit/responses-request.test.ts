@@ -64,6 +64,25 @@ describe('a Responses API request as the chat request its job carries', () => {
     expect(chat.max_completion_tokens).to.equal(50);
   });
 
+  it('maps reasoning.effort to reasoning_effort and echoes it, with the summary asked for', () => {
+    const { chat, wire, locOf } = translateResponsesRequest({
+      model: 'm',
+      input: 'Hi',
+      reasoning: { effort: 'high', summary: 'auto' },
+    });
+    expect(chat.reasoning_effort).to.equal('high');
+    expect(wire.echo.reasoning).to.deep.equal({ effort: 'high', summary: 'auto' });
+    expect(locOf(['body', 'reasoning_effort'])).to.deep.equal(['body', 'reasoning', 'effort']);
+  });
+
+  it('sends no reasoning_effort when reasoning or its effort is left out or null', () => {
+    for (const reasoning of [undefined, null, {}, { effort: null }])
+      expect(
+        translateResponsesRequest({ model: 'm', input: 'Hi', reasoning }).chat,
+        JSON.stringify(reasoning),
+      ).to.not.have.property('reasoning_effort');
+  });
+
   it("names a chat rule's refusal at the input item it came from, past instructions and reasoning items", () => {
     const { locOf } = translateResponsesRequest({
       model: 'm',

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { AppError } from '../../src/errors.js';
 import { validate } from '../../src/validation.js';
 import { ChatCompletionRequestSchema } from '../../src/chat/chat.schema.js';
+import { CreateResponseSchema } from '../../src/chat/responses.schema.js';
 
 const schema = {
   type: 'object',
@@ -100,6 +101,50 @@ describe('request validation', () => {
         ['body', 'user'],
         ['body', 'persona'],
       ]);
+    });
+  });
+
+  describe('reasoning effort', () => {
+    const refusalOf = (schema: Record<string, unknown>, value: unknown) => {
+      try {
+        validate(schema, value, 'body');
+      } catch (err) {
+        const e = err as AppError;
+        return {
+          status: e.status,
+          body: e.toBody() as { detail: { loc: unknown[]; type: string }[]; error: { param: string } },
+        };
+      }
+      throw new Error('expected a validation error');
+    };
+
+    it("takes OpenAI's efforts, none to max, and null, on chat and on Responses", () => {
+      for (const effort of ['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max', null]) {
+        validate(
+          ChatCompletionRequestSchema,
+          { model: 'm', messages: [{ role: 'user', content: 'Hi' }], reasoning_effort: effort },
+          'body',
+        );
+        validate(CreateResponseSchema, { model: 'm', input: 'Hi', reasoning: { effort } }, 'body');
+      }
+    });
+
+    it('refuses another value on chat with a 422 at reasoning_effort', () => {
+      const r = refusalOf(ChatCompletionRequestSchema, {
+        model: 'm',
+        messages: [{ role: 'user', content: 'Hi' }],
+        reasoning_effort: 'extreme',
+      });
+      expect(r.status).to.equal(422);
+      expect(r.body.detail.map((d) => [d.loc, d.type])).to.deep.equal([[['body', 'reasoning_effort'], 'enum']]);
+      expect(r.body.error.param).to.equal('reasoning_effort');
+    });
+
+    it('refuses another value on Responses at reasoning.effort, as every schema refusal there', () => {
+      const r = refusalOf(CreateResponseSchema, { model: 'm', input: 'Hi', reasoning: { effort: 'extreme' } });
+      expect(r.status).to.equal(422);
+      expect(r.body.detail.map((d) => [d.loc, d.type])).to.deep.equal([[['body', 'reasoning', 'effort'], 'enum']]);
+      expect(r.body.error.param).to.equal('reasoning.effort');
     });
   });
 });

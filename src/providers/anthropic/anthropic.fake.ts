@@ -1,5 +1,6 @@
 // A fake Anthropic Messages API speaking the real wire format: named SSE events message_start,
-// content_block_start, ping, content_block_delta (text_delta, input_json_delta of a tool_use block),
+// content_block_start, ping, content_block_delta (thinking_delta and signature_delta of a thinking
+// block, text_delta, input_json_delta of a tool_use block),
 // content_block_stop, message_delta
 // (stop_reason, cumulative usage) and message_stop; `event: error` in-stream; errors as
 // {type:'error', error:{type, message}} with a request-id header.
@@ -29,6 +30,25 @@ const ERROR_TYPES: Record<number, string> = {
 
 const event = (name: string, o: unknown) => `event: ${name}\ndata: ${JSON.stringify(o)}\n\n`;
 const MESSAGE_ID = 'msg_fake01';
+const SIGNATURE = 'fake-signature';
+
+/** The index of the text block: after the thinking block when the model thinks. */
+const textBlock = (plan: Plan) => (plan.thinking === undefined ? 0 : 1);
+
+/** A thinking block whole, as the API streams it: its text, then its signature. */
+const thinkingEvents = (thinking: string) =>
+  event('content_block_start', {
+    type: 'content_block_start',
+    index: 0,
+    content_block: { type: 'thinking', thinking: '', signature: '' },
+  }) +
+  event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking } }) +
+  event('content_block_delta', {
+    type: 'content_block_delta',
+    index: 0,
+    delta: { type: 'signature_delta', signature: SIGNATURE },
+  }) +
+  event('content_block_stop', { type: 'content_block_stop', index: 0 });
 
 function usage(plan: Plan, output: number) {
   return {
@@ -70,22 +90,28 @@ export const anthropicWire: WireFormat = {
           usage: usage(plan, 1),
         },
       }) +
+      (plan.thinking === undefined ? '' : thinkingEvents(plan.thinking)) +
       event('content_block_start', {
         type: 'content_block_start',
-        index: 0,
+        index: textBlock(plan),
         content_block: { type: 'text', text: '' },
       }) +
       event('ping', { type: 'ping' }),
-    token: (_plan, _index, text) =>
-      event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }),
-    // Content blocks follow one another: the text (block 0), then a tool_use block per call.
+    token: (plan, _index, text) =>
+      event('content_block_delta', {
+        type: 'content_block_delta',
+        index: textBlock(plan),
+        delta: { type: 'text_delta', text },
+      }),
+    // Content blocks follow one another: the thinking, the text, then a tool_use block per call.
     toolCall(plan, _index, call, piece, first) {
       const c = plan.choices[0]!.calls[call]!;
+      const block = textBlock(plan) + call + 1;
       const opening = first
-        ? event('content_block_stop', { type: 'content_block_stop', index: call }) +
+        ? event('content_block_stop', { type: 'content_block_stop', index: block - 1 }) +
           event('content_block_start', {
             type: 'content_block_start',
-            index: call + 1,
+            index: block,
             content_block: { type: 'tool_use', id: c.id, name: c.name, input: {} },
           })
         : '';
@@ -93,13 +119,16 @@ export const anthropicWire: WireFormat = {
         opening +
         event('content_block_delta', {
           type: 'content_block_delta',
-          index: call + 1,
+          index: block,
           delta: { type: 'input_json_delta', partial_json: piece },
         })
       );
     },
     finish: (plan, _index, reason) =>
-      event('content_block_stop', { type: 'content_block_stop', index: plan.choices[0]!.calls.length }) +
+      event('content_block_stop', {
+        type: 'content_block_stop',
+        index: textBlock(plan) + plan.choices[0]!.calls.length,
+      }) +
       event('message_delta', {
         type: 'message_delta',
         delta: {
@@ -118,6 +147,7 @@ export const anthropicWire: WireFormat = {
     role: 'assistant',
     model: plan.req.model,
     content: [
+      ...(plan.thinking === undefined ? [] : [{ type: 'thinking', thinking: plan.thinking, signature: SIGNATURE }]),
       ...(texts[0] || plan.choices[0]!.calls.length === 0 ? [{ type: 'text', text: texts[0] ?? '' }] : []),
       ...plan.choices[0]!.calls.map((c) => ({
         type: 'tool_use',

@@ -346,4 +346,78 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
       ).to.deep.equal(['body', 'messages', 0, 'tool_calls', 0, 'function', 'arguments']);
     });
   });
+
+  describe('reasoning_effort as extended thinking', () => {
+    const sent = () => fake.lastRequest!.body as { max_tokens: number; thinking?: unknown };
+
+    it("sends the effort's thinking budget on top of the default max_tokens when the request sets none", async () => {
+      await run(params({ reasoning_effort: 'medium' }));
+      expect(sent().thinking).to.deep.equal({ type: 'enabled', budget_tokens: 8192 });
+      expect(sent().max_tokens).to.equal(4096 + 8192);
+    });
+
+    it("fits the budget under the request's max_tokens, which bounds thinking and answer together", async () => {
+      await run(params({ reasoning_effort: 'high', max_tokens: 3000 }));
+      expect(sent()).to.deep.include({ max_tokens: 3000, thinking: { type: 'enabled', budget_tokens: 2999 } });
+    });
+
+    it('disables thinking when less than the 1024-token minimum budget fits under max_tokens', async () => {
+      await run(params({ reasoning_effort: 'low', max_tokens: 1024 }));
+      expect(sent()).to.deep.include({ max_tokens: 1024, thinking: { type: 'disabled' } });
+    });
+
+    it('disables thinking for effort none, and sends no thinking at all without an effort', async () => {
+      await run(params({ reasoning_effort: 'none' }));
+      expect(sent()).to.deep.include({ max_tokens: 4096, thinking: { type: 'disabled' } });
+      await run(params());
+      expect(sent()).to.not.have.property('thinking');
+    });
+
+    it('disables thinking where a tool call is forced: tool_choice required or named, or a structured answer', async () => {
+      const forced: Partial<CompletionParams>[] = [
+        { tools: [WEATHER], tool_choice: 'required' },
+        { tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'get_weather' } } },
+        { response_format: { type: 'json_object' } },
+      ];
+      for (const over of forced) {
+        fake.script({ toolCalls: [{ name: 'get_weather', arguments: ['{}'] }] });
+        await run(params({ ...over, reasoning_effort: 'high' }));
+        expect(sent().thinking, JSON.stringify(over)).to.deep.equal({ type: 'disabled' });
+      }
+    });
+
+    it('disables thinking for tool results that continue the turn, and thinks again on a new user message', async () => {
+      await run(params({ messages: ROUND_TRIP, tools: [WEATHER], reasoning_effort: 'low' }));
+      expect(sent().thinking).to.deep.equal({ type: 'disabled' });
+      const next = [
+        ...ROUND_TRIP,
+        { role: 'assistant', content: 'It is 21 C.' },
+        { role: 'user', content: 'And Rome?' },
+      ];
+      await run(params({ messages: next, tools: [WEATHER], reasoning_effort: 'low' }));
+      expect(sent().thinking).to.deep.equal({ type: 'enabled', budget_tokens: 2048 });
+    });
+
+    it('leaves thinking blocks out of the answer, streamed or whole', async () => {
+      fake.script({ thinking: 'The user wants a greeting.', tokens: ['Hi', '!'] });
+      const streamed = await run(params({ reasoning_effort: 'low' }));
+      expect(streamed.error).to.equal(undefined);
+      expect(streamed.texts).to.deep.equal(['Hi!']);
+      const whole = await collectEvents(
+        provider.complete(params({ reasoning_effort: 'low' }), new AbortController().signal),
+      );
+      expect(whole.texts).to.deep.equal(['Hi!']);
+      expect(whole.finishes).to.deep.equal({ 0: 'stop' });
+    });
+
+    it('reads tool calls after a thinking block', async () => {
+      fake.script({ thinking: 'Look it up.', toolCalls: [{ id: 'toolu_3', name: 'get_weather', arguments: ['{}'] }] });
+      const r = await run(params({ tools: [WEATHER], reasoning_effort: 'low' }));
+      expect(callEvents(r.events)).to.deep.equal([
+        { type: 'tool_call', index: 0, call: 0, id: 'toolu_3', name: 'get_weather', arguments: '' },
+        { type: 'tool_call', index: 0, call: 0, arguments: '{}' },
+      ]);
+      expect(r.texts).to.deep.equal([]);
+    });
+  });
 });

@@ -17,6 +17,7 @@ import {
   type Provider,
 } from '../types.js';
 import { checkAnthropicRequest } from './anthropic.rules.js';
+import { thinkingOf } from './anthropic-thinking.js';
 import { parseDataUrl, textOf } from '../messages.js';
 
 const PROVIDER = 'Anthropic';
@@ -164,14 +165,15 @@ function toolsOf(p: CompletionParams): Pick<MessageCreateBody, 'tools' | 'tool_c
 /**
  * The Messages API request: system (and developer) messages become the top-level `system`,
  * stop becomes stop_sequences, user becomes metadata.user_id, tools and tool messages become
- * tools, tool_use and tool_result blocks, images image blocks. Consecutive turns of one role are
- * sent as they are; the API accepts and merges them. seed has no counterpart and is not sent.
+ * tools, tool_use and tool_result blocks, images image blocks, reasoning_effort thinking
+ * (anthropic-thinking.ts). Consecutive turns of one role are sent as they are; the API accepts
+ * and merges them. seed has no counterpart and is not sent.
  */
 export function toAnthropicRequest(p: CompletionParams, defaultMaxTokens: number): MessageCreateBody {
   const system = p.messages.filter((m) => m.role === 'system' || m.role === 'developer').map((m) => textOf(m.content));
   const body: MessageCreateBody = {
     model: p.model,
-    max_tokens: p.max_tokens ?? defaultMaxTokens,
+    ...thinkingOf(p, defaultMaxTokens),
     messages: toAnthropicMessages(p.messages),
     stream: true,
     ...toolsOf(p),
@@ -184,7 +186,9 @@ export function toAnthropicRequest(p: CompletionParams, defaultMaxTokens: number
 
 /**
  * Reads an answer's content blocks into events: text; tool_use blocks as tool calls (numbered in
- * order), except the answer tool's, whose input is the answer's text. One per stream or answer.
+ * order), except the answer tool's, whose input is the answer's text. Thinking blocks are the
+ * model's own notes, not the answer: their deltas (thinking_delta, signature_delta) are not read.
+ * One per stream or answer.
  */
 class BlockReader {
   private readonly kinds = new Map<number, 'text' | 'call' | 'answer'>();

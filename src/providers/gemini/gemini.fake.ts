@@ -1,6 +1,6 @@
 // A fake Gemini API speaking the real wire format: POST /v1beta/models/{model}:streamGenerateContent?alt=sse
-// answers SSE events each carrying one GenerateContentResponse (candidates[].content.parts[]: text, or a
-// functionCall sent whole,
+// answers SSE events each carrying one GenerateContentResponse (candidates[].content.parts[]: text,
+// thought summaries marked `thought`, or a functionCall sent whole,
 // finishReason, usageMetadata); :generateContent answers one JSON body; errors are
 // {error:{code, message, status}} with RetryInfo details on 429.
 import type { IncomingHttpHeaders } from 'node:http';
@@ -85,7 +85,13 @@ export const geminiWire: WireFormat = {
   },
   finishWord: (f) => (f === 'length' ? 'MAX_TOKENS' : 'STOP'),
   sse: {
-    start: () => '',
+    // Thought summaries come first, in parts marked `thought` (Gemini sends them when asked for).
+    start: (plan) =>
+      plan.thinking === undefined
+        ? ''
+        : data(
+            response(plan, [{ content: { parts: [{ text: plan.thinking, thought: true }], role: 'model' }, index: 0 }]),
+          ),
     token: (plan, index, text) => data(response(plan, [{ content: { parts: [{ text }], role: 'model' }, index }])),
     // Gemini sends a function call whole, in one event.
     toolCall: (plan, index, call, _piece, first) => {
@@ -114,6 +120,7 @@ export const geminiWire: WireFormat = {
       texts.map((text, index) => ({
         content: {
           parts: [
+            ...(plan.thinking === undefined ? [] : [{ text: plan.thinking, thought: true }]),
             ...(text || plan.choices[index]!.calls.length === 0 ? [{ text }] : []),
             ...plan.choices[index]!.calls.map(functionCall),
           ],

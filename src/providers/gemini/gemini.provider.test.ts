@@ -314,4 +314,45 @@ describe('Gemini adapter against a fake Gemini API', () => {
       ]);
     });
   });
+
+  describe('reasoning_effort as a thinking budget', () => {
+    const thinkingOf = () => fake.lastRequest!.body.generationConfig.thinkingConfig;
+
+    it("sends each effort's thinkingBudget, 0 (thinking off) for none, and no thinkingConfig without one", async () => {
+      const budgets = { none: 0, minimal: 512, low: 1024, medium: 8192, high: 24576, xhigh: 24576, max: 24576 };
+      for (const [effort, budget] of Object.entries(budgets)) {
+        await run(params({ reasoning_effort: effort as keyof typeof budgets }));
+        expect(thinkingOf(), effort).to.deep.equal({ thinkingBudget: budget });
+      }
+      await run(params());
+      expect(fake.lastRequest!.body.generationConfig).to.not.have.property('thinkingConfig');
+    });
+
+    it("keeps 2.5 Pro's budget in its range: 128 for none (it always thinks), 32768 for xhigh and max", async () => {
+      for (const [effort, budget] of [
+        ['none', 128],
+        ['medium', 8192],
+        ['max', 32768],
+      ] as const) {
+        await run(params({ model: 'gemini-2.5-pro', reasoning_effort: effort }));
+        expect(thinkingOf(), effort).to.deep.equal({ thinkingBudget: budget });
+      }
+    });
+
+    it('leaves thought parts out of the answer, streamed or whole, and counts their tokens as completion', async () => {
+      fake.script({
+        thinking: 'The user wants a greeting.',
+        tokens: ['Hi', '!'],
+        usage: { prompt: 5, completion: 2, thoughts: 30 },
+      });
+      const streamed = await run(params({ reasoning_effort: 'low' }));
+      expect(streamed.texts).to.deep.equal(['Hi!']);
+      expect(streamed.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 32 });
+      const whole = await collectEvents(
+        provider.complete(params({ reasoning_effort: 'low' }), new AbortController().signal),
+      );
+      expect(whole.texts).to.deep.equal(['Hi!']);
+      expect(whole.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 32 });
+    });
+  });
 });

@@ -18,6 +18,7 @@ import {
   type Provider,
 } from '../types.js';
 import { checkGeminiRequest } from './gemini.rules.js';
+import { thinkingConfigOf } from './gemini-thinking.js';
 import { parseDataUrl, textOf } from '../messages.js';
 
 // The Gemini API over fetch and eventsource-parser rather than @google/genai: the SDK's ApiError
@@ -57,6 +58,8 @@ export interface GeminiRequest {
     candidateCount?: number;
     presencePenalty?: number;
     frequencyPenalty?: number;
+    /** Without includeThoughts: the thinking is not sent back, only counted (thoughtsTokenCount). */
+    thinkingConfig?: { thinkingBudget: number };
   };
 }
 
@@ -133,7 +136,8 @@ function toolsOf(p: CompletionParams): Pick<GeminiRequest, 'tools' | 'toolConfig
 /**
  * The generateContent body: system (and developer) messages become systemInstruction, assistant
  * becomes "model", tool calls and results functionCall and functionResponse parts, images inline
- * data, response_format the response MIME type and JSON Schema.
+ * data, response_format the response MIME type and JSON Schema, reasoning_effort a thinking budget
+ * (gemini-thinking.ts).
  */
 export function toGeminiRequest(p: CompletionParams): GeminiRequest {
   const system = p.messages
@@ -150,6 +154,8 @@ export function toGeminiRequest(p: CompletionParams): GeminiRequest {
   if (p.presence_penalty !== undefined) g.presencePenalty = p.presence_penalty;
   if (p.frequency_penalty !== undefined) g.frequencyPenalty = p.frequency_penalty;
   if (p.seed !== undefined) g.seed = p.seed;
+  const thinking = thinkingConfigOf(p.model, p.reasoning_effort);
+  if (thinking) g.thinkingConfig = thinking;
   if (p.response_format) {
     g.responseMimeType = 'application/json';
     if (p.response_format.type === 'json_schema' && p.response_format.json_schema.schema)

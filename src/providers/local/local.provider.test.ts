@@ -58,6 +58,16 @@ describe('local model', () => {
     expect(b.texts[0]).to.equal(a.texts[0]);
   });
 
+  it('accepts reasoning_effort and answers as without it: it does not think', async () => {
+    const plain = await collect(fast, params());
+    for (const effort of ['none', 'high'] as const) {
+      fast.check(params({ reasoning_effort: effort }));
+      const r = await collect(fast, params({ reasoning_effort: effort }));
+      expect(r.texts, effort).to.deep.equal(plain.texts);
+      expect(r.usage, effort).to.deep.equal(plain.usage);
+    }
+  });
+
   it('answers different prompts and models differently', async () => {
     const a = await collect(fast, params());
     const b = await collect(fast, params({ messages: [{ role: 'user', content: 'What is a monad?' }] }));

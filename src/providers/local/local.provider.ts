@@ -36,7 +36,8 @@ async function pause(ms: number, signal: AbortSignal): Promise<void> {
  * The built-in model: deterministic answers, paced like a real model. All choices stream in
  * parallel, interleaved; each timer tick emits every token that is due, merged into one delta per
  * choice, so a very high tokens-per-second rate costs a few ticks per answer, not one per token.
- * temperature, top_p, penalties, logit_bias and user are accepted and have no effect.
+ * temperature, top_p, penalties, logit_bias, user and reasoning_effort are accepted and have no
+ * effect (it does not think: its usage has no reasoning tokens).
  */
 export class LocalProvider implements Provider {
   readonly name = 'local';

@@ -373,4 +373,18 @@ describe('OpenAI adapter against a fake OpenAI', () => {
       ]);
     });
   });
+
+  describe('reasoning_effort', () => {
+    it('passes the effort through, bounding reasoning and answer with max_completion_tokens', async () => {
+      await run(params({ model: 'o4-mini', reasoning_effort: 'high', max_tokens: 2000 }));
+      const body = fake.lastRequest!.body;
+      expect(body).to.deep.include({ reasoning_effort: 'high', max_completion_tokens: 2000 });
+      expect(body).to.not.have.property('max_tokens');
+    });
+
+    it('sends a whole-answer request the same effort', async () => {
+      await collectEvents(provider.complete(params({ reasoning_effort: 'minimal' }), new AbortController().signal));
+      expect(fake.lastRequest!.body).to.deep.include({ stream: false, reasoning_effort: 'minimal' });
+    });
+  });
 });

@@ -71,7 +71,10 @@ export function toOpenAIRequest(
   if (p.temperature !== undefined) body.temperature = p.temperature;
   if (p.top_p !== undefined) body.top_p = p.top_p;
   // max_tokens rather than max_completion_tokens: vLLM, Ollama and llama.cpp servers all read it.
-  if (p.max_tokens !== undefined) body.max_tokens = p.max_tokens;
+  // OpenAI's reasoning models refuse max_tokens, though: a request with an effort (sent only to a
+  // model the catalog marks as reasoning) bounds reasoning and answer with max_completion_tokens.
+  if (p.max_tokens !== undefined && p.reasoning_effort !== undefined) body.max_completion_tokens = p.max_tokens;
+  else if (p.max_tokens !== undefined) body.max_tokens = p.max_tokens;
   if (p.n !== undefined) body.n = p.n;
   if (p.stop !== undefined) body.stop = p.stop;
   if (p.presence_penalty !== undefined) body.presence_penalty = p.presence_penalty;
@@ -83,6 +86,7 @@ export function toOpenAIRequest(
   if (p.tool_choice !== undefined) body.tool_choice = p.tool_choice;
   if (p.parallel_tool_calls !== undefined) body.parallel_tool_calls = p.parallel_tool_calls;
   if (p.response_format !== undefined) body.response_format = p.response_format;
+  if (p.reasoning_effort !== undefined) body.reasoning_effort = p.reasoning_effort;
   return body;
 }
 

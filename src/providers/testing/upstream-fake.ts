@@ -53,6 +53,11 @@ export interface StreamScript {
    * sent. `thoughts` is Gemini's thoughtsTokenCount (thinking tokens, billed as output).
    */
   usage?: { prompt: number; completion: number; thoughts?: number } | null;
+  /**
+   * The model's thinking, sent before the answer where the provider sends it (an Anthropic
+   * thinking block, a Gemini part marked `thought`); OpenAI's wire has no place for it.
+   */
+  thinking?: string;
   /** Wait this long before sending the response headers. */
   delayMs?: number;
   /** Wait this long between two tokens. */
@@ -114,6 +119,7 @@ export interface Plan {
   /** The script's own finish reason (provider words), if it set one. */
   finishOverride: string | undefined;
   usage: { prompt: number; completion: number; thoughts?: number } | null;
+  thinking: string | undefined;
 }
 
 /** Provider-specific pieces of a fake. */
@@ -261,7 +267,7 @@ export class FakeUpstream {
       0,
     );
     const usage = s.usage === null ? null : (s.usage ?? { prompt: roughTokens(chat.body), completion });
-    return { req: chat, choices, finishOverride: s.finishReason, usage };
+    return { req: chat, choices, finishOverride: s.finishReason, usage, thinking: s.thinking };
   }
 
   private async answer(res: ServerResponse, chat: ChatRequest, s: StreamScript): Promise<void> {
