@@ -211,32 +211,58 @@ const dailyFigures = {
 };
 const dailyFigureKeys = Object.keys(dailyFigures);
 
+const API = {
+  type: 'string',
+  enum: ['chat.completions', 'responses'],
+  description: 'The API the requests came through: POST /v1/chat/completions or POST /v1/responses',
+};
+
+const dayModelRows = (description: string): JsonSchema => ({
+  type: 'array',
+  description,
+  items: {
+    type: 'object',
+    required: ['date', 'model', ...dailyFigureKeys],
+    properties: {
+      date: { type: 'string', format: 'date', example: '2026-11-21' },
+      model: { type: 'string' },
+      ...dailyFigures,
+    },
+  },
+});
+
+const dailyTotals = (description: string): JsonSchema => ({
+  type: 'object',
+  description,
+  required: dailyFigureKeys,
+  properties: dailyFigures,
+});
+
 export const DailyUsageSchema: JsonSchema = {
   type: 'object',
-  required: ['object', 'timezone', 'start_date', 'end_date', 'data', 'totals'],
+  required: ['object', 'timezone', 'start_date', 'end_date', 'data', 'totals', 'by_api'],
   properties: {
     object: { type: 'string', const: 'list' },
     timezone: { type: 'string', const: 'UTC', description: 'Days are UTC calendar days' },
     start_date: { type: 'string', format: 'date' },
     end_date: { type: 'string', format: 'date' },
-    data: {
+    data: dayModelRows(
+      'One entry per day and model that has usage (every API together), by day then model; days without usage are left out',
+    ),
+    totals: dailyTotals('The sums of data: the whole period'),
+    by_api: {
       type: 'array',
-      description: 'One entry per day and model that has usage, by day then model; days without usage are left out',
+      description:
+        'The same report for each API alone: always one entry per API, chat.completions then responses, even one without usage. Summed over the APIs, their data and totals are the top-level ones.',
       items: {
         type: 'object',
-        required: ['date', 'model', ...dailyFigureKeys],
+        required: ['api', 'data', 'totals'],
         properties: {
-          date: { type: 'string', format: 'date', example: '2026-11-21' },
-          model: { type: 'string' },
-          ...dailyFigures,
+          api: API,
+          data: dayModelRows("One entry per day and model with this API's usage, by day then model"),
+          totals: dailyTotals("The sums of this API's data"),
         },
       },
-    },
-    totals: {
-      type: 'object',
-      description: 'The sums of data: the whole period',
-      required: dailyFigureKeys,
-      properties: dailyFigures,
     },
   },
 };
@@ -275,6 +301,7 @@ export const RecentRequestsSchema: JsonSchema = {
           'id',
           'created',
           'model',
+          'api',
           'stream',
           'status',
           'prompt_tokens',
@@ -285,11 +312,13 @@ export const RecentRequestsSchema: JsonSchema = {
         properties: {
           id: {
             type: 'string',
-            description: 'The completion id its client received (`id` of the chat.completion or of its chunks)',
+            description:
+              'The id its client received: the chat.completion\'s (or its chunks\') `chatcmpl-…`, or the response\'s `resp_…`',
             example: 'chatcmpl-…',
           },
           created: { type: 'integer', description: 'Unix seconds: when the request was admitted' },
           model: { type: 'string' },
+          api: API,
           stream: { type: 'boolean', description: 'Whether the request asked for a stream' },
           status: {
             type: 'string',
