@@ -313,7 +313,7 @@ export const RecentRequestsSchema: JsonSchema = {
           id: {
             type: 'string',
             description:
-              'The id its client received: the chat.completion\'s (or its chunks\') `chatcmpl-…`, or the response\'s `resp_…`',
+              "The id its client received: the chat.completion's (or its chunks') `chatcmpl-…`, or the response's `resp_…`",
             example: 'chatcmpl-…',
           },
           created: { type: 'integer', description: 'Unix seconds: when the request was admitted' },
