@@ -42,17 +42,25 @@ export interface MonthUsage {
   spend_limit?: SpendLimit;
 }
 
+/** The public API a request came through. */
+export type Api = 'chat.completions' | 'responses';
+
+export type DayModelFigures = Figures & { date: string; model: string };
+
 export interface DailyUsage {
   start_date: string;
   end_date: string;
-  data: (Figures & { date: string; model: string })[];
+  data: DayModelFigures[];
   totals: Figures;
+  /** The same report per API, every API listed. */
+  by_api: { api: Api; data: DayModelFigures[]; totals: Figures }[];
 }
 
 export interface RequestRow {
   id: string;
   created: number;
   model: string;
+  api: Api;
   stream: boolean;
   status: 'completed' | 'cancelled' | 'failed';
   prompt_tokens: number;

@@ -1,9 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, describeError } from '../api.js';
 import { Notice, Show, TableScroll, useLoad } from '../components.js';
-import { addDays, count, isoDay, usd, usdChartValue, usdTicks, utcDateTime } from '../format.js';
+import { addDays, apiName, count, isoDay, usd, usdChartValue, usdTicks, utcDateTime } from '../format.js';
 import { navigate, useLocation } from '../router.js';
-import type { DailyUsage, RequestRow } from '../types.js';
+import type { Api, DailyUsage, DayModelFigures, RequestRow } from '../types.js';
 
 const RANGES: [string, string][] = [
   ['month', 'This month'],
@@ -39,13 +39,33 @@ function daysBetween(start: string, end: string): string[] {
   return days;
 }
 
+type ApiRow = DayModelFigures & { api: Api };
+
+/** The usage per day, model and API, in that order: the table's rows and the CSV's. */
+function rowsByApi(u: DailyUsage): ApiRow[] {
+  const key = (r: ApiRow) => [r.date, r.model, r.api];
+  const rows = u.by_api.flatMap((a) => a.data.map((r) => ({ ...r, api: a.api })));
+  return rows.sort((a, b) => {
+    const [x, y] = [key(a), key(b)];
+    const i = x.findIndex((v, n) => v !== y[n]);
+    return i < 0 ? 0 : x[i]! < y[i]! ? -1 : 1;
+  });
+}
+
+/** The endpoint each API answers on. */
+const PATHS: Record<Api, string> = {
+  'chat.completions': 'POST /v1/chat/completions',
+  responses: 'POST /v1/responses',
+};
+
 function toCsv(u: DailyUsage): string {
-  const lines = ['date,model,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd'];
-  for (const r of u.data)
+  const lines = ['date,model,api,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd'];
+  for (const r of rowsByApi(u))
     lines.push(
       [
         r.date,
         JSON.stringify(r.model),
+        r.api,
         r.requests,
         r.prompt_tokens,
         r.completion_tokens,
@@ -130,8 +150,9 @@ function UsageView(props: { usage: DailyUsage }) {
   if (u.data.length === 0)
     return (
       <Notice kind="info">
-        No usage from {period}. Make a request with your key (the <a href="/console/">overview</a> has examples to copy)
-        and it shows here within seconds.
+        No usage from {period}. Make a request with your key to <code>{PATHS['chat.completions']}</code> or{' '}
+        <code>{PATHS.responses}</code> (the <a href="/console/">overview</a> has examples to copy) and it shows here
+        within seconds, each API apart.
       </Notice>
     );
   return (
@@ -140,6 +161,7 @@ function UsageView(props: { usage: DailyUsage }) {
         {period}: <strong>{count(u.totals.total_tokens)}</strong> tokens, <strong>{count(u.totals.requests)}</strong>{' '}
         requests, <strong>{usd(u.totals.cost_usd)}</strong>.
       </p>
+      <ApiSplit usage={u} />
       <section aria-labelledby="tokens-chart">
         <h2 id="tokens-chart">Tokens per day, by model</h2>
         <Chart
@@ -170,16 +192,17 @@ function UsageView(props: { usage: DailyUsage }) {
         )}
       </section>
       <section aria-labelledby="usage-table">
-        <h2 id="usage-table">Per day and model</h2>
+        <h2 id="usage-table">Per day, model and API</h2>
         <button type="button" onClick={() => downloadCsv(u)}>
           Download CSV
         </button>
-        <TableScroll label="Usage per day and model">
+        <TableScroll label="Usage per day, model and API">
           <table id="usage-numbers">
             <thead>
               <tr>
                 <th scope="col">Day (UTC)</th>
                 <th scope="col">Model</th>
+                <th scope="col">API</th>
                 <th scope="col" class="num">
                   Requests
                 </th>
@@ -198,10 +221,11 @@ function UsageView(props: { usage: DailyUsage }) {
               </tr>
             </thead>
             <tbody>
-              {u.data.map((r) => (
-                <tr key={`${r.date} ${r.model}`}>
+              {rowsByApi(u).map((r) => (
+                <tr key={`${r.date} ${r.model} ${r.api}`}>
                   <td>{r.date}</td>
                   <td>{r.model}</td>
+                  <td>{apiName(r.api)}</td>
                   <td class="num">{count(r.requests)}</td>
                   <td class="num">{count(r.prompt_tokens)}</td>
                   <td class="num">{count(r.completion_tokens)}</td>
@@ -212,7 +236,7 @@ function UsageView(props: { usage: DailyUsage }) {
             </tbody>
             <tfoot>
               <tr class="totals">
-                <th scope="row" colSpan={2}>
+                <th scope="row" colSpan={3}>
                   Total
                 </th>
                 <td class="num" data-total="requests">
@@ -236,6 +260,40 @@ function UsageView(props: { usage: DailyUsage }) {
         </TableScroll>
       </section>
     </>
+  );
+}
+
+/** Chat Completions and Responses side by side: each API's requests, tokens and cost over the period. */
+function ApiSplit(props: { usage: DailyUsage }) {
+  return (
+    <section aria-labelledby="by-api">
+      <h2 id="by-api">By API</h2>
+      <div class="api-split">
+        {props.usage.by_api.map(({ api, totals }) => (
+          <section class="card" key={api} aria-labelledby={`api-${api.replace('.', '-')}`}>
+            <h3 id={`api-${api.replace('.', '-')}`}>{apiName(api)}</h3>
+            <code class="api-path">{PATHS[api]}</code>
+            <dl class="api-figures">
+              <div>
+                <dt>Requests</dt>
+                <dd data-api-total="requests">{count(totals.requests)}</dd>
+              </div>
+              <div>
+                <dt>Tokens</dt>
+                <dd data-api-total="total_tokens">{count(totals.total_tokens)}</dd>
+              </div>
+              <div>
+                <dt>Cost</dt>
+                <dd data-api-total="cost_usd">{usd(totals.cost_usd)}</dd>
+              </div>
+            </dl>
+            {totals.requests === 0 && (
+              <p class="muted api-none">None in this period: requests to {PATHS[api]} with your key count here.</p>
+            )}
+          </section>
+        ))}
+      </div>
+    </section>
   );
 }
 
@@ -315,6 +373,7 @@ function RecentRequests() {
                     <tr>
                       <th scope="col">Time (UTC)</th>
                       <th scope="col">Model</th>
+                      <th scope="col">API</th>
                       <th scope="col">Streamed</th>
                       <th scope="col">Outcome</th>
                       <th scope="col" class="num">
@@ -331,6 +390,7 @@ function RecentRequests() {
                       <tr key={r.id}>
                         <td>{utcDateTime(r.created)}</td>
                         <td>{r.model}</td>
+                        <td>{apiName(r.api)}</td>
                         <td>{r.stream ? 'yes' : 'no'}</td>
                         <td class={`outcome-${r.status}`}>{r.status}</td>
                         <td class="num">{count(r.total_tokens)}</td>
