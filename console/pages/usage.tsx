@@ -58,6 +58,10 @@ const PATHS: Record<Api, string> = {
   responses: 'POST /v1/responses',
 };
 
+/** A path that a narrow card wraps after a slash, never inside a word. */
+const breakableAtSlashes = (path: string) =>
+  path.split('/').flatMap((part, i) => (i === 0 ? [part] : [<wbr key={i} />, `/${part}`]));
+
 function toCsv(u: DailyUsage): string {
   const lines = ['date,model,api,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd'];
   for (const r of rowsByApi(u))
@@ -272,7 +276,7 @@ function ApiSplit(props: { usage: DailyUsage }) {
         {props.usage.by_api.map(({ api, totals }) => (
           <section class="card" key={api} aria-labelledby={`api-${api.replace('.', '-')}`}>
             <h3 id={`api-${api.replace('.', '-')}`}>{apiName(api)}</h3>
-            <code class="api-path">{PATHS[api]}</code>
+            <code class="api-path">{breakableAtSlashes(PATHS[api])}</code>
             <dl class="api-figures">
               <div>
                 <dt>Requests</dt>
