@@ -45,15 +45,14 @@ export interface MonthUsage {
 /** The public API a request came through. */
 export type Api = 'chat.completions' | 'responses';
 
-export type DayModelFigures = Figures & { date: string; model: string };
-
+/** As the console asks for it (group_by=api): a row per day, model and API. */
 export interface DailyUsage {
   start_date: string;
   end_date: string;
-  data: DayModelFigures[];
+  data: (Figures & { date: string; model: string; api: Api })[];
   totals: Figures;
-  /** The same report per API, every API listed. */
-  by_api: { api: Api; data: DayModelFigures[]; totals: Figures }[];
+  /** The period's totals per API, every API listed. */
+  by_api: (Figures & { api: Api })[];
 }
 
 export interface RequestRow {

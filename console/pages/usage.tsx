@@ -3,7 +3,7 @@ import { api, describeError } from '../api.js';
 import { Notice, Show, TableScroll, useLoad } from '../components.js';
 import { addDays, apiName, count, isoDay, usd, usdChartValue, usdTicks, utcDateTime } from '../format.js';
 import { navigate, useLocation } from '../router.js';
-import type { Api, DailyUsage, DayModelFigures, RequestRow } from '../types.js';
+import type { Api, DailyUsage, RequestRow } from '../types.js';
 
 const RANGES: [string, string][] = [
   ['month', 'This month'],
@@ -39,19 +39,6 @@ function daysBetween(start: string, end: string): string[] {
   return days;
 }
 
-type ApiRow = DayModelFigures & { api: Api };
-
-/** The usage per day, model and API, in that order: the table's rows and the CSV's. */
-function rowsByApi(u: DailyUsage): ApiRow[] {
-  const key = (r: ApiRow) => [r.date, r.model, r.api];
-  const rows = u.by_api.flatMap((a) => a.data.map((r) => ({ ...r, api: a.api })));
-  return rows.sort((a, b) => {
-    const [x, y] = [key(a), key(b)];
-    const i = x.findIndex((v, n) => v !== y[n]);
-    return i < 0 ? 0 : x[i]! < y[i]! ? -1 : 1;
-  });
-}
-
 /** The endpoint each API answers on. */
 const PATHS: Record<Api, string> = {
   'chat.completions': 'POST /v1/chat/completions',
@@ -64,7 +51,7 @@ const breakableAtSlashes = (path: string) =>
 
 function toCsv(u: DailyUsage): string {
   const lines = ['date,model,api,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd'];
-  for (const r of rowsByApi(u))
+  for (const r of u.data)
     lines.push(
       [
         r.date,
@@ -96,10 +83,10 @@ export function UsagePage() {
   const range = query.get('range') ?? 'month';
   const { start, end } = period(range, query);
   const usage = useLoad(() => {
-    const qs = new URLSearchParams();
+    const qs = new URLSearchParams({ group_by: 'api' });
     if (start) qs.set('start_date', start);
     if (end) qs.set('end_date', end);
-    return api<DailyUsage>(`/v1/billing/usage/daily${qs.size ? `?${qs}` : ''}`);
+    return api<DailyUsage>(`/v1/billing/usage/daily?${qs}`);
   }, [start, end]);
 
   const choose = (next: string, extra: Record<string, string> = {}) =>
@@ -148,8 +135,11 @@ function UsageView(props: { usage: DailyUsage }) {
   const u = props.usage;
   const models = [...new Set(u.data.map((r) => r.model))].sort();
   const days = daysBetween(u.start_date, u.end_date);
+  // A chart's value for a day and model sums its APIs' rows.
   const grid = (pick: (r: DailyUsage['data'][number]) => number) =>
-    models.map((m) => days.map((d) => pick(u.data.find((r) => r.model === m && r.date === d) ?? ZERO)));
+    models.map((m) =>
+      days.map((d) => u.data.filter((r) => r.model === m && r.date === d).reduce((sum, r) => sum + pick(r), 0)),
+    );
   const period = `${u.start_date} to ${u.end_date} (UTC)`;
   if (u.data.length === 0)
     return (
@@ -225,7 +215,7 @@ function UsageView(props: { usage: DailyUsage }) {
               </tr>
             </thead>
             <tbody>
-              {rowsByApi(u).map((r) => (
+              {u.data.map((r) => (
                 <tr key={`${r.date} ${r.model} ${r.api}`}>
                   <td>{r.date}</td>
                   <td>{r.model}</td>
@@ -273,7 +263,7 @@ function ApiSplit(props: { usage: DailyUsage }) {
     <section aria-labelledby="by-api">
       <h2 id="by-api">By API</h2>
       <div class="api-split">
-        {props.usage.by_api.map(({ api, totals }) => (
+        {props.usage.by_api.map(({ api, ...totals }) => (
           <section class="card" key={api} aria-labelledby={`api-${api.replace('.', '-')}`}>
             <h3 id={`api-${api.replace('.', '-')}`}>{apiName(api)}</h3>
             <code class="api-path">{breakableAtSlashes(PATHS[api])}</code>
@@ -300,14 +290,6 @@ function ApiSplit(props: { usage: DailyUsage }) {
     </section>
   );
 }
-
-const ZERO = {
-  requests: 0,
-  prompt_tokens: 0,
-  completion_tokens: 0,
-  total_tokens: 0,
-  cost_usd: '0',
-} as DailyUsage['data'][number];
 
 /** An exact decimal amount that is zero ("0", "0.000000"), read without a float. */
 const isZero = (amount: string): boolean => /^-?0*(\.0*)?$/.test(amount);

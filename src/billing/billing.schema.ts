@@ -196,6 +196,12 @@ export const DailyUsageQuery: JsonSchema = {
         'Last day (UTC, inclusive), YYYY-MM-DD, on or after start_date and at most 365 days after it (366 days in all). Default: today.',
       example: '2026-11-22',
     },
+    group_by: {
+      type: 'string',
+      enum: ['api'],
+      description:
+        '`api`: one entry of `data` per day, model and API, each naming its `api`, instead of one per day and model.',
+    },
   },
 };
 
@@ -217,27 +223,6 @@ const API = {
   description: 'The API the requests came through: POST /v1/chat/completions or POST /v1/responses',
 };
 
-const dayModelRows = (description: string): JsonSchema => ({
-  type: 'array',
-  description,
-  items: {
-    type: 'object',
-    required: ['date', 'model', ...dailyFigureKeys],
-    properties: {
-      date: { type: 'string', format: 'date', example: '2026-11-21' },
-      model: { type: 'string' },
-      ...dailyFigures,
-    },
-  },
-});
-
-const dailyTotals = (description: string): JsonSchema => ({
-  type: 'object',
-  description,
-  required: dailyFigureKeys,
-  properties: dailyFigures,
-});
-
 export const DailyUsageSchema: JsonSchema = {
   type: 'object',
   required: ['object', 'timezone', 'start_date', 'end_date', 'data', 'totals', 'by_api'],
@@ -246,22 +231,35 @@ export const DailyUsageSchema: JsonSchema = {
     timezone: { type: 'string', const: 'UTC', description: 'Days are UTC calendar days' },
     start_date: { type: 'string', format: 'date' },
     end_date: { type: 'string', format: 'date' },
-    data: dayModelRows(
-      'One entry per day and model that has usage (every API together), by day then model; days without usage are left out',
-    ),
-    totals: dailyTotals('The sums of data: the whole period'),
+    data: {
+      type: 'array',
+      description:
+        'One entry per day and model that has usage (every API together), by day then model; with group_by=api, one per day, model and API, by day, model, then API. Days without usage are left out.',
+      items: {
+        type: 'object',
+        required: ['date', 'model', ...dailyFigureKeys],
+        properties: {
+          date: { type: 'string', format: 'date', example: '2026-11-21' },
+          model: { type: 'string' },
+          api: { ...API, description: `${API.description} (only with group_by=api)` },
+          ...dailyFigures,
+        },
+      },
+    },
+    totals: {
+      type: 'object',
+      description: 'The sums of data: the whole period',
+      required: dailyFigureKeys,
+      properties: dailyFigures,
+    },
     by_api: {
       type: 'array',
       description:
-        'The same report for each API alone: always one entry per API, chat.completions then responses, even one without usage. Summed over the APIs, their data and totals are the top-level ones.',
+        "The period's totals of each API: always one entry per API, chat.completions then responses, even one without usage. They add up to totals.",
       items: {
         type: 'object',
-        required: ['api', 'data', 'totals'],
-        properties: {
-          api: API,
-          data: dayModelRows("One entry per day and model with this API's usage, by day then model"),
-          totals: dailyTotals("The sums of this API's data"),
-        },
+        required: ['api', ...dailyFigureKeys],
+        properties: { api: API, ...dailyFigures },
       },
     },
   },

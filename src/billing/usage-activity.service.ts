@@ -25,28 +25,33 @@ export interface DailyFigures {
   cost_usd: string;
 }
 
-export type DayModelFigures = { date: string; model: string } & DailyFigures;
+export type DayModelFigures = { date: string; model: string; api?: UsageApi } & DailyFigures;
 
 export interface DailyUsage {
   object: 'list';
   timezone: 'UTC';
   start_date: string;
   end_date: string;
-  /** One entry per day and model with usage (every API together), by day then model. */
+  /**
+   * One entry per day and model with usage (every API together), by day then model; with
+   * group_by=api, one per day, model and API, each naming its API.
+   */
   data: DayModelFigures[];
   totals: DailyFigures;
-  /** The same report for each API alone, every API listed (USAGE_APIS order) even without usage. */
-  by_api: { api: UsageApi; data: DayModelFigures[]; totals: DailyFigures }[];
+  /** The period's totals of each API, every API listed (USAGE_APIS order) even without usage. */
+  by_api: ({ api: UsageApi } & DailyFigures)[];
 }
 
 export interface DailyUsageQuery {
   start_date?: string;
   end_date?: string;
+  group_by?: 'api';
 }
 
 /**
  * GET /v1/billing/usage/daily. UTC days, both inclusive; defaults: end_date today, start_date the
- * 1st of end_date's month (the current month to date). An end before the start, or a period of
+ * 1st of end_date's month (the current month to date). Rows per API only when asked (group_by=api):
+ * a reader of rows per day and model gets them as it always did, no larger. An end before the start, or a period of
  * more than MAX_DAILY_USAGE_DAYS days, is a 422.
  */
 export async function dailyUsage(
@@ -80,12 +85,12 @@ export async function dailyUsage(
     timezone: 'UTC',
     start_date: startDate,
     end_date: endDate,
-    data: perDayAndModel(rows),
+    data:
+      q.group_by === 'api'
+        ? rows.map((r) => ({ date: r.date, model: r.model, api: r.api, ...figuresOf([r]) }))
+        : perDayAndModel(rows),
     totals: figuresOf(rows),
-    by_api: USAGE_APIS.map((api) => {
-      const own = rows.filter((r) => r.api === api);
-      return { api, data: perDayAndModel(own), totals: figuresOf(own) };
-    }),
+    by_api: USAGE_APIS.map((api) => ({ api, ...figuresOf(rows.filter((r) => r.api === api)) })),
   };
 }
 

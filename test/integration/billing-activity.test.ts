@@ -115,16 +115,13 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
         by_api: [
           {
             api: 'chat.completions',
-            data: r.body.data,
-            totals: {
-              requests: 4,
-              prompt_tokens: 26000,
-              completion_tokens: 3000,
-              total_tokens: 29000,
-              cost_usd: '0.07',
-            },
+            requests: 4,
+            prompt_tokens: 26000,
+            completion_tokens: 3000,
+            total_tokens: 29000,
+            cost_usd: '0.07',
           },
-          { api: 'responses', data: [], totals: NO_USAGE },
+          { api: 'responses', ...NO_USAGE },
         ],
       });
       const truth = await ledgerByDay(who.account.id, '2019-03-01', '2019-03-20');
@@ -193,12 +190,12 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
       expect(empty.body.data).to.deep.equal([]);
       expect(empty.body.totals).to.deep.equal(NO_USAGE);
       expect(empty.body.by_api).to.deep.equal([
-        { api: 'chat.completions', data: [], totals: NO_USAGE },
-        { api: 'responses', data: [], totals: NO_USAGE },
+        { api: 'chat.completions', ...NO_USAGE },
+        { api: 'responses', ...NO_USAGE },
       ]);
     });
 
-    it('splits the report by API in by_api, Chat Completions then Responses, each adding up to data and totals', async () => {
+    it("gives each API's totals in by_api, and with group_by=api one entry per day, model and API", async () => {
       const who = await createTestAccount(web.app, { tier: 'paid' });
       const use = (api: 'chat.completions' | 'responses', model: string, prompt: number, when: string): UsageSpec => ({
         accountId: who.account.id,
@@ -216,8 +213,6 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
         use('responses', 'gpt-4.1', 30_000, '2019-03-02T23:59:59Z'),
         use('responses', 'gpt-4.1', 40_000, '2019-03-03T00:00:00Z'),
       ]);
-      const r = await daily(who);
-      expect(r.status, r.text).to.equal(200);
       const figures = (requests: number, prompt: number, cost: string) => ({
         requests,
         prompt_tokens: prompt,
@@ -225,26 +220,29 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
         total_tokens: prompt + 1_000 * requests,
         cost_usd: cost,
       });
-      expect(r.body.data).to.deep.equal([
+      const together = await daily(who);
+      expect(together.status, together.text).to.equal(200);
+      expect(together.body.data).to.deep.equal([
         { date: '2019-03-02', model: 'gpt-4.1', ...figures(3, 60_000, '0.144') },
         { date: '2019-03-03', model: 'gpt-4.1', ...figures(1, 40_000, '0.088') },
       ]);
-      expect(r.body.totals).to.deep.equal(figures(4, 100_000, '0.232'));
-      expect(r.body.by_api).to.deep.equal([
-        {
-          api: 'chat.completions',
-          data: [{ date: '2019-03-02', model: 'gpt-4.1', ...figures(1, 10_000, '0.028') }],
-          totals: figures(1, 10_000, '0.028'),
-        },
-        {
-          api: 'responses',
-          data: [
-            { date: '2019-03-02', model: 'gpt-4.1', ...figures(2, 50_000, '0.116') },
-            { date: '2019-03-03', model: 'gpt-4.1', ...figures(1, 40_000, '0.088') },
-          ],
-          totals: figures(3, 90_000, '0.204'),
-        },
+      expect(together.body.totals).to.deep.equal(figures(4, 100_000, '0.232'));
+      expect(together.body.by_api).to.deep.equal([
+        { api: 'chat.completions', ...figures(1, 10_000, '0.028') },
+        { api: 'responses', ...figures(3, 90_000, '0.204') },
       ]);
+
+      const apart = await daily(who, '?group_by=api');
+      expect(apart.status, apart.text).to.equal(200);
+      expect(apart.body.data).to.deep.equal([
+        { date: '2019-03-02', model: 'gpt-4.1', api: 'chat.completions', ...figures(1, 10_000, '0.028') },
+        { date: '2019-03-02', model: 'gpt-4.1', api: 'responses', ...figures(2, 50_000, '0.116') },
+        { date: '2019-03-03', model: 'gpt-4.1', api: 'responses', ...figures(1, 40_000, '0.088') },
+      ]);
+      expect({ totals: apart.body.totals, by_api: apart.body.by_api }).to.deep.equal({
+        totals: together.body.totals,
+        by_api: together.body.by_api,
+      });
       const kept = await sql<{ day: string; api: string; requests: string }>`
         select to_char(day, 'YYYY-MM-DD') as day, api, requests::text from usage_daily_totals
          where account_id = ${who.account.id} order by day, api`.execute(web.app.db);
@@ -273,7 +271,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
       expect(r.body.data[0]).to.include({ date: '2019-03-05', requests: 42 });
     });
 
-    it('answers 422 for a malformed date, an end before the start, and a period over 366 days', async () => {
+    it('answers 422 for a malformed date, an end before the start, a period over 366 days and a group_by other than api', async () => {
       const who = await createTestAccount(web.app);
       const malformed = await daily(who, '?start_date=2019-02-30');
       expect(malformed.status).to.equal(422);
@@ -290,6 +288,10 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
       expect(tooLong.status).to.equal(422);
       expect(tooLong.body.detail[0]).to.deep.include({ loc: ['query', 'start_date'], type: 'value_error' });
       expect(tooLong.body.detail[0].msg).to.match(/at most 366 days/);
+
+      const byModel = await daily(who, '?group_by=model');
+      expect(byModel.status).to.equal(422);
+      expect(byModel.body.detail[0].loc).to.deep.equal(['query', 'group_by']);
     });
 
     it('takes an API key or a JWT, and nothing else', async () => {

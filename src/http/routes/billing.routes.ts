@@ -48,7 +48,7 @@ export function billingRoutes(): RouteSpec[] {
       summary: 'Usage per UTC day and model over a period (at most 366 days), and its totals, in all and per API',
       description:
         'Defaults: `end_date` today, `start_date` the 1st of its month (this month to date). One entry per day and model with usage, read from totals kept as usage is recorded; `cost_usd` counts paid-tier requests only. ' +
-        '`by_api` splits the same report by the API the requests came through (Chat Completions, Responses). ' +
+        "`by_api` gives the period's totals per API the requests came through (Chat Completions, Responses); `group_by=api` splits `data` by API too. " +
         'A malformed date, an end before the start or a period over 366 days is a 422.',
       tag: TAG,
       auth: 'api_key_or_jwt',
