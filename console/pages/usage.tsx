@@ -282,7 +282,7 @@ function ApiSplit(props: { usage: DailyUsage }) {
               </div>
             </dl>
             {totals.requests === 0 && (
-              <p class="muted api-none">None in this period: requests to {PATHS[api]} with your key count here.</p>
+              <p class="muted api-none">None in this period: call the endpoint above with your key.</p>
             )}
           </section>
         ))}
