@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, Migrator, sql } from 'kysely';
 import { migrations } from '../../db/migrations/index.js';
 import { migrationDatabase } from '../support/migration-database.js';
 
@@ -98,6 +98,27 @@ describe('migration: usage_events.api and daily totals per API over an existing 
              ('chatcmpl-new', ${account}, 'gpt-4.1', 'paid', 'completed', 1, 1, 2.00, 8.00, 0.00001, '2026-10-09T12:00:00Z', default)`.execute(
       db,
     );
+    expect(await totals()).to.deep.equal(await ledger());
+  });
+
+  it('folds the totals back into one row per day and model when migrated down, and splits them again when migrated up', async () => {
+    const migrator = new Migrator({ db, provider: { getMigrations: () => Promise.resolve(migrations) } });
+    const down = await migrator.migrateDown();
+    expect(down.error).to.equal(undefined);
+    expect(down.results?.map((r) => [r.migrationName, r.direction])).to.deep.equal([[USAGE_API, 'Down']]);
+    const folded = await sql<Omit<Totals, 'api'>>`
+      select to_char(day, 'YYYY-MM-DD') as day, model, requests::text,
+             (prompt_tokens + completion_tokens)::text as tokens, cost_usd::text as cost
+        from usage_daily_totals order by 1, 2`.execute(db);
+    const ledgerPerModel = await sql<Omit<Totals, 'api'>>`
+      select to_char(created_at at time zone 'UTC', 'YYYY-MM-DD') as day, model, count(*)::text as requests,
+             sum(prompt_tokens + completion_tokens)::text as tokens,
+             coalesce(sum(cost_usd) filter (where tier = 'paid'), 0)::text as cost
+        from usage_events group by 1, 2 order by 1, 2`.execute(db);
+    expect(folded.rows).to.deep.equal(ledgerPerModel.rows);
+
+    const up = await migrator.migrateToLatest();
+    expect(up.error).to.equal(undefined);
     expect(await totals()).to.deep.equal(await ledger());
   });
 });
