@@ -65,3 +65,7 @@ export function addDays(day: string, n: number): string {
   d.setUTCDate(d.getUTCDate() + n);
   return isoDay(d);
 }
+
+/** An API as the console names it, after OpenAI's own names for them. */
+export const apiName = (api: 'chat.completions' | 'responses'): string =>
+  api === 'responses' ? 'Responses' : 'Chat Completions';

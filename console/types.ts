@@ -42,17 +42,24 @@ export interface MonthUsage {
   spend_limit?: SpendLimit;
 }
 
+/** The public API a request came through. */
+export type Api = 'chat.completions' | 'responses';
+
+/** As the console asks for it (group_by=api): a row per day, model and API. */
 export interface DailyUsage {
   start_date: string;
   end_date: string;
-  data: (Figures & { date: string; model: string })[];
+  data: (Figures & { date: string; model: string; api: Api })[];
   totals: Figures;
+  /** The period's totals per API, every API listed. */
+  by_api: (Figures & { api: Api })[];
 }
 
 export interface RequestRow {
   id: string;
   created: number;
   model: string;
+  api: Api;
   stream: boolean;
   status: 'completed' | 'cancelled' | 'failed';
   prompt_tokens: number;

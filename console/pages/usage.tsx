@@ -1,9 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, describeError } from '../api.js';
 import { Notice, Show, TableScroll, useLoad } from '../components.js';
-import { addDays, count, isoDay, usd, usdChartValue, usdTicks, utcDateTime } from '../format.js';
+import { addDays, apiName, count, isoDay, usd, usdChartValue, usdTicks, utcDateTime } from '../format.js';
 import { navigate, useLocation } from '../router.js';
-import type { DailyUsage, RequestRow } from '../types.js';
+import type { Api, DailyUsage, RequestRow } from '../types.js';
 
 const RANGES: [string, string][] = [
   ['month', 'This month'],
@@ -39,13 +39,24 @@ function daysBetween(start: string, end: string): string[] {
   return days;
 }
 
+/** The endpoint each API answers on. */
+const PATHS: Record<Api, string> = {
+  'chat.completions': 'POST /v1/chat/completions',
+  responses: 'POST /v1/responses',
+};
+
+/** A path that a narrow card wraps after a slash, never inside a word. */
+const breakableAtSlashes = (path: string) =>
+  path.split('/').flatMap((part, i) => (i === 0 ? [part] : [<wbr key={i} />, `/${part}`]));
+
 function toCsv(u: DailyUsage): string {
-  const lines = ['date,model,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd'];
+  const lines = ['date,model,api,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd'];
   for (const r of u.data)
     lines.push(
       [
         r.date,
         JSON.stringify(r.model),
+        r.api,
         r.requests,
         r.prompt_tokens,
         r.completion_tokens,
@@ -72,10 +83,10 @@ export function UsagePage() {
   const range = query.get('range') ?? 'month';
   const { start, end } = period(range, query);
   const usage = useLoad(() => {
-    const qs = new URLSearchParams();
+    const qs = new URLSearchParams({ group_by: 'api' });
     if (start) qs.set('start_date', start);
     if (end) qs.set('end_date', end);
-    return api<DailyUsage>(`/v1/billing/usage/daily${qs.size ? `?${qs}` : ''}`);
+    return api<DailyUsage>(`/v1/billing/usage/daily?${qs}`);
   }, [start, end]);
 
   const choose = (next: string, extra: Record<string, string> = {}) =>
@@ -124,14 +135,18 @@ function UsageView(props: { usage: DailyUsage }) {
   const u = props.usage;
   const models = [...new Set(u.data.map((r) => r.model))].sort();
   const days = daysBetween(u.start_date, u.end_date);
+  // A chart's value for a day and model sums its APIs' rows.
   const grid = (pick: (r: DailyUsage['data'][number]) => number) =>
-    models.map((m) => days.map((d) => pick(u.data.find((r) => r.model === m && r.date === d) ?? ZERO)));
+    models.map((m) =>
+      days.map((d) => u.data.filter((r) => r.model === m && r.date === d).reduce((sum, r) => sum + pick(r), 0)),
+    );
   const period = `${u.start_date} to ${u.end_date} (UTC)`;
   if (u.data.length === 0)
     return (
       <Notice kind="info">
-        No usage from {period}. Make a request with your key (the <a href="/console/">overview</a> has examples to copy)
-        and it shows here within seconds.
+        No usage from {period}. Make a request with your key to <code>{PATHS['chat.completions']}</code> or{' '}
+        <code>{PATHS.responses}</code> (the <a href="/console/">overview</a> has examples to copy) and it shows here
+        within seconds, each API apart.
       </Notice>
     );
   return (
@@ -140,6 +155,7 @@ function UsageView(props: { usage: DailyUsage }) {
         {period}: <strong>{count(u.totals.total_tokens)}</strong> tokens, <strong>{count(u.totals.requests)}</strong>{' '}
         requests, <strong>{usd(u.totals.cost_usd)}</strong>.
       </p>
+      <ApiSplit usage={u} />
       <section aria-labelledby="tokens-chart">
         <h2 id="tokens-chart">Tokens per day, by model</h2>
         <Chart
@@ -170,16 +186,17 @@ function UsageView(props: { usage: DailyUsage }) {
         )}
       </section>
       <section aria-labelledby="usage-table">
-        <h2 id="usage-table">Per day and model</h2>
+        <h2 id="usage-table">Per day, model and API</h2>
         <button type="button" onClick={() => downloadCsv(u)}>
           Download CSV
         </button>
-        <TableScroll label="Usage per day and model">
+        <TableScroll label="Usage per day, model and API">
           <table id="usage-numbers">
             <thead>
               <tr>
                 <th scope="col">Day (UTC)</th>
                 <th scope="col">Model</th>
+                <th scope="col">API</th>
                 <th scope="col" class="num">
                   Requests
                 </th>
@@ -199,9 +216,10 @@ function UsageView(props: { usage: DailyUsage }) {
             </thead>
             <tbody>
               {u.data.map((r) => (
-                <tr key={`${r.date} ${r.model}`}>
+                <tr key={`${r.date} ${r.model} ${r.api}`}>
                   <td>{r.date}</td>
                   <td>{r.model}</td>
+                  <td>{apiName(r.api)}</td>
                   <td class="num">{count(r.requests)}</td>
                   <td class="num">{count(r.prompt_tokens)}</td>
                   <td class="num">{count(r.completion_tokens)}</td>
@@ -212,7 +230,7 @@ function UsageView(props: { usage: DailyUsage }) {
             </tbody>
             <tfoot>
               <tr class="totals">
-                <th scope="row" colSpan={2}>
+                <th scope="row" colSpan={3}>
                   Total
                 </th>
                 <td class="num" data-total="requests">
@@ -239,13 +257,39 @@ function UsageView(props: { usage: DailyUsage }) {
   );
 }
 
-const ZERO = {
-  requests: 0,
-  prompt_tokens: 0,
-  completion_tokens: 0,
-  total_tokens: 0,
-  cost_usd: '0',
-} as DailyUsage['data'][number];
+/** Chat Completions and Responses side by side: each API's requests, tokens and cost over the period. */
+function ApiSplit(props: { usage: DailyUsage }) {
+  return (
+    <section aria-labelledby="by-api">
+      <h2 id="by-api">By API</h2>
+      <div class="api-split">
+        {props.usage.by_api.map(({ api, ...totals }) => (
+          <section class="card" key={api} aria-labelledby={`api-${api.replace('.', '-')}`}>
+            <h3 id={`api-${api.replace('.', '-')}`}>{apiName(api)}</h3>
+            <code class="api-path">{breakableAtSlashes(PATHS[api])}</code>
+            <dl class="api-figures">
+              <div>
+                <dt>Requests</dt>
+                <dd data-api-total="requests">{count(totals.requests)}</dd>
+              </div>
+              <div>
+                <dt>Tokens</dt>
+                <dd data-api-total="total_tokens">{count(totals.total_tokens)}</dd>
+              </div>
+              <div>
+                <dt>Cost</dt>
+                <dd data-api-total="cost_usd">{usd(totals.cost_usd)}</dd>
+              </div>
+            </dl>
+            {totals.requests === 0 && (
+              <p class="muted api-none">None in this period: call the endpoint above with your key.</p>
+            )}
+          </section>
+        ))}
+      </div>
+    </section>
+  );
+}
 
 /** An exact decimal amount that is zero ("0", "0.000000"), read without a float. */
 const isZero = (amount: string): boolean => /^-?0*(\.0*)?$/.test(amount);
@@ -315,6 +359,7 @@ function RecentRequests() {
                     <tr>
                       <th scope="col">Time (UTC)</th>
                       <th scope="col">Model</th>
+                      <th scope="col">API</th>
                       <th scope="col">Streamed</th>
                       <th scope="col">Outcome</th>
                       <th scope="col" class="num">
@@ -331,6 +376,7 @@ function RecentRequests() {
                       <tr key={r.id}>
                         <td>{utcDateTime(r.created)}</td>
                         <td>{r.model}</td>
+                        <td>{apiName(r.api)}</td>
                         <td>{r.stream ? 'yes' : 'no'}</td>
                         <td class={`outcome-${r.status}`}>{r.status}</td>
                         <td class="num">{count(r.total_tokens)}</td>

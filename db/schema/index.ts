@@ -32,7 +32,7 @@ export interface Database {
 }
 
 export type { Tier } from './accounts.js';
-export type { UsageStatus } from './usage-events.js';
+export type { UsageApi, UsageStatus } from './usage-events.js';
 export type { InvoiceKind } from './invoices.js';
 export type { OutboxStatus } from './email-outbox.js';
 export type { StoredResponseStatus } from './stored-responses.js';

@@ -3,6 +3,9 @@ import type { Tier } from './accounts.js';
 
 export type UsageStatus = 'completed' | 'cancelled' | 'failed';
 
+/** The public API a request came through: POST /v1/chat/completions or POST /v1/responses. */
+export type UsageApi = 'chat.completions' | 'responses';
+
 /** The usage ledger: one row per completion request, idempotent on request_id. */
 export interface UsageEventsTable {
   id: Generated<string>;
@@ -21,6 +24,8 @@ export interface UsageEventsTable {
   cost_usd: string;
   /** The request asked for a stream (false on rows recorded before this was kept). */
   stream: ColumnType<boolean, boolean | undefined, boolean>;
+  /** Which API the request came through ('chat.completions' on rows recorded before this was kept, except `resp_…` ids). */
+  api: ColumnType<UsageApi, UsageApi | undefined, UsageApi>;
   created_at: Date;
   recorded_at: ColumnType<Date, Date | undefined, never>;
   invoice_id: string | null;

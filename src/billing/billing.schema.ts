@@ -196,6 +196,12 @@ export const DailyUsageQuery: JsonSchema = {
         'Last day (UTC, inclusive), YYYY-MM-DD, on or after start_date and at most 365 days after it (366 days in all). Default: today.',
       example: '2026-11-22',
     },
+    group_by: {
+      type: 'string',
+      enum: ['api'],
+      description:
+        '`api`: one entry of `data` per day, model and API, each naming its `api`, instead of one per day and model.',
+    },
   },
 };
 
@@ -211,9 +217,15 @@ const dailyFigures = {
 };
 const dailyFigureKeys = Object.keys(dailyFigures);
 
+const API = {
+  type: 'string',
+  enum: ['chat.completions', 'responses'],
+  description: 'The API the requests came through: POST /v1/chat/completions or POST /v1/responses',
+};
+
 export const DailyUsageSchema: JsonSchema = {
   type: 'object',
-  required: ['object', 'timezone', 'start_date', 'end_date', 'data', 'totals'],
+  required: ['object', 'timezone', 'start_date', 'end_date', 'data', 'totals', 'by_api'],
   properties: {
     object: { type: 'string', const: 'list' },
     timezone: { type: 'string', const: 'UTC', description: 'Days are UTC calendar days' },
@@ -221,13 +233,15 @@ export const DailyUsageSchema: JsonSchema = {
     end_date: { type: 'string', format: 'date' },
     data: {
       type: 'array',
-      description: 'One entry per day and model that has usage, by day then model; days without usage are left out',
+      description:
+        'One entry per day and model that has usage (every API together), by day then model; with group_by=api, one per day, model and API, by day, model, then API. Days without usage are left out.',
       items: {
         type: 'object',
         required: ['date', 'model', ...dailyFigureKeys],
         properties: {
           date: { type: 'string', format: 'date', example: '2026-11-21' },
           model: { type: 'string' },
+          api: { ...API, description: `${API.description} (only with group_by=api)` },
           ...dailyFigures,
         },
       },
@@ -237,6 +251,16 @@ export const DailyUsageSchema: JsonSchema = {
       description: 'The sums of data: the whole period',
       required: dailyFigureKeys,
       properties: dailyFigures,
+    },
+    by_api: {
+      type: 'array',
+      description:
+        "The period's totals of each API: always one entry per API, chat.completions then responses, even one without usage. They add up to totals.",
+      items: {
+        type: 'object',
+        required: ['api', ...dailyFigureKeys],
+        properties: { api: API, ...dailyFigures },
+      },
     },
   },
 };
@@ -275,6 +299,7 @@ export const RecentRequestsSchema: JsonSchema = {
           'id',
           'created',
           'model',
+          'api',
           'stream',
           'status',
           'prompt_tokens',
@@ -285,11 +310,13 @@ export const RecentRequestsSchema: JsonSchema = {
         properties: {
           id: {
             type: 'string',
-            description: 'The completion id its client received (`id` of the chat.completion or of its chunks)',
+            description:
+              "The id its client received: the chat.completion's (or its chunks') `chatcmpl-…`, or the response's `resp_…`",
             example: 'chatcmpl-…',
           },
           created: { type: 'integer', description: 'Unix seconds: when the request was admitted' },
           model: { type: 'string' },
+          api: API,
           stream: { type: 'boolean', description: 'Whether the request asked for a stream' },
           status: {
             type: 'string',

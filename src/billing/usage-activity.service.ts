@@ -1,13 +1,17 @@
 import type { Clock } from '../clock.js';
 import { AppError, validationError } from '../errors.js';
 import type { Db } from '../infra/db.js';
-import type { UsageStatus } from '../../db/schema/index.js';
+import type { UsageApi, UsageStatus } from '../../db/schema/index.js';
 import { accountRequests, usageByDayAndModel } from '../usage/ledger.service.js';
+import type { DayModelUsageRow } from '../usage/usage.repository.js';
 import { normalizeDecimal, sumDecimals, toSafeInteger } from './money.js';
 import { addDays, dayKey, monthOf, parseDay, unixSeconds } from '../calendar.js';
 
-// What the console's usage page reads: usage per UTC day and model (from the trigger-kept daily
-// totals, never a scan of the ledger), and the account's requests one page at a time.
+// What the console's usage page reads: usage per UTC day and model, in all and per API (from the
+// trigger-kept daily totals, never a scan of the ledger), and the account's requests one page at a time.
+
+/** Every API the ledger knows, in the order by_api lists them. */
+export const USAGE_APIS: readonly UsageApi[] = ['chat.completions', 'responses'];
 
 /** The longest period the daily endpoint answers for, in days (both ends counted). */
 export const MAX_DAILY_USAGE_DAYS = 366;
@@ -21,24 +25,33 @@ export interface DailyFigures {
   cost_usd: string;
 }
 
+export type DayModelFigures = { date: string; model: string; api?: UsageApi } & DailyFigures;
+
 export interface DailyUsage {
   object: 'list';
   timezone: 'UTC';
   start_date: string;
   end_date: string;
-  /** One entry per day and model with usage, by day then model. */
-  data: ({ date: string; model: string } & DailyFigures)[];
+  /**
+   * One entry per day and model with usage (every API together), by day then model; with
+   * group_by=api, one per day, model and API, each naming its API.
+   */
+  data: DayModelFigures[];
   totals: DailyFigures;
+  /** The period's totals of each API, every API listed (USAGE_APIS order) even without usage. */
+  by_api: ({ api: UsageApi } & DailyFigures)[];
 }
 
 export interface DailyUsageQuery {
   start_date?: string;
   end_date?: string;
+  group_by?: 'api';
 }
 
 /**
  * GET /v1/billing/usage/daily. UTC days, both inclusive; defaults: end_date today, start_date the
- * 1st of end_date's month (the current month to date). An end before the start, or a period of
+ * 1st of end_date's month (the current month to date). Rows per API only when asked (group_by=api):
+ * a reader of rows per day and model gets them as it always did, no larger. An end before the start, or a period of
  * more than MAX_DAILY_USAGE_DAYS days, is a 422.
  */
 export async function dailyUsage(
@@ -67,45 +80,54 @@ export async function dailyUsage(
     ]);
   }
   const rows = await usageByDayAndModel(app.db, accountId, startDate, endDate);
-  const totals = { requests: 0, prompt_tokens: 0, completion_tokens: 0 };
-  const data = rows.map((r) => {
-    const entry = {
-      date: r.date,
-      model: r.model,
-      requests: toSafeInteger(r.requests),
-      prompt_tokens: toSafeInteger(r.prompt_tokens),
-      completion_tokens: toSafeInteger(r.completion_tokens),
-      total_tokens: 0,
-      cost_usd: normalizeDecimal(r.cost_usd),
-    };
-    entry.total_tokens = toSafeInteger(entry.prompt_tokens + entry.completion_tokens);
-    totals.requests += entry.requests;
-    totals.prompt_tokens += entry.prompt_tokens;
-    totals.completion_tokens += entry.completion_tokens;
-    return entry;
-  });
   return {
     object: 'list',
     timezone: 'UTC',
     start_date: startDate,
     end_date: endDate,
-    data,
-    totals: {
-      requests: toSafeInteger(totals.requests),
-      prompt_tokens: toSafeInteger(totals.prompt_tokens),
-      completion_tokens: toSafeInteger(totals.completion_tokens),
-      total_tokens: toSafeInteger(totals.prompt_tokens + totals.completion_tokens),
-      cost_usd: sumDecimals(rows.map((r) => r.cost_usd)),
-    },
+    data:
+      q.group_by === 'api'
+        ? rows.map((r) => ({ date: r.date, model: r.model, api: r.api, ...figuresOf([r]) }))
+        : perDayAndModel(rows),
+    totals: figuresOf(rows),
+    by_api: USAGE_APIS.map((api) => ({ api, ...figuresOf(rows.filter((r) => r.api === api)) })),
+  };
+}
+
+/** Rows (in day, model order) summed per day and model, whatever their API. */
+function perDayAndModel(rows: DayModelUsageRow[]): DayModelFigures[] {
+  const groups: DayModelUsageRow[][] = [];
+  for (const r of rows) {
+    const last = groups[groups.length - 1];
+    if (last && last[0]!.date === r.date && last[0]!.model === r.model) last.push(r);
+    else groups.push([r]);
+  }
+  return groups.map((g) => ({ date: g[0]!.date, model: g[0]!.model, ...figuresOf(g) }));
+}
+
+/** The sums of some daily totals rows: integers checked to be exact in JSON, cost as an exact decimal. */
+function figuresOf(rows: DayModelUsageRow[]): DailyFigures {
+  const sum = (pick: (r: DayModelUsageRow) => string) =>
+    toSafeInteger(rows.reduce((total, r) => total + BigInt(pick(r)), 0n));
+  const prompt = sum((r) => r.prompt_tokens);
+  const completion = sum((r) => r.completion_tokens);
+  return {
+    requests: sum((r) => r.requests),
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: toSafeInteger(prompt + completion),
+    cost_usd: sumDecimals(rows.map((r) => r.cost_usd)),
   };
 }
 
 export interface RecentRequest {
-  /** The completion's id as its client saw it (chatcmpl-…): the ledger's request id. */
+  /** The id its client saw (chatcmpl-…, resp_… for the Responses API): the ledger's request id. */
   id: string;
   /** Unix seconds, the completion's `created`. */
   created: number;
   model: string;
+  /** The API it came through. */
+  api: UsageApi;
   stream: boolean;
   status: UsageStatus;
   prompt_tokens: number;
@@ -153,6 +175,7 @@ export async function recentRequests(
       id: r.request_id,
       created: unixSeconds(r.created_at),
       model: r.model,
+      api: r.api,
       stream: r.stream,
       status: r.status,
       prompt_tokens: r.prompt_tokens,

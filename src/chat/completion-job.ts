@@ -69,6 +69,7 @@ export function usageOf(
     output_price_per_million: job.model.output_price_per_million,
     created_at: new Date(job.created * 1000).toISOString(),
     stream: job.stream,
+    api: job.wire?.format === 'responses' ? 'responses' : 'chat.completions',
   };
 }
 

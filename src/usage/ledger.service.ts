@@ -23,7 +23,7 @@ export function usageByMonth(db: Db, accountId: string, from: Month, to: Month):
   return usage.usageByMonth(db, accountId, from.start, to.start);
 }
 
-/** An account's usage per UTC day and model over [fromDay, toDay] (YYYY-MM-DD), from the daily totals. */
+/** An account's usage per UTC day, model and API over [fromDay, toDay] (YYYY-MM-DD), from the daily totals. */
 export function usageByDayAndModel(
   db: Db,
   accountId: string,

@@ -1,4 +1,4 @@
-import type { Tier, UsageStatus } from '../../db/schema/index.js';
+import type { Tier, UsageApi, UsageStatus } from '../../db/schema/index.js';
 
 /** One completion request's usage, as the worker records it and the ledger stores it. */
 export interface UsageEvent {
@@ -16,4 +16,13 @@ export interface UsageEvent {
   created_at: string;
   /** The request asked for a stream; absent in entries a worker appended before this was carried (false). */
   stream?: boolean;
+  /** The API the request came through; absent in entries a worker appended before this was carried (see apiOf). */
+  api?: UsageApi;
 }
+
+/**
+ * The API an event's request came through. An entry without it is from a worker that predates it:
+ * a Responses request's id is `resp_…` (relay-protocol.ts), any other is a chat completion.
+ */
+export const apiOf = (e: Pick<UsageEvent, 'api' | 'request_id'>): UsageApi =>
+  e.api ?? (e.request_id.startsWith('resp_') ? 'responses' : 'chat.completions');

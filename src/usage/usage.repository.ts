@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Db, Trx } from '../infra/db.js';
-import type { UsageEvent } from './usage-event.js';
+import { apiOf, type UsageEvent } from './usage-event.js';
+import type { UsageApi } from '../../db/schema/index.js';
 
 // The one repository of the usage ledger (usage_events) and of the monthly and daily totals its
 // statement triggers keep current (usage_monthly_totals, usage_daily_totals): metering writes here,
@@ -30,6 +31,7 @@ export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<U
         cost_usd: sql<string>`(${e.prompt_tokens}::numeric * ${e.input_price_per_million}::numeric + ${e.completion_tokens}::numeric * ${e.output_price_per_million}::numeric) / 1000000`,
         created_at: new Date(e.created_at),
         stream: e.stream === true,
+        api: apiOf(e),
       })),
     )
     .onConflict((oc) => oc.column('request_id').doNothing())
@@ -126,6 +128,7 @@ export interface DayModelUsageRow {
   /** YYYY-MM-DD, UTC. */
   date: string;
   model: string;
+  api: UsageApi;
   requests: string;
   prompt_tokens: string;
   completion_tokens: string;
@@ -134,7 +137,7 @@ export interface DayModelUsageRow {
 }
 
 /**
- * An account's usage per UTC day and model, for the days from `fromDay` to `toDay` inclusive
+ * An account's usage per UTC day, model and API, for the days from `fromDay` to `toDay` inclusive
  * (YYYY-MM-DD): the daily totals' rows as they are stored, in key order.
  */
 export async function usageByDayAndModel(
@@ -144,10 +147,10 @@ export async function usageByDayAndModel(
   toDay: string,
 ): Promise<DayModelUsageRow[]> {
   const r = await sql<DayModelUsageRow>`
-    select to_char(day, 'YYYY-MM-DD') as date, model, requests, prompt_tokens, completion_tokens, cost_usd
+    select to_char(day, 'YYYY-MM-DD') as date, model, api, requests, prompt_tokens, completion_tokens, cost_usd
       from usage_daily_totals
      where account_id = ${accountId} and day between ${fromDay}::date and ${toDay}::date
-     order by day, model`.execute(db);
+     order by day, model, api`.execute(db);
   return r.rows;
 }
 
@@ -160,6 +163,7 @@ export interface LedgerRequestRow {
   model: string;
   tier: 'free' | 'paid';
   stream: boolean;
+  api: UsageApi;
   status: 'completed' | 'cancelled' | 'failed';
   prompt_tokens: number;
   completion_tokens: number;
@@ -195,6 +199,7 @@ export async function recentLedgerRows(
       'model',
       'tier',
       'stream',
+      'api',
       'status',
       'prompt_tokens',
       'completion_tokens',
@@ -318,26 +323,26 @@ export async function rebuildMonthTotals(trx: Trx, monthStart: Date, monthEnd: D
 /**
  * Re-derives the daily totals of the days in [monthStart, monthEnd) from the ledger and replaces
  * them where they differ, under the same lock discipline as rebuildMonthTotals. Returns the number
- * of (account, day, model) totals that differed.
+ * of (account, day, model, API) totals that differed.
  */
 export async function rebuildDayTotals(trx: Trx, monthStart: Date, monthEnd: Date): Promise<number> {
   await sql`lock table usage_daily_totals in share row exclusive mode`.execute(trx);
   const from = monthStart.toISOString().slice(0, 10);
   const to = monthEnd.toISOString().slice(0, 10);
   const truth = sql`
-    select account_id, (created_at at time zone 'UTC')::date as day, model, count(*)::bigint as requests,
+    select account_id, (created_at at time zone 'UTC')::date as day, model, api, count(*)::bigint as requests,
            sum(prompt_tokens)::bigint as prompt_tokens, sum(completion_tokens)::bigint as completion_tokens,
            coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) as cost_usd
       from usage_events
      where created_at >= ${monthStart} and created_at < ${monthEnd}
-     group by 1, 2, 3`;
+     group by 1, 2, 3, 4`;
   const drift = await sql<{ n: string }>`
     with truth as (${truth}), kept as (
-      select account_id, day, model, requests, prompt_tokens, completion_tokens, cost_usd
+      select account_id, day, model, api, requests, prompt_tokens, completion_tokens, cost_usd
         from usage_daily_totals where day >= ${from}::date and day < ${to}::date
     )
     select count(*)::text as n
-      from truth t full join kept k using (account_id, day, model)
+      from truth t full join kept k using (account_id, day, model, api)
      where (t.requests, t.prompt_tokens, t.completion_tokens, t.cost_usd) is distinct from (k.requests, k.prompt_tokens, k.completion_tokens, k.cost_usd)`.execute(
     trx,
   );
@@ -345,7 +350,7 @@ export async function rebuildDayTotals(trx: Trx, monthStart: Date, monthEnd: Dat
   if (n > 0) {
     await sql`delete from usage_daily_totals where day >= ${from}::date and day < ${to}::date`.execute(trx);
     await sql`
-      insert into usage_daily_totals (account_id, day, model, requests, prompt_tokens, completion_tokens, cost_usd)
+      insert into usage_daily_totals (account_id, day, model, api, requests, prompt_tokens, completion_tokens, cost_usd)
       ${truth}`.execute(trx);
   }
   return n;

@@ -93,13 +93,14 @@ describe('chat completions through web and worker processes (built-in local mode
     expect(finished.sort()).to.deep.equal([0, 1, 2]);
   });
 
-  it('records exactly one ledger row per request, with its tier and prices', async () => {
+  it('records exactly one ledger row per request, with its API, tier and prices', async () => {
     const r = await post(url, ask, { bearer: paid.apiKey });
     const row = await eventually(
       () => app.db.selectFrom('usage_events').selectAll().where('request_id', '=', r.body.id).executeTakeFirst(),
       'the usage row',
     );
     expect(row.account_id).to.equal(paid.account.id);
+    expect(row.api).to.equal('chat.completions');
     expect(row.tier).to.equal('paid');
     expect(row.status).to.equal('completed');
     expect(row.prompt_tokens).to.equal(r.body.usage.prompt_tokens);

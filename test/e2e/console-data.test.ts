@@ -22,7 +22,7 @@ describe('console data and checkout returns, through the web and worker processe
   };
   const asBrowser = (url: string) => get(url, { headers: { accept: BROWSER }, redirect: 'manual' });
 
-  it('lists completions made with the openai SDK by their ids and stream flags, and counts them per UTC day as the ledger does', async () => {
+  it('lists completions and responses made with the openai SDK by their ids, APIs and stream flags, and counts them per UTC day and API as the ledger does', async () => {
     const who = await createTestAccount(s.app);
     const client = new OpenAI({ apiKey: who.apiKey, baseURL: `${s.web.url}/v1`, maxRetries: 0 });
     const messages = [{ role: 'user' as const, content: 'Say something short.' }];
@@ -40,15 +40,30 @@ describe('console data and checkout returns, through the web and worker processe
       streamedId = chunk.id;
       if (chunk.usage) streamedUsage = chunk.usage;
     }
+    const response = await client.responses.create({
+      model: 'gemini-2.5-flash',
+      input: 'Say something short.',
+      max_output_tokens: 20,
+    });
 
     // The worker's usage reaches the ledger through the metering stream shortly after each answer.
     const listed = await eventually(async () => {
       const r = await get(`${s.web.url}/v1/billing/requests`, { bearer: who.apiKey });
-      return r.body?.data?.length === 2 ? r.body : undefined;
-    }, 'both requests in the ledger');
+      return r.body?.data?.length === 3 ? r.body : undefined;
+    }, 'the three requests in the ledger');
     expect(listed.has_more).to.equal(false);
-    const [newest, oldest] = listed.data;
-    expect(newest).to.include({
+    // Requests of one second are in no particular order among themselves: find each by its id.
+    const byId = (id: string) => listed.data.find((d: { id: string }) => d.id === id);
+    expect(byId(response.id)).to.include({
+      api: 'responses',
+      model: 'gemini-2.5-flash',
+      stream: false,
+      status: 'completed',
+      prompt_tokens: response.usage!.input_tokens,
+      completion_tokens: response.usage!.output_tokens,
+    });
+    expect(byId(streamedId)).to.include({
+      api: 'chat.completions',
       id: streamedId,
       model: 'gemini-2.5-flash',
       stream: true,
@@ -57,7 +72,8 @@ describe('console data and checkout returns, through the web and worker processe
       completion_tokens: streamedUsage!.completion_tokens,
       cost_usd: '0',
     });
-    expect(oldest).to.include({
+    expect(byId(plain.id)).to.include({
+      api: 'chat.completions',
       id: plain.id,
       created: plain.created,
       stream: false,
@@ -77,6 +93,18 @@ describe('console data and checkout returns, through the web and worker processe
       completion_tokens: Number(ledger.rows[0]!.completion),
     });
     expect(daily.body.data.map((d: { model: string }) => d.model)).to.deep.equal(['gemini-2.5-flash']);
+    const perApi = await sql<{ api: string; requests: string }>`
+      select api, count(*)::text as requests from usage_events where account_id = ${who.account.id} group by api order by api`.execute(
+      s.app.db,
+    );
+    expect(perApi.rows).to.deep.equal([
+      { api: 'chat.completions', requests: '2' },
+      { api: 'responses', requests: '1' },
+    ]);
+    expect(daily.body.by_api.map((a: { api: string; requests: number }) => [a.api, a.requests])).to.deep.equal([
+      ['chat.completions', 2],
+      ['responses', 1],
+    ]);
   });
 
   it("sends the browser back to the console's billing page after an upgrade, a cancelled checkout and a card change", async () => {

@@ -183,7 +183,7 @@ describe('the console in a real browser (headless Chromium)', function () {
       await page.close();
     });
 
-    it('charts and tables a paid account’s usage, limit and invoice', async () => {
+    it('charts and tables a paid account’s usage, Chat Completions and Responses side by side, its limit and invoice', async () => {
       const who = await createBillingAccount(web.app, { tier: 'paid' });
       const today = new Date();
       const day = (n: number) =>
@@ -208,6 +208,15 @@ describe('the console in a real browser (headless Chromium)', function () {
             at: day(n),
             stream: true,
           },
+          {
+            accountId: who.account.id,
+            model: 'gpt-4.1-mini',
+            tier: 'paid' as const,
+            prompt: 2500 + 500 * i,
+            completion: 1200,
+            at: day(n),
+            api: 'responses' as const,
+          },
         ]),
       );
       expect((await post(`${web.url}/v1/billing/generate-invoice`, undefined, { bearer: who.apiKey })).status).to.equal(
@@ -230,6 +239,37 @@ describe('the console in a real browser (headless Chromium)', function () {
       await page.goto(`${web.url}/console/usage?range=30d`);
       await record(page, 'usage');
       expect(await page.locator('.chart canvas').count()).to.be.greaterThan(1);
+      // Each API's card says what the ledger holds for it.
+      const perApi = await web.app.db
+        .selectFrom('usage_events')
+        .select((eb) => ['api', eb.fn.countAll<string>().as('requests')])
+        .where('account_id', '=', who.account.id)
+        .groupBy('api')
+        .orderBy('api')
+        .execute();
+      expect(perApi.map((r) => [r.api, r.requests])).to.deep.equal([
+        ['chat.completions', '12'],
+        ['responses', '6'],
+      ]);
+      for (const [name, requests] of [
+        ['Chat Completions', '12'],
+        ['Responses', '6'],
+      ] as const) {
+        const card = page.getByRole('region', { name, exact: true });
+        expect(await card.locator('[data-api-total="requests"]').textContent()).to.equal(requests);
+      }
+      const apis = await page.locator('#recent-requests tbody tr td:nth-child(3)').allTextContents();
+      expect(new Set(apis)).to.deep.equal(new Set(['Chat Completions', 'Responses']));
+      // The CSV has a line per day, model and API, the API in a column of its own.
+      const [download] = await Promise.all([
+        page.waitForEvent('download'),
+        page.getByRole('button', { name: 'Download CSV' }).click(),
+      ]);
+      const csv = (await readFile(await download.path(), 'utf8')).trim().split('\n');
+      expect(csv[0]).to.equal('date,model,api,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd');
+      const apiColumn = csv.slice(1).map((line) => line.split(',')[2]);
+      expect(apiColumn.filter((a) => a === 'chat.completions')).to.have.length(12);
+      expect(apiColumn.filter((a) => a === 'responses')).to.have.length(6);
       await page.goto(`${web.url}/console/billing`);
       await record(page, 'billing-paid');
       expect(await page.locator('#invoice-list a', { hasText: 'PDF' }).count()).to.equal(1);

@@ -288,7 +288,7 @@ describe('the Responses API through web and worker processes (built-in local mod
     expect(r.body.error.param).to.equal('input[1].call_id');
   });
 
-  it('records a ledger row equal to the usage of the response.completed event', async () => {
+  it('records a ledger row of the Responses API equal to the usage of the response.completed event', async () => {
     const s = await postStream(
       url,
       { model: 'gpt-4.1-mini', input: 'Say hello', max_output_tokens: 4000 },
@@ -301,6 +301,7 @@ describe('the Responses API through web and worker processes (built-in local mod
     expect(row.account_id).to.equal(paid.account.id);
     expect(row.status).to.equal('completed');
     expect(row.stream).to.equal(true);
+    expect(row.api).to.equal('responses');
     expect(row.prompt_tokens).to.equal(end.response.usage.input_tokens);
     expect(row.completion_tokens).to.equal(end.response.usage.output_tokens);
     expect(end.response.usage.cost).to.be.greaterThan(0);

@@ -35,6 +35,8 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
          group by 1, 2 order by 1, 2`.execute(web.app.db)
     ).rows;
 
+  const NO_USAGE = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost_usd: '0' };
+
   describe('GET /v1/billing/usage/daily', () => {
     it('answers this month to date by default: one entry per UTC day and model with usage, and totals equal to the ledger', async () => {
       const who = await createTestAccount(web.app, { tier: 'paid' });
@@ -110,6 +112,17 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
           },
         ],
         totals: { requests: 4, prompt_tokens: 26000, completion_tokens: 3000, total_tokens: 29000, cost_usd: '0.07' },
+        by_api: [
+          {
+            api: 'chat.completions',
+            requests: 4,
+            prompt_tokens: 26000,
+            completion_tokens: 3000,
+            total_tokens: 29000,
+            cost_usd: '0.07',
+          },
+          { api: 'responses', ...NO_USAGE },
+        ],
       });
       const truth = await ledgerByDay(who.account.id, '2019-03-01', '2019-03-20');
       expect(
@@ -175,13 +188,69 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
       const empty = await daily(who, '?start_date=2019-02-12&end_date=2019-02-12');
       expect(empty.status).to.equal(200);
       expect(empty.body.data).to.deep.equal([]);
-      expect(empty.body.totals).to.deep.equal({
-        requests: 0,
-        prompt_tokens: 0,
-        completion_tokens: 0,
-        total_tokens: 0,
-        cost_usd: '0',
+      expect(empty.body.totals).to.deep.equal(NO_USAGE);
+      expect(empty.body.by_api).to.deep.equal([
+        { api: 'chat.completions', ...NO_USAGE },
+        { api: 'responses', ...NO_USAGE },
+      ]);
+    });
+
+    it("gives each API's totals in by_api, and with group_by=api one entry per day, model and API", async () => {
+      const who = await createTestAccount(web.app, { tier: 'paid' });
+      const use = (api: 'chat.completions' | 'responses', model: string, prompt: number, when: string): UsageSpec => ({
+        accountId: who.account.id,
+        api,
+        model,
+        tier: 'paid',
+        prompt,
+        completion: 1_000,
+        at: when,
       });
+      await recordUsage(web.app, [
+        // gpt-4.1 at 2.00 in / 8.00 out per 1M tokens.
+        use('chat.completions', 'gpt-4.1', 10_000, '2019-03-02T08:00:00Z'),
+        use('responses', 'gpt-4.1', 20_000, '2019-03-02T09:00:00Z'),
+        use('responses', 'gpt-4.1', 30_000, '2019-03-02T23:59:59Z'),
+        use('responses', 'gpt-4.1', 40_000, '2019-03-03T00:00:00Z'),
+      ]);
+      const figures = (requests: number, prompt: number, cost: string) => ({
+        requests,
+        prompt_tokens: prompt,
+        completion_tokens: 1_000 * requests,
+        total_tokens: prompt + 1_000 * requests,
+        cost_usd: cost,
+      });
+      const together = await daily(who);
+      expect(together.status, together.text).to.equal(200);
+      expect(together.body.data).to.deep.equal([
+        { date: '2019-03-02', model: 'gpt-4.1', ...figures(3, 60_000, '0.144') },
+        { date: '2019-03-03', model: 'gpt-4.1', ...figures(1, 40_000, '0.088') },
+      ]);
+      expect(together.body.totals).to.deep.equal(figures(4, 100_000, '0.232'));
+      expect(together.body.by_api).to.deep.equal([
+        { api: 'chat.completions', ...figures(1, 10_000, '0.028') },
+        { api: 'responses', ...figures(3, 90_000, '0.204') },
+      ]);
+
+      const apart = await daily(who, '?group_by=api');
+      expect(apart.status, apart.text).to.equal(200);
+      expect(apart.body.data).to.deep.equal([
+        { date: '2019-03-02', model: 'gpt-4.1', api: 'chat.completions', ...figures(1, 10_000, '0.028') },
+        { date: '2019-03-02', model: 'gpt-4.1', api: 'responses', ...figures(2, 50_000, '0.116') },
+        { date: '2019-03-03', model: 'gpt-4.1', api: 'responses', ...figures(1, 40_000, '0.088') },
+      ]);
+      expect({ totals: apart.body.totals, by_api: apart.body.by_api }).to.deep.equal({
+        totals: together.body.totals,
+        by_api: together.body.by_api,
+      });
+      const kept = await sql<{ day: string; api: string; requests: string }>`
+        select to_char(day, 'YYYY-MM-DD') as day, api, requests::text from usage_daily_totals
+         where account_id = ${who.account.id} order by day, api`.execute(web.app.db);
+      expect(kept.rows).to.deep.equal([
+        { day: '2019-03-02', api: 'chat.completions', requests: '1' },
+        { day: '2019-03-02', api: 'responses', requests: '2' },
+        { day: '2019-03-03', api: 'responses', requests: '1' },
+      ]);
     });
 
     it('reads the trigger-kept daily totals, not the ledger', async () => {
@@ -202,7 +271,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
       expect(r.body.data[0]).to.include({ date: '2019-03-05', requests: 42 });
     });
 
-    it('answers 422 for a malformed date, an end before the start, and a period over 366 days', async () => {
+    it('answers 422 for a malformed date, an end before the start, a period over 366 days and a group_by other than api', async () => {
       const who = await createTestAccount(web.app);
       const malformed = await daily(who, '?start_date=2019-02-30');
       expect(malformed.status).to.equal(422);
@@ -219,6 +288,10 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
       expect(tooLong.status).to.equal(422);
       expect(tooLong.body.detail[0]).to.deep.include({ loc: ['query', 'start_date'], type: 'value_error' });
       expect(tooLong.body.detail[0].msg).to.match(/at most 366 days/);
+
+      const byModel = await daily(who, '?group_by=model');
+      expect(byModel.status).to.equal(422);
+      expect(byModel.body.detail[0].loc).to.deep.equal(['query', 'group_by']);
     });
 
     it('takes an API key or a JWT, and nothing else', async () => {
@@ -299,6 +372,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             id: free[0],
             created: unix('2019-03-10T10:00:03Z'),
             model: 'gemini-2.5-flash',
+            api: 'chat.completions',
             stream: false,
             status: 'failed',
             prompt_tokens: 100,
@@ -310,6 +384,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             id: cancelled[0],
             created: unix('2019-03-10T10:00:02Z'),
             model: 'claude-haiku-4-5',
+            api: 'chat.completions',
             stream: true,
             status: 'cancelled',
             prompt_tokens: 100,
@@ -322,6 +397,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             id: streamed[0],
             created: unix('2019-03-10T10:00:01Z'),
             model: 'gpt-4.1',
+            api: 'chat.completions',
             stream: true,
             status: 'completed',
             prompt_tokens: 100,
@@ -333,6 +409,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             id: plain[0],
             created: unix('2019-03-10T10:00:00Z'),
             model: 'gpt-4.1',
+            api: 'chat.completions',
             stream: false,
             status: 'completed',
             prompt_tokens: 10000,
@@ -343,6 +420,37 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
         ],
         has_more: false,
       });
+    });
+
+    it('names the API each request came through, and the ledger row records it', async () => {
+      const who = await createTestAccount(web.app, { tier: 'paid' });
+      const spec = (api: 'chat.completions' | 'responses', at: string): UsageSpec => ({
+        accountId: who.account.id,
+        api,
+        model: 'gpt-4.1',
+        tier: 'paid',
+        prompt: 10,
+        completion: 10,
+        at,
+      });
+      const [chat] = await recordUsage(web.app, [spec('chat.completions', '2019-03-14T00:00:00Z')]);
+      const [response] = await recordUsage(web.app, [spec('responses', '2019-03-14T00:00:01Z')]);
+      const r = await requests(who);
+      expect(r.status, r.text).to.equal(200);
+      expect(r.body.data.map((d: { id: string; api: string }) => [d.id, d.api])).to.deep.equal([
+        [response, 'responses'],
+        [chat, 'chat.completions'],
+      ]);
+      const rows = await web.app.db
+        .selectFrom('usage_events')
+        .select(['request_id', 'api'])
+        .where('account_id', '=', who.account.id)
+        .orderBy('created_at')
+        .execute();
+      expect(rows).to.deep.equal([
+        { request_id: chat, api: 'chat.completions' },
+        { request_id: response, api: 'responses' },
+      ]);
     });
 
     it('pages by keyset with starting_after, every request exactly once in order, even with equal times and rows arriving meanwhile', async () => {

@@ -391,6 +391,7 @@ describe('every endpoint, with generated input (fast-check)', function () {
               'setup_intent_id',
               'limit',
               'starting_after',
+              'group_by',
               'x',
             ),
             text,

@@ -57,6 +57,38 @@ describe('metering into the ledger and the monthly totals', () => {
     });
   });
 
+  it('records the API an entry names, and reads one from a worker that predates it by its id (resp_… is the Responses API)', async () => {
+    const who = await createTestAccount(app, { tier: 'paid' });
+    const event = (request_id: string, api?: UsageEvent['api']): UsageEvent => ({
+      request_id,
+      account_id: who.account.id,
+      model: 'gpt-4.1',
+      tier: 'paid',
+      status: 'completed',
+      prompt_tokens: 1,
+      completion_tokens: 1,
+      input_price_per_million: '2.00',
+      output_price_per_million: '8.00',
+      created_at: '2018-05-19T10:00:00.000Z',
+      ...(api ? { api } : {}),
+    });
+    const named = event(`resp_${randomUUID()}`, 'responses');
+    const oldResponse = event(`resp_${randomUUID()}`);
+    const oldChat = event(`chatcmpl-${randomUUID()}`);
+    for (const e of [named, oldResponse, oldChat]) await appendUsage(app.redis, app.config, 0, e);
+    await flushUsage(app);
+    const rows = await app.db
+      .selectFrom('usage_events')
+      .select(['request_id', 'api'])
+      .where('account_id', '=', who.account.id)
+      .execute();
+    expect(Object.fromEntries(rows.map((r) => [r.request_id, r.api]))).to.deep.equal({
+      [named.request_id]: 'responses',
+      [oldResponse.request_id]: 'responses',
+      [oldChat.request_id]: 'chat.completions',
+    });
+  });
+
   it('adds what each new ledger row costs at catalog prices to usage_cost_usd_total, by tier and model, once per request', async () => {
     const paid = await createTestAccount(app, { tier: 'paid' });
     const free = await createTestAccount(app, { tier: 'free' });

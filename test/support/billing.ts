@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../../src/context.js';
 import { setCustomerIdIfUnset } from '../../src/accounts/accounts.repository.js';
 import { insertUsageEvents } from '../../src/usage/usage.repository.js';
-import type { Tier, UsageStatus } from '../../db/schema/index.js';
+import type { Tier, UsageApi, UsageStatus } from '../../db/schema/index.js';
 import type { FakeStripe } from '../fakes/stripe.js';
 import { createTestAccount, type TestAccount } from './accounts.js';
 import * as ledger from './ledger.repository.js';
@@ -31,6 +31,8 @@ export interface UsageSpec {
   at: string | Date;
   status?: UsageStatus;
   stream?: boolean;
+  /** Default chat.completions; a responses row gets a `resp_…` id, as the Responses API's have. */
+  api?: UsageApi;
 }
 
 /** Ledger rows as the metering worker writes them (prices from the catalog, cost computed by Postgres). */
@@ -40,12 +42,13 @@ export async function recordUsage(app: AppContext, rows: UsageSpec[]): Promise<s
     const m = catalog.find(r.model);
     if (!m) throw new Error(`no model ${r.model} in the catalog`);
     return {
-      request_id: `chatcmpl-test-${randomUUID()}`,
+      request_id: r.api === 'responses' ? `resp_test${randomUUID()}` : `chatcmpl-test-${randomUUID()}`,
       account_id: r.accountId,
       model: r.model,
       tier: r.tier,
       status: r.status ?? ('completed' as const),
       stream: r.stream ?? false,
+      api: r.api ?? ('chat.completions' as const),
       prompt_tokens: r.prompt,
       completion_tokens: r.completion,
       input_price_per_million: m.input_price_per_million,

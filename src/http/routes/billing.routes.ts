@@ -45,9 +45,10 @@ export function billingRoutes(): RouteSpec[] {
       method: 'get',
       path: '/v1/billing/usage/daily',
       operationId: 'billingUsageDaily',
-      summary: 'Usage per UTC day and model over a period (at most 366 days), and its totals',
+      summary: 'Usage per UTC day and model over a period (at most 366 days), and its totals, in all and per API',
       description:
         'Defaults: `end_date` today, `start_date` the 1st of its month (this month to date). One entry per day and model with usage, read from totals kept as usage is recorded; `cost_usd` counts paid-tier requests only. ' +
+        "`by_api` gives the period's totals per API the requests came through (Chat Completions, Responses); `group_by=api` splits `data` by API too. " +
         'A malformed date, an end before the start or a period over 366 days is a 422.',
       tag: TAG,
       auth: 'api_key_or_jwt',
@@ -63,7 +64,7 @@ export function billingRoutes(): RouteSpec[] {
       operationId: 'billingRequests',
       summary: "The account's requests as the usage ledger records them, newest first, a page at a time",
       description:
-        '`id` is the completion id the client received (`chatcmpl-…`). A request appears once its usage is recorded, normally within a second of its end. ' +
+        '`id` is the id the client received (`chatcmpl-…`, or `resp_…` for the Responses API); `api` names the API. A request appears once its usage is recorded, normally within a second of its end. ' +
         'Page with `starting_after` set to the last `id` of the previous page while `has_more` is true.',
       tag: TAG,
       auth: 'api_key_or_jwt',
