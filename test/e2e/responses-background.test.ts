@@ -116,7 +116,11 @@ describe('background responses through web and worker processes (built-in local 
     expect([again.status, again.output, again.usage]).to.deep.equal([ended.status, ended.output, ended.usage]);
   });
 
-  it('survives its worker dying mid-answer: it ends failed, the text produced billed once', async () => {
+  /**
+   * A background response whose worker is SIGKILLed once its stream has carried some text, with a
+   * web process and, once `meanwhile` has run, a fresh worker to take its job over.
+   */
+  async function workerKilledMidAnswer(meanwhile: (client: OpenAI, id: string) => Promise<unknown> = async () => {}) {
     const env = {
       REDIS_PREFIX: isolatedPrefix(),
       LOCAL_MODEL_TTFT_MS: '0',
@@ -139,17 +143,49 @@ describe('background responses through web and worker processes (built-in local 
     s.controller.abort();
     await s.finished;
     await first.stop('SIGKILL');
+    await meanwhile(client, created.id);
     await start('worker', env);
-    const ended = await retrievedAs(client, created.id, 'failed');
-    expect(openAiIssues('Response', ended)).to.deep.equal([]);
-    expect(ended.error).to.include({ code: 'server_error' });
-    const rows = await eventually(async () => {
-      const found = await app.db.selectFrom('usage_events').selectAll().where('request_id', '=', created.id).execute();
+    return { client, id: created.id };
+  }
+
+  const usageRows = (id: string) =>
+    eventually(async () => {
+      const found = await app.db.selectFrom('usage_events').selectAll().where('request_id', '=', id).execute();
       return found.length > 0 ? found : undefined;
     }, 'the usage row');
+
+  it('survives its worker dying mid-answer: it ends failed with the text produced, billed once as its usage says', async () => {
+    const { client, id } = await workerKilledMidAnswer();
+    const ended = await retrievedAs(client, id, 'failed');
+    expect(openAiIssues('Response', ended)).to.deep.equal([]);
+    expect(ended.error).to.include({ code: 'server_error' });
+    const rows = await usageRows(id);
     expect(rows).to.have.length(1);
     expect(rows[0]!.status).to.equal('failed');
     expect(rows[0]!.completion_tokens).to.be.greaterThan(0);
+    expect(ended.output_text).to.be.a('string').that.is.not.empty;
+    expect([ended.usage?.input_tokens, ended.usage?.output_tokens]).to.deep.equal([
+      rows[0]!.prompt_tokens,
+      rows[0]!.completion_tokens,
+    ]);
+  });
+
+  it('cancelled while its dead worker held it: it stays cancelled and is stored with the text produced, billed as its usage says', async () => {
+    const { client, id } = await workerKilledMidAnswer(async (c, responseId) => {
+      const cancelled = await c.responses.cancel(responseId);
+      expect(cancelled.status).to.equal('cancelled');
+    });
+    const rows = await usageRows(id);
+    expect(rows).to.have.length(1);
+    expect(rows[0]!.completion_tokens).to.be.greaterThan(0);
+    const ended = await client.responses.retrieve(id);
+    expect(openAiIssues('Response', ended)).to.deep.equal([]);
+    expect(ended.status).to.equal('cancelled');
+    expect(ended.output_text).to.be.a('string').that.is.not.empty;
+    expect([ended.usage?.input_tokens, ended.usage?.output_tokens]).to.deep.equal([
+      rows[0]!.prompt_tokens,
+      rows[0]!.completion_tokens,
+    ]);
   });
 
   it('refuses background with store: false with a 400 naming store', async () => {
