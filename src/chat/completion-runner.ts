@@ -276,7 +276,7 @@ async function answerBeforeRecord(
  * logged and the answer still ends: the client has its answer; only a later retrieve or
  * previous_response_id of it would find nothing.
  */
-async function storeAnswer(
+export async function storeAnswer(
   deps: Pick<RunnerDeps, 'app' | 'storeResponse'>,
   job: CompletionJob,
   response: Record<string, unknown> | undefined,

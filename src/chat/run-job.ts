@@ -15,6 +15,7 @@ import {
   finishRecording,
   runCompletion,
   startNow,
+  storeAnswer,
   stoppedError,
   toRelayError,
   type LoggedUsage,
@@ -35,6 +36,7 @@ import type { UsageEvent } from '../usage/usage-event.js';
 import { isDependencyDown } from '../infra/outage.js';
 import type { WorkerSeen } from './liveness.js';
 import type { DeliveredAnswer } from './presenters/answer-presenter.js';
+import { responseInEnd } from './presenters/response.presenter.js';
 
 /** A job this worker is running, as its cancellation, its client's liveness and its grace period see it. */
 export interface RunningJob extends GraceJob {
@@ -437,6 +439,9 @@ async function takeOver(
       { requestId: job.id },
       'job re-run after its worker stopped between the answer and its record; closing the stream',
     );
+    // Its worker died before storing the Response its end carries (a background one's client
+    // reads nothing else): stored now, before the end is published, as the runner does.
+    if (job.wire?.format === 'responses') await storeAnswer(deps, job, responseInEnd(done));
     await finishRecording(
       deps,
       job,

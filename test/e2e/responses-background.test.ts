@@ -188,6 +188,38 @@ describe('background responses through web and worker processes (built-in local 
     ]);
   });
 
+  it('survives its worker dying between its answer and its record: it is stored as answered, its usage the ledger row', async () => {
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '5000',
+      QUEUE_STALLED_INTERVAL_MS: '500',
+    };
+    const account = await createTestAccount(app, { tier: 'paid' });
+    const web = await start('web', env);
+    const doomed = await start('worker', { ...env, FAULT_INJECT: 'crash-before-record' });
+    const client = new OpenAI({ apiKey: account.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const created = await client.responses.create({
+      model: 'gemini-2.5-flash',
+      input: 'Tell me a long story',
+      max_output_tokens: 30,
+      background: true,
+    });
+    // The whole answer was relayed and its usage logged; then the worker died before storing and recording it.
+    expect(await doomed.exited).to.equal(null);
+    await start('worker', env);
+    const ended = await retrievedAs(client, created.id, 'incomplete');
+    expect(openAiIssues('Response', ended)).to.deep.equal([]);
+    expect(ended.output_text).to.be.a('string').that.is.not.empty;
+    const rows = await usageRows(created.id);
+    expect(rows).to.have.length(1);
+    expect([ended.usage?.input_tokens, ended.usage?.output_tokens]).to.deep.equal([
+      rows[0]!.prompt_tokens,
+      rows[0]!.completion_tokens,
+    ]);
+    expect(rows[0]!.completion_tokens).to.equal(30);
+  });
+
   it('refuses background with store: false with a 400 naming store', async () => {
     const { web, account } = await setUp('5000');
     const r = await post(

@@ -11,6 +11,7 @@ import type { ChoiceState } from '../choices.js';
 import type { CompletionJob } from '../completion-job.js';
 import type { RelayError } from '../relay-protocol.js';
 import type { RelayPublisher } from '../relay-publisher.js';
+import { eventData } from '../sse.js';
 import type { AnswerPresenter, AnswerUsage, DeliveredAnswer } from './answer-presenter.js';
 
 type Status = 'completed' | 'incomplete' | 'failed' | 'cancelled';
@@ -133,6 +134,15 @@ export function endedResponse(
     usage: delivered?.usage,
     error: status === 'failed' ? failureOf(error) : null,
   });
+}
+
+/**
+ * The Response a stream's end carries (its response.completed or response.incomplete event), read
+ * back from the relay log by a take-over whose worker died before storing it.
+ */
+export function responseInEnd(events: string): Record<string, unknown> | undefined {
+  const last = eventData(events).at(-1);
+  return last ? (JSON.parse(last) as { response?: Record<string, unknown> }).response : undefined;
 }
 
 /** The output items of a finished choice: its text as a message (also when it is empty and no call was made), then its calls. */
