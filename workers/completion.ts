@@ -128,7 +128,7 @@ export async function startCompletionWorker(
     recordDirectly: (usage) => recordUsageDirectly(app, usage),
     storeResponse: (job, response) => storeAnswer(app, job, response),
     startResponse: (job) => markStarted(app, job, startingResponse(job, 'in_progress')),
-    endResponse: (job, status, error) => markEnded(app, job, endedResponse(job, status, error)),
+    endResponse: (job, status, error, delivered) => markEnded(app, job, endedResponse(job, status, error, delivered)),
     workerSeen: async (id) => {
       // Absence means something only on a connection that has been up long enough (see liveness.ts).
       while (!stability.stableFor(settledAfterMs(ttl))) await new Promise((r) => setTimeout(r, 100));

@@ -9,6 +9,7 @@ import { requestCostUsd } from '../usage/usage-cost.js';
 import type { RelayError } from './relay-protocol.js';
 import type { RelayPublisher } from './relay-publisher.js';
 import { presenterFor } from './presenters/presenter-for.js';
+import type { AnswerUsage } from './presenters/answer-presenter.js';
 import { traceRecord, traceUpstream } from './completion-tracing.js';
 import { newChoice, takeToolCall, tokensOf, type ChoiceState } from './choices.js';
 import { WEB_PROCESS_GONE } from './liveness.js';
@@ -275,7 +276,7 @@ async function answerBeforeRecord(
  * logged and the answer still ends: the client has its answer; only a later retrieve or
  * previous_response_id of it would find nothing.
  */
-async function storeAnswer(
+export async function storeAnswer(
   deps: Pick<RunnerDeps, 'app' | 'storeResponse'>,
   job: CompletionJob,
   response: Record<string, unknown> | undefined,
@@ -286,6 +287,16 @@ async function storeAnswer(
   } catch (err) {
     deps.app.log.error({ requestId: job.id, err }, 'could not store the response; it ends unstored');
   }
+}
+
+/** The usage a presenter frames: the ledger's figures, and their cost in USD. */
+export function answerUsage(usage: UsageEvent): AnswerUsage {
+  return {
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    total_tokens: usage.prompt_tokens + usage.completion_tokens,
+    cost: Number(requestCostUsd(usage)),
+  };
 }
 
 /**
@@ -395,12 +406,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const usageEvent = usageOf(job, status, promptTokens, completionTokens);
   // `cost` follows OpenRouter's usage.cost: USD, exact as the ledger has it (a JSON number keeps
   // its at most 12 decimals to well under a cent for any single request).
-  const usage = {
-    prompt_tokens: promptTokens,
-    completion_tokens: completionTokens,
-    total_tokens: promptTokens + completionTokens,
-    cost: Number(requestCostUsd(usageEvent)),
-  };
+  const usage = answerUsage(usageEvent);
   const donePayload = job.stream && status === 'completed' ? present.done(choices, usage) : '';
   if (job.stream && status === 'completed') {
     publisher.note('usage', JSON.stringify({ usage, done: donePayload } satisfies LoggedUsage));

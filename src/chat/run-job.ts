@@ -10,10 +10,12 @@ import type { CompletionMetrics } from '../metrics.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
 import {
   answerEvents,
+  answerUsage,
   countChoices,
   finishRecording,
   runCompletion,
   startNow,
+  storeAnswer,
   stoppedError,
   toRelayError,
   type LoggedUsage,
@@ -33,6 +35,8 @@ import { runningTtlSeconds, type RelayError } from './relay-protocol.js';
 import type { UsageEvent } from '../usage/usage-event.js';
 import { isDependencyDown } from '../infra/outage.js';
 import type { WorkerSeen } from './liveness.js';
+import type { DeliveredAnswer } from './presenters/answer-presenter.js';
+import { responseInEnd } from './presenters/response.presenter.js';
 
 /** A job this worker is running, as its cancellation, its client's liveness and its grace period see it. */
 export interface RunningJob extends GraceJob {
@@ -66,9 +70,14 @@ export interface JobRuntime {
   startResponse?: (job: CompletionJob) => Promise<void>;
   /**
    * Stores the end of a background response that ends without an answer to frame (never started,
-   * or ended by a take-over), unless it has ended already.
+   * or ended by a take-over, with what its stream delivered), unless it has ended already.
    */
-  endResponse?: (job: CompletionJob, status: 'failed' | 'cancelled', error: RelayError) => Promise<void>;
+  endResponse?: (
+    job: CompletionJob,
+    status: 'failed' | 'cancelled',
+    error: RelayError,
+    delivered?: DeliveredAnswer,
+  ) => Promise<void>;
   /** Whether a worker's liveness key is there, and since when it is not, read once the connection is known to be settled. */
   workerSeen: (workerId: string) => Promise<WorkerSeen>;
   metrics: CompletionMetrics;
@@ -182,10 +191,16 @@ async function markStarted(rt: JobRuntime, job: CompletionJob): Promise<void> {
  * A background response ending with no answer framed: its stored status must not stay queued or
  * in_progress, the only place its client looks. A failure to store it is only logged.
  */
-async function markEnded(rt: JobRuntime, job: CompletionJob, status: 'failed' | 'cancelled', err: unknown) {
+async function markEnded(
+  rt: JobRuntime,
+  job: CompletionJob,
+  status: 'failed' | 'cancelled',
+  err: unknown,
+  delivered?: DeliveredAnswer,
+) {
   if (job.wire?.background !== true) return;
   try {
-    await rt.endResponse?.(job, status, toRelayError(err));
+    await rt.endResponse?.(job, status, toRelayError(err), delivered);
   } catch (e) {
     rt.app.log.error({ requestId: job.id, err: e }, 'could not store the end of the background response');
   }
@@ -424,6 +439,9 @@ async function takeOver(
       { requestId: job.id },
       'job re-run after its worker stopped between the answer and its record; closing the stream',
     );
+    // Its worker died before storing the Response its end carries (a background one's client
+    // reads nothing else): stored now, before the end is published, as the runner does.
+    if (job.wire?.format === 'responses') await storeAnswer(deps, job, responseInEnd(done));
     await finishRecording(
       deps,
       job,
@@ -449,14 +467,17 @@ async function takeOver(
         : 'The workers running this completion stopped more than once before it could be answered; it is not run again. Please retry.',
       { code: 'worker_stalled' },
     );
-    await markEnded(rt, job, 'failed', err);
-    await finishRecording(
-      deps,
+    const usage = anyDelivered
+      ? usageOf(job, 'failed', job.promptTokens, countChoices(delivered))
+      : usageOf(job, 'failed', 0, 0);
+    await markEnded(
+      rt,
       job,
-      'error',
-      JSON.stringify(toRelayError(err)),
-      anyDelivered ? usageOf(job, 'failed', job.promptTokens, countChoices(delivered)) : usageOf(job, 'failed', 0, 0),
+      'failed',
+      err,
+      anyDelivered ? { choices: delivered, usage: answerUsage(usage) } : undefined,
     );
+    await finishRecording(deps, job, 'error', JSON.stringify(toRelayError(err)), usage);
     return 'failed';
   }
   if (!anyDelivered) return undefined;
@@ -471,13 +492,9 @@ async function takeOver(
     'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.',
     { code: 'worker_interrupted' },
   );
-  await markEnded(rt, job, 'failed', err);
-  await finishRecording(
-    deps,
-    job,
-    'error',
-    JSON.stringify(toRelayError(err)),
-    usageOf(job, 'failed', job.promptTokens, completion),
-  );
+  const usage = usageOf(job, 'failed', job.promptTokens, completion);
+  // A background response's client reads this end back: it holds what was delivered and billed.
+  await markEnded(rt, job, 'failed', err, { choices: delivered, usage: answerUsage(usage) });
+  await finishRecording(deps, job, 'error', JSON.stringify(toRelayError(err)), usage);
   return 'interrupted';
 }

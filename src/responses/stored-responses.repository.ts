@@ -58,6 +58,8 @@ export async function advanceStoredResponse(
     id: string;
     accountId: string;
     from: StoredResponseStatus[];
+    /** Only a response stored without usage (a cancel's, before its worker's end filled it in). */
+    withoutUsage?: boolean;
     status: StoredResponseStatus;
     response: Record<string, unknown>;
     now: Date;
@@ -69,6 +71,7 @@ export async function advanceStoredResponse(
     .where('id', '=', w.id)
     .where('account_id', '=', w.accountId)
     .where('status', 'in', w.from)
+    .$if(w.withoutUsage === true, (qb) => qb.where(sql<boolean>`response -> 'usage' is null`))
     .executeTakeFirst();
   return r.numUpdatedRows > 0n;
 }

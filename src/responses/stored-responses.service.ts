@@ -93,20 +93,25 @@ export async function markStarted(
 
 /**
  * A background response ended with no answer framed (never started, or ended by a take-over):
- * its stored object with that status and error, unless it has ended already.
+ * its stored object with that status and error, unless it has ended already. One its client
+ * cancelled while no worker ran it (its worker had died) stays cancelled, and takes the output and
+ * usage of the take-over's end, as a running one takes its worker's: the cancel stored neither.
  */
 export async function markEnded(
   app: StoredResponsesDeps,
   job: Pick<CompletionJob, 'id' | 'accountId'>,
   response: Record<string, unknown>,
 ): Promise<void> {
+  const at = { id: job.id, accountId: job.accountId, now: app.clock.now() };
+  const status = response.status as StoredResponseStatus;
+  const ended = await advanceStoredResponse(app.db, { ...at, from: ['queued', 'in_progress'], status, response });
+  if (ended || response.usage === undefined || status === 'cancelled') return;
   await advanceStoredResponse(app.db, {
-    id: job.id,
-    accountId: job.accountId,
-    from: ['queued', 'in_progress'],
-    status: response.status as StoredResponseStatus,
-    response,
-    now: app.clock.now(),
+    ...at,
+    from: ['cancelled'],
+    withoutUsage: true,
+    status: 'cancelled',
+    response: { ...response, status: 'cancelled', error: null },
   });
 }
 

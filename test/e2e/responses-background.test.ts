@@ -123,7 +123,11 @@ describe('background responses through web and worker processes (built-in local 
     expect([again.status, again.output, again.usage]).to.deep.equal([ended.status, ended.output, ended.usage]);
   });
 
-  it('survives its worker dying mid-answer: it ends failed, the text produced billed once', async () => {
+  /**
+   * A background response whose worker is SIGKILLed once its stream has carried some text, with a
+   * web process and, once `meanwhile` has run, a fresh worker to take its job over.
+   */
+  async function workerKilledMidAnswer(meanwhile: (client: OpenAI, id: string) => Promise<unknown> = async () => {}) {
     const env = {
       REDIS_PREFIX: isolatedPrefix(),
       LOCAL_MODEL_TTFT_MS: '0',
@@ -146,17 +150,81 @@ describe('background responses through web and worker processes (built-in local 
     s.controller.abort();
     await s.finished;
     await first.stop('SIGKILL');
+    await meanwhile(client, created.id);
     await start('worker', env);
-    const ended = await retrievedAs(client, created.id, 'failed');
-    expect(openAiIssues('Response', ended)).to.deep.equal([]);
-    expect(ended.error).to.include({ code: 'server_error' });
-    const rows = await eventually(async () => {
-      const found = await app.db.selectFrom('usage_events').selectAll().where('request_id', '=', created.id).execute();
+    return { client, id: created.id };
+  }
+
+  const usageRows = (id: string) =>
+    eventually(async () => {
+      const found = await app.db.selectFrom('usage_events').selectAll().where('request_id', '=', id).execute();
       return found.length > 0 ? found : undefined;
     }, 'the usage row');
+
+  it('survives its worker dying mid-answer: it ends failed with the text produced, billed once as its usage says', async () => {
+    const { client, id } = await workerKilledMidAnswer();
+    const ended = await retrievedAs(client, id, 'failed');
+    expect(openAiIssues('Response', ended)).to.deep.equal([]);
+    expect(ended.error).to.include({ code: 'server_error' });
+    const rows = await usageRows(id);
     expect(rows).to.have.length(1);
     expect(rows[0]!.status).to.equal('failed');
     expect(rows[0]!.completion_tokens).to.be.greaterThan(0);
+    expect(ended.output_text).to.be.a('string').that.is.not.empty;
+    expect([ended.usage?.input_tokens, ended.usage?.output_tokens]).to.deep.equal([
+      rows[0]!.prompt_tokens,
+      rows[0]!.completion_tokens,
+    ]);
+  });
+
+  it('cancelled while its dead worker held it: it stays cancelled and is stored with the text produced, billed as its usage says', async () => {
+    const { client, id } = await workerKilledMidAnswer(async (c, responseId) => {
+      const cancelled = await c.responses.cancel(responseId);
+      expect(cancelled.status).to.equal('cancelled');
+    });
+    const rows = await usageRows(id);
+    expect(rows).to.have.length(1);
+    expect(rows[0]!.completion_tokens).to.be.greaterThan(0);
+    const ended = await client.responses.retrieve(id);
+    expect(openAiIssues('Response', ended)).to.deep.equal([]);
+    expect(ended.status).to.equal('cancelled');
+    expect(ended.output_text).to.be.a('string').that.is.not.empty;
+    expect([ended.usage?.input_tokens, ended.usage?.output_tokens]).to.deep.equal([
+      rows[0]!.prompt_tokens,
+      rows[0]!.completion_tokens,
+    ]);
+  });
+
+  it('survives its worker dying between its answer and its record: it is stored as answered, its usage the ledger row', async () => {
+    const env = {
+      REDIS_PREFIX: isolatedPrefix(),
+      LOCAL_MODEL_TTFT_MS: '0',
+      LOCAL_MODEL_TOKENS_PER_SECOND: '5000',
+      QUEUE_STALLED_INTERVAL_MS: '500',
+    };
+    const account = await createTestAccount(app, { tier: 'paid' });
+    const web = await start('web', env);
+    const doomed = await start('worker', { ...env, FAULT_INJECT: 'crash-before-record' });
+    const client = new OpenAI({ apiKey: account.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });
+    const created = await client.responses.create({
+      model: 'gemini-2.5-flash',
+      input: 'Tell me a long story',
+      max_output_tokens: 30,
+      background: true,
+    });
+    // The whole answer was relayed and its usage logged; then the worker died before storing and recording it.
+    expect(await doomed.exited).to.equal(null);
+    await start('worker', env);
+    const ended = await retrievedAs(client, created.id, 'incomplete');
+    expect(openAiIssues('Response', ended)).to.deep.equal([]);
+    expect(ended.output_text).to.be.a('string').that.is.not.empty;
+    const rows = await usageRows(created.id);
+    expect(rows).to.have.length(1);
+    expect([ended.usage?.input_tokens, ended.usage?.output_tokens]).to.deep.equal([
+      rows[0]!.prompt_tokens,
+      rows[0]!.completion_tokens,
+    ]);
+    expect(rows[0]!.completion_tokens).to.equal(30);
   });
 
   it('streamed in the background, runs to its end after its client drops the stream, which resumes from where it was cut', async () => {

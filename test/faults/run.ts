@@ -26,7 +26,8 @@ import { usageStreamKeys } from '../../src/usage/usage-stream.js';
 import { deliveredChoices, readRelayLog } from '../../src/chat/relay-log.js';
 import { originOf, relayLogKey } from '../../src/chat/relay-protocol.js';
 import { countChoices } from '../../src/chat/completion-runner.js';
-import { runLoad, type Outcome } from './load.js';
+import { countTokens } from '../../src/providers/tokenizer.js';
+import { runLoad, type LoadWire, type Outcome } from './load.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const LOAD_MS = Number(process.env.FAULTS_LOAD_MS ?? 20_000);
@@ -74,6 +75,10 @@ interface Scenario {
    * death of the web process holding it.
    */
   timed?: 'takeOver' | 'cancel';
+  /** What the clients send (chat completions by default). */
+  wire?: LoadWire;
+  /** The share of background responses their clients cancel. */
+  cancelShare?: number;
   inject(w: World): Promise<void>;
 }
 
@@ -87,6 +92,31 @@ const SCENARIOS: Scenario[] = [
     name: 'worker SIGKILL',
     streamsMayFail: true,
     async inject(w) {
+      await w.workers[0]!.stop('SIGKILL');
+      w.workers[0] = await startRole('worker', w.workerEnv);
+    },
+  },
+  {
+    name: 'worker SIGKILL under Responses streams',
+    wire: 'responses',
+    streamsMayFail: true,
+    async inject(w) {
+      await w.workers[0]!.stop('SIGKILL');
+      w.workers[0] = await startRole('worker', w.workerEnv);
+    },
+  },
+  {
+    name: 'worker SIGKILL under background responses',
+    wire: 'background',
+    upstream: true,
+    upstreamScript: { tokens: Array.from({ length: 60 }, () => ' tok'), tokenDelayMs: 25, delayMs: 1000 },
+    // Half of them streamed as well; a quarter cancelled by their clients.
+    streamShare: 0.5,
+    cancelShare: 0.25,
+    streamsMayFail: true,
+    timed: 'takeOver',
+    async inject(w) {
+      w.faultAt = performance.now();
       await w.workers[0]!.stop('SIGKILL');
       w.workers[0] = await startRole('worker', w.workerEnv);
     },
@@ -217,6 +247,14 @@ interface Row {
   tokensPastLeaving?: number;
   /** Clients that gave up waiting (Scenario.leaveAfterMs). */
   gaveUp: number;
+  /** Background responses their clients cancelled that ended cancelled. */
+  cancelled: number;
+  /**
+   * Responses API rows: responses whose usage as shown to their client (a stream's last event, a
+   * whole answer, the stored response read back) differs from the ledger row. A background
+   * response must be stored; a stored one without usage shows 0.
+   */
+  usageShownDiffers?: number;
   /** Nothing hung, no 500, every request billed once and exactly: these decide the exit code. */
   correct: boolean;
   /** The timed targets (see Scenario.timed): reported, like the benchmark's figures (docs/faults.md). */
@@ -289,6 +327,38 @@ async function waitForLedger(
   return new Map(rows.map((r) => [r.request_id, { status: r.status, completion_tokens: r.completion_tokens }]));
 }
 
+/** A stored response as its client reads it back: its status, the tokens of its output text, its usage. */
+interface StoredView {
+  status: string;
+  outputTokens: number;
+  usage: number | undefined;
+}
+
+/** The stored responses of these ids, read once the ledger has settled (a cancelled one's usage comes with its worker's end). */
+async function storedResponses(w: World, ids: string[]): Promise<Map<string, StoredView>> {
+  const rows = ids.length
+    ? await w.app.db
+        .selectFrom('stored_responses')
+        .select(['id', 'status', 'response'])
+        .where('id', 'in', ids)
+        .execute()
+    : [];
+  const view = new Map<string, StoredView>();
+  for (const r of rows) {
+    const response = r.response as {
+      output?: { type?: string; content?: { text?: string }[] }[];
+      usage?: { output_tokens?: number };
+    };
+    const text = (response.output ?? [])
+      .filter((item) => item.type === 'message')
+      .flatMap((item) => item.content ?? [])
+      .map((part) => part.text ?? '')
+      .join('');
+    view.set(r.id, { status: r.status, outputTokens: countTokens(text), usage: response.usage?.output_tokens });
+  }
+  return view;
+}
+
 /**
  * The timed figures, from the fake upstream's record of its calls (matched on each request's
  * unique question): when a killed worker's requests were taken over, and how long calls ran on
@@ -305,14 +375,15 @@ function timings(scenario: Scenario, outcomes: Outcome[], w: World): Partial<Row
   if (scenario.timed === 'takeOver') {
     let slowest = 0;
     for (const o of outcomes) {
-      if (o.startedAt > w.faultAt || o.endedAt < w.faultAt || o.ending === 'left') continue;
+      if (o.startedAt > w.faultAt || o.endedAt < w.faultAt || o.ending === 'left' || o.ending === 'cancelled') continue;
       const runs = calls.get(o.question) ?? [];
       // Ended with an error by the worker taking over, or answered again by it.
       if (o.errorCode === 'worker_interrupted') slowest = Math.max(slowest, o.endedAt - w.faultAt);
       else if (runs.length > 1) slowest = Math.max(slowest, runs[1]!.startedAt - w.faultAt);
     }
-    const left = outcomes.filter((o) => o.ending === 'left');
-    return { slowestTakeOverMs: slowest, ...ranPast(left, (o) => o.endedAt, calls, now, scenario) };
+    // Clients that left, and background responses their clients cancelled: nothing is produced for them after.
+    const left = outcomes.filter((o) => o.ending === 'left' || o.ending === 'cancelled');
+    return { slowestTakeOverMs: slowest, ...ranPast(left, (o) => o.leftAt ?? o.endedAt, calls, now, scenario) };
   }
   const cut = outcomes.filter((o) => o.ending === 'cut');
   return ranPast(cut, () => w.faultAt, calls, now, scenario);
@@ -350,6 +421,7 @@ function report(
   timed: Partial<Row>,
   unclaimedTokens: number,
   cutBounds: Map<string, number>,
+  stored: Map<string, StoredView>,
 ): Row {
   const row: Row = {
     scenario: scenario.name,
@@ -369,6 +441,8 @@ function report(
       ? 0
       : outcomes.filter((o) => o.stream && o.ending === 'failed' && o.status === 200).length,
     gaveUp: outcomes.filter((o) => o.ending === 'left').length,
+    cancelled: outcomes.filter((o) => o.ending === 'cancelled').length,
+    ...(scenario.wire === 'responses' || scenario.wire === 'background' ? { usageShownDiffers: 0 } : {}),
     ...timed,
     correct: false,
     timely: false,
@@ -397,6 +471,12 @@ function report(
       row.usageLost++;
       continue;
     }
+    if (row.usageShownDiffers !== undefined && shownDiffers(scenario, o, billed.completion_tokens, stored.get(o.id))) {
+      row.usageShownDiffers++;
+      process.stderr.write(
+        `[faults] usage shown differs from the ledger: ${o.id} ${o.ending}/${billed.status}, billed ${billed.completion_tokens}, shown ${o.shown.join(' ')}, stored ${JSON.stringify(stored.get(o.id) ?? null)}\n`,
+      );
+    }
     const diff = billed.completion_tokens - o.received;
     // A client that was cut off left: what was produced for it is billed, possibly more than it got.
     if (diff > 0 && o.ending !== 'cut') {
@@ -414,10 +494,22 @@ function report(
     row.recordedTwice === 0 &&
     row.billedMore === 0 &&
     row.billedFewer === 0 &&
+    (row.usageShownDiffers ?? 0) === 0 &&
     row.streamsEndedByFault === 0;
   row.withinReceived = (row.beyondCutBeforeFirstByte ?? 0) === 0 && cutOverLimit === 0;
   row.timely = (row.slowestTakeOverMs ?? 0) <= TAKE_OVER_MAX_MS && (row.ranPastLeavingMs ?? 0) <= CANCEL_MAX_MS;
   return row;
+}
+
+/**
+ * Whether a Response's usage, as its client was shown it, differs from what the ledger billed: at
+ * its stream's end or in its whole answer, and stored (a background response must be; a stored
+ * one without usage, such as one cancelled before it started, shows 0).
+ */
+function shownDiffers(scenario: Scenario, o: Outcome, billed: number, stored: StoredView | undefined): boolean {
+  if (o.shown.some((tokens) => tokens !== billed)) return true;
+  if (!stored) return scenario.wire === 'background';
+  return (stored.usage ?? 0) !== billed;
 }
 
 async function runScenario(w: World, base: Record<string, string>, scenario: Scenario): Promise<Row> {
@@ -432,6 +524,8 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
   const accounts = await Promise.all(Array.from({ length: 4 }, () => createTestAccount(w.app, { tier: 'paid' })));
   const started = performance.now();
   const load = runLoad({
+    wire: scenario.wire,
+    cancelShare: scenario.cancelShare,
     webs: () => w.webs.map((p) => p.url),
     apiKeys: accounts.map((a) => a.apiKey),
     model,
@@ -483,6 +577,20 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
         `[faults] cut before its first byte, billed: ${r.request_id} ${r.status} ${r.completion_tokens}\n`,
       );
   }
+  const stored =
+    scenario.wire === 'responses' || scenario.wire === 'background'
+      ? await storedResponses(w, ids)
+      : new Map<string, StoredView>();
+  // A background response's client reads what it received back from the store.
+  for (const o of outcomes)
+    if (scenario.wire === 'background' && o.id) o.received = stored.get(o.id)?.outputTokens ?? 0;
+  const codes = new Map<string, number>();
+  for (const o of outcomes.filter((x) => x.ending === 'failed'))
+    codes.set(
+      `${o.stream ? 'stream' : 'whole'} ${o.errorCode}`,
+      (codes.get(`${o.stream ? 'stream' : 'whole'} ${o.errorCode}`) ?? 0) + 1,
+    );
+  if (codes.size) process.stderr.write(`[faults] failed: ${[...codes].map(([c, n]) => `${c} ×${n}`).join(', ')}\n`);
   const timed = timings(scenario, outcomes, w);
   const cutBounds = scenario.webDeath
     ? await oneMessageBeyond(
@@ -491,19 +599,19 @@ async function runScenario(w: World, base: Record<string, string>, scenario: Sce
       )
     : new Map<string, number>();
   await Promise.all([...w.webs, ...w.workers].map((p) => p.stop('SIGTERM')));
-  return report(scenario, outcomes, ledger, twice, timed, unclaimed, cutBounds);
+  return report(scenario, outcomes, ledger, twice, timed, unclaimed, cutBounds, stored);
 }
 
 function table(rows: Row[]): string {
   const head =
-    '| scenario | sent | completed | failed cleanly | cut (client left) | hung | 500s | usage lost | recorded twice | billed more (tokens) | billed fewer (tokens) | streams ended by the fault | billed beyond received: cut before first byte, most per cut stream (tokens) | slowest take-over | upstream past leaving or death (tokens) | targets |';
+    '| scenario | sent | completed | failed cleanly | cut (client left) | hung | 500s | usage lost | recorded twice | billed more (tokens) | billed fewer (tokens) | streams ended by the fault | billed beyond received: cut before first byte, most per cut stream (tokens) | Response usage shown ≠ ledger | slowest take-over | upstream past leaving or death (tokens) | targets |';
   const sep = `|${head
     .split('|')
     .slice(1, -1)
     .map(() => '---')
     .join('|')}|`;
   const line = (r: Row) =>
-    `| ${r.scenario} | ${r.sent} | ${r.completed} | ${r.failedCleanly} | ${r.cut} | ${r.hung} | ${r.http500} | ${r.usageLost} | ${r.recordedTwice} | ${r.billedMore} (${r.billedMoreTokens}) | ${r.billedFewer} (${r.billedFewerTokens}) | ${r.streamsEndedByFault} | ${r.beyondCutBeforeFirstByte === undefined ? '–' : `${r.beyondCutBeforeFirstByte}, ${r.beyondCutStreamMax ?? 0}`} | ${r.slowestTakeOverMs === undefined ? '–' : `${(r.slowestTakeOverMs / 1000).toFixed(1)} s`} | ${r.ranPastLeavingMs === undefined ? '–' : `${r.ranPastLeavingMs} ms (${r.tokensPastLeaving})${r.gaveUp ? `, ${r.gaveUp} gave up` : ''}`} | ${!r.correct ? '**missed**' : [r.timely ? '' : '**timing missed**', r.withinReceived ? '' : '**billed beyond received**'].filter(Boolean).join('; ') || 'met'} |`;
+    `| ${r.scenario} | ${r.sent} | ${r.completed} | ${r.failedCleanly} | ${r.cut} | ${r.hung} | ${r.http500} | ${r.usageLost} | ${r.recordedTwice} | ${r.billedMore} (${r.billedMoreTokens}) | ${r.billedFewer} (${r.billedFewerTokens}) | ${r.streamsEndedByFault} | ${r.beyondCutBeforeFirstByte === undefined ? '–' : `${r.beyondCutBeforeFirstByte}, ${r.beyondCutStreamMax ?? 0}`} | ${r.usageShownDiffers ?? '–'} | ${r.slowestTakeOverMs === undefined ? '–' : `${(r.slowestTakeOverMs / 1000).toFixed(1)} s`} | ${r.ranPastLeavingMs === undefined ? '–' : `${r.ranPastLeavingMs} ms (${r.tokensPastLeaving})${r.gaveUp ? `, ${r.gaveUp} gave up` : ''}${r.cancelled ? `, ${r.cancelled} cancelled` : ''}`} | ${!r.correct ? '**missed**' : [r.timely ? '' : '**timing missed**', r.withinReceived ? '' : '**billed beyond received**'].filter(Boolean).join('; ') || 'met'} |`;
   return [head, sep, ...rows.map(line)].join('\n');
 }
 
@@ -530,6 +638,8 @@ async function main(): Promise<void> {
     OPENAI_BASE_URL: `${openai.url}/v1`,
     OPENAI_API_KEY: openai.apiKey,
     PAID_REQUESTS_PER_MINUTE: '100000',
+    // Background responses' clients poll GET /v1/responses/{id}, a completion read.
+    COMPLETION_READS_PER_MINUTE: '1000000',
   };
   const app = createContext(testConfig({ ...env, LOG_LEVEL: 'silent' }), { role: 'faults' });
   const world: World = {

@@ -15,6 +15,12 @@ export interface AnswerUsage {
   cost: number;
 }
 
+/** What an interrupted answer's client was sent, read from its relay log, and the usage billed for it. */
+export interface DeliveredAnswer {
+  choices: readonly ChoiceState[];
+  usage: AnswerUsage;
+}
+
 export interface AnswerPresenter {
   /** A stream's piece of text, just added to `choice`. */
   text(index: number, choice: ChoiceState, content: string): void;

@@ -11,7 +11,8 @@ import type { ChoiceState } from '../choices.js';
 import type { CompletionJob } from '../completion-job.js';
 import type { RelayError } from '../relay-protocol.js';
 import type { RelayPublisher } from '../relay-publisher.js';
-import type { AnswerPresenter, AnswerUsage } from './answer-presenter.js';
+import { eventData } from '../sse.js';
+import type { AnswerPresenter, AnswerUsage, DeliveredAnswer } from './answer-presenter.js';
 
 type Status = 'completed' | 'incomplete' | 'failed' | 'cancelled';
 
@@ -115,18 +116,33 @@ export function startingResponse(job: CompletionJob, status: 'queued' | 'in_prog
   return responseObject(job, { status, output: [], usage: undefined });
 }
 
-/** A background response that ended with no answer framed: failed with its error, or cancelled. */
+/**
+ * A background response that ended with no answer framed: failed with its error, or cancelled.
+ * Ended by a take-over after its worker died mid-answer, it holds what its stream delivered and the
+ * usage billed for it (`delivered`); otherwise nothing was produced, and it has no output or usage.
+ */
 export function endedResponse(
   job: CompletionJob,
   status: 'failed' | 'cancelled',
   error: RelayError,
+  delivered?: DeliveredAnswer,
 ): Record<string, unknown> {
+  const items = delivered ? itemsOf(delivered.choices[0]) : [];
   return responseObject(job, {
     status,
-    output: [],
-    usage: undefined,
+    output: items.map((item, i) => itemJson(item, i === items.length - 1 ? 'incomplete' : 'completed')),
+    usage: delivered?.usage,
     error: status === 'failed' ? failureOf(error) : null,
   });
+}
+
+/**
+ * The Response a stream's end carries (its response.completed or response.incomplete event), read
+ * back from the relay log by a take-over whose worker died before storing it.
+ */
+export function responseInEnd(events: string): Record<string, unknown> | undefined {
+  const last = eventData(events).at(-1);
+  return last ? (JSON.parse(last) as { response?: Record<string, unknown> }).response : undefined;
 }
 
 /** The output items of a finished choice: its text as a message (also when it is empty and no call was made), then its calls. */
