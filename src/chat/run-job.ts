@@ -36,7 +36,7 @@ import type { UsageEvent } from '../usage/usage-event.js';
 import { isDependencyDown } from '../infra/outage.js';
 import type { WorkerSeen } from './liveness.js';
 import type { DeliveredAnswer } from './presenters/answer-presenter.js';
-import { responseInEnd } from './presenters/response.presenter.js';
+import { endedResponse, responseInEnd } from './presenters/response.presenter.js';
 
 /** A job this worker is running, as its cancellation, its client's liveness and its grace period see it. */
 export interface RunningJob extends GraceJob {
@@ -188,8 +188,11 @@ async function markStarted(rt: JobRuntime, job: CompletionJob): Promise<void> {
 }
 
 /**
- * A background response ending with no answer framed: its stored status must not stay queued or
- * in_progress, the only place its client looks. A failure to store it is only logged.
+ * A Responses answer ending with no answer framed. A background one's stored status must not stay
+ * queued or in_progress, the only place its client looks. A stored foreground stream ended by a
+ * take-over after part of its answer is kept as failed with what it delivered, as its worker would
+ * have kept it; one that delivered nothing was never shown to anyone and is not kept. A failure to
+ * store is only logged.
  */
 async function markEnded(
   rt: JobRuntime,
@@ -198,11 +201,12 @@ async function markEnded(
   err: unknown,
   delivered?: DeliveredAnswer,
 ) {
-  if (job.wire?.background !== true) return;
   try {
-    await rt.endResponse?.(job, status, toRelayError(err), delivered);
+    if (job.wire?.background === true) await rt.endResponse?.(job, status, toRelayError(err), delivered);
+    else if (job.wire?.store && delivered)
+      await rt.storeResponse?.(job, endedResponse(job, status, toRelayError(err), delivered));
   } catch (e) {
-    rt.app.log.error({ requestId: job.id, err: e }, 'could not store the end of the background response');
+    rt.app.log.error({ requestId: job.id, err: e }, 'could not store the end of the response');
   }
 }
 

@@ -597,7 +597,7 @@ describe('the Responses API when its worker dies mid-stream (web and worker proc
   });
   after(async () => app.close());
 
-  it('ends the stream with an error event and bills the text it carried once, never answering it afresh', async () => {
+  it('ends the stream with an error event, bills the text it carried once and stores it failed with that text, never answering it afresh', async () => {
     const env = {
       REDIS_PREFIX: isolatedPrefix(),
       LOCAL_MODEL_TTFT_MS: '0',
@@ -629,6 +629,19 @@ describe('the Responses API when its worker dies mid-stream (web and worker proc
     expect(rows).to.have.length(1);
     expect(rows[0]!.status).to.equal('failed');
     expect(rows[0]!.completion_tokens).to.be.greaterThan(0);
+    // Stored (store defaults to true) as failed, holding the text its stream carried and the usage billed.
+    const stored = await get(`${web.url}/v1/responses/${id}`, { bearer: account.apiKey });
+    expect(stored.status).to.equal(200);
+    expect(openAiIssues('Response', stored.body)).to.deep.equal([]);
+    expect(stored.body).to.deep.include({ status: 'failed' });
+    expect(stored.body.error).to.include({ code: 'server_error' });
+    const carried = events
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => (e as { delta?: string }).delta)
+      .join('');
+    const text = (stored.body.output as { content: { text: string }[] }[])[0]!.content[0]!.text;
+    expect(text).to.equal(carried);
+    expect(stored.body.usage.output_tokens).to.equal(rows[0]!.completion_tokens);
   });
 });
 
