@@ -48,6 +48,43 @@ export async function saveStoredResponse(db: Db | Trx, w: StoredResponseWrite): 
     .execute();
 }
 
+/** A write that names its input items, as every write of a response's end does. */
+export type StoredResponseEndWrite = StoredResponseWrite & { inputItems: Record<string, unknown>[] };
+
+/**
+ * Writes several responses in one statement, each as saveStoredResponse writes it (a write for an
+ * id another account holds changes nothing). No two writes may name the same id: Postgres updates
+ * a row at most once per statement.
+ */
+export async function saveStoredResponses(db: Db | Trx, ws: readonly StoredResponseEndWrite[]): Promise<void> {
+  await db
+    .insertInto('stored_responses')
+    .values(
+      ws.map((w) => ({
+        id: w.id,
+        account_id: w.accountId,
+        status: w.status,
+        response: JSON.stringify(w.response),
+        input_items: JSON.stringify(w.inputItems),
+        created_at: w.now,
+        updated_at: w.now,
+        expires_at: w.expiresAt,
+      })),
+    )
+    .onConflict((oc) =>
+      oc
+        .column('id')
+        .doUpdateSet((eb) => ({
+          status: eb.ref('excluded.status'),
+          response: eb.ref('excluded.response'),
+          updated_at: eb.ref('excluded.updated_at'),
+          input_items: eb.ref('excluded.input_items'),
+        }))
+        .whereRef('stored_responses.account_id', '=', 'excluded.account_id'),
+    )
+    .execute();
+}
+
 /**
  * Replaces a response's status and object only while its status is one of `from`: a background
  * response's start and its cancel never overwrite the end its worker stored. False when nothing changed.
