@@ -105,6 +105,13 @@ function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
+// The processes the benchmark has stopped itself (any other exit of a side's process is news).
+const stopped = new Set<number | undefined>();
+const stop = (child: ChildProcess) => {
+  stopped.add(child.pid);
+  child.kill('SIGTERM');
+};
+
 function startProcess(
   entry: string,
   env: NodeJS.ProcessEnv,
@@ -122,7 +129,15 @@ function startProcess(
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${entry} exited with ${code}:\n${out}`)));
+    child.once('exit', (code, signal) => {
+      reject(new Error(`${entry} exited with ${code}:\n${out}`));
+      // A side's process that dies mid-run (killed from outside, or crashed) would leave its
+      // requests to time out one by one: say so at once.
+      if (!stopped.has(child.pid))
+        process.stderr.write(
+          `bench: ${entry} (pid ${child.pid}) exited with ${code ?? signal}:\n${out.slice(-2000)}\n`,
+        );
+    });
   });
 }
 
@@ -609,7 +624,7 @@ async function main(): Promise<void> {
 
     // Redis memory per request: what a batch of requests through the one-worker service leaves in
     // Redis once each has ended, by kind of key, times how long each kind lives.
-    for (const c of copies) for (const p of [c.web, ...c.workers]) p.child.kill('SIGTERM');
+    for (const c of copies) for (const p of [c.web, ...c.workers]) stop(p.child);
     await Promise.all(copies.flatMap((c) => [c.web, ...c.workers]).map((p) => exited(p.child)));
     const relayTtlSeconds = config.queue.relayLogTtlSeconds;
     const keyKinds = [
@@ -641,7 +656,7 @@ async function main(): Promise<void> {
     // heartbeat interval and keeps it alive with comments. Memory is read after a full collection
     // (bench/gc-on-signal.cjs): before the streams, with them open, and once they have closed and
     // the web process says it holds none.
-    web.child.kill('SIGTERM');
+    stop(web.child);
     await exited(web.child);
     const idleWeb = await startProcess(
       path.join(dist, 'src/http/server.js'),
@@ -688,7 +703,7 @@ async function main(): Promise<void> {
     const releasedMs = performance.now() - closeStart;
     const relayingClosed = await metricValue(idleBase, 'completion_requests_relaying');
     const idleClosed = await collect();
-    idleWeb.child.kill('SIGTERM');
+    stop(idleWeb.child);
     await exited(idleWeb.child);
 
     const lines: string[] = [];
@@ -1020,7 +1035,7 @@ async function main(): Promise<void> {
     // A stopped process handles no SIGTERM: every side runs again first.
     isolate('all');
     const all = [web, worker, ...copies.flatMap((c) => [c.web, ...c.workers])];
-    for (const p of all) p.child.kill('SIGTERM');
+    for (const p of all) stop(p.child);
     await Promise.all(all.map((p) => exited(p.child)));
     upstream.kill('SIGTERM');
     proxy.kill('SIGTERM');
