@@ -4,6 +4,10 @@
 //
 //   node dist/bench/fake-upstream.js --port 0 --tokens 64 --ttft-ms 0 --itl-ms 1
 //
+// An answer is `--tokens` long and ends with finish_reason stop (as a model's own end does, which
+// the Responses API reports as completed), or length when the request's max_tokens or
+// max_completion_tokens cut it shorter.
+//
 // A request whose `user` field is "ttft=<ms>" waits that long before its first token (the
 // idle-streams memory run uses it; the service passes `user` through to the upstream).
 // It also takes OTLP/HTTP trace exports (POST /v1/traces) and drops them, for `--tracing`.
@@ -29,6 +33,7 @@ interface Req {
   model?: string;
   stream?: boolean;
   max_tokens?: number;
+  max_completion_tokens?: number;
   user?: string;
   stream_options?: { include_usage?: boolean };
   messages?: { content?: string }[];
@@ -55,7 +60,8 @@ const server = http.createServer((req, res) => {
 async function answer(body: Req, res: http.ServerResponse): Promise<void> {
   let closed = false;
   res.on('close', () => (closed = true));
-  const tokens = Math.min(TOKENS, body.max_tokens ?? TOKENS);
+  const tokens = Math.min(TOKENS, body.max_completion_tokens ?? body.max_tokens ?? TOKENS);
+  const finish = tokens < TOKENS ? 'length' : 'stop';
   const ttft = /^ttft=(\d+)$/.exec(body.user ?? '')?.[1];
   const id = `chatcmpl-fake${Math.random().toString(36).slice(2, 10)}`;
   const created = Math.floor(Date.now() / 1000);
@@ -74,7 +80,7 @@ async function answer(body: Req, res: http.ServerResponse): Promise<void> {
         object: 'chat.completion',
         created,
         model,
-        choices: [{ index: 0, message: { role: 'assistant', content }, logprobs: null, finish_reason: 'length' }],
+        choices: [{ index: 0, message: { role: 'assistant', content }, logprobs: null, finish_reason: finish }],
         usage: { prompt_tokens: promptTokens, completion_tokens: tokens, total_tokens: promptTokens + tokens },
       }),
     );
@@ -88,7 +94,7 @@ async function answer(body: Req, res: http.ServerResponse): Promise<void> {
     if (ITL > 0) await wait(ITL);
   }
   if (closed) return;
-  res.write(`data: ${head}{"index":0,"delta":{},"finish_reason":"length"}]}\n\n`);
+  res.write(`data: ${head}{"index":0,"delta":{},"finish_reason":"${finish}"}]}\n\n`);
   if (body.stream_options?.include_usage) {
     res.write(
       `data: ${head}],"usage":{"prompt_tokens":${promptTokens},"completion_tokens":${tokens},"total_tokens":${promptTokens + tokens}}}\n\n`,

@@ -1,6 +1,8 @@
 // Closed-loop load: `concurrency` clients over keep-alive connections, each sending its next
 // request when the last one ends, until `requests` have been sent. Time to first token is to the
-// first SSE event with non-empty delta.content (streams) or to the response headers (JSON).
+// first SSE event with text: a chat chunk with non-empty delta.content, or a Responses API
+// response.output_text.delta (streams); to the response headers (JSON). A Responses stream counts
+// only if it ends with response.completed, as a client reading it to its end would need.
 import http from 'node:http';
 import { createParser } from 'eventsource-parser';
 
@@ -9,6 +11,8 @@ export interface LoadSpec {
   apiKey: string;
   body: Record<string, unknown>;
   stream: boolean;
+  /** The wire format of the URL's answers: chat completions (the default) or the Responses API. */
+  api?: 'chat' | 'responses';
   concurrency: number;
   requests: number;
   timeoutMs?: number;
@@ -60,17 +64,40 @@ function one(agent: http.Agent, spec: Omit<LoadSpec, 'concurrency' | 'requests'>
         return;
       }
       if (!spec.stream) ttft = performance.now() - start;
-      const parser = spec.stream
-        ? createParser({
-            onEvent: (e) => {
-              if (ttft < 0 && e.data !== '[DONE]' && e.data.includes('"content":"') && !e.data.includes('"content":""'))
-                ttft = performance.now() - start;
-            },
-          })
-        : undefined;
+      const responses = spec.api === 'responses';
+      let terminal: string | undefined;
+      const parser = !spec.stream
+        ? undefined
+        : responses
+          ? createParser({
+              onEvent: (e) => {
+                if (ttft < 0 && e.event === 'response.output_text.delta') ttft = performance.now() - start;
+                else if (
+                  e.event === 'response.completed' ||
+                  e.event === 'response.incomplete' ||
+                  e.event === 'response.failed'
+                )
+                  terminal = e.event;
+              },
+            })
+          : createParser({
+              onEvent: (e) => {
+                if (
+                  ttft < 0 &&
+                  e.data !== '[DONE]' &&
+                  e.data.includes('"content":"') &&
+                  !e.data.includes('"content":""')
+                )
+                  ttft = performance.now() - start;
+              },
+            });
       res.setEncoding('utf8');
       res.on('data', (d: string) => parser?.feed(d));
-      res.on('end', () => resolve({ ttftMs: ttft, totalMs: performance.now() - start }));
+      res.on('end', () => {
+        if (responses && spec.stream && terminal !== 'response.completed')
+          reject(new Error(`stream ended with ${terminal ?? 'no terminal event'}`));
+        else resolve({ ttftMs: ttft, totalMs: performance.now() - start });
+      });
       res.on('error', reject);
     });
     req.on('timeout', () => req.destroy(new Error('timeout')));

@@ -32,6 +32,9 @@ const RULES: [string, (f: Frame) => boolean][] = [
       /\/chat\/(relay-hub|sse)\./.test(f.url) ||
       (f.url.includes('/chat/dispatch.service.') && f.functionName !== 'dispatch'),
   ],
+  ['Responses: stored-response write', (f) => f.url.includes('/responses/stored-response')],
+  ['Responses: framing events (presenter)', (f) => f.url.includes('/chat/presenters/response.')],
+  ['Responses: request translation', (f) => /\/chat\/responses-|\/http\/routes\/responses\./.test(f.url)],
   ['prompt token count', (f) => /\/providers\/tokenizer\.|gpt-tokenizer/.test(f.url)],
   ['upstream request and SSE parse', (f) => /\/providers\/|eventsource-parser/.test(f.url)],
   ['completion run: framing chunks, choices', (f) => f.url.includes('/chat/completion-runner.')],

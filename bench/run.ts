@@ -4,6 +4,9 @@
 // drift on a shared machine hits both sides alike. A bare pass-through proxy (pass-through.ts)
 // shows the least any extra Node hop adds on the same machine in the same run, and a second copy
 // of the service with two worker processes behind one web process shows how it scales with workers.
+// The Responses API's modes (POST /v1/responses) run on the service's sides beside chat's, in the
+// same rounds, so what the Responses framing and its stored answer cost per request shows against
+// the same chat request.
 // Then the Redis memory each request leaves behind, and the web process's memory with 2,000 open
 // idle streams. Prints Markdown tables (for docs/benchmark.md) and writes var/bench/results.json.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
@@ -32,8 +35,8 @@ const root = path.resolve(dist, '..');
 const { values: a } = parseArgs({
   options: {
     concurrency: { type: 'string', default: '1,32,256' },
-    // stream, json or both (comma-separated), e.g. to profile one of them alone.
-    modes: { type: 'string', default: 'stream,json' },
+    // Comma-separated, from MODE_SPECS below: e.g. `--modes stream,responses-stream` to set the two against each other alone.
+    modes: { type: 'string', default: 'stream,json,responses-stream' },
     tokens: { type: 'string', default: '32' },
     'itl-ms': { type: 'string', default: '1' },
     rounds: { type: 'string', default: '2' },
@@ -59,10 +62,27 @@ const { values: a } = parseArgs({
   },
 });
 const concurrencies = a.concurrency.split(',').filter(Boolean).map(Number);
+// A mode is a wire format and whether it streams. The Responses API's (POST /v1/responses, the
+// same completion job as chat's) run only on the service's sides: the upstream, the pass-through
+// and Portkey are measured on chat completions alone. `store` is the Responses field: true by
+// default, as at OpenAI, so each answer is also written to Postgres (stored_responses).
+const MODE_SPECS = {
+  stream: { api: 'chat', stream: true, store: false },
+  json: { api: 'chat', stream: false, store: false },
+  'responses-stream': { api: 'responses', stream: true, store: true },
+  responses: { api: 'responses', stream: false, store: true },
+  'responses-stream-nostore': { api: 'responses', stream: true, store: false },
+  'responses-nostore': { api: 'responses', stream: false, store: false },
+} as const;
+type Mode = keyof typeof MODE_SPECS;
 const modes = a.modes.split(',').map((m) => {
-  if (m !== 'stream' && m !== 'json') throw new Error(`--modes takes stream and/or json, not ${m}`);
-  return m === 'stream';
+  if (!Object.hasOwn(MODE_SPECS, m))
+    throw new Error(`--modes takes ${Object.keys(MODE_SPECS).join(', ')} (comma-separated), not ${m}`);
+  return m as Mode;
 });
+const isChat = (m: Mode) => MODE_SPECS[m].api === 'chat';
+/** The chat mode a Responses mode is set against: chat completions, streamed alike. */
+const chatModeOf = (m: Mode): Mode => (MODE_SPECS[m].stream ? 'stream' : 'json');
 const rounds = Number(a.rounds);
 const requestsFor = (c: number) => (a.quick ? Math.max(20, c * 2) : c === 1 ? 150 : Math.min(3000, c * 40));
 
@@ -85,6 +105,13 @@ function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
+// The processes the benchmark has stopped itself (any other exit of a side's process is news).
+const stopped = new Set<number | undefined>();
+const stop = (child: ChildProcess) => {
+  stopped.add(child.pid);
+  child.kill('SIGTERM');
+};
+
 function startProcess(
   entry: string,
   env: NodeJS.ProcessEnv,
@@ -102,7 +129,15 @@ function startProcess(
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${entry} exited with ${code}:\n${out}`)));
+    child.once('exit', (code, signal) => {
+      reject(new Error(`${entry} exited with ${code}:\n${out}`));
+      // A side's process that dies mid-run (killed from outside, or crashed) would leave its
+      // requests to time out one by one: say so at once.
+      if (!stopped.has(child.pid))
+        process.stderr.write(
+          `bench: ${entry} (pid ${child.pid}) exited with ${code ?? signal}:\n${out.slice(-2000)}\n`,
+        );
+    });
   });
 }
 
@@ -117,6 +152,9 @@ const SIDES: Side[] = ALL_SIDES.filter(
   (s) => (s !== 'traced' || a.tracing) && (s !== 'before' || a.before !== '') && (!chosen || chosen.has(s)),
 );
 const has = (s: Side) => SIDES.includes(s);
+// The sides a Responses mode runs on: the one-worker copies of the service.
+const RESPONSES_SIDES: Side[] = ['service', 'traced', 'before'];
+const sidesFor = (m: Mode): Side[] => (isChat(m) ? SIDES : SIDES.filter((s) => RESPONSES_SIDES.includes(s)));
 // The open-loop rows compare the service with the reference gateway (and the build before, when
 // given); direct is the baseline the added latencies are taken from, and the pass-through the floor.
 const OPEN_ALL = ['direct', 'service', 'before', 'portkey', 'pass-through'] as const;
@@ -124,7 +162,7 @@ type OpenSide = (typeof OPEN_ALL)[number];
 const OPEN_SIDES: OpenSide[] = OPEN_ALL.filter((s) => has(s));
 
 interface Row {
-  mode: 'stream' | 'json';
+  mode: Mode;
   concurrency: number;
   results: Record<Side, LoadResult[]>;
   cpu: Record<Side, CpuSnapshot>;
@@ -133,6 +171,18 @@ interface Row {
 }
 
 const CPU_ROLES = ['web', 'worker', 'redis', 'postgres', 'upstream', 'load generator'] as const;
+// Each copy of the service's own processes in the CPU figures: its web and worker, Redis and Postgres.
+const OWN_ROLES: Partial<Record<Side, string[]>> = {
+  service: ['web', 'worker', 'redis', 'postgres'],
+  traced: ['web traced', 'worker traced', 'redis', 'postgres'],
+  before: ['web before', 'worker before', 'redis', 'postgres'],
+};
+
+/** CPU ms per request of a copy of the service's own processes (OWN_ROLES) during its runs of a row. */
+function ownCpuPerRequest(row: Row, side: Side): number {
+  const n = row.results[side].reduce((s, r) => s + r.samples.length, 0);
+  return (OWN_ROLES[side] ?? []).reduce((t, r) => t + (row.cpu[side][r] ?? 0), 0) / Math.max(1, n);
+}
 const TWO_WORKER_ROLES = ['web 2w', 'worker 2w.1', 'worker 2w.2'] as const;
 const TRACED_ROLES = ['web traced', 'worker traced'] as const;
 const MEMORY_SAMPLE_REQUESTS = 300;
@@ -171,6 +221,15 @@ function summarise(results: LoadResult[]) {
     wallMs: wall,
   };
 }
+
+/** The errors of some runs by message, for the progress lines. */
+const errorKinds = (results: LoadResult[]) => {
+  const kinds: Record<string, number> = {};
+  for (const r of results) for (const [k, n] of Object.entries(r.errors)) kinds[k] = (kinds[k] ?? 0) + n;
+  return Object.entries(kinds)
+    .map(([k, n]) => `${k} ×${n}`)
+    .join(', ');
+};
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
@@ -264,7 +323,7 @@ async function main(): Promise<void> {
       ws.push(
         await startProcess(path.join(dir, 'workers/worker.js'), { ...copyEnv, LOG_LEVEL: 'info' }, /worker: running/),
       );
-    return { web, workers: ws, url: `${web.match[1]}/v1/chat/completions` };
+    return { web, workers: ws, base: web.match[1]!, url: `${web.match[1]}/v1/chat/completions` };
   };
   const {
     web,
@@ -313,6 +372,27 @@ async function main(): Promise<void> {
       body: directBody,
       headers: portkey.headers,
     },
+  };
+  // The Responses API on the service's sides: the chat rows' one user message as its `input` string.
+  const responsesBase: Partial<Record<Side, string>> = {
+    service: web.match[1]!,
+    traced: traced?.base,
+    before: before?.base,
+  };
+  const responsesBody = { model: model.id, input: messages[0]!.content };
+  /** What a side's load of one mode sends, and where. */
+  const target = (side: Side, mode: Mode) => {
+    const m = MODE_SPECS[mode];
+    if (m.api === 'chat') return { ...targets[side], stream: m.stream };
+    const base = responsesBase[side];
+    if (base === undefined) throw new Error(`the ${side} side does not serve the Responses API`);
+    return {
+      url: `${base}/v1/responses`,
+      apiKey: key.key,
+      body: m.store ? responsesBody : { ...responsesBody, store: false },
+      api: 'responses' as const,
+      stream: m.stream,
+    };
   };
   const pidsOf = (c: { web: Started; workers: Started[] } | undefined) =>
     c ? [c.web, ...c.workers].map((p) => p.child.pid!) : [];
@@ -363,12 +443,11 @@ async function main(): Promise<void> {
     if (SERVICE_SIDES.includes(side)) sentThroughService += served(r);
     return r;
   };
-  const load = async (side: Side, spec: Omit<Parameters<typeof runLoad>[0], 'url' | 'apiKey' | 'body' | 'headers'>) =>
-    count(side, await runLoad({ ...targets[side], ...spec }));
+  const load = async (side: Side, mode: Mode, spec: { concurrency: number; requests: number }) =>
+    count(side, await runLoad({ ...target(side, mode), ...spec }));
   // After a side is resumed: its timers catch up and its JIT, pools and script caches warm again.
-  const warm = (side: Side, stream: boolean, concurrency: number) =>
-    load(side, {
-      stream,
+  const warm = (side: Side, mode: Mode, concurrency: number) =>
+    load(side, mode, {
       concurrency: Math.min(concurrency, 32),
       requests: Math.min(200, Math.max(50, concurrency * 4)),
     });
@@ -381,8 +460,9 @@ async function main(): Promise<void> {
     // Warm every path (JIT, connection pools, script cache), each side alone.
     for (const side of SIDES) {
       isolate(side);
-      for (const stream of [true, false])
-        await load(side, { stream, concurrency: 8, requests: side === 'direct' ? 100 : WARMUP_REQUESTS });
+      for (const mode of new Set<Mode>(['stream', 'json', ...modes]))
+        if (sidesFor(mode).includes(side))
+          await load(side, mode, { concurrency: 8, requests: side === 'direct' ? 100 : WARMUP_REQUESTS });
     }
     const redisPid = Number(/process_id:(\d+)/.exec(await ctx.redis.info('server'))?.[1]);
     const roles: Record<
@@ -413,43 +493,58 @@ async function main(): Promise<void> {
       'load generator': () => [process.pid],
     };
     const rows: Row[] = [];
-    for (const stream of modes) {
-      for (const c of concurrencies) {
-        const perSide = <T>(f: () => T) => Object.fromEntries(ALL_SIDES.map((t) => [t, f()])) as Record<Side, T>;
-        const row: Row = {
-          mode: stream ? 'stream' : 'json',
-          concurrency: c,
-          results: perSide(() => []),
-          cpu: perSide(() => ({})),
-          machineMs: perSide(() => 0),
-        };
-        for (let r = 0; r < rounds; r++) {
-          // Each round starts with the next side, so no side always runs first or last.
-          const order = SIDES.map((_, i) => SIDES[(i + r) % SIDES.length]!);
-          for (const t of order) {
+    const perSide = <T>(f: () => T) => Object.fromEntries(ALL_SIDES.map((t) => [t, f()])) as Record<Side, T>;
+    for (const c of concurrencies) {
+      // Every mode of a concurrency in the same rounds, so the Responses rows and the chat rows
+      // they are set against meet the same drift of a shared machine.
+      const byMode = new Map<Mode, Row>(
+        modes.map((mode) => [
+          mode,
+          { mode, concurrency: c, results: perSide(() => []), cpu: perSide(() => ({})), machineMs: perSide(() => 0) },
+        ]),
+      );
+      for (let r = 0; r < rounds; r++) {
+        // Each round starts with the next mode and the next side, so none always runs first or last.
+        for (const mode of modes.map((_, i) => modes[(i + r) % modes.length]!)) {
+          const row = byMode.get(mode)!;
+          const sides = sidesFor(mode);
+          for (const t of sides.map((_, i) => sides[(i + r) % sides.length]!)) {
             isolate(t);
-            await warm(t, stream, c);
+            await warm(t, mode, c);
             const at = snapshot(roles);
             const machineBefore = machineBusyMs();
-            row.results[t].push(await load(t, { stream, concurrency: c, requests: requestsFor(c) }));
+            row.results[t].push(await load(t, mode, { concurrency: c, requests: requestsFor(c) }));
             row.cpu[t] = add(row.cpu[t], diff(at, snapshot(roles)));
             const machineAfter = machineBusyMs();
             row.machineMs[t] +=
               machineBefore === undefined || machineAfter === undefined ? NaN : machineAfter - machineBefore;
           }
         }
+      }
+      for (const row of byMode.values()) {
         rows.push(row);
         const d = summarise(row.results.direct);
         const s = summarise(row.results.service);
+        if (!isChat(row.mode)) {
+          const own = (side: Side) => ownCpuPerRequest(row, side);
+          process.stderr.write(
+            `bench: ${row.mode} c=${c}: service TTFT p50 ${fmt(s.ttft50)} ms, p99 ${fmt(s.ttft99)} ms; rps ${fmt(s.rps)}; ` +
+              `CPU per request (web + worker + Redis + Postgres) ${fmt2(own('service'))} ms; errors ${s.errors}${s.errors ? ` (${errorKinds(row.results.service)})` : ''}\n`,
+          );
+          continue;
+        }
         const w = summarise(row.results['two workers']);
         const p = summarise(row.results['pass-through']);
         const k = summarise(row.results.portkey);
         process.stderr.write(
           `bench: ${row.mode} c=${c}: added TTFT p50 ${fmt(s.ttft50 - d.ttft50)} ms, p99 ${fmt(s.ttft99 - d.ttft99)} ms; rps ${fmt(d.rps)} -> ${fmt(s.rps)}` +
-            ` (portkey: ${fmt(k.ttft50 - d.ttft50)} / ${fmt(k.ttft99 - d.ttft99)} ms, ${fmt(k.rps)} rps; two workers: ${fmt(w.rps)} rps; pass-through: ${fmt(p.ttft50 - d.ttft50)} / ${fmt(p.ttft99 - d.ttft99)} ms, ${fmt(p.rps)} rps)\n`,
+            ` (portkey: ${fmt(k.ttft50 - d.ttft50)} / ${fmt(k.ttft99 - d.ttft99)} ms, ${fmt(k.rps)} rps; two workers: ${fmt(w.rps)} rps; pass-through: ${fmt(p.ttft50 - d.ttft50)} / ${fmt(p.ttft99 - d.ttft99)} ms, ${fmt(p.rps)} rps;` +
+            ` service CPU per request ${fmt2(ownCpuPerRequest(row, 'service'))} ms)\n`,
         );
       }
     }
+    rows.sort((x, y) => modes.indexOf(x.mode) - modes.indexOf(y.mode) || x.concurrency - y.concurrency);
+    const chatRows = rows.filter((r) => isChat(r.mode));
 
     // Open loop: the same Poisson arrival schedule (one seed per rate and round) on every side.
     const rates = a.rates.split(',').filter(Boolean).map(Number);
@@ -529,7 +624,7 @@ async function main(): Promise<void> {
 
     // Redis memory per request: what a batch of requests through the one-worker service leaves in
     // Redis once each has ended, by kind of key, times how long each kind lives.
-    for (const c of copies) for (const p of [c.web, ...c.workers]) p.child.kill('SIGTERM');
+    for (const c of copies) for (const p of [c.web, ...c.workers]) stop(p.child);
     await Promise.all(copies.flatMap((c) => [c.web, ...c.workers]).map((p) => exited(p.child)));
     const relayTtlSeconds = config.queue.relayLogTtlSeconds;
     const keyKinds = [
@@ -543,8 +638,9 @@ async function main(): Promise<void> {
     ];
     const memoryRedis = new Redis(config.redis.url);
     const redisMemory: { mode: 'stream' | 'json'; figures: RequestKeyFigures }[] = [];
+    const chatModes = [true, false].filter((stream) => modes.includes(stream ? 'stream' : 'json'));
     try {
-      for (const stream of modes) {
+      for (const stream of chatModes) {
         const figures = await measureRequestKeys(memoryRedis, prefix, keyKinds, async () => {
           const r = await runLoad({ ...targets.service, stream, concurrency: 8, requests: MEMORY_SAMPLE_REQUESTS });
           return r.samples.length + Object.values(r.errors).reduce((x, y) => x + y, 0);
@@ -560,7 +656,7 @@ async function main(): Promise<void> {
     // heartbeat interval and keeps it alive with comments. Memory is read after a full collection
     // (bench/gc-on-signal.cjs): before the streams, with them open, and once they have closed and
     // the web process says it holds none.
-    web.child.kill('SIGTERM');
+    stop(web.child);
     await exited(web.child);
     const idleWeb = await startProcess(
       path.join(dist, 'src/http/server.js'),
@@ -607,7 +703,7 @@ async function main(): Promise<void> {
     const releasedMs = performance.now() - closeStart;
     const relayingClosed = await metricValue(idleBase, 'completion_requests_relaying');
     const idleClosed = await collect();
-    idleWeb.child.kill('SIGTERM');
+    stop(idleWeb.child);
     await exited(idleWeb.child);
 
     const lines: string[] = [];
@@ -620,8 +716,11 @@ async function main(): Promise<void> {
     );
     lines.push('|---|---|---|---|---|---|---|---|');
     const out: unknown[] = [];
+    // A Responses row's direct path is its chat row's: the upstream speaks chat completions alone.
+    const chatRowOf = (row: Row) =>
+      rows.find((r) => r.mode === chatModeOf(row.mode) && r.concurrency === row.concurrency);
     for (const row of rows) {
-      const d = summarise(row.results.direct);
+      const d = summarise(chatRowOf(row)?.results.direct ?? []);
       const s = summarise(row.results.service);
       out.push({
         mode: row.mode,
@@ -639,6 +738,37 @@ async function main(): Promise<void> {
           `${fmt(d.total50)} / ${fmt(s.total50)} (${fmt(s.total50 - d.total50)}) | ${fmt(d.total99)} / ${fmt(s.total99)} (${fmt(s.total99 - d.total99)}) | ${fmt(d.rps)} / ${fmt(s.rps)} | ${d.errors} / ${s.errors} |`,
       );
     }
+    const responsesRows = rows.filter((r) => !isChat(r.mode));
+    if (responsesRows.length > 0) {
+      lines.push('');
+      lines.push(
+        "The Responses API against chat completions, on the service in the same rounds (the Responses rows above take the chat row's direct path as theirs): " +
+          "the same model, upstream and prompt (`input` the chat rows' one user message, as a string), each stream read to response.completed and its TTFT taken at the first " +
+          'response.output_text.delta. CPU per request, ms, by process, chat / Responses; cores busy is CPU time over wall time for the whole machine (anything else on it included), ' +
+          `out of ${cpuCount()} cores.`,
+      );
+      lines.push('');
+      lines.push(
+        '| mode | concurrency | TTFT p50 chat / responses ms | total p50 chat / responses ms | total p99 chat / responses ms | req/s chat / responses | web | worker | redis | postgres | all four chat / responses (change) | cores busy, machine | errors |',
+      );
+      lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+      for (const row of responsesRows) {
+        const chat = chatRowOf(row);
+        const c = summarise(chat?.results.service ?? []);
+        const x = summarise(row.results.service);
+        const role = (r: Row | undefined, name: string) =>
+          r ? (r.cpu.service[name] ?? NaN) / Math.max(1, summarise(r.results.service).n) : NaN;
+        const pair = (name: string) => `${fmt2(role(chat, name))} / ${fmt2(role(row, name))}`;
+        const allChat = chat ? ownCpuPerRequest(chat, 'service') : NaN;
+        const allResponses = ownCpuPerRequest(row, 'service');
+        const busy = (r: Row | undefined) => (r ? r.machineMs.service / wallOf(r.results.service) : NaN);
+        lines.push(
+          `| ${row.mode} | ${row.concurrency} | ${fmt(c.ttft50)} / ${fmt(x.ttft50)} | ${fmt(c.total50)} / ${fmt(x.total50)} | ${fmt(c.total99)} / ${fmt(x.total99)} | ${fmt(c.rps)} / ${fmt(x.rps)} | ` +
+            `${pair('web')} | ${pair('worker')} | ${pair('redis')} | ${pair('postgres')} | ${fmt2(allChat)} / **${fmt2(allResponses)}** (${fmt((100 * (allResponses - allChat)) / allChat)}%) | ` +
+            `${fmt2(busy(chat))} / ${fmt2(busy(row))} | ${c.errors} / ${x.errors} |`,
+        );
+      }
+    }
     lines.push('');
     lines.push(
       'Reference, in the same rounds: a bare pass-through proxy in Node (bench/pass-through.ts: no auth, no limits, no queue, no Redis) against the same upstream.',
@@ -648,7 +778,7 @@ async function main(): Promise<void> {
       '| mode | concurrency | added TTFT p50 ms | added TTFT p99 ms | added total p50 ms | added total p99 ms | req/s direct / pass-through | errors |',
     );
     lines.push('|---|---|---|---|---|---|---|---|');
-    for (const row of rows) {
+    for (const row of chatRows) {
       const d = summarise(row.results.direct);
       const p = summarise(row.results['pass-through']);
       lines.push(
@@ -666,7 +796,7 @@ async function main(): Promise<void> {
     );
     lines.push('|---|---|---|---|---|---|---|');
     let ahead = 0;
-    for (const row of rows) {
+    for (const row of chatRows) {
       const d = summarise(row.results.direct);
       const s = summarise(row.results.service);
       const k = summarise(row.results.portkey);
@@ -679,7 +809,7 @@ async function main(): Promise<void> {
       );
     }
     lines.push('');
-    lines.push(`The service is at least as good on ${ahead} of ${rows.length * 3} figures.`);
+    lines.push(`The service is at least as good on ${ahead} of ${chatRows.length * 3} figures.`);
     lines.push('');
     lines.push(
       `Open loop: streams arrive as a Poisson process at a fixed rate for ${fmt(openMs / 1000)} s per side and round (${rounds} rounds, the same arrival times on every side), ` +
@@ -806,7 +936,7 @@ async function main(): Promise<void> {
       '| mode | concurrency | req/s 1 / 2 workers (ratio) | TTFT p50 1 / 2 workers ms | TTFT p99 1 / 2 workers ms | total p50 1 / 2 workers ms | total p99 1 / 2 workers ms | cores busy, ours 1 / 2 workers | cores busy, machine 1 / 2 workers | errors |',
     );
     lines.push('|---|---|---|---|---|---|---|---|---|---|');
-    for (const row of rows) {
+    for (const row of chatRows) {
       const s = summarise(row.results.service);
       const w = summarise(row.results['two workers']);
       const c1 = cores(row, 'service');
@@ -824,7 +954,7 @@ async function main(): Promise<void> {
     const twoWorkerColumns = ['web', 'worker 1', 'worker 2', 'redis', 'postgres', 'upstream', 'load generator'];
     lines.push(`| mode | concurrency | ${twoWorkerColumns.join(' | ')} | all | all, 1 worker |`);
     lines.push(`|---|---|${twoWorkerColumns.map(() => '---|').join('')}---|---|`);
-    for (const row of rows) {
+    for (const row of chatRows) {
       const w = perRequest(row, 'two workers');
       const s = perRequest(row, 'service');
       const cells = [...TWO_WORKER_ROLES, 'redis', 'postgres', 'upstream', 'load generator'].map((r) => w(r));
@@ -905,7 +1035,7 @@ async function main(): Promise<void> {
     // A stopped process handles no SIGTERM: every side runs again first.
     isolate('all');
     const all = [web, worker, ...copies.flatMap((c) => [c.web, ...c.workers])];
-    for (const p of all) p.child.kill('SIGTERM');
+    for (const p of all) stop(p.child);
     await Promise.all(all.map((p) => exited(p.child)));
     upstream.kill('SIGTERM');
     proxy.kill('SIGTERM');

@@ -24,7 +24,8 @@ import {
 import { endAbandoned, runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
 import { traceJob } from '../src/chat/completion-tracing.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
-import { markEnded, markStarted, storeAnswer } from '../src/responses/stored-responses.service.js';
+import { answerWrite, markEnded, markStarted } from '../src/responses/stored-responses.service.js';
+import { storedResponseBatch } from '../src/responses/stored-response-batch.js';
 import { endedResponse, startingResponse } from '../src/chat/presenters/response.presenter.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
 import { isDependencyDown } from '../src/infra/outage.js';
@@ -108,6 +109,8 @@ export async function startCompletionWorker(
   );
   watch.start();
 
+  // Answers that end together are stored in one statement (stored-response-batch.ts).
+  const storeResponses = storedResponseBatch(app.db);
   const runtime: JobRuntime = {
     app,
     workerId,
@@ -126,7 +129,7 @@ export async function startCompletionWorker(
     record: (job, usage) =>
       Promise.all([appendUsage(app.redis, config, job.shard, usage), app.limiter.settle(settlementOf(job, usage))]),
     recordDirectly: (usage) => recordUsageDirectly(app, usage),
-    storeResponse: (job, response) => storeAnswer(app, job, response),
+    storeResponse: (job, response) => storeResponses(answerWrite(app, job, response)),
     startResponse: (job) => markStarted(app, job, startingResponse(job, 'in_progress')),
     endResponse: (job, status, error, delivered) => markEnded(app, job, endedResponse(job, status, error, delivered)),
     workerSeen: async (id) => {

@@ -1,4 +1,4 @@
-import { sql, type Selectable } from 'kysely';
+import { sql, type CompiledQuery, type Selectable } from 'kysely';
 import type { Db, Trx } from '../infra/db.js';
 import type { StoredResponsesTable, StoredResponseStatus } from '../../db/schema/stored-responses.js';
 
@@ -46,6 +46,61 @@ export async function saveStoredResponse(db: Db | Trx, w: StoredResponseWrite): 
         .where('stored_responses.account_id', '=', w.accountId),
     )
     .execute();
+}
+
+/** A write that names its input items, as every write of a response's end does. */
+export type StoredResponseEndWrite = StoredResponseWrite & { inputItems: Record<string, unknown>[] };
+
+// A worker writes every stored response through saveStoredResponses: its statement is built and
+// compiled once per number of rows, and each call only supplies the values (the builder and
+// compiler cost more worker time than the write itself).
+const batchInserts = new Map<number, CompiledQuery>();
+
+function batchInsert(db: Db | Trx, rows: number): CompiledQuery {
+  let compiled = batchInserts.get(rows);
+  if (!compiled) {
+    const placeholder = { id: '', account_id: '', status: 'completed' as const, response: '', input_items: '' };
+    const at = new Date(0);
+    compiled = db
+      .insertInto('stored_responses')
+      .values(Array.from({ length: rows }, () => ({ ...placeholder, created_at: at, updated_at: at, expires_at: at })))
+      .onConflict((oc) =>
+        oc
+          .column('id')
+          .doUpdateSet((eb) => ({
+            status: eb.ref('excluded.status'),
+            response: eb.ref('excluded.response'),
+            updated_at: eb.ref('excluded.updated_at'),
+            input_items: eb.ref('excluded.input_items'),
+          }))
+          .whereRef('stored_responses.account_id', '=', 'excluded.account_id'),
+      )
+      .compile();
+    if (compiled.parameters.length !== rows * 8)
+      throw new Error('the stored-response insert must take 8 parameters a row');
+    batchInserts.set(rows, compiled);
+  }
+  return compiled;
+}
+
+/**
+ * Writes several responses in one statement, each as saveStoredResponse writes it (a write for an
+ * id another account holds changes nothing). No two writes may name the same id: Postgres updates
+ * a row at most once per statement.
+ */
+export async function saveStoredResponses(db: Db | Trx, ws: readonly StoredResponseEndWrite[]): Promise<void> {
+  // In the order of the compiled statement's columns.
+  const parameters = ws.flatMap((w) => [
+    w.id,
+    w.accountId,
+    w.status,
+    JSON.stringify(w.response),
+    JSON.stringify(w.inputItems),
+    w.now,
+    w.now,
+    w.expiresAt,
+  ]);
+  await db.executeQuery({ ...batchInsert(db, ws.length), parameters });
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   findStoredChain,
   findStoredResponse,
   saveStoredResponse,
+  type StoredResponseEndWrite,
   type StoredResponseRow,
 } from './stored-responses.repository.js';
 
@@ -57,22 +58,30 @@ export async function priorItems(
   ]);
 }
 
-/** Keeps a finished Responses API answer (store: true) with its input, for RESPONSES_RETENTION_DAYS. */
-export async function storeAnswer(
-  app: StoredResponsesDeps & { config: Pick<Config, 'responses'> },
+/** The write that keeps a Responses API answer (store: true) with its input, for RESPONSES_RETENTION_DAYS. */
+export function answerWrite(
+  app: Pick<StoredResponsesDeps, 'clock'> & { config: Pick<Config, 'responses'> },
   job: Pick<CompletionJob, 'id' | 'accountId' | 'created' | 'wire'>,
   response: Record<string, unknown>,
-): Promise<void> {
-  const createdAt = new Date(job.created * 1000);
-  await saveStoredResponse(app.db, {
+): StoredResponseEndWrite {
+  return {
     id: job.id,
     accountId: job.accountId,
     status: response.status as StoredResponseStatus,
     response,
     inputItems: job.wire?.input ?? [],
     now: app.clock.now(),
-    expiresAt: storedUntil(app.config, createdAt),
-  });
+    expiresAt: storedUntil(app.config, new Date(job.created * 1000)),
+  };
+}
+
+/** Keeps a Responses API answer (store: true) with its input, for RESPONSES_RETENTION_DAYS. */
+export async function storeAnswer(
+  app: StoredResponsesDeps & { config: Pick<Config, 'responses'> },
+  job: Pick<CompletionJob, 'id' | 'accountId' | 'created' | 'wire'>,
+  response: Record<string, unknown>,
+): Promise<void> {
+  await saveStoredResponse(app.db, answerWrite(app, job, response));
 }
 
 /** A background response a worker has started: in_progress, unless it was cancelled or has ended meanwhile. */

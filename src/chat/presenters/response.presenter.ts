@@ -179,13 +179,22 @@ export function responsePresenter(job: CompletionJob, publisher: RelayPublisher)
     publisher.sse(frame(type, fields), urgent);
   /** An event of the end, numbered for the payload of the last message rather than published now. */
   const last = (type: string, fields: Record<string, unknown>): string => publisher.numbered(frame(type, fields));
+  /**
+   * The two events that open the stream, response.created and response.in_progress, each as
+   * frame() frames it: both carry the same in-progress Response, serialised once for the two.
+   */
+  const openingFrames = (out: (event: string) => void): void => {
+    const response = JSON.stringify(responseObject(job, { status: 'in_progress', output: [], usage: undefined }));
+    for (const type of ['response.created', 'response.in_progress'])
+      out(
+        `event: ${type}\ndata: {"type":"${type}","response":${response},"sequence_number":${publisher.nextEventId - 1}}\n\n`,
+      );
+  };
 
   const opening = (): void => {
     if (opened) return;
     opened = true;
-    const response = responseObject(job, { status: 'in_progress', output: [], usage: undefined });
-    emit('response.created', { response });
-    emit('response.in_progress', { response });
+    openingFrames((event) => publisher.sse(event, true));
   };
 
   const add = (item: Item): void => {
@@ -231,8 +240,7 @@ export function responsePresenter(job: CompletionJob, publisher: RelayPublisher)
     let out = '';
     if (!opened) {
       opened = true;
-      const response = responseObject(job, { status: 'in_progress', output: [], usage: undefined });
-      out += last('response.created', { response }) + last('response.in_progress', { response });
+      openingFrames((event) => (out += publisher.numbered(event)));
     }
     if (items.length === 0) {
       // An empty answer is still a message, as OpenAI answers it.
