@@ -229,6 +229,11 @@ describe('closing an account', () => {
     expect(half).to.include({ closed_at: null, email: who.account.email, tier: 'paid' });
     expect(await sessionOf(browser)).to.equal(true);
     expect(fake.subscriptions.get(subscription)!.status).to.equal('active');
+    // No key is issued while the closure is under way.
+    const regenerate = await post(`${web.url}/v1/auth/regenerate-api-key`, undefined, { bearer: who.jwt });
+    expect(regenerate.status).to.equal(409);
+    expect(regenerate.body.error.code).to.equal('account_closing');
+    expect(await activeKeys(who.account.id)).to.equal(0);
 
     // Stripe fails again, now at the final invoice: the subscription stays cancelled, nothing is billed twice.
     fake.failNext(1, { method: 'POST', path: /^\/v1\/invoices$/ });
