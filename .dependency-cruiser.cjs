@@ -2,7 +2,7 @@
 // Paths are relative to the repository root; only the service's own code is checked (tests may
 // import anything).
 const FEATURES =
-  '^src/(accounts|console-identity|billing|catalog|chat|health|limits|responses|scheduler|subscriptions|usage)/';
+  '^src/(accounts|account-closing|console-identity|billing|catalog|chat|health|limits|responses|scheduler|subscriptions|usage)/';
 const CONTEXT = '^src/(context|lifecycle|metrics-server)[.]ts$';
 const CORE = '^src/(calendar|clock|config|email-address|errors|ids|local-secret|logger|metrics|validation)[.]ts$|^db/';
 // The provider list and each provider's plug-in (name and settings schema): config.ts reads them.
@@ -27,6 +27,8 @@ const LAYERS = [
   { chat: '^src/chat/' },
   // The Responses API: a second wire format over chat's engine, and the responses it stores.
   { responses: '^src/responses/' },
+  // Closing an account: settles it with billing and subscriptions, then erases what every room kept.
+  { 'account-closing': '^src/account-closing/' },
   { health: '^src/health/', scheduler: '^src/scheduler/' },
 ];
 

@@ -126,6 +126,9 @@ export async function apiCall<T>(method: string, path: string, body?: unknown): 
 
 export const api = async <T>(path: string): Promise<T> => (await apiCall<T>('GET', path)).body;
 
+/** The session ended on the service's side (the account was closed): the console shows sign-in. */
+export const markSignedOut = (): void => signedOut();
+
 function signedOut(): void {
   session = { signed_in: false, jwt_available: true };
   jwt = undefined;

@@ -4,6 +4,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { currentSession, describeError, loadSession, onSignedOut, signOut, type Session } from './api.js';
 import { Notice } from './components.js';
 import { interceptLinks, navigate, useLocation } from './router.js';
+import { AccountPage } from './pages/account.js';
 import { BillingPage } from './pages/billing.js';
 import { KeyPage } from './pages/key.js';
 import { OverviewPage } from './pages/overview.js';
@@ -21,6 +22,7 @@ const PAGES: Record<string, Page> = {
   '/console/usage': { title: 'Usage', nav: 'Usage', render: () => <UsagePage /> },
   '/console/key': { title: 'API key', nav: 'API key', render: () => <KeyPage /> },
   '/console/billing': { title: 'Billing', nav: 'Billing', render: (s) => <BillingPage session={s} /> },
+  '/console/account': { title: 'Account', nav: 'Account', render: (s) => <AccountPage session={s} /> },
 };
 const SIGN_IN = '/console/sign-in';
 
@@ -86,7 +88,18 @@ function App() {
         your key.
       </Notice>
     );
-  else if (path === SIGN_IN) content = <SignInPage returnTo={safeReturn(location.query.get('return_to'))} />;
+  else if (path === SIGN_IN)
+    content = (
+      <>
+        {location.query.get('closed') === '1' && (
+          <Notice kind="ok">
+            Your account is closed and you are signed out. Its API keys no longer work and your personal data is erased.
+            If usage was still to be invoiced, the final invoice comes by email.
+          </Notice>
+        )}
+        <SignInPage returnTo={safeReturn(location.query.get('return_to'))} />
+      </>
+    );
   else if (!signedIn) content = <p class="muted">Taking you to sign in…</p>;
   else if (!page)
     content = (

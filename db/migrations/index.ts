@@ -8,6 +8,7 @@ import * as outboxLinkTokens from './2026-11-28T140000-outbox-link-tokens.js';
 import * as accountTokensNotBefore from './2026-11-28T150000-account-tokens-not-before.js';
 import * as storedResponses from './2026-11-28T170000-stored-responses.js';
 import * as usageApi from './2026-11-28T200000-usage-api.js';
+import * as accountClosing from './2026-11-28T210000-account-closing.js';
 
 // Listed explicitly (not read from the folder) so the build, not the file system, decides what runs.
 export const migrations: Record<string, Migration> = {
@@ -20,4 +21,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-28T150000-account-tokens-not-before': accountTokensNotBefore,
   '2026-11-28T170000-stored-responses': storedResponses,
   '2026-11-28T200000-usage-api': usageApi,
+  '2026-11-28T210000-account-closing': accountClosing,
 };

@@ -24,6 +24,10 @@ export interface AccountsTable {
   tier_changed_at: ColumnType<Date, Date | undefined, Date>;
   /** Set by "sign out everywhere": a JWT issued (`iat`) before it is refused. */
   tokens_not_before: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** A closure under way: the keys are revoked; the final invoice and the erasure may still be to do. */
+  closing_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** A finished closure: personal data erased (docs/accounts.md#closing-an-account); the row stays for invoices. */
+  closed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: ColumnType<Date, never, never>;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }

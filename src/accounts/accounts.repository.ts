@@ -275,3 +275,41 @@ export async function insertTierChange(
 export async function setTokensNotBefore(trx: Trx, accountId: string, at: Date): Promise<void> {
   await trx.updateTable('accounts').set({ tokens_not_before: at }).where('id', '=', accountId).execute();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Closing (docs/accounts.md#closing-an-account)
+
+/** Marks a closure under way; the first request's moment is kept when it is repeated. */
+export async function setClosingAt(trx: Trx, accountId: string, at: Date): Promise<void> {
+  await trx
+    .updateTable('accounts')
+    .set({ closing_at: at, updated_at: at })
+    .where('id', '=', accountId)
+    .where('closing_at', 'is', null)
+    .execute();
+}
+
+/**
+ * Erases what identifies the person, keeping the id (invoices and the ledger refer to it) and the
+ * Stripe customer (its invoices carry the billing name and address as issued). The address
+ * becomes a tombstone no one can receive mail at, so the real one is free to sign up again.
+ */
+export async function eraseAccount(trx: Trx, accountId: string, tombstoneEmail: string, at: Date): Promise<void> {
+  await trx
+    .updateTable('accounts')
+    .set({
+      name: '',
+      organization: '',
+      email: tombstoneEmail,
+      default_payment_method_id: null,
+      payment_method_brand: null,
+      payment_method_last4: null,
+      checkout_session_id: null,
+      monthly_spend_limit_usd: null,
+      closed_at: at,
+      tokens_not_before: at,
+      updated_at: at,
+    })
+    .where('id', '=', accountId)
+    .execute();
+}

@@ -207,6 +207,9 @@ export async function regenerateApiKey(
   return transaction(app.db, async (trx) => {
     const account = await lockAccount(trx, accountId);
     if (!account) throw new AppError('authentication', 'The account no longer exists', { code: 'unknown_account' });
+    // A closure under way revoked the keys; a new one would outlive it until the closure is repeated.
+    if (account.closing_at !== null)
+      throw new AppError('conflict', 'The account is being closed: no new key is issued.', { code: 'account_closing' });
     if (account.verified_at === null)
       throw new AppError('permission', 'Verify your email address before using the API', {
         code: 'email_not_verified',

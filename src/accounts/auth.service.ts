@@ -173,6 +173,8 @@ export async function authenticateJwt(app: Pick<AuthDeps, 'db' | 'jwtVerifier'>,
   }
   if (!account)
     throw new AppError('authentication', 'The token does not name a known account', { code: 'unknown_account' });
+  if (account.closed_at !== null)
+    throw new AppError('authentication', 'The account was closed', { code: 'account_closed' });
   assertNotSignedOutSince(account, claims);
   assertVerified(account);
   return account;

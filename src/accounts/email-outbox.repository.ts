@@ -99,3 +99,12 @@ export async function markEmailAttemptFailed(
     .where('id', '=', row.id)
     .execute();
 }
+
+/** Deletes every message to the address (any case), whatever its status. */
+export async function deleteEmailsTo(trx: Trx | Db, address: string): Promise<number> {
+  const r = await trx
+    .deleteFrom('email_outbox')
+    .where((eb) => eb(eb.fn('lower', ['to_address']), '=', address.toLowerCase()))
+    .executeTakeFirst();
+  return Number(r.numDeletedRows);
+}

@@ -27,6 +27,8 @@ export interface DraftDeps {
 }
 
 export const monthlyKey = (accountId: string, month: Month) => `monthly:${accountId}:${month.key}`;
+/** The final invoice of a closed account: one per account. */
+export const finalKey = (accountId: string) => `final:${accountId}`;
 export const onDemandKey = (accountId: string, month: Month, n: number) => `on_demand:${accountId}:${month.key}:${n}`;
 
 /** A model's unbilled usage left off an invoice because its line would round to zero cents. */

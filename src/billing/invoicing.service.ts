@@ -9,7 +9,14 @@ import type { BillingMetrics, MeteringMetrics } from '../metrics.js';
 import type { Account } from '../accounts/accounts.repository.js';
 import { getAccount } from '../accounts/accounts.service.js';
 import { flushUsage, type UsageRecordedListener } from '../usage/metering.service.js';
-import { monthlyKey, onDemandKey, reserveDraft, type DeferredLine, type DraftDeps } from './invoice-drafts.service.js';
+import {
+  finalKey,
+  monthlyKey,
+  onDemandKey,
+  reserveDraft,
+  type DeferredLine,
+  type DraftDeps,
+} from './invoice-drafts.service.js';
 import { issueInvoice, type IssuingDeps } from './invoice-issuing.service.js';
 import {
   countInvoices,
@@ -64,7 +71,8 @@ export type InvoiceOutcome =
   /** `deferred`: unbilled usage there is, whose lines would round to zero cents (see reserveDraft). */
   | { status: 'nothing_to_invoice'; invoice: null; deferred: DeferredLine[] };
 
-export type InvoiceRequest = { kind: 'monthly'; month: Month } | { kind: 'on_demand' };
+/** `final`: everything not yet invoiced, up to now, when the account closes (once per account). */
+export type InvoiceRequest = { kind: 'monthly'; month: Month } | { kind: 'on_demand' } | { kind: 'final' };
 
 // ---------------------------------------------------------------------------------------------
 // One account
@@ -81,8 +89,8 @@ export async function invoiceAccount(
     resumed.push(await issueInvoice(app, conn, account, draft, true));
 
   let reserved: { draft: InvoiceRow | undefined; deferred: DeferredLine[] };
-  if (request.kind === 'monthly') {
-    const key = monthlyKey(account.id, request.month);
+  if (request.kind === 'monthly' || request.kind === 'final') {
+    const key = request.kind === 'monthly' ? monthlyKey(account.id, request.month) : finalKey(account.id);
     const existing = await findInvoiceByKey(conn, key);
     if (existing) {
       const view = invoiceView(existing, await invoiceLines(conn, existing.id));
@@ -93,14 +101,15 @@ export async function invoiceAccount(
     // Everything unbilled up to the month's end: normally that month's usage, plus any row
     // recorded after an earlier month was invoiced (a request in flight at midnight) and
     // sub-cent lines deferred from earlier invoices.
-    reserved = await reserveDraft(app, conn, account, {
-      kind: 'monthly',
-      key,
-      from: null,
-      to: request.month.end,
-      periodStart: request.month.start,
-      periodEnd: request.month.end,
-    });
+    const now = app.clock.now();
+    reserved = await reserveDraft(
+      app,
+      conn,
+      account,
+      request.kind === 'monthly'
+        ? { kind: 'monthly', key, from: null, to: request.month.end, ...periodOf(request.month) }
+        : { kind: 'on_demand', key, from: null, to: now, periodStart: monthOf(now).start, periodEnd: now },
+    );
   } else {
     const now = app.clock.now();
     const month = monthOf(now);
@@ -123,11 +132,60 @@ export async function invoiceAccount(
     : { status: 'nothing_to_invoice', invoice: null, deferred };
 }
 
+const periodOf = (month: Month) => ({ periodStart: month.start, periodEnd: month.end });
+
 /** "gpt-4.1 $0.0036 (1 request), o3 $0.001 (2 requests)": what waits, in words. */
 export function describeDeferred(deferred: DeferredLine[]): string {
   return deferred
     .map((l) => `${l.model} $${normalizeDecimal(l.cost_usd)} (${l.requests} request${l.requests === 1 ? '' : 's'})`)
     .join(', ');
+}
+
+/** The ledger brought up to date, then the account invoiced under its lock (waiting a few seconds for it). */
+async function invoiceNow(
+  app: InvoicingDeps,
+  accountId: string,
+  request: { kind: 'on_demand' } | { kind: 'final' },
+): Promise<InvoiceOutcome> {
+  try {
+    await flushUsage(app);
+  } catch (err) {
+    throw new AppError(
+      'unavailable',
+      'The usage ledger could not be brought up to date (the queue store is unreachable); no invoice was created. Please retry.',
+      {
+        code: 'metering_unavailable',
+        headers: { 'Retry-After': '5' },
+        cause: err,
+      },
+    );
+  }
+  const outcome = await withInvoicingLock(app.db, accountId, ON_DEMAND_LOCK_WAIT_MS, async (conn) => {
+    const account = await getAccount({ db: conn }, accountId);
+    return invoiceAccount(app, conn, account, request);
+  });
+  if (outcome === BUSY) {
+    throw new AppError(
+      'conflict',
+      'An invoice for this account is being generated right now; retry in a few seconds.',
+      {
+        code: 'invoice_in_progress',
+        headers: { 'Retry-After': '5' },
+      },
+    );
+  }
+  return outcome;
+}
+
+/**
+ * The final invoice of a closing account: every paid-tier use not yet invoiced, whatever its
+ * month, up to now; null when nothing is owed. Repeating it returns the invoice made the first time.
+ * An account that never had a Stripe customer never used the paid tier: Stripe is not asked.
+ */
+export async function invoiceBeforeClosing(app: InvoicingDeps, account: Account): Promise<InvoiceView | null> {
+  if (account.stripe_customer_id === null) return null;
+  const outcome = await invoiceNow(app, account.id, { kind: 'final' });
+  return outcome.invoice;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -150,33 +208,7 @@ const ON_DEMAND_LOCK_WAIT_MS = 5000;
 export async function generateInvoice(app: InvoicingDeps, accountId: string): Promise<GenerateInvoiceResult> {
   // Without Stripe this throws 503 billing_not_configured before anything is read.
   void app.stripe;
-  try {
-    await flushUsage(app);
-  } catch (err) {
-    throw new AppError(
-      'unavailable',
-      'The usage ledger could not be brought up to date (the queue store is unreachable); no invoice was created. Please retry.',
-      {
-        code: 'metering_unavailable',
-        headers: { 'Retry-After': '5' },
-        cause: err,
-      },
-    );
-  }
-  const outcome = await withInvoicingLock(app.db, accountId, ON_DEMAND_LOCK_WAIT_MS, async (conn) => {
-    const account = await getAccount({ db: conn }, accountId);
-    return invoiceAccount(app, conn, account, { kind: 'on_demand' });
-  });
-  if (outcome === BUSY) {
-    throw new AppError(
-      'conflict',
-      'An invoice for this account is being generated right now; retry in a few seconds.',
-      {
-        code: 'invoice_in_progress',
-        headers: { 'Retry-After': '5' },
-      },
-    );
-  }
+  const outcome = await invoiceNow(app, accountId, { kind: 'on_demand' });
   if (outcome.status === 'nothing_to_invoice') {
     return {
       status: 'nothing_to_invoice',

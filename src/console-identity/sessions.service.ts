@@ -104,14 +104,21 @@ export async function signOut(app: SessionDeps, value: string): Promise<void> {
  */
 export async function signOutEverywhere(app: SessionDeps, accountId: string): Promise<number> {
   const now = app.clock.now();
-  const { ended, links } = await transaction(app.db, async (trx) => {
-    const ended = await revokeAccountSessions(trx, accountId, now);
-    const links = await voidAccountSignInTokens(trx, accountId, now);
-    await revokeJwtsIssuedBefore(trx, accountId, now);
-    return { ended, links };
-  });
+  const { ended, links } = await transaction(app.db, (trx) => endAccountSessions(trx, accountId, now));
   app.log.info({ accountId, ended, links }, 'signed out everywhere: sessions, sign-in links and JWTs ended');
   return ended;
+}
+
+/** Sign out everywhere inside the caller's transaction (closing an account does it with its erasure). */
+export async function endAccountSessions(
+  trx: Trx,
+  accountId: string,
+  now: Date,
+): Promise<{ ended: number; links: number }> {
+  const ended = await revokeAccountSessions(trx, accountId, now);
+  const links = await voidAccountSignInTokens(trx, accountId, now);
+  await revokeJwtsIssuedBefore(trx, accountId, now);
+  return { ended, links };
 }
 
 /**

@@ -198,3 +198,9 @@ export async function deleteExpiredResponses(db: Db, now: Date, limit: number): 
     .executeTakeFirst();
   return Number(r.numDeletedRows);
 }
+
+/** Deletes every stored response of the account (closing it); returns how many. */
+export async function deleteAccountResponses(trx: Db | Trx, accountId: string): Promise<number> {
+  const r = await trx.deleteFrom('stored_responses').where('account_id', '=', accountId).executeTakeFirst();
+  return Number(r.numDeletedRows);
+}

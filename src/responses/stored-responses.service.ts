@@ -1,10 +1,11 @@
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
-import type { Db } from '../infra/db.js';
+import type { Db, Trx } from '../infra/db.js';
 import type { CompletionJob } from '../chat/completion-job.js';
 import type { StoredResponseStatus } from '../../db/schema/stored-responses.js';
 import {
   advanceStoredResponse,
+  deleteAccountResponses,
   deleteExpiredResponses,
   deleteStoredResponse,
   findStoredChain,
@@ -36,6 +37,11 @@ export function findResponse(
 /** Deletes the account's stored response with that id; false when it has none. */
 export function deleteResponse(app: StoredResponsesDeps, accountId: string, id: string): Promise<boolean> {
   return deleteStoredResponse(app.db, accountId, id, app.clock.now());
+}
+
+/** Deletes every stored response of the account, in the caller's transaction (closing the account). */
+export function deleteAllResponses(trx: Trx, accountId: string): Promise<number> {
+  return deleteAccountResponses(trx, accountId);
 }
 
 /** The most responses a previous_response_id chain reaches back through. */

@@ -139,3 +139,22 @@ export async function downgrade(
     'The account is now on the free tier and the subscription is cancelled. Usage already incurred will still be invoiced.',
   );
 }
+
+/**
+ * Closing an account: its subscription cancelled in Stripe (no proration, no invoice of Stripe's
+ * own: the final invoice bills the usage). Nothing to do without one, or once it ended, so a
+ * repeated closure asks Stripe nothing. The tier changes with the closure's last step.
+ * True when a subscription was cancelled (now or by an earlier attempt).
+ */
+export async function cancelSubscriptionForClosing(
+  app: Pick<PaidTierDeps, 'db' | 'clock' | 'stripe'>,
+  account: Account,
+): Promise<boolean> {
+  const subscriptionId = account.stripe_subscription_id;
+  if (subscriptionId === null) return false;
+  if (account.subscription_status === 'canceled') return true;
+  const sub = await cancelSubscription(app.stripe, account.id, subscriptionId);
+  const status = sub?.status ?? 'canceled';
+  await updateAccountBilling(app.db, account.id, { subscription_status: status }, app.clock.now());
+  return status === 'canceled';
+}

@@ -251,6 +251,16 @@ describe('every endpoint, with generated input (fast-check)', function () {
         },
         accepted: (r) => r.status === 200,
       },
+      // A typed address other than the account's passes validation and is refused by the feature, at
+      // the same field, before anything is closed.
+      {
+        spec: route('post /v1/account/close'),
+        gen: { maxStringLength: 100 },
+        accepted: (r) =>
+          r.status === 422 &&
+          JSON.stringify(r.body?.detail?.[0]?.loc) === '["body","confirm_email"]' &&
+          /to confirm closing it/.test(r.body.detail[0].msg),
+      },
       // No completion has these ids: every valid one is looked up and not found. (An empty id is
       // another URL, the one that creates completions.)
       {

@@ -3,6 +3,7 @@ import { opsRoutes } from './ops.routes.js';
 import { subscriptionRoutes } from './subscriptions.routes.js';
 import { webhookRoutes } from './webhooks.routes.js';
 import { accountsRoutes } from './accounts.routes.js';
+import { accountClosingRoutes } from './account-closing.routes.js';
 import { chatRoutes } from './chat.routes.js';
 import { chatRetrievalRoutes } from './chat-retrieval.routes.js';
 import { responsesRoutes } from './responses.routes.js';
@@ -25,6 +26,7 @@ export function allRoutes(openApi: () => unknown): RouteSpec[] {
     ...subscriptionRoutes(),
     ...webhookRoutes(),
     ...billingRoutes(),
+    ...accountClosingRoutes(),
     ...consoleSessionRoutes(),
     ...opsRoutes(openApi),
     ...consoleAssetRoutes(),
