@@ -9,7 +9,15 @@ import { startTestWeb, type TestWeb } from '../support/web.js';
 // a browser to the console while an API client gets JSON.
 
 const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
-const PAGES = ['/console/', '/console/usage', '/console/key', '/console/billing', '/console/sign-in'];
+const PAGES = [
+  '/console/',
+  '/console/usage',
+  '/console/models',
+  '/console/key',
+  '/console/billing',
+  '/console/sign-in',
+  '/console/sign-up',
+];
 
 /** The hashed script and stylesheet the shell names. */
 const assetsIn = (html: string): string[] =>

@@ -14,7 +14,15 @@ const CONSOLE_DIR = fileURLToPath(new URL('../../../console/', import.meta.url))
 const ASSETS_DIR = path.join(CONSOLE_DIR, 'assets');
 
 /** The console's pages: each a real URL, each answered with the same shell (the script draws the page). */
-export const CONSOLE_PAGES = ['/console/', '/console/usage', '/console/key', '/console/billing', '/console/sign-in'];
+export const CONSOLE_PAGES = [
+  '/console/',
+  '/console/usage',
+  '/console/models',
+  '/console/key',
+  '/console/billing',
+  '/console/sign-in',
+  '/console/sign-up',
+];
 
 /**
  * Only the service's own files, no inline script or style, never framed. Scripts set styles
