@@ -1,4 +1,4 @@
-import { useRef, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError, publicCall } from '../api.js';
 import { Notice } from '../components.js';
 
@@ -34,6 +34,12 @@ export function SignUpPage() {
   const [busy, setBusy] = useState(false);
   const form = useRef<HTMLFormElement>(null);
 
+  // Once the errors are drawn, the first field at fault takes focus, so its message is read out with it.
+  useEffect(() => {
+    const first = FIELDS.find((f) => errors[f.id]);
+    if (first) form.current?.querySelector<HTMLInputElement>(`#${first.id}`)?.focus();
+  }, [errors]);
+
   const submit = async (event?: Event) => {
     event?.preventDefault();
     setBusy(true);
@@ -44,12 +50,8 @@ export function SignUpPage() {
       setSentTo(values.email);
     } catch (err) {
       const byField = err instanceof ApiError && err.status === 422 ? fieldErrors(err) : {};
-      const first = FIELDS.find((f) => byField[f.id]);
-      if (first) {
-        setErrors(byField);
-        // The first field at fault takes focus, so its message is read out with it.
-        requestAnimationFrame(() => form.current?.querySelector<HTMLInputElement>(`#${first.id}`)?.focus());
-      } else if (err instanceof ApiError && err.status === 429) {
+      if (Object.keys(byField).length > 0) setErrors(byField);
+      else if (err instanceof ApiError && err.status === 429) {
         const wait = err.headers.get('retry-after');
         setError(`Too many sign-ups were asked for. ${wait ? `Try again in ${wait} seconds.` : 'Try again later.'}`);
       } else setError(describeError(err));

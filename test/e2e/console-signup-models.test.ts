@@ -74,7 +74,8 @@ describe('sign-up and the models page in a real browser (headless Chromium)', fu
       await recordPage(page, SHOTS, 'sign-in');
       await page.getByRole('link', { name: 'Sign up' }).click();
       await page.waitForURL(`${web.url}/console/sign-up`);
-      expect(await page.evaluate('document.activeElement?.tagName'), 'focus on the new page’s heading').to.equal('H1');
+      // Focus moves to the new page's heading, so a screen reader starts there.
+      await page.waitForFunction('document.activeElement?.tagName === "H1"');
       await recordPage(page, SHOTS, 'sign-up');
       await page.getByLabel('Your name').focus();
       await page.keyboard.type('Ada Lovelace');
@@ -138,7 +139,7 @@ describe('sign-up and the models page in a real browser (headless Chromium)', fu
       await page.getByLabel('Organisation').fill('Engines');
       await page.getByRole('button', { name: 'Sign up' }).click();
       await page.locator('#name-error').waitFor();
-      expect(await page.evaluate('document.activeElement?.id')).to.equal('name');
+      await page.waitForFunction('document.activeElement?.id === "name"');
       for (const field of ['name', 'email']) {
         const input = page.locator(`#${field}`);
         expect(await input.getAttribute('aria-invalid'), field).to.equal('true');
