@@ -13,6 +13,12 @@ export type Session =
   | { signed_in: true; account: Account; csrf_token: string; jwt_available: true; billing_configured: boolean }
   | { signed_in: false; jwt_available: boolean; csrf_token?: string };
 
+/** One field's problem in a 422 answer (the interface's `detail`): where it is, and what is wrong. */
+export interface FieldIssue {
+  loc: (string | number)[];
+  msg: string;
+}
+
 /** An answer other than 2xx, with the service's error envelope read out. */
 export class ApiError extends Error {
   constructor(
@@ -20,6 +26,7 @@ export class ApiError extends Error {
     readonly code: string | null,
     message: string,
     readonly headers: Headers,
+    readonly detail: FieldIssue[] = [],
   ) {
     super(message);
   }
@@ -38,14 +45,19 @@ export function onSignedOut(listener: () => void): () => void {
 async function readError(res: Response): Promise<ApiError> {
   let code: string | null = null;
   let message = `The service answered ${res.status}`;
+  let detail: FieldIssue[] = [];
   try {
-    const body = (await res.json()) as { error?: { message?: string; code?: string | null } };
+    const body = (await res.json()) as {
+      error?: { message?: string; code?: string | null };
+      detail?: FieldIssue[];
+    };
     if (body.error?.message) message = body.error.message;
     code = body.error?.code ?? null;
+    if (Array.isArray(body.detail)) detail = body.detail;
   } catch {
     // Not JSON (a proxy's page): the status says enough.
   }
-  return new ApiError(res.status, code, message, res.headers);
+  return new ApiError(res.status, code, message, res.headers, detail);
 }
 
 async function parse<T>(res: Response): Promise<T> {
@@ -62,6 +74,17 @@ export async function loadSession(): Promise<Session> {
 }
 
 export const currentSession = (): Session | undefined => session;
+
+/** A call to the public API that takes no credential (sign-up), as any client makes it. */
+export async function publicCall<T>(method: 'POST', path: string, body: unknown): Promise<T> {
+  const res = await fetch(path, {
+    method,
+    headers: { accept: 'application/json', 'content-type': 'application/json' },
+    cache: 'no-store',
+    body: JSON.stringify(body),
+  });
+  return parse<T>(res);
+}
 
 /** A state-changing call to the session endpoints: same origin, with the session's CSRF token. */
 export async function consoleCall<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {

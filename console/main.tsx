@@ -7,8 +7,10 @@ import { interceptLinks, navigate, useLocation } from './router.js';
 import { AccountPage } from './pages/account.js';
 import { BillingPage } from './pages/billing.js';
 import { KeyPage } from './pages/key.js';
+import { ModelsPage } from './pages/models.js';
 import { OverviewPage } from './pages/overview.js';
 import { SignInPage } from './pages/sign-in.js';
+import { SignUpPage } from './pages/sign-up.js';
 import { UsagePage } from './pages/usage.js';
 
 interface Page {
@@ -20,15 +22,21 @@ interface Page {
 const PAGES: Record<string, Page> = {
   '/console/': { title: 'Overview', nav: 'Overview', render: (s) => <OverviewPage session={s} /> },
   '/console/usage': { title: 'Usage', nav: 'Usage', render: () => <UsagePage /> },
+  '/console/models': { title: 'Models', nav: 'Models', render: (s) => <ModelsPage session={s} /> },
   '/console/key': { title: 'API key', nav: 'API key', render: () => <KeyPage /> },
   '/console/billing': { title: 'Billing', nav: 'Billing', render: (s) => <BillingPage session={s} /> },
   '/console/account': { title: 'Account', nav: 'Account', render: (s) => <AccountPage session={s} /> },
 };
 const SIGN_IN = '/console/sign-in';
+const SIGN_UP = '/console/sign-up';
+/** The pages for people who are not signed in, and their titles. */
+const SIGNED_OUT_PAGES: Record<string, string> = { [SIGN_IN]: 'Sign in', [SIGN_UP]: 'Sign up' };
 
 /** Same-origin console paths only: a return path never leads elsewhere. */
 const safeReturn = (to: string | null): string =>
-  to && to.startsWith('/console/') && !to.startsWith('//') && !to.startsWith(SIGN_IN) ? to : '/console/';
+  to && to.startsWith('/console/') && !to.startsWith('//') && !to.startsWith(SIGN_IN) && !to.startsWith(SIGN_UP)
+    ? to
+    : '/console/';
 
 function App() {
   const location = useLocation();
@@ -47,15 +55,16 @@ function App() {
   const path = location.path === '/console' ? '/console/' : location.path;
   const page = PAGES[path];
 
-  // Signed out: every page but sign-in leads there, remembering where it was going.
+  // Signed out: every page but sign-in and sign-up leads to sign-in, remembering where it was going.
+  const signedOutPage = SIGNED_OUT_PAGES[path];
   useEffect(() => {
     if (!session || !session.jwt_available) return;
-    if (!session.signed_in && path !== SIGN_IN)
+    if (!session.signed_in && !signedOutPage)
       navigate(`${SIGN_IN}?return_to=${encodeURIComponent(path + window.location.search)}`, { replace: true });
-    if (session.signed_in && path === SIGN_IN) navigate(safeReturn(location.query.get('return_to')), { replace: true });
+    if (session.signed_in && signedOutPage) navigate(safeReturn(location.query.get('return_to')), { replace: true });
   }, [session, path]);
 
-  const title = !session ? 'Console' : path === SIGN_IN ? 'Sign in' : (page?.title ?? 'Page not found');
+  const title = !session ? 'Console' : (signedOutPage ?? page?.title ?? 'Page not found');
   // A route change moves focus to the new page's heading, so a screen reader starts there.
   useEffect(() => {
     document.title = `${title} · Console`;
@@ -100,6 +109,7 @@ function App() {
         <SignInPage returnTo={safeReturn(location.query.get('return_to'))} />
       </>
     );
+  else if (path === SIGN_UP) content = <SignUpPage />;
   else if (!signedIn) content = <p class="muted">Taking you to sign in…</p>;
   else if (!page)
     content = (

@@ -92,3 +92,24 @@ export interface SubscriptionResult {
   message: string;
   checkout_url?: string;
 }
+
+export interface TierPrice {
+  input_price_per_million: string;
+  output_price_per_million: string;
+}
+
+export interface Model {
+  id: string;
+  owned_by: string;
+  context_length: number | null;
+  input_modalities: ('text' | 'image')[];
+  supports_tools: boolean;
+  reasoning: boolean;
+  tiers: ('free' | 'paid')[];
+  pricing: { free?: TierPrice; paid?: TierPrice };
+}
+
+export interface ModelList {
+  object: 'list';
+  data: Model[];
+}

@@ -4,6 +4,7 @@ import { ConfirmDialog, Notice, Show, TableScroll, useLoad } from '../components
 import { count, usd, usdCents, utcDate, utcDateTime } from '../format.js';
 import { navigate, useLocation } from '../router.js';
 import type { History, SpendLimit, SubscriptionInfo, SubscriptionResult } from '../types.js';
+import { PaidTierPrices } from './models.js';
 import { SpendGauge } from './overview.js';
 
 /** What the checkout returns' query string means, in words. */
@@ -136,6 +137,7 @@ export function BillingPage(props: { session: Extract<Session, { signed_in: true
           )}
         </Show>
       </section>
+      {info.data?.tier === 'free' && !billingOff && <PaidTierPrices />}
       <SpendLimitSection tier={info.data?.tier} />
       <section aria-labelledby="invoices">
         <h2 id="invoices">Invoices</h2>

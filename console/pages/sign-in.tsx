@@ -70,9 +70,8 @@ export function SignInPage(props: { returnTo: string }) {
         </button>
       </form>
       {error && <Notice kind="error">{error}</Notice>}
-      <p class="muted">
-        No account yet? Sign up with <code>POST /v1/auth/signup</code> (see the <a href="/docs">API documentation</a>
-        ); the verification email signs you in here.
+      <p>
+        No account yet? <a href="/console/sign-up">Sign up</a>: it is free to start.
       </p>
     </section>
   );

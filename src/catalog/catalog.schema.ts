@@ -33,6 +33,8 @@ export const catalogModelSchema = (providerNames: readonly string[]): JsonSchema
       uniqueItems: true,
       items: { type: 'string', enum: ['text', 'image'] },
     },
+    /** How many tokens the model reads and writes in one request (prompt and completion together), as its provider states it. */
+    context_length: { type: 'integer', minimum: 1, maximum: 100_000_000 },
     /** The model has thinking settings, which a request's reasoning_effort is mapped onto. */
     reasoning: { type: 'boolean' },
   },

@@ -21,6 +21,8 @@ export interface CatalogModel {
   description?: string;
   /** Text always; "image" when the model takes image_url parts. Absent: text only. */
   input_modalities?: ('text' | 'image')[];
+  /** Prompt and completion tokens together, as the provider states it; absent when the catalog does not say. */
+  context_length?: number;
   /**
    * The model thinks before it answers and has settings for how much: a request's
    * reasoning_effort is mapped onto them. Absent, reasoning_effort is accepted and not sent.

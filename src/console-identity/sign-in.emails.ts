@@ -39,13 +39,15 @@ export function noAccountEmail(address: string, baseUrl: string): NewOutboxEmail
     text: [
       'Someone (probably you) asked to sign in to the console with this email address, which has no account.',
       '',
-      `To create one, sign up (POST ${baseUrl}/v1/auth/signup, see ${baseUrl}/docs).`,
+      'To create one, sign up here:',
+      '',
+      `${baseUrl}/console/sign-up`,
       '',
       'If this was not you, you can ignore this message.',
     ].join('\n'),
     html: layout(
       `<p>Someone (probably you) asked to sign in to the console with this email address, which has no account.</p>
-<p>To create one, sign up (<code>POST ${escapeText(baseUrl)}/v1/auth/signup</code>, see <a href="${escapeText(`${baseUrl}/docs`)}">the API documentation</a>).</p>
+<p>To create one, sign up here: <a href="${escapeText(`${baseUrl}/console/sign-up`)}">${escapeText(`${baseUrl}/console/sign-up`)}</a></p>
 <p>If this was not you, you can ignore this message.</p>`,
     ),
   };

@@ -12,10 +12,12 @@ const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8
 const PAGES = [
   '/console/',
   '/console/usage',
+  '/console/models',
   '/console/key',
   '/console/billing',
   '/console/account',
   '/console/sign-in',
+  '/console/sign-up',
 ];
 
 /** The hashed script and stylesheet the shell names. */

@@ -62,6 +62,7 @@ describe('console sign-in, sessions and tokens', () => {
       const toUnknown = await latestEmailTo(web.app, unknown);
       expect(toUnknown!.kind).to.equal('sign_in_no_account');
       expect(toUnknown!.text_body).not.to.match(/token=/);
+      expect(toUnknown!.text_body).to.match(/https?:\/\/\S+\/console\/sign-up\n/);
     });
 
     it('points the "you already have an account" email at the console sign-in, not at a dashboard login', async () => {

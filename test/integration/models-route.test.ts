@@ -32,12 +32,61 @@ describe('GET /v1/models', () => {
     expect(r.body.data.map((m: { id: string }) => m.id))
       .to.have.members(FREE_IDS)
       .and.have.length(3);
-    expect(r.body.data.find((m: { id: string }) => m.id === 'claude-haiku-4-5')).to.deep.equal({
+    expect(r.body.data.find((m: { id: string }) => m.id === 'claude-haiku-4-5')).to.deep.include({
       id: 'claude-haiku-4-5',
       object: 'model',
       created: 1_735_689_600,
       owned_by: 'anthropic',
     });
+  });
+
+  it('says of each model its context length, what it accepts and its price on each tier, as the catalog has them', async () => {
+    const r = await get(`${web.url}/v1/models`, { bearer: paid.apiKey });
+    expect(r.body.data.map((m: { id: string }) => m.id)).to.deep.equal(
+      web.app.catalog.forTier('paid').map((m) => m.id),
+    );
+    for (const model of r.body.data) {
+      const entry = web.app.catalog.find(model.id)!;
+      expect(model, model.id).to.deep.include({
+        context_length: entry.context_length,
+        input_modalities: entry.input_modalities,
+        supports_tools: true,
+        reasoning: entry.reasoning ?? false,
+        tiers: entry.tiers,
+      });
+      expect(model.pricing, model.id).to.deep.equal({
+        ...(entry.tiers.includes('free')
+          ? { free: { input_price_per_million: '0', output_price_per_million: '0' } }
+          : {}),
+        paid: {
+          input_price_per_million: entry.input_price_per_million,
+          output_price_per_million: entry.output_price_per_million,
+        },
+      });
+    }
+    expect(r.body.data.find((m: { id: string }) => m.id === 'claude-haiku-4-5')).to.deep.include({
+      context_length: 200_000,
+      input_modalities: ['text', 'image'],
+      pricing: {
+        free: { input_price_per_million: '0', output_price_per_million: '0' },
+        paid: { input_price_per_million: '1.00', output_price_per_million: '5.00' },
+      },
+    });
+  });
+
+  it("lists the paid tier's models to a free account that asks with ?tier=paid, which still cannot use them", async () => {
+    const r = await get(`${web.url}/v1/models?tier=paid`, { bearer: free.apiKey });
+    expect(r.status).to.equal(200);
+    expect(r.body.data.map((m: { id: string }) => m.id)).to.deep.equal(
+      web.app.catalog.forTier('paid').map((m) => m.id),
+    );
+    expect((await get(`${web.url}/v1/models/gemini-2.5-pro`, { bearer: free.apiKey })).status).to.equal(403);
+  });
+
+  it('answers 422 at `tier` for a tier that does not exist', async () => {
+    const r = await get(`${web.url}/v1/models?tier=gold`, { bearer: free.apiKey });
+    expect(r.status).to.equal(422);
+    expect(r.body.detail[0].loc).to.deep.equal(['query', 'tier']);
   });
 
   it('lists the paid tier: the free models and the larger ones', async () => {

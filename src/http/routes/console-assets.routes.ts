@@ -17,10 +17,12 @@ const ASSETS_DIR = path.join(CONSOLE_DIR, 'assets');
 export const CONSOLE_PAGES = [
   '/console/',
   '/console/usage',
+  '/console/models',
   '/console/key',
   '/console/billing',
   '/console/account',
   '/console/sign-in',
+  '/console/sign-up',
 ];
 
 /**

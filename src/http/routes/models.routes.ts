@@ -8,14 +8,60 @@ import { accountOf, defineRoutes, type RouteSpec } from '../route.js';
 // carries one fixed date (2025-01-01T00:00:00Z) that keeps the list stable across restarts.
 const CREATED = 1_735_689_600;
 
+/** A tier's price for a model: exact decimal strings, USD per 1M tokens ("0" on the free tier). */
+const TierPrice: JsonSchema = {
+  type: 'object',
+  required: ['input_price_per_million', 'output_price_per_million'],
+  properties: {
+    input_price_per_million: { type: 'string', example: '0.30', description: 'USD per 1M prompt tokens' },
+    output_price_per_million: { type: 'string', example: '2.50', description: 'USD per 1M completion tokens' },
+  },
+};
+
+// OpenAI's four fields first; the rest are this service's own, which OpenAI clients ignore.
 const ModelObject: JsonSchema = {
   type: 'object',
-  required: ['id', 'object', 'created', 'owned_by'],
+  required: [
+    'id',
+    'object',
+    'created',
+    'owned_by',
+    'context_length',
+    'input_modalities',
+    'supports_tools',
+    'reasoning',
+    'tiers',
+    'pricing',
+  ],
   properties: {
     id: { type: 'string', example: 'gemini-2.5-flash' },
     object: { type: 'string', const: 'model' },
     created: { type: 'integer' },
     owned_by: { type: 'string', enum: [...PROVIDER_NAMES], description: 'The provider behind the model' },
+    context_length: {
+      type: ['integer', 'null'],
+      description:
+        'Tokens the model takes in one request, prompt and completion together (null: the catalog does not say)',
+      example: 1_048_576,
+    },
+    input_modalities: {
+      type: 'array',
+      items: { type: 'string', enum: ['text', 'image'] },
+      description: 'What a prompt may hold: "image" means user messages may carry image_url parts',
+    },
+    supports_tools: { type: 'boolean', description: 'The model takes `tools` (function calling): every model does' },
+    reasoning: { type: 'boolean', description: 'The model has thinking settings that `reasoning_effort` sets' },
+    tiers: {
+      type: 'array',
+      items: { type: 'string', enum: ['free', 'paid'] },
+      description: 'The tiers that may use it',
+    },
+    pricing: {
+      type: 'object',
+      description:
+        'The price on each tier that may use it. The free tier costs nothing ("0"), within its rate limits; the paid tier is billed at these prices.',
+      properties: { free: TierPrice, paid: TierPrice },
+    },
   },
 };
 
@@ -39,7 +85,40 @@ const ModelParams: JsonSchema = {
   },
 };
 
-const toModelObject = (m: CatalogModel) => ({ id: m.id, object: 'model', created: CREATED, owned_by: m.provider });
+const ModelsQuery: JsonSchema = {
+  type: 'object',
+  properties: {
+    tier: {
+      type: 'string',
+      enum: ['free', 'paid'],
+      description:
+        "List that tier's models instead of the caller's (to compare before upgrading); using them still needs that tier",
+    },
+  },
+};
+
+const FREE_PRICE = { input_price_per_million: '0', output_price_per_million: '0' };
+
+const toModelObject = (m: CatalogModel) => ({
+  id: m.id,
+  object: 'model',
+  created: CREATED,
+  owned_by: m.provider,
+  context_length: m.context_length ?? null,
+  input_modalities: m.input_modalities ?? ['text'],
+  // Every provider plug-in maps `tools` (docs/models-and-providers.md, "What each request field becomes").
+  supports_tools: true,
+  reasoning: m.reasoning ?? false,
+  tiers: [...m.tiers],
+  pricing: Object.fromEntries(
+    m.tiers.map((tier) => [
+      tier,
+      tier === 'free'
+        ? FREE_PRICE
+        : { input_price_per_million: m.input_price_per_million, output_price_per_million: m.output_price_per_million },
+    ]),
+  ),
+});
 
 /** GET /v1/models and /v1/models/{model}: the OpenAI list shape, limited to the caller's tier. */
 export function modelsRoutes(): RouteSpec[] {
@@ -50,13 +129,14 @@ export function modelsRoutes(): RouteSpec[] {
       operationId: 'listModels',
       summary: "The models the caller's tier may use",
       description:
-        'In the OpenAI list shape, so OpenAI clients (`client.models.list()`) work. The free tier lists exactly three models.',
+        "In the OpenAI list shape, so OpenAI clients (`client.models.list()`) work. The free tier lists exactly three models. Each model also says its context length, what it accepts and its price on each tier (docs/models-and-providers.md). `tier` lists another tier's models, to see the paid tier's before upgrading.",
       tag: 'chat',
       auth: 'api_key_or_jwt',
-      responses: { 200: { description: "The models of the caller's tier", schema: ModelList } },
+      query: ModelsQuery,
+      responses: { 200: { description: "The models of the caller's tier (or of `tier`)", schema: ModelList } },
       handler: (ctx, app) => {
-        const { tier } = accountOf(ctx);
-        ctx.body = { object: 'list', data: app.catalog.forTier(tier).map(toModelObject) };
+        const { tier } = ctx.state.query as { tier?: 'free' | 'paid' };
+        ctx.body = { object: 'list', data: app.catalog.forTier(tier ?? accountOf(ctx).tier).map(toModelObject) };
       },
     },
     {
