@@ -7,6 +7,7 @@ import * as consoleSessions from './2026-11-26T150000-console-sessions.js';
 import * as outboxLinkTokens from './2026-11-28T140000-outbox-link-tokens.js';
 import * as accountTokensNotBefore from './2026-11-28T150000-account-tokens-not-before.js';
 import * as storedResponses from './2026-11-28T170000-stored-responses.js';
+import * as namedApiKeys from './2026-11-28T200000-named-api-keys.js';
 
 // Listed explicitly (not read from the folder) so the build, not the file system, decides what runs.
 export const migrations: Record<string, Migration> = {
@@ -18,4 +19,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-28T140000-outbox-link-tokens': outboxLinkTokens,
   '2026-11-28T150000-account-tokens-not-before': accountTokensNotBefore,
   '2026-11-28T170000-stored-responses': storedResponses,
+  '2026-11-28T200000-named-api-keys': namedApiKeys,
 };

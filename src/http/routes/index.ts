@@ -3,6 +3,7 @@ import { opsRoutes } from './ops.routes.js';
 import { subscriptionRoutes } from './subscriptions.routes.js';
 import { webhookRoutes } from './webhooks.routes.js';
 import { accountsRoutes } from './accounts.routes.js';
+import { keysRoutes } from './keys.routes.js';
 import { chatRoutes } from './chat.routes.js';
 import { chatRetrievalRoutes } from './chat-retrieval.routes.js';
 import { responsesRoutes } from './responses.routes.js';
@@ -17,6 +18,7 @@ import { faviconRoutes } from './favicon.routes.js';
 export function allRoutes(openApi: () => unknown): RouteSpec[] {
   return [
     ...accountsRoutes(),
+    ...keysRoutes(),
     ...chatRoutes,
     ...chatRetrievalRoutes,
     ...responsesRoutes,
