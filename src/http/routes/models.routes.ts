@@ -1,3 +1,4 @@
+import { assertModelAllowed, keyAllowsModel } from '../../accounts/key-grant.js';
 import type { CatalogModel } from '../../catalog/catalog.js';
 import { AppError } from '../../errors.js';
 import { PROVIDER_NAMES } from '../../providers/providers.js';
@@ -50,13 +51,14 @@ export function modelsRoutes(): RouteSpec[] {
       operationId: 'listModels',
       summary: "The models the caller's tier may use",
       description:
-        'In the OpenAI list shape, so OpenAI clients (`client.models.list()`) work. The free tier lists exactly three models.',
+        "In the OpenAI list shape, so OpenAI clients (`client.models.list()`) work. The free tier lists exactly three models. Called with an API key that has a model allow-list, only the tier's models on that list.",
       tag: 'chat',
       auth: 'api_key_or_jwt',
       responses: { 200: { description: "The models of the caller's tier", schema: ModelList } },
       handler: (ctx, app) => {
         const { tier } = accountOf(ctx);
-        ctx.body = { object: 'list', data: app.catalog.forTier(tier).map(toModelObject) };
+        const models = app.catalog.forTier(tier).filter((m) => keyAllowsModel(ctx.state.apiKey, m.id));
+        ctx.body = { object: 'list', data: models.map(toModelObject) };
       },
     },
     {
@@ -69,7 +71,9 @@ export function modelsRoutes(): RouteSpec[] {
       params: ModelParams,
       responses: {
         200: { description: 'The model', schema: ModelObject },
-        403: { description: 'The model needs the paid tier' },
+        403: {
+          description: "The model needs the paid tier, or is outside the API key's allow-list (model_not_allowed)",
+        },
         404: { description: 'No such model' },
       },
       handler: (ctx, app) => {
@@ -95,6 +99,7 @@ export function modelsRoutes(): RouteSpec[] {
             },
           );
         }
+        assertModelAllowed(ctx.state.apiKey, model.id);
         ctx.body = toModelObject(model);
       },
     },
