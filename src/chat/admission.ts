@@ -66,6 +66,9 @@ export async function admitCompletion(
         reserveTokens: job.reservedTokens,
         guard,
         spend: spendCheckOf(account, job),
+        ...(key?.requests_per_minute != null
+          ? { key: { id: key.id, requestsPerMinute: key.requests_per_minute } }
+          : {}),
       }),
     );
   let check = input.unconfirmed;

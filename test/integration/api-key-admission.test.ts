@@ -104,4 +104,37 @@ describe('API key settings at admission', function () {
     expect(r.body.error).to.include({ type: 'authentication_error', code: 'invalid_api_key' });
     expect(r.body.error.message).to.match(/expired/);
   });
+
+  it('refuses a key’s third request in a minute with its limit of 2 (429, Retry-After) while another key of the account still answers', async () => {
+    const key = await createKey({ name: 'Slow', limits: { requests_per_minute: 2 } });
+    const first = await chat(key.api_key);
+    expect(admitted(first)).to.equal(true);
+    // The key's window is the tighter: the headers show it, not the tier's 600 a minute.
+    expect(first.headers.get('x-ratelimit-limit-requests')).to.equal('2');
+    expect(first.headers.get('x-ratelimit-remaining-requests')).to.equal('1');
+    expect(admitted(await chat(key.api_key, 'gpt-4.1-mini', other))).to.equal(true);
+    const third = await chat(key.api_key);
+    expect(third.status).to.equal(429);
+    expect(third.body.error).to.include({ type: 'rate_limit_exceeded', code: 'rate_limit_exceeded' });
+    expect(third.body.error.message).to.match(/this API key's requests \(its own limit of 2 per minute/);
+    expect(Number(third.headers.get('retry-after'))).to.be.within(1, 60);
+    expect(third.headers.get('x-ratelimit-remaining-requests')).to.equal('0');
+    const another = await chat(owner.apiKey);
+    expect(admitted(another)).to.equal(true);
+    expect(another.headers.get('x-ratelimit-limit-requests')).to.equal('600');
+    clock.advance(60_000);
+    expect(admitted(await chat(key.api_key))).to.equal(true);
+  });
+
+  it('keeps the tier the ceiling across keys: 25 concurrent requests over 3 keys of a free account admit exactly 20', async () => {
+    owner = await createTestAccount(web.app, { tier: 'free' });
+    const keys = [owner.apiKey, (await createKey({ name: 'B' })).api_key, (await createKey({ name: 'C' })).api_key];
+    const answers = await Promise.all(
+      Array.from({ length: 25 }, (_, i) => chat(keys[i % 3]!, 'gemini-2.5-flash', i % 2 ? web : other)),
+    );
+    const refused = answers.filter((r) => r.status === 429);
+    expect(refused).to.have.length(5);
+    for (const r of refused) expect(r.body.error.code).to.equal('rate_limit_exceeded');
+    expect(answers.filter((r) => r.status !== 429).map((r) => r.status)).to.deep.equal(Array(20).fill(503));
+  });
 });
