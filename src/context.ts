@@ -1,3 +1,4 @@
+import { KeyLastUsed } from './accounts/key-last-used.js';
 import type { Config } from './config.js';
 import { type Clock, ManualClock, systemClock } from './clock.js';
 import { createLogger, type Logger } from './logger.js';
@@ -50,6 +51,7 @@ export class AppContext {
   /** One warning when a dependency goes and one when it returns, instead of one per failed call. */
   readonly outages: { redis: OutageLog; postgres: OutageLog };
   readonly apiKeyCache = new ApiKeyCache();
+  readonly keyLastUsed = new KeyLastUsed();
   readonly limiter: Limiter;
   /** Usage metered into the ledger: billing queues the spending-limit alerts it reaches. */
   readonly onUsageRecorded: UsageRecordedListener = (events) => queueReachedSpendAlerts(this, events);

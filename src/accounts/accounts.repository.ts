@@ -1,33 +1,42 @@
-import { sql, type CompiledQuery, type Selectable, type Updateable } from 'kysely';
+import { sql, type CompiledQuery, type Insertable, type Selectable, type Updateable } from 'kysely';
 import type { Db, Trx } from '../infra/db.js';
 import type { AccountsTable, Tier } from '../../db/schema/accounts.js';
 import type { EmailVerificationTokensTable } from '../../db/schema/email-verification-tokens.js';
+import type { ApiKeysTable } from '../../db/schema/api-keys.js';
+import type { GrantColumns } from './key-grant.js';
 
 export type Account = Selectable<AccountsTable>;
 export type VerificationToken = Selectable<EmailVerificationTokensTable>;
 
 // Every API request runs this lookup: it is built and compiled once per database handle, and
 // each call only supplies the key hash (the builder and compiler cost more than the query).
-const apiKeyLookups = new WeakMap<Db, CompiledQuery<Account & { key_hash: string }>>();
+type KeyLookupRow = Account & { key_hash: string } & GrantColumns;
+const apiKeyLookups = new WeakMap<Db, CompiledQuery<KeyLookupRow>>();
 
-export async function findAccountByApiKeyHash(
-  db: Db,
-  keyHash: string,
-): Promise<(Account & { key_hash: string }) | undefined> {
+/** The account of a live key, with the key's own settings under `key_` names. */
+export async function findAccountByApiKeyHash(db: Db, keyHash: string): Promise<KeyLookupRow | undefined> {
   let compiled = apiKeyLookups.get(db);
   if (!compiled) {
     compiled = db
       .selectFrom('api_keys')
       .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
       .selectAll('accounts')
-      .select('api_keys.key_hash')
+      .select([
+        'api_keys.key_hash',
+        'api_keys.id as key_id',
+        'api_keys.expires_at as key_expires_at',
+        'api_keys.models as key_models',
+        'api_keys.requests_per_minute as key_requests_per_minute',
+        'api_keys.monthly_spend_limit_usd as key_monthly_spend_limit_usd',
+        'api_keys.disabled as key_disabled',
+      ])
       .where('api_keys.key_hash', '=', '')
       .where('api_keys.revoked_at', 'is', null)
       .compile();
     if (compiled.parameters.length !== 1) throw new Error('the API key lookup must take exactly one parameter');
     apiKeyLookups.set(db, compiled);
   }
-  const result = await db.executeQuery<Account & { key_hash: string }>({ ...compiled, parameters: [keyHash] });
+  const result = await db.executeQuery<KeyLookupRow>({ ...compiled, parameters: [keyHash] });
   return result.rows[0];
 }
 
@@ -135,7 +144,7 @@ export async function closeVerificationTokens(trx: Trx, accountId: string, now: 
     .execute();
 }
 
-/** Revokes the account's live keys. */
+/** Revokes every live key of the account (closing it). */
 export async function revokeActiveApiKeys(trx: Trx, accountId: string, now: Date): Promise<void> {
   await trx
     .updateTable('api_keys')
@@ -145,19 +154,31 @@ export async function revokeActiveApiKeys(trx: Trx, accountId: string, now: Date
     .execute();
 }
 
+/** Revokes the account's live default key, returning its settings (undefined when it had none). */
+export async function revokeDefaultApiKey(trx: Trx, accountId: string, now: Date): Promise<ApiKeyRow | undefined> {
+  return trx
+    .updateTable('api_keys')
+    .set({ revoked_at: now })
+    .where('account_id', '=', accountId)
+    .where('revoked_at', 'is', null)
+    .where('is_default', '=', true)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export type ApiKeyRow = Selectable<ApiKeysTable>;
+
 export async function insertApiKey(
   trx: Trx,
-  values: { accountId: string; keyHash: string; displayPrefix: string; now: Date },
-): Promise<void> {
-  await trx
-    .insertInto('api_keys')
-    .values({
-      account_id: values.accountId,
-      key_hash: values.keyHash,
-      display_prefix: values.displayPrefix,
-      created_at: values.now,
-    })
-    .execute();
+  values: Pick<Insertable<ApiKeysTable>, 'account_id' | 'key_hash' | 'display_prefix' | 'last4' | 'is_default'> &
+    Partial<
+      Pick<
+        Insertable<ApiKeysTable>,
+        'name' | 'expires_at' | 'models' | 'requests_per_minute' | 'monthly_spend_limit_usd'
+      >
+    > & { created_at: Date },
+): Promise<ApiKeyRow> {
+  return trx.insertInto('api_keys').values(values).returningAll().executeTakeFirstOrThrow();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import {
   insertVerificationToken,
   lockAccount,
   markAccountVerified,
-  revokeActiveApiKeys,
+  revokeDefaultApiKey,
   setTokensNotBefore,
   useVerificationToken,
 } from './accounts.repository.js';
@@ -170,18 +170,37 @@ export async function verifyEmail(
   });
 }
 
-/** Revokes the active key (if any) and issues a new one: one active key per account. */
+/**
+ * Revokes the account's default key (if any) and issues a new default key in its place, with its
+ * name, models and limits (a rotation after a leak must not widen what the key may do); its
+ * expiry and disabled flag do not carry over. The account's other keys are untouched.
+ */
 async function replaceApiKey(app: AccountsDeps, trx: Trx, accountId: string, now: Date): Promise<string> {
-  await revokeActiveApiKeys(trx, accountId, now);
+  const old = await revokeDefaultApiKey(trx, accountId, now);
   // Web processes may hold the old key in their caches: they re-read it, and find it revoked.
   onCommit(trx, () => invalidateAccountKeys(app, accountId));
   const key = generateApiKey();
-  await insertApiKey(trx, { accountId, keyHash: key.hash, displayPrefix: key.displayPrefix, now });
+  await insertApiKey(trx, {
+    account_id: accountId,
+    key_hash: key.hash,
+    display_prefix: key.displayPrefix,
+    last4: key.last4,
+    is_default: true,
+    created_at: now,
+    ...(old
+      ? {
+          name: old.name,
+          models: old.models,
+          requests_per_minute: old.requests_per_minute,
+          monthly_spend_limit_usd: old.monthly_spend_limit_usd,
+        }
+      : {}),
+  });
   return key.key;
 }
 
 /**
- * A new key for the account; the old one is revoked in the same transaction and, once that has
+ * A new default key for the account; the old one is revoked in the same transaction and, once that has
  * committed, its version is bumped, so it stops working on every web instance at once.
  * Tier, limits, subscription and billing hang off the account, so they are untouched.
  * The rate limit (1 per 2 hours per account) is checked before anything changes; an allowed call
@@ -217,9 +236,10 @@ export async function regenerateApiKey(
     const apiKey = await replaceApiKey(app, trx, account.id, now);
     // Last before the commit: if Redis refuses, nothing is committed and the old key stays the key.
     await prepareKeyRevocation(app, account.id);
-    app.log.info({ accountId: account.id }, 'API key regenerated; the previous key is revoked');
+    app.log.info({ accountId: account.id }, 'default API key regenerated; the previous one is revoked');
     return {
-      message: 'New API key issued; the previous key no longer works. Save this key now, it will not be shown again.',
+      message:
+        "New default API key issued; the previous default key no longer works (the account's other keys still do). Save this key now, it will not be shown again.",
       email: account.email,
       api_key: apiKey,
     };

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../config.js';
 import { redisKey, type RedisClient } from '../infra/redis.js';
-import type { Account } from './accounts.repository.js';
+import type { KeyedAccount } from './key-grant.js';
 
 const MAX_ENTRIES = 10_000;
 /** Versions outlive any entry read under them (MAX_AGE_MS) by far; an expired one reads as null. */
@@ -13,14 +13,14 @@ interface Entry {
   /** Which account the key belongs to: a fact that never changes once the key exists. */
   accountId: string;
   /** The account as read from Postgres under `version`; absent until a read could be tied to one. */
-  account?: Account;
+  account?: KeyedAccount;
   version?: string | null;
   cachedAt: number;
 }
 
 /** A cached account together with the version it was read under, for a caller to confirm in Redis. */
 export interface CachedAccount {
-  account: Account;
+  account: KeyedAccount;
   /** The account's version key and the value it held when the account was read (null: no version yet). */
   versionKey: string;
   version: string | null;
@@ -36,7 +36,8 @@ export interface CachedAccount {
  * version behind, never a stale entry; that is why a key is first only tied to its account, and
  * the account is cached from the next read on. Redis forgets versions when it restarts, so a lost
  * connection empties the cache. Only what a request is decided on (the account id, its tier, that
- * it is verified) is kept current this way; handlers read anything else by account id.
+ * it is verified, and the key's own settings: ApiKeyGrant) is kept current this way; handlers read
+ * anything else by account id.
  */
 export class ApiKeyCache {
   private readonly entries = new Map<string, Entry>();
@@ -47,7 +48,7 @@ export class ApiKeyCache {
   }
 
   /** The cached account while `version` is still the one it was read under. */
-  get(hash: string, version: string | null): Account | undefined {
+  get(hash: string, version: string | null): KeyedAccount | undefined {
     const e = this.fresh(hash);
     if (!e?.account) return undefined;
     if (e.version !== version) {
@@ -69,7 +70,7 @@ export class ApiKeyCache {
     if (!this.entries.has(hash)) this.put(hash, { accountId, cachedAt: performance.now() });
   }
 
-  set(hash: string, account: Account, version: string | null): void {
+  set(hash: string, account: KeyedAccount, version: string | null): void {
     this.put(hash, { accountId: account.id, account, version, cachedAt: performance.now() });
   }
 

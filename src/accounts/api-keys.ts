@@ -27,12 +27,14 @@ export interface IssuedKey {
   key: string;
   hash: string;
   displayPrefix: string;
+  /** The key's last 4 characters: what its redacted value shows. */
+  last4: string;
 }
 
 export function generateApiKey(): IssuedKey {
   const secret = randomBytes(32).toString('base64url');
   const key = `${API_KEY_PREFIX}${secret}${checksum(secret)}`;
-  return { key, hash: hashApiKey(key), displayPrefix: displayPrefix(key) };
+  return { key, hash: hashApiKey(key), displayPrefix: displayPrefix(key), last4: key.slice(-4) };
 }
 
 /** True when the key has our shape and its checksum matches: worth a database lookup. */
@@ -54,4 +56,12 @@ export function sameHash(a: string, b: string): boolean {
   const x = Buffer.from(a, 'hex');
   const y = Buffer.from(b, 'hex');
   return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/**
+ * What a key is shown as: the prefix and its last 4 characters. A key issued before the last 4
+ * were kept shows its first characters instead (its display prefix), followed by the ellipsis.
+ */
+export function redactedValue(key: { last4: string | null; display_prefix: string }): string {
+  return key.last4 === null ? `${key.display_prefix}…` : `${API_KEY_PREFIX}…${key.last4}`;
 }

@@ -15,6 +15,8 @@ import {
   type CachedAccount,
 } from './api-key-cache.js';
 import type { JWTPayload } from 'jose';
+import type { Clock } from '../clock.js';
+import { assertKeyUsable, grantOf, type KeyedAccount } from './key-grant.js';
 import type { JwtVerifier } from './jwt.js';
 
 /** What authentication works with: the account lookups, the key cache and the versions that keep it honest. */
@@ -24,6 +26,8 @@ export interface AuthDeps {
   config: Pick<Config, 'redis'>;
   apiKeyCache: ApiKeyCache;
   jwtVerifier: JwtVerifier;
+  /** What a key's expiry is compared with. */
+  clock: Clock;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -52,24 +56,40 @@ async function readVersion(
   }
 }
 
-async function loadAccount(app: Pick<AuthDeps, 'db'>, hash: string): Promise<Account> {
+async function loadAccount(app: Pick<AuthDeps, 'db'>, hash: string): Promise<KeyedAccount> {
   const row = await findAccountByApiKeyHash(app.db, hash);
   if (!row || !sameHash(row.key_hash, hash)) {
-    throw new AppError('authentication', 'Incorrect API key provided, or the key was regenerated.', {
+    throw new AppError('authentication', 'Incorrect API key provided, or the key was regenerated or revoked.', {
       code: 'invalid_api_key',
     });
   }
-  const { key_hash: _omit, ...account } = row;
+  const {
+    key_hash: _hash,
+    key_id: _id,
+    key_expires_at: _expires,
+    key_models: _models,
+    key_requests_per_minute: _rpm,
+    key_monthly_spend_limit_usd: _spend,
+    key_disabled: _disabled,
+    ...account
+  } = row;
   assertVerified(account);
-  return account;
+  return { ...account, apiKey: grantOf(row) };
 }
 
 /**
- * The account a key belongs to: from this process's cache while the account's version in Redis
- * says it is current (see ApiKeyCache), otherwise from Postgres. With Redis unreachable Postgres
- * decides and nothing is cached, so a revoked key or a changed tier applies at once either way.
+ * The account a key belongs to, with the key's own settings: from this process's cache while the
+ * account's version in Redis says it is current (see ApiKeyCache), otherwise from Postgres. With
+ * Redis unreachable Postgres decides and nothing is cached, so a revoked key or a changed tier
+ * applies at once either way. A disabled or expired key is refused (401) like a revoked one.
  */
-export async function authenticateApiKey(app: Omit<AuthDeps, 'jwtVerifier'>, key: string): Promise<Account> {
+export async function authenticateApiKey(app: Omit<AuthDeps, 'jwtVerifier'>, key: string): Promise<KeyedAccount> {
+  const account = await lookUpApiKey(app, key);
+  assertKeyUsable(account.apiKey, app.clock.now());
+  return account;
+}
+
+async function lookUpApiKey(app: Omit<AuthDeps, 'jwtVerifier'>, key: string): Promise<KeyedAccount> {
   const hash = hashOfWellFormed(key);
   const cache = app.apiKeyCache;
   const accountId = cache.accountIdOf(hash);

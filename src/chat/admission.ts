@@ -1,4 +1,5 @@
 import type { Account } from '../accounts/accounts.repository.js';
+import type { ApiKeyGrant, KeyedAccount } from '../accounts/key-grant.js';
 import { alertSpendLimitReached, type SpendAlertDeps } from '../billing/spend-alerts.service.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -25,7 +26,7 @@ export interface AdmissionDeps extends PrepareDeps, SpendAlertDeps {
 export interface UnconfirmedKey {
   versionKey: string;
   version: string | null;
-  refresh(): Promise<Account>;
+  refresh(): Promise<KeyedAccount>;
 }
 
 export interface AdmissionResult {
@@ -44,10 +45,18 @@ export interface AdmissionResult {
  */
 export async function admitCompletion(
   deps: AdmissionDeps,
-  input: { account: Account; request: ChatCompletionRequest; unconfirmed?: UnconfirmedKey; wire?: ResponsesWire },
+  input: {
+    account: Account;
+    /** The API key's own settings, when an API key made the request. */
+    key?: ApiKeyGrant;
+    request: ChatCompletionRequest;
+    unconfirmed?: UnconfirmedKey;
+    wire?: ResponsesWire;
+  },
 ): Promise<AdmissionResult> {
+  let key = input.key;
   const prepare = (account: Account) =>
-    prepareCompletion(deps, account, input.request, deps.relayHub.instance, input.wire);
+    prepareCompletion(deps, account, input.request, deps.relayHub.instance, input.wire, key);
   const admitFor = (account: Account, job: PreparedJob, guard?: { key: string; value: string | null }) =>
     traceAdmission(job, () =>
       deps.limiter.admit({
@@ -57,19 +66,25 @@ export async function admitCompletion(
         reserveTokens: job.reservedTokens,
         guard,
         spend: spendCheckOf(account, job),
+        ...(key?.requests_per_minute != null
+          ? { key: { id: key.id, requestsPerMinute: key.requests_per_minute } }
+          : {}),
       }),
     );
   let check = input.unconfirmed;
   const confirmed = async () => {
     check = undefined;
-    return input.unconfirmed!.refresh();
+    const fresh = await input.unconfirmed!.refresh();
+    key = fresh.apiKey;
+    return fresh;
   };
   let account = input.account;
   let job: PreparedJob;
   try {
     job = prepare(account);
   } catch (err) {
-    // Of prepare's refusals only the 403 (a model the tier may not use) depends on the account.
+    // Of prepare's refusals only the 403s (a model the tier or the key may not use) depend on the
+    // account and its key, which may have changed since they were cached.
     if (!check || !(err instanceof AppError && err.status === 403)) throw err;
     account = await confirmed();
     job = prepare(account);

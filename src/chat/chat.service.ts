@@ -1,4 +1,5 @@
 import type { Account } from '../accounts/accounts.repository.js';
+import { assertModelAllowed, type ApiKeyGrant } from '../accounts/key-grant.js';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
@@ -62,7 +63,8 @@ export interface PrepareDeps {
 
 /**
  * Everything decided before a request is queued: no OpenAI parameter the service cannot honour
- * (422), the model exists (404) and the tier may use it (403), the persona exists (422), the
+ * (422), the model exists (404), the tier may use it (403) and so may the API key (403
+ * model_not_allowed), the persona exists (422), the
  * provider can honour every field (422) and is configured (503), and how many tokens to reserve
  * in the daily quota.
  */
@@ -72,6 +74,8 @@ export function prepareCompletion(
   req: ChatCompletionRequest,
   relayTo: string,
   wire?: ResponsesWire,
+  /** The API key's own settings, when an API key made the request: its allow-list is checked here. */
+  key?: ApiKeyGrant,
 ): PreparedJob {
   refuseUnsupportedFields(req);
   const resumable = req.stream_options?.resumable === true;
@@ -106,6 +110,7 @@ export function prepareCompletion(
       },
     );
   }
+  assertModelAllowed(key, model.id);
   let persona: string | undefined;
   if (req.persona != null) {
     persona = catalog.persona(req.persona);

@@ -1,6 +1,7 @@
 import { validate } from '../validation.js';
 import { admitCompletion, type AdmissionDeps, type AdmissionResult, type UnconfirmedKey } from './admission.js';
 import type { Account } from '../accounts/accounts.repository.js';
+import type { ApiKeyGrant } from '../accounts/key-grant.js';
 import { ChatCompletionRequestSchema, type ChatCompletionRequest } from './chat.schema.js';
 import { inResponsesTerms, translateResponsesRequest, type PriorItems } from './responses-request.js';
 import type { CreateResponseRequest } from './responses.schema.js';
@@ -12,13 +13,25 @@ import type { CreateResponseRequest } from './responses.schema.js';
  */
 export async function admitResponse(
   deps: AdmissionDeps,
-  input: { account: Account; request: CreateResponseRequest; unconfirmed?: UnconfirmedKey; prior?: PriorItems },
+  input: {
+    account: Account;
+    key?: ApiKeyGrant;
+    request: CreateResponseRequest;
+    unconfirmed?: UnconfirmedKey;
+    prior?: PriorItems;
+  },
 ): Promise<AdmissionResult> {
   const { chat, wire, locOf } = translateResponsesRequest(input.request, input.prior);
   try {
     // The chat request's bounds (messages, tool calls) hold for the translation as for a chat client.
     validate<ChatCompletionRequest>(ChatCompletionRequestSchema, chat, 'body');
-    return await admitCompletion(deps, { account: input.account, request: chat, unconfirmed: input.unconfirmed, wire });
+    return await admitCompletion(deps, {
+      account: input.account,
+      key: input.key,
+      request: chat,
+      unconfirmed: input.unconfirmed,
+      wire,
+    });
   } catch (err) {
     throw inResponsesTerms(err, locOf);
   }

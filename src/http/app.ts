@@ -37,7 +37,9 @@ export function createHttpApp(app: AppContext, only?: RouteSpec[]): Koa<AppState
     checkPathParams(spec);
     // Few links per route (credential, same origin, body parsing, the rest): each link of a Koa chain
     // is an async call and a promise per request, and the checks after the body need no chain.
-    const readsBody = (spec.method === 'post' || spec.method === 'put') && Boolean(spec.body || spec.rawBody);
+    const readsBody =
+      (spec.method === 'post' || spec.method === 'put' || spec.method === 'patch') &&
+      Boolean(spec.body || spec.rawBody);
     const auth = authenticateWithinBudget(
       app,
       authenticate(spec.auth, app, { deferKeyCheck: spec.deferKeyCheck ?? false }),

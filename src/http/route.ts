@@ -2,6 +2,7 @@ import type { RouterContext } from '@koa/router';
 import type { AppContext } from '../context.js';
 import type { JsonSchema } from '../validation.js';
 import type { Account } from '../accounts/accounts.repository.js';
+import type { ApiKeyGrant, KeyedAccount } from '../accounts/key-grant.js';
 import type { LiveSession } from '../console-identity/sessions.service.js';
 import type { BudgetSubject } from '../limits/abuse-budget.service.js';
 
@@ -20,6 +21,8 @@ export interface AppState {
   /** The matched route's path, for metrics labels. */
   route?: string;
   account?: Account;
+  /** With an API key: what the key itself allows (its allow-list, limits, expiry). */
+  apiKey?: ApiKeyGrant;
   /** How the caller authenticated, when it did. */
   credential?: 'api_key' | 'jwt';
   /** On auth: 'session' routes, the console session and its cookie value. */
@@ -29,7 +32,7 @@ export interface AppState {
    * the version the handler must confirm in its own Redis script, and how to read the account
    * afresh (or answer 401/403) when that finds it changed.
    */
-  keyCheck?: { versionKey: string; version: string | null; refresh: () => Promise<Account> };
+  keyCheck?: { versionKey: string; version: string | null; refresh: () => Promise<KeyedAccount> };
   /** Whose abuse budget the request spent, and the body bytes it announced (counted before reading). */
   budget?: { subject: BudgetSubject; announcedBytes: number };
   body?: unknown;
@@ -58,7 +61,7 @@ export interface ResponseSpec {
  * declared once. Schemas here are the single source of truth for validation and documentation.
  */
 export interface RouteSpec {
-  method: 'get' | 'post' | 'put' | 'delete';
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
   /** Koa's form, `/v1/models/:model`; the OpenAPI document writes it `/v1/models/{model}`. */
   path: string;
   operationId: string;

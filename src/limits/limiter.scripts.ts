@@ -30,16 +30,19 @@ local function int(x) return string.format('%d', x) end
 /**
  * Admission. KEYS: counters hash, reservation expiries (zset member requestId, score expiry ms),
  * reservation amounts (hash 'r:'..requestId -> tokens, plus 'total'), guard key (in the same slot),
- * the spending limit's hash for the request's month (see SPEND below).
+ * the spending limit's hash for the request's month (see SPEND below), the API key's own counters
+ * (a hash in the account's slot; any key of the account when the key has no limit).
  * ARGV: now, requestsPerMinute, requestsPerHour, requestsPerDay, tokensPerDay, requestId,
  * reserveTokens, reservationTtlMs, '1' when guarded, the value the guard key must hold ('' = none),
  * the spending limit in nano-USD ('' = none), the request's most possible cost in nano-USD, the
- * month's end (epoch ms), the month's spend so far from the ledger ('' = not read).
+ * month's end (epoch ms), the month's spend so far from the ledger ('' = not read), the API key's
+ * own requests per minute ('' = none).
  * Reply: { allowed 0|1, reason 0 none|1 requests|2 tokens|3 spend, retryAfterMs, now, minuteCount,
  *          hourCount, dayCount, tokensUsed (settled today + every live reservation),
  *          spendUsed (the month's settled spend + every live spend reservation, nano-USD),
  *          1 when this refusal is the month's first by the spending limit reached by settled spend,
- *          1 when only reservations of requests in flight stand in the refusing quota's way (see HELD) },
+ *          1 when only reservations of requests in flight stand in the refusing quota's way (see HELD),
+ *          the key's requests this minute (with this one when admitted; 0 without a key limit) },
  *        or { -1 } when the guard key no longer holds the expected value (nothing was counted),
  *        or { -2 } when the month's spend is not in Redis and no ledger figure came with the call.
  *
@@ -101,9 +104,17 @@ local reserved = tonumber(redis.call('HGET', KEYS[3], 'total')) or 0
 local spendUsed = 0
 if spendLimit then spendUsed = spent + (tonumber(redis.call('HGET', KEYS[5], 'held')) or 0) end
 
+-- The key's own minute, counted beside the account's windows: the tier stays the ceiling.
+local krpm = tonumber(ARGV[15])
+local kmc = 0
+if krpm then
+  local k = redis.call('HMGET', KEYS[6], 'm', 'mc')
+  kmc = (tonumber(k[1]) == m and tonumber(k[2])) or 0
+end
+
 -- Blocked on requests: wait until every exhausted window has rolled over.
 local requestWait = 0
-if mc >= rpm then requestWait = math.max(requestWait, (m + 1) * MINUTE - now) end
+if mc >= rpm or (krpm and kmc >= krpm) then requestWait = math.max(requestWait, (m + 1) * MINUTE - now) end
 if hc >= rph then requestWait = math.max(requestWait, (h + 1) * HOUR - now) end
 if dc >= rpd then requestWait = math.max(requestWait, (d + 1) * DAY - now) end
 
@@ -116,7 +127,7 @@ if spendLimit and spendUsed + sreserve > spendLimit then
   -- A request that alone costs more than the whole limit is too large, not a sign it was reached;
   -- one refused only while requests in flight hold the rest has not reached it either (yet).
   if held == 0 and sreserve <= spendLimit and redis.call('HSETNX', KEYS[5], 'stop', '1') == 1 then first = 1 end
-  return { 0, 3, requestWait, now, mc, hc, dc, tu + reserved, spendUsed, first, held }
+  return { 0, 3, requestWait, now, mc, hc, dc, tu + reserved, spendUsed, first, held, kmc }
 end
 
 -- Blocked on tokens: settled usage resets at UTC midnight. HELD when it alone leaves room.
@@ -130,12 +141,17 @@ if requestWait > 0 or tokenWait > 0 or held == 1 then
   -- held by requests in flight free sooner than a spent request window does.
   local reason = 2
   if tokenWait == 0 and requestWait > 0 then reason = 1 end
-  return { 0, reason, math.max(requestWait, tokenWait), now, mc, hc, dc, tu + reserved, spendUsed, 0, held }
+  return { 0, reason, math.max(requestWait, tokenWait), now, mc, hc, dc, tu + reserved, spendUsed, 0, held, kmc }
 end
 
 mc, hc, dc = mc + 1, hc + 1, dc + 1
 redis.call('HSET', KEYS[1], 'm', m, 'mc', mc, 'h', h, 'hc', hc, 'd', d, 'dc', dc, 'tu', tu)
 redis.call('PEXPIRE', KEYS[1], (d + 1) * DAY - now + GRACE)
+if krpm then
+  kmc = kmc + 1
+  redis.call('HSET', KEYS[6], 'm', m, 'mc', kmc)
+  redis.call('PEXPIRE', KEYS[6], (m + 1) * MINUTE - now + GRACE)
+end
 -- A reservation's amounts exist only while its requestId is in the expiry set (both are written,
 -- released and expired together), so only a requestId already there (admitted again) can have one.
 local again = false
@@ -157,7 +173,7 @@ if sreserve > 0 then
   redis.call('HINCRBY', KEYS[5], 'held', int(sreserve - previous))
   spendUsed = spendUsed + sreserve - previous
 end
-return { 1, 0, 0, now, mc, hc, dc, tu + reserved, spendUsed, 0 }
+return { 1, 0, 0, now, mc, hc, dc, tu + reserved, spendUsed, 0, 0, kmc }
 `;
 
 /**

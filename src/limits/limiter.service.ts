@@ -39,7 +39,7 @@ export interface Admission {
   /** On a refusal: the limiter's time (epoch ms), for messages that name the reset time. */
   now?: number;
   /** On a refusal for requests (or by a held spending limit, when one is spent too): the window. */
-  window?: { name: RequestWindow['name']; limit: number };
+  window?: { name: RequestWindow['name']; limit: number; ofKey?: boolean };
   /**
    * Refused for tokens or spend that settled usage leaves room for but reservations of requests
    * in flight fill: a retry succeeds once enough of them end, so the wait asked for is short.
@@ -95,6 +95,8 @@ export interface AdmitInput {
   guard?: { key: string; value: string | null };
   /** The account's monthly spending limit, when it has one that applies. */
   spend?: SpendCheck;
+  /** The API key's own requests per minute, counted beside the tier's windows (which stay the ceiling). */
+  key?: { id: string; requestsPerMinute: number };
 }
 
 /** The admission's guard key no longer held the expected value; nothing was counted or reserved. */
@@ -147,7 +149,7 @@ export interface LimiterDeps {
 function scripts(app: LimiterDeps): LimiterRedis {
   const redis = app.redis as LimiterRedis;
   if (typeof redis.limitsAdmit !== 'function') {
-    redis.defineCommand('limitsAdmit', { numberOfKeys: 5, lua: ADMIT_LUA });
+    redis.defineCommand('limitsAdmit', { numberOfKeys: 6, lua: ADMIT_LUA });
     redis.defineCommand('limitsSettle', { numberOfKeys: 5, lua: SETTLE_LUA });
     redis.defineCommand('limitsCooldown', { numberOfKeys: 1, lua: COOLDOWN_LUA });
     redis.defineCommand('limitsWindowCount', { numberOfKeys: 1, lua: WINDOW_COUNT_LUA });
@@ -217,6 +219,8 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
       // Unguarded, the fourth key is only a placeholder in the same slot; the script does not read it.
       input.guard?.key ?? keys[0],
       spendKey(app.config, input.accountId, month),
+      // Without a key limit, a placeholder in the same slot; the script does not read it.
+      input.key ? accountKey(app.config, input.accountId, 'key', input.key.id) : keys[0],
       scriptNow(app),
       limits.requestsPerMinute,
       limits.requestsPerHour,
@@ -231,6 +235,7 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
       input.spend ? input.spend.reserveNanoUsd.toString() : '0',
       month.end.getTime(),
       seed === undefined ? '' : seed.toString(),
+      input.key ? input.key.requestsPerMinute : '',
     );
   let reply: (number | string)[];
   try {
@@ -249,7 +254,8 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
     }
   }
   if (Number(reply[0]) === -1) throw new GuardChanged();
-  const admission = toAdmission(limits, reply.slice(0, 8).map(Number), Number(reply[10]) === 1);
+  const keyWindow = input.key && { limit: input.key.requestsPerMinute, used: Number(reply[11]) };
+  const admission = toAdmission(limits, reply.slice(0, 8).map(Number), Number(reply[10]) === 1, keyWindow);
   if (!admission.allowed) {
     app.metrics.limiter.rejections.inc({ reason: admission.reason, tier: input.tier });
     if (admission.reason === 'spend' && input.spend) {
@@ -291,7 +297,12 @@ function requireNano(name: string, value: bigint): void {
     throw new TypeError(`${name} must be a bigint from 0 to 2^53 - 1 (got ${String(value)})`);
 }
 
-function toAdmission(limits: TierLimits, reply: number[], heldInFlight: boolean): Admission {
+function toAdmission(
+  limits: TierLimits,
+  reply: number[],
+  heldInFlight: boolean,
+  keyWindow?: { limit: number; used: number },
+): Admission {
   const [allowed, reason, retryAfterMs, now, minuteCount, hourCount, dayCount, tokensUsed] = reply.map(Number) as [
     number,
     number,
@@ -308,10 +319,15 @@ function toAdmission(limits: TierLimits, reply: number[], heldInFlight: boolean)
     { name: 'hour', limit: limits.requestsPerHour, used: hourCount, resetMs: until(HOUR) },
     { name: 'day', limit: limits.requestsPerDay, used: dayCount, resetMs: until(DAY) },
   ];
+  // The key's own minute: the headers show whichever window is nearer to running out.
+  const ofKey: RequestWindow | undefined = keyWindow && { name: 'minute', ...keyWindow, resetMs: until(MINUTE) };
+  if (ofKey) windows.push(ofKey);
   const tokens = { limit: limits.tokensPerDay, used: tokensUsed, resetMs: until(DAY) };
   if (allowed === 1) return { allowed: true, retryAfterSeconds: 0, headers: rateLimitHeaders(windows, tokens) };
   const refusing = nearestWindow(windows);
-  const window = { window: { name: refusing.name, limit: refusing.limit } };
+  const window = {
+    window: { name: refusing.name, limit: refusing.limit, ...(refusing === ofKey ? { ofKey: true } : {}) },
+  };
   if (reason === 3 && !heldInFlight)
     return { allowed: false, reason: 'spend', retryAfterSeconds: 0, now, headers: rateLimitHeaders(windows, tokens) };
   // Held by requests in flight: the script's wait covers only the request windows.
@@ -363,7 +379,14 @@ export function admissionError(admission: Admission): AppError {
     );
   }
   const short = 'Retry-After' in admission.headers;
-  const per = admission.window && !short ? ` (${admission.window.limit} per ${admission.window.name})` : '';
+  const w = admission.window;
+  if (w?.ofKey)
+    return new AppError(
+      'rate_limited',
+      `Rate limit reached for this API key's requests (its own limit of ${w.limit} per minute; change it with PATCH /v1/keys/{id}). ${wait}`,
+      { code: 'rate_limit_exceeded', headers: admission.headers },
+    );
+  const per = w && !short ? ` (${w.limit} per ${w.name})` : '';
   return new AppError('rate_limited', `Rate limit reached for requests${per}. ${wait}`, {
     code: 'rate_limit_exceeded',
     headers: admission.headers,

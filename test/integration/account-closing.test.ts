@@ -233,6 +233,9 @@ describe('closing an account', () => {
     const regenerate = await post(`${web.url}/v1/auth/regenerate-api-key`, undefined, { bearer: who.jwt });
     expect(regenerate.status).to.equal(409);
     expect(regenerate.body.error.code).to.equal('account_closing');
+    const created = await post(`${web.url}/v1/keys`, { name: 'late' }, { bearer: who.jwt });
+    expect(created.status).to.equal(409);
+    expect(created.body.error.code).to.equal('account_closing');
     expect(await activeKeys(who.account.id)).to.equal(0);
 
     // Stripe fails again, now at the final invoice: the subscription stays cancelled, nothing is billed twice.

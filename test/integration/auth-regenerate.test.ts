@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { ManualClock } from '../../src/clock.js';
 import { accountsRoutes } from '../../src/http/routes/accounts.routes.js';
+import { keysRoutes } from '../../src/http/routes/keys.routes.js';
 import { mintJwt } from '../../src/accounts/jwt.js';
 import { subscriptionInfo } from '../../src/subscriptions/subscription-info.service.js';
 import { createTestAccount, credentialProbeRoutes } from '../support/accounts.js';
@@ -22,7 +23,7 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     web.app.db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId).orderBy('created_at').execute();
 
   before(async () => {
-    web = await startTestWeb({ clock, routes: [...accountsRoutes(), ...credentialProbeRoutes()] });
+    web = await startTestWeb({ clock, routes: [...accountsRoutes(), ...keysRoutes(), ...credentialProbeRoutes()] });
   });
   after(async () => web.close());
 
@@ -45,6 +46,36 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     expect((await probe(r.body.api_key)).body.account_id).to.equal(account.id);
   });
 
+  it('replaces only the default key: the account’s other keys keep working, and the new default keeps its settings', async () => {
+    const { account, apiKey: oldDefault, jwt } = await createTestAccount(web.app);
+    const defaultId = (await get(`${web.url}/v1/keys`, { bearer: jwt })).body.data[0].id;
+    await web.app.db
+      .updateTable('api_keys')
+      .set({ name: 'Main', models: ['gpt-4.1-mini'], requests_per_minute: 7 })
+      .where('id', '=', defaultId)
+      .execute();
+    const second = await post(`${web.url}/v1/keys`, { name: 'Second program' }, { bearer: jwt });
+    expect(second.status).to.equal(201);
+    expect((await probe(second.body.api_key)).status).to.equal(200);
+    const r = await regenerate(jwt);
+    expect(r.status).to.equal(200);
+    expect((await probe(oldDefault)).status).to.equal(401);
+    expect((await probe(r.body.api_key)).status).to.equal(200);
+    expect((await probe(second.body.api_key)).status).to.equal(200);
+    const listed = (await get(`${web.url}/v1/keys`, { bearer: jwt })).body.data;
+    expect(listed.map((k: { name: string; is_default: boolean }) => [k.name, k.is_default])).to.deep.equal([
+      ['Main', true],
+      ['Second program', false],
+    ]);
+    expect(listed[0]).to.deep.include({
+      redacted_value: `sk-svc-…${r.body.api_key.slice(-4)}`,
+      models: ['gpt-4.1-mini'],
+      limits: { requests_per_minute: 7, monthly_spend_limit_usd: null },
+    });
+    const live = (await keysOf(account.id)).filter((k) => k.revoked_at === null);
+    expect(live).to.have.length(2);
+  });
+
   it('tells subscription info when the next regeneration is allowed: null until one is made, then two hours after it', async () => {
     const { account, jwt } = await createTestAccount(web.app);
     expect((await subscriptionInfo(web.app, account.id)).api_key).to.deep.equal({ next_regeneration_at: null });
@@ -58,7 +89,7 @@ describe('POST /v1/auth/regenerate-api-key', () => {
     expect((await subscriptionInfo(web.app, account.id)).api_key).to.deep.equal({ next_regeneration_at: null });
   });
 
-  it('keeps exactly one active key per account, and records when the old one was revoked', async () => {
+  it('keeps exactly one default key per account, and records when the old one was revoked', async () => {
     const { account, jwt } = await createTestAccount(web.app);
     await regenerate(jwt);
     const keys = await keysOf(account.id);
@@ -171,7 +202,7 @@ describe('POST /v1/auth/regenerate-api-key when Redis refuses the key-version bu
     redis = await new PrivateRedis().start();
     admin = new Redis(redis.url);
     web = await startTestWeb({
-      routes: [...accountsRoutes(), ...credentialProbeRoutes()],
+      routes: [...accountsRoutes(), ...keysRoutes(), ...credentialProbeRoutes()],
       env: { REDIS_URL: redis.url },
     });
     holder = new pg.Client({ connectionString: process.env.DATABASE_URL });

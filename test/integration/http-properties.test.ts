@@ -70,6 +70,7 @@ describe('every endpoint, with generated input (fast-check)', function () {
   this.timeout(120_000);
   let web: TestWeb;
   let paid: TestAccount;
+  let patchedKeyId: string;
   const signups: string[] = [];
 
   before(async () => {
@@ -86,6 +87,9 @@ describe('every endpoint, with generated input (fast-check)', function () {
       },
     });
     paid = await createTestAccount(web.app, { tier: 'paid' });
+    // The key the generated PATCH bodies change (not the account's default key, which the others use).
+    const created = await request('POST', `${web.url}/v1/keys`, { bearer: paid.jwt, json: { name: 'Patched' } });
+    patchedKeyId = created.body.id;
   });
   after(async () => {
     await closeOutboxFor(web.app, signups);
@@ -101,6 +105,17 @@ describe('every endpoint, with generated input (fast-check)', function () {
   }
 
   const personas = () => Object.keys(web.app.catalog.personas);
+  const keyOverrides = () => ({
+    'models.*': fc.constantFrom(...web.app.catalog.models.map((m) => m.id)),
+    'limits.monthly_spend_limit_usd': fc.option(
+      fc.integer({ min: 1, max: 100_000_000 }).map((c) => (c / 100).toFixed(2)),
+    ),
+    expires_at: fc.option(
+      fc
+        .integer({ min: 60_000, max: 400 * 86_400_000 })
+        .map((ms) => new Date(web.app.clock.now().getTime() + ms).toISOString()),
+    ),
+  });
   const cases = (): Case[] => {
     const byPath = new Map(allRoutes(() => ({})).map((r) => [`${r.method} ${r.path}`, r]));
     const route = (key: string) => byPath.get(key) ?? expect.fail(`no route ${key}`);
@@ -262,6 +277,23 @@ describe('every endpoint, with generated input (fast-check)', function () {
           JSON.stringify(r.body?.detail?.[0]?.loc) === '["body","confirm_email"]' &&
           /to confirm closing it/.test(r.body.detail[0].msg),
       },
+      // Keys: models from the catalog, a spending limit of whole cents, an expiry in the future.
+      // The account's keys pile up over the runs, so the cap on keys (409) counts as accepted too.
+      ...['post /v1/keys', 'patch /v1/keys/:id'].map((key) => ({
+        spec: route(key),
+        gen: { maxStringLength: 100, overrides: keyOverrides() },
+        accepted: (r: HttpResult) =>
+          r.status === 201 ||
+          r.status === 200 ||
+          (r.status === 409 && r.body?.error?.code === 'key_limit_reached') ||
+          // No key has the generated ids.
+          (r.status === 404 && r.body?.error?.code === 'key_not_found'),
+      })),
+      {
+        spec: route('delete /v1/keys/:id'),
+        gen: {},
+        accepted: (r) => r.status === 404 && r.body?.error?.code === 'key_not_found',
+      },
       // No completion has these ids: every valid one is looked up and not found. (An empty id is
       // another URL, the one that creates completions.)
       {
@@ -286,7 +318,8 @@ describe('every endpoint, with generated input (fast-check)', function () {
   /** Sends `value` where the route reads it: the JSON body, the query string, or the path. */
   function send(spec: RouteSpec, where: 'body' | 'query' | 'path', value: unknown): Promise<HttpResult> {
     const bearer = bearerFor(spec);
-    let path = spec.path;
+    // A body or query string goes to an existing key; generated ids are tried with the path.
+    let path = where === 'path' ? spec.path : spec.path.replace(':id', patchedKeyId);
     if (where === 'path') {
       for (const [k, v] of Object.entries(value as Record<string, unknown>))
         path = path.replace(`:${k}`, encodeURIComponent(String(v)));
@@ -354,10 +387,10 @@ describe('every endpoint, with generated input (fast-check)', function () {
         const gen = where === 'path' ? { ...c.gen, query: true } : c.gen;
         await fc.assert(
           fc.asyncProperty(invalidOf(schema, gen), async ({ value, loc }) => {
-            // A path parameter cannot be left out or repeated; those cases are other URLs.
+            // A path parameter cannot be left out, repeated or empty; those cases are other URLs.
             if (where === 'path') {
               const v = (value as Record<string, unknown> | null)?.[String(loc[0])];
-              if (v === undefined || Array.isArray(v)) return;
+              if (v === undefined || Array.isArray(v) || v === '') return;
             }
             const r = await send(c.spec, where, value);
             const what = `${c.spec.method} ${c.spec.path} ${where} ${JSON.stringify(value).slice(0, 300)} expecting loc ${JSON.stringify([where, ...loc])} -> ${describeResult(r)}`;

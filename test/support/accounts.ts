@@ -14,7 +14,7 @@ export interface TestAccount {
 }
 
 /**
- * An account straight in the database (verified, with an active API key and a JWT), for tests
+ * An account straight in the database (verified, with its default API key and a JWT), for tests
  * whose subject is not sign-up itself. Sign-up and verification have their own tests.
  */
 export async function createTestAccount(
@@ -37,7 +37,7 @@ export async function createTestAccount(
   const key = generateApiKey();
   await app.db
     .insertInto('api_keys')
-    .values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix })
+    .values({ account_id: account.id, key_hash: key.hash, display_prefix: key.displayPrefix, last4: key.last4 })
     .execute();
   // With JWT_JWKS_URL tokens come from the identity provider; tests sign their own there. An hour,
   // as tests move their clocks past the minted default (15 minutes).

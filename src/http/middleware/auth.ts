@@ -8,6 +8,7 @@ import {
   forgetCachedApiKey,
   looksLikeApiKey,
 } from '../../accounts/auth.service.js';
+import { assertKeyUsable } from '../../accounts/key-grant.js';
 import type { AppState, AuthMode } from '../route.js';
 import { sessionAuth } from './console-session.js';
 
@@ -107,21 +108,31 @@ export function authenticate(
     }
     const cached = isKey && opts.deferKeyCheck ? cachedApiKey(app, credential) : undefined;
     if (cached) {
+      // The key's own settings came with the cached account; the script confirms they are current.
+      await challenged(ctx, () =>
+        Promise.resolve().then(() => assertKeyUsable(cached.account.apiKey, app.clock.now())),
+      );
       ctx.state.account = cached.account;
+      ctx.state.apiKey = cached.account.apiKey;
       ctx.state.keyCheck = {
         versionKey: cached.versionKey,
         version: cached.version,
         refresh: () =>
           challenged(ctx, async () => {
             forgetCachedApiKey(app, credential);
-            return (ctx.state.account = await authenticateApiKey(app, credential));
+            const account = await authenticateApiKey(app, credential);
+            ctx.state.apiKey = account.apiKey;
+            return (ctx.state.account = account);
           }),
       };
+    } else if (isKey) {
+      const account = await challenged(ctx, () => authenticateApiKey(app, credential));
+      ctx.state.account = account;
+      ctx.state.apiKey = account.apiKey;
     } else {
-      ctx.state.account = await challenged(ctx, () =>
-        isKey ? authenticateApiKey(app, credential) : authenticateJwt(app, credential),
-      );
+      ctx.state.account = await challenged(ctx, () => authenticateJwt(app, credential));
     }
+    if (ctx.state.apiKey) app.keyLastUsed.touch(app, ctx.state.apiKey.id);
     ctx.state.credential = isKey ? 'api_key' : 'jwt';
     await next();
   };

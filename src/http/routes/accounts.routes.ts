@@ -217,8 +217,10 @@ export function accountsRoutes(): RouteSpec[] {
       method: 'post',
       path: '/v1/auth/regenerate-api-key',
       operationId: 'regenerateApiKey',
-      summary: 'Issue a new API key; the old one stops working at once',
+      summary:
+        "Issue a new default API key; the old default key stops working at once, the account's other keys keep working",
       description:
+        "The new default key keeps the old one's name, models and limits (not its expiry or disabled flag). " +
         'Limited to 1 call per 2 hours per account: a 429 says when the next one is allowed (in the message and X-RateLimit-Reset; x-should-retry: false, since the wait is longer than a retry should sleep). Tier, rate-limit counters, subscription and billing stay with the account.',
       tag: 'accounts',
       auth: 'jwt',

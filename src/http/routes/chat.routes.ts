@@ -31,7 +31,9 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
         schema: ChatCompletionSchema,
         alsoAs: ['text/event-stream'],
       },
-      403: { description: 'The model needs the paid tier' },
+      403: {
+        description: "The model needs the paid tier, or is outside the API key's allow-list (model_not_allowed)",
+      },
       404: { description: 'Unknown model' },
       429: {
         description:
@@ -45,6 +47,7 @@ export const chatRoutes: RouteSpec[] = defineRoutes([
     handler: async (ctx, app) => {
       const { job, headers, refusal } = await admitCompletion(app, {
         account: accountOf(ctx),
+        key: ctx.state.apiKey,
         request: ctx.state.body as ChatCompletionRequest,
         unconfirmed: ctx.state.keyCheck,
       });

@@ -4,6 +4,7 @@ import { subscriptionRoutes } from './subscriptions.routes.js';
 import { webhookRoutes } from './webhooks.routes.js';
 import { accountsRoutes } from './accounts.routes.js';
 import { accountClosingRoutes } from './account-closing.routes.js';
+import { keysRoutes } from './keys.routes.js';
 import { chatRoutes } from './chat.routes.js';
 import { chatRetrievalRoutes } from './chat-retrieval.routes.js';
 import { responsesRoutes } from './responses.routes.js';
@@ -18,6 +19,7 @@ import { faviconRoutes } from './favicon.routes.js';
 export function allRoutes(openApi: () => unknown): RouteSpec[] {
   return [
     ...accountsRoutes(),
+    ...keysRoutes(),
     ...chatRoutes,
     ...chatRetrievalRoutes,
     ...responsesRoutes,

@@ -1,3 +1,4 @@
+import { assertModelAllowed, keyAllowsModel } from '../../accounts/key-grant.js';
 import type { CatalogModel } from '../../catalog/catalog.js';
 import { AppError } from '../../errors.js';
 import { PROVIDER_NAMES } from '../../providers/providers.js';
@@ -129,14 +130,17 @@ export function modelsRoutes(): RouteSpec[] {
       operationId: 'listModels',
       summary: "The models the caller's tier may use",
       description:
-        "In the OpenAI list shape, so OpenAI clients (`client.models.list()`) work. The free tier lists exactly three models. Each model also says its context length, what it accepts and its price on each tier (docs/models-and-providers.md). `tier` lists another tier's models, to see the paid tier's before upgrading.",
+        "In the OpenAI list shape, so OpenAI clients (`client.models.list()`) work. The free tier lists exactly three models. Each model also says its context length, what it accepts and its price on each tier (docs/models-and-providers.md). `tier` lists another tier's models, to see the paid tier's before upgrading. Called with an API key that has a model allow-list, only the models on that list.",
       tag: 'chat',
       auth: 'api_key_or_jwt',
       query: ModelsQuery,
       responses: { 200: { description: "The models of the caller's tier (or of `tier`)", schema: ModelList } },
       handler: (ctx, app) => {
         const { tier } = ctx.state.query as { tier?: 'free' | 'paid' };
-        ctx.body = { object: 'list', data: app.catalog.forTier(tier ?? accountOf(ctx).tier).map(toModelObject) };
+        const models = app.catalog
+          .forTier(tier ?? accountOf(ctx).tier)
+          .filter((m) => keyAllowsModel(ctx.state.apiKey, m.id));
+        ctx.body = { object: 'list', data: models.map(toModelObject) };
       },
     },
     {
@@ -149,7 +153,9 @@ export function modelsRoutes(): RouteSpec[] {
       params: ModelParams,
       responses: {
         200: { description: 'The model', schema: ModelObject },
-        403: { description: 'The model needs the paid tier' },
+        403: {
+          description: "The model needs the paid tier, or is outside the API key's allow-list (model_not_allowed)",
+        },
         404: { description: 'No such model' },
       },
       handler: (ctx, app) => {
@@ -175,6 +181,7 @@ export function modelsRoutes(): RouteSpec[] {
             },
           );
         }
+        assertModelAllowed(ctx.state.apiKey, model.id);
         ctx.body = toModelObject(model);
       },
     },

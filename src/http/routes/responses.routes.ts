@@ -62,7 +62,9 @@ export const responsesRoutes: RouteSpec[] = defineRoutes([
         description:
           'A field the service does not take (unknown, or a feature it does not offer), named in `param`; `background: true` with `store: false` (`param: store`)',
       },
-      403: { description: 'The model needs the paid tier' },
+      403: {
+        description: "The model needs the paid tier, or is outside the API key's allow-list (model_not_allowed)",
+      },
       404: { description: 'Unknown model' },
       429: {
         description:
@@ -84,6 +86,7 @@ export const responsesRoutes: RouteSpec[] = defineRoutes([
       }
       const { job, headers, refusal } = await admitResponse(app, {
         account,
+        key: ctx.state.apiKey,
         request,
         unconfirmed: ctx.state.keyCheck,
         prior,

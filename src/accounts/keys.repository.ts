@@ -1,0 +1,62 @@
+import type { Updateable } from 'kysely';
+import type { ApiKeysTable } from '../../db/schema/api-keys.js';
+import type { Db, Trx } from '../infra/db.js';
+import { insertApiKey, type ApiKeyRow } from './accounts.repository.js';
+
+export const insertKey = insertApiKey;
+
+export async function listLiveKeys(db: Db | Trx, accountId: string): Promise<ApiKeyRow[]> {
+  return db
+    .selectFrom('api_keys')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .where('revoked_at', 'is', null)
+    .orderBy('is_default', 'desc')
+    .orderBy('created_at')
+    .orderBy('id')
+    .execute();
+}
+
+export async function countLiveKeys(trx: Trx, accountId: string): Promise<number> {
+  const row = await trx
+    .selectFrom('api_keys')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('account_id', '=', accountId)
+    .where('revoked_at', 'is', null)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** One of the account's live keys; another account's key, or a revoked one, is not found. */
+export async function findLiveKey(db: Db | Trx, accountId: string, keyId: string): Promise<ApiKeyRow | undefined> {
+  return db
+    .selectFrom('api_keys')
+    .selectAll()
+    .where('id', '=', keyId)
+    .where('account_id', '=', accountId)
+    .where('revoked_at', 'is', null)
+    .executeTakeFirst();
+}
+
+export async function updateKey(
+  trx: Trx,
+  accountId: string,
+  keyId: string,
+  settings: Pick<
+    Updateable<ApiKeysTable>,
+    'name' | 'models' | 'expires_at' | 'requests_per_minute' | 'monthly_spend_limit_usd' | 'disabled'
+  >,
+): Promise<ApiKeyRow | undefined> {
+  return trx
+    .updateTable('api_keys')
+    .set(settings)
+    .where('id', '=', keyId)
+    .where('account_id', '=', accountId)
+    .where('revoked_at', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function revokeKey(trx: Trx, keyId: string, now: Date): Promise<void> {
+  await trx.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', keyId).execute();
+}
