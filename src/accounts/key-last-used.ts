@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Db } from '../infra/db.js';
 import type { Logger } from '../logger.js';
+import { touchKeyLastUsed } from './keys.repository.js';
 
 /** How stale a key's last_used_at may be: it is written at most once per key in this span. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
@@ -24,15 +25,9 @@ export class KeyLastUsed {
     if (this.written.size >= MAX_TRACKED) this.written.delete(this.written.keys().next().value!);
     this.written.set(keyId, now.getTime());
     const before = new Date(now.getTime() - LAST_USED_GRANULARITY_MS);
-    deps.db
-      .updateTable('api_keys')
-      .set({ last_used_at: now })
-      .where('id', '=', keyId)
-      .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', before)]))
-      .execute()
-      .catch((err: unknown) => {
-        this.written.delete(keyId);
-        deps.log.warn({ err, keyId }, 'could not record when the API key was last used');
-      });
+    touchKeyLastUsed(deps.db, keyId, now, before).catch((err: unknown) => {
+      this.written.delete(keyId);
+      deps.log.warn({ err, keyId }, 'could not record when the API key was last used');
+    });
   }
 }

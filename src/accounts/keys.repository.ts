@@ -60,3 +60,13 @@ export async function updateKey(
 export async function revokeKey(trx: Trx, keyId: string, now: Date): Promise<void> {
   await trx.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', keyId).execute();
 }
+
+/** Sets a key's last_used_at to `now` unless it was set at or after `notBefore` (by another process). */
+export async function touchKeyLastUsed(db: Db, keyId: string, now: Date, notBefore: Date): Promise<void> {
+  await db
+    .updateTable('api_keys')
+    .set({ last_used_at: now })
+    .where('id', '=', keyId)
+    .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', notBefore)]))
+    .execute();
+}
