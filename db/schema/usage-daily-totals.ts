@@ -3,13 +3,15 @@ import type { UsageApi } from './usage-events.js';
 
 type BigintColumn = ColumnType<string, string | number | bigint, string | number | bigint>;
 
-/** Per account, UTC day, model and API: totals of the ledger, maintained by a trigger on usage_events. */
+/** Per account, UTC day, model, API and key: totals of the ledger, maintained by a trigger on usage_events. */
 export interface UsageDailyTotalsTable {
   account_id: string;
   /** The UTC day of the requests' created_at. */
   day: ColumnType<Date, Date | string, Date | string>;
   model: string;
   api: UsageApi;
+  /** The API key (api_keys.id); null for usage recorded before keys were (NULLS NOT DISTINCT in its key). */
+  key_id: string | null;
   requests: BigintColumn;
   prompt_tokens: BigintColumn;
   completion_tokens: BigintColumn;

@@ -26,6 +26,8 @@ export interface UsageEventsTable {
   stream: ColumnType<boolean, boolean | undefined, boolean>;
   /** Which API the request came through ('chat.completions' on rows recorded before this was kept, except `resp_…` ids). */
   api: ColumnType<UsageApi, UsageApi | undefined, UsageApi>;
+  /** The API key that made the request (api_keys.id); null on rows recorded before it was kept. */
+  key_id: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: Date;
   recorded_at: ColumnType<Date, Date | undefined, never>;
   invoice_id: string | null;

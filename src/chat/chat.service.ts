@@ -142,6 +142,7 @@ export function prepareCompletion(
     id: wire ? responseId(relayTo) : completionId(relayTo),
     relayTo,
     accountId: account.id,
+    ...(key ? { keyId: key.id } : {}),
     tier: account.tier,
     model: {
       id: model.id,

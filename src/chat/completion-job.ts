@@ -15,6 +15,8 @@ export interface CompletionJob {
   /** The completion queue shard it was queued on; its usage goes to the same shard's stream. */
   shard: number;
   accountId: string;
+  /** The API key that made the request (api_keys.id): usage and the key's own spending limit count it. */
+  keyId?: string;
   /** The tier the request was admitted under; billing uses it. */
   tier: Tier;
   model: {
@@ -70,6 +72,7 @@ export function usageOf(
     created_at: new Date(job.created * 1000).toISOString(),
     stream: job.stream,
     api: job.wire?.format === 'responses' ? 'responses' : 'chat.completions',
+    ...(job.keyId ? { key_id: job.keyId } : {}),
   };
 }
 

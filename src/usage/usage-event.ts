@@ -18,6 +18,8 @@ export interface UsageEvent {
   stream?: boolean;
   /** The API the request came through; absent in entries a worker appended before this was carried (see apiOf). */
   api?: UsageApi;
+  /** The API key that made the request (api_keys.id); absent in entries a worker appended before this was carried. */
+  key_id?: string;
 }
 
 /**

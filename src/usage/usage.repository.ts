@@ -32,6 +32,7 @@ export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<U
         created_at: new Date(e.created_at),
         stream: e.stream === true,
         api: apiOf(e),
+        key_id: e.key_id ?? null,
       })),
     )
     .onConflict((oc) => oc.column('request_id').doNothing())
@@ -323,26 +324,27 @@ export async function rebuildMonthTotals(trx: Trx, monthStart: Date, monthEnd: D
 /**
  * Re-derives the daily totals of the days in [monthStart, monthEnd) from the ledger and replaces
  * them where they differ, under the same lock discipline as rebuildMonthTotals. Returns the number
- * of (account, day, model, API) totals that differed.
+ * of (account, day, model, API, key) totals that differed.
  */
 export async function rebuildDayTotals(trx: Trx, monthStart: Date, monthEnd: Date): Promise<number> {
   await sql`lock table usage_daily_totals in share row exclusive mode`.execute(trx);
   const from = monthStart.toISOString().slice(0, 10);
   const to = monthEnd.toISOString().slice(0, 10);
   const truth = sql`
-    select account_id, (created_at at time zone 'UTC')::date as day, model, api, count(*)::bigint as requests,
+    select account_id, (created_at at time zone 'UTC')::date as day, model, api, key_id, count(*)::bigint as requests,
            sum(prompt_tokens)::bigint as prompt_tokens, sum(completion_tokens)::bigint as completion_tokens,
            coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) as cost_usd
       from usage_events
      where created_at >= ${monthStart} and created_at < ${monthEnd}
-     group by 1, 2, 3, 4`;
+     group by 1, 2, 3, 4, 5`;
   const drift = await sql<{ n: string }>`
-    with truth as (${truth}), kept as (
-      select account_id, day, model, api, requests, prompt_tokens, completion_tokens, cost_usd
+    with truth as (select *, coalesce(key_id::text, '') as key from (${truth}) l), kept as (
+      select account_id, day, model, api, coalesce(key_id::text, '') as key, requests, prompt_tokens, completion_tokens, cost_usd
         from usage_daily_totals where day >= ${from}::date and day < ${to}::date
     )
     select count(*)::text as n
-      from truth t full join kept k using (account_id, day, model, api)
+      -- A full join needs an equality: the no-key rows meet as ''.
+      from truth t full join kept k using (account_id, day, model, api, key)
      where (t.requests, t.prompt_tokens, t.completion_tokens, t.cost_usd) is distinct from (k.requests, k.prompt_tokens, k.completion_tokens, k.cost_usd)`.execute(
     trx,
   );
@@ -350,7 +352,7 @@ export async function rebuildDayTotals(trx: Trx, monthStart: Date, monthEnd: Dat
   if (n > 0) {
     await sql`delete from usage_daily_totals where day >= ${from}::date and day < ${to}::date`.execute(trx);
     await sql`
-      insert into usage_daily_totals (account_id, day, model, api, requests, prompt_tokens, completion_tokens, cost_usd)
+      insert into usage_daily_totals (account_id, day, model, api, key_id, requests, prompt_tokens, completion_tokens, cost_usd)
       ${truth}`.execute(trx);
   }
   return n;

@@ -89,6 +89,43 @@ describe('metering into the ledger and the monthly totals', () => {
     });
   });
 
+  it('records the API key an entry names in the ledger and in the daily totals, and none for an entry without one', async () => {
+    const who = await createTestAccount(app, { tier: 'paid' });
+    const keyId = randomUUID();
+    const event = (key_id?: string): UsageEvent => ({
+      request_id: `chatcmpl-${randomUUID()}`,
+      account_id: who.account.id,
+      model: 'gpt-4.1',
+      tier: 'paid',
+      status: 'completed',
+      prompt_tokens: 10,
+      completion_tokens: 5,
+      input_price_per_million: '2.00',
+      output_price_per_million: '8.00',
+      created_at: '2018-05-19T10:00:00.000Z',
+      ...(key_id ? { key_id } : {}),
+    });
+    for (const e of [event(keyId), event(keyId), event()]) await appendUsage(app.redis, app.config, 0, e);
+    await flushUsage(app);
+    const ledger = await app.db
+      .selectFrom('usage_events')
+      .select(['key_id'])
+      .where('account_id', '=', who.account.id)
+      .orderBy('key_id')
+      .execute();
+    expect(ledger.map((r) => r.key_id)).to.deep.equal([keyId, keyId, null]);
+    const totals = await app.db
+      .selectFrom('usage_daily_totals')
+      .select(['key_id', 'requests', 'prompt_tokens'])
+      .where('account_id', '=', who.account.id)
+      .orderBy('key_id')
+      .execute();
+    expect(totals).to.deep.equal([
+      { key_id: keyId, requests: '2', prompt_tokens: '20' },
+      { key_id: null, requests: '1', prompt_tokens: '10' },
+    ]);
+  });
+
   it('adds what each new ledger row costs at catalog prices to usage_cost_usd_total, by tier and model, once per request', async () => {
     const paid = await createTestAccount(app, { tier: 'paid' });
     const free = await createTestAccount(app, { tier: 'free' });
