@@ -40,7 +40,7 @@ const limits: JsonSchema = {
       type: ['string', 'null'],
       pattern: '^(0|[1-9][0-9]{0,6})(\\.[0-9]{1,2})?$',
       maxLength: 10,
-      description: `This key's monthly spending limit in USD as a decimal string (0.01 to ${MAX_KEY_MONTHLY_LIMIT_USD}, at most two decimals), or null for none. The account's own limit still applies to all its keys together.`,
+      description: `This key's monthly spending limit in USD as a decimal string (0.01 to ${MAX_KEY_MONTHLY_LIMIT_USD}, at most two decimals), or null for none: past it (paid tier) the key's requests get 429 insufficient_quota. The account's own limit still applies to all its keys together.`,
       example: '10.00',
     },
   },

@@ -3,7 +3,14 @@ import type { ApiKeyGrant, KeyedAccount } from '../accounts/key-grant.js';
 import { alertSpendLimitReached, type SpendAlertDeps } from '../billing/spend-alerts.service.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { admissionError, GuardChanged, type Admission, type Limiter } from '../limits/limiter.service.js';
+import {
+  admissionError,
+  GuardChanged,
+  type Admission,
+  type AdmitInput,
+  type Limiter,
+} from '../limits/limiter.service.js';
+import { nanoUsdOf } from '../usage/usage-cost.js';
 import type { ChatCompletionRequest } from './chat.schema.js';
 import { prepareCompletion, spendCheckOf, type PrepareDeps } from './chat.service.js';
 import type { PreparedJob } from './completion-job.js';
@@ -17,6 +24,18 @@ export interface AdmissionDeps extends PrepareDeps, SpendAlertDeps {
   dispatcher: Pick<Dispatcher, 'assertRoom'>;
   relayHub: { readonly instance: string };
   log: Logger;
+}
+
+/** The API key's own limits as the limiter takes them; nothing for a key without any. */
+function keyLimitsOf(key: ApiKeyGrant | undefined): Pick<AdmitInput, 'key'> {
+  if (!key || (key.requests_per_minute === null && key.monthly_spend_limit_usd === null)) return {};
+  return {
+    key: {
+      id: key.id,
+      ...(key.requests_per_minute !== null ? { requestsPerMinute: key.requests_per_minute } : {}),
+      ...(key.monthly_spend_limit_usd !== null ? { spendLimitNanoUsd: nanoUsdOf(key.monthly_spend_limit_usd) } : {}),
+    },
+  };
 }
 
 /**
@@ -65,10 +84,8 @@ export async function admitCompletion(
         requestId: job.id,
         reserveTokens: job.reservedTokens,
         guard,
-        spend: spendCheckOf(account, job),
-        ...(key?.requests_per_minute != null
-          ? { key: { id: key.id, requestsPerMinute: key.requests_per_minute } }
-          : {}),
+        spend: spendCheckOf(account, job, key),
+        ...keyLimitsOf(key),
       }),
     );
   let check = input.unconfirmed;
@@ -100,6 +117,7 @@ export async function admitCompletion(
     admission = await admitFor(account, job);
   }
   if (admission.allowed) return { job, headers: admission.headers };
-  if (admission.spend) await alertSpendLimitReached(deps, account, admission.spend);
+  // The account's alert is for the account's limit; a key's own limit is the key owner's business.
+  if (admission.spend && !admission.spend.ofKey) await alertSpendLimitReached(deps, account, admission.spend);
   return { job, headers: admission.headers, refusal: admissionError(admission) };
 }

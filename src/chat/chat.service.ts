@@ -163,16 +163,19 @@ export function prepareCompletion(
 }
 
 /**
- * The spending limit a request is admitted against: the account's own, on the paid tier (free
- * requests cost nothing), reserving the most the request can cost: its prompt tokens and its
- * completion budget (max_tokens, or the default reservation, for each of n choices) at the
- * model's prices, in the ledger's arithmetic.
+ * The spending limits a request is admitted against: the account's own and its API key's, on the
+ * paid tier (free requests cost nothing), reserving the most the request can cost: its prompt
+ * tokens and its completion budget (max_tokens, or the default reservation, for each of n
+ * choices) at the model's prices, in the ledger's arithmetic.
  */
 export function spendCheckOf(
   account: Pick<Account, 'tier' | 'monthly_spend_limit_usd'>,
   job: PreparedJob,
+  key?: Pick<ApiKeyGrant, 'monthly_spend_limit_usd'>,
 ): SpendCheck | undefined {
-  if (account.tier !== 'paid' || account.monthly_spend_limit_usd === null) return undefined;
+  const accountLimit = account.monthly_spend_limit_usd;
+  if (account.tier !== 'paid' || (accountLimit === null && (key?.monthly_spend_limit_usd ?? null) === null))
+    return undefined;
   const reserveNanoUsd = requestCostNanoUsd({
     tier: job.tier,
     prompt_tokens: job.promptTokens,
@@ -180,5 +183,9 @@ export function spendCheckOf(
     input_price_per_million: job.model.input_price_per_million,
     output_price_per_million: job.model.output_price_per_million,
   });
-  return { limitNanoUsd: nanoUsdOf(account.monthly_spend_limit_usd), reserveNanoUsd, admittedAt: job.created * 1000 };
+  return {
+    limitNanoUsd: accountLimit === null ? null : nanoUsdOf(accountLimit),
+    reserveNanoUsd,
+    admittedAt: job.created * 1000,
+  };
 }

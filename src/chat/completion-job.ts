@@ -81,11 +81,12 @@ export function usageOf(
  * when it never ran (withdrawn from the queue). The month is the one it was admitted in, as in the ledger.
  */
 export function settlementOf(
-  job: Pick<CompletionJob, 'id' | 'accountId' | 'created'>,
+  job: Pick<CompletionJob, 'id' | 'accountId' | 'created' | 'keyId'>,
   usage?: UsageEvent,
 ): SettleInput {
   return {
     accountId: job.accountId,
+    ...(job.keyId ? { keyId: job.keyId } : {}),
     requestId: job.id,
     actualTokens: usage ? usage.prompt_tokens + usage.completion_tokens : 0,
     spend: { costNanoUsd: usage ? requestCostNanoUsd(usage) : 0n, admittedAt: job.created * 1000 },

@@ -36,7 +36,8 @@ local function int(x) return string.format('%d', x) end
  * reserveTokens, reservationTtlMs, '1' when guarded, the value the guard key must hold ('' = none),
  * the spending limit in nano-USD ('' = none), the request's most possible cost in nano-USD, the
  * month's end (epoch ms), the month's spend so far from the ledger ('' = not read), the API key's
- * own requests per minute ('' = none).
+ * own requests per minute ('' = none), the API key's own spending limit in nano-USD ('' = none),
+ * the key's spend this month from the ledger ('' = not read), the API key's id ('' = none).
  * Reply: { allowed 0|1, reason 0 none|1 requests|2 tokens|3 spend, retryAfterMs, now, minuteCount,
  *          hourCount, dayCount, tokensUsed (settled today + every live reservation),
  *          spendUsed (the month's settled spend + every live spend reservation, nano-USD),
@@ -44,12 +45,17 @@ local function int(x) return string.format('%d', x) end
  *          1 when only reservations of requests in flight stand in the refusing quota's way (see HELD),
  *          the key's requests this minute (with this one when admitted; 0 without a key limit) },
  *        or { -1 } when the guard key no longer holds the expected value (nothing was counted),
- *        or { -2 } when the month's spend is not in Redis and no ledger figure came with the call.
+ *        or { -2, 1 when the account's figure is missing, 1 when the key's is } when a month's spend a
+ *        limit needs is not in Redis and no ledger figure came with the call (nothing was counted).
  *
  * SPEND: one hash per account and UTC month: 'spent' (settled nano-USD; present once the month's
  * figure was seeded), 'held' (the sum of live reservations), 'r:'..requestId (one reservation),
  * 'stop' (the limit has refused a request this month). Its reservations expire with the token
  * ones (same zset). The hash outlives its month by SPEND_GRACE, so late settlements still land.
+ * An API key with a spending limit of its own keeps its month in the same hash: 'k:'..keyId..':spent'
+ * (seeded from the ledger's rows of that key), 'k:'..keyId..':held', and 'kr:'..requestId, one
+ * reservation as '<keyId> <nano-USD>', so an expired one finds its key. Every reservation is also
+ * held in the account's 'held': the account's limit stays the ceiling over all of its keys.
  *
  * HELD: a quota (tokens or spend) that settled usage alone leaves room for, but live reservations
  * fill, frees as those requests end, usually within seconds: the reply says so, and retryAfterMs
@@ -57,21 +63,30 @@ local function int(x) return string.format('%d', x) end
  */
 export const ADMIT_LUA = `${NOW}
 if ARGV[9] == '1' and (redis.call('GET', KEYS[4]) or '') ~= ARGV[10] then return { -1 } end
-local spendLimit = tonumber(ARGV[11])
-local spent = 0
-if spendLimit then
-  local s = redis.call('HGET', KEYS[5], 'spent')
-  if not s then
-    if ARGV[14] == '' then return { -2 } end
-    redis.call('HSET', KEYS[5], 'spent', ARGV[14])
-    redis.call('PEXPIRE', KEYS[5], int(math.max(tonumber(ARGV[13]) - now, 0) + SPEND_GRACE))
-    s = ARGV[14]
-  end
-  spent = tonumber(s)
+local spendLimit, keySpendLimit, keyId = tonumber(ARGV[11]), tonumber(ARGV[16]), ARGV[18]
+-- A month's settled spend, seeded from the ledger figure the caller read when Redis has none.
+local function seeded(field, seed)
+  local s = redis.call('HGET', KEYS[5], field)
+  if s then return tonumber(s) end
+  if seed == '' then return nil end
+  redis.call('HSET', KEYS[5], field, seed)
+  redis.call('PEXPIRE', KEYS[5], int(math.max(tonumber(ARGV[13]) - now, 0) + SPEND_GRACE))
+  return tonumber(seed)
+end
+local spent, kspent = 0, 0
+if spendLimit then spent = seeded('spent', ARGV[14]) end
+if keySpendLimit then kspent = seeded('k:' .. keyId .. ':spent', ARGV[17]) end
+if spent == nil or kspent == nil then
+  return { -2, (spent == nil and 1) or 0, (kspent == nil and 1) or 0 }
 end
 local rpm, rph, rpd, tpd = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local requestId, reserve, ttl = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
-local sreserve = (spendLimit and tonumber(ARGV[12])) or 0
+local sreserve = ((spendLimit or keySpendLimit) and tonumber(ARGV[12])) or 0
+-- A key's reservation '<keyId> <nano-USD>' returned to its key's 'held'.
+local function releaseKeyHold(value)
+  local id, amount = string.match(value, '^(%S+) (%d+)$')
+  if id then redis.call('HINCRBY', KEYS[5], 'k:' .. id .. ':held', '-' .. amount) end
+end
 local m, h, d = math.floor(now / MINUTE), math.floor(now / HOUR), math.floor(now / DAY)
 
 local f = redis.call('HMGET', KEYS[1], 'm', 'mc', 'h', 'hc', 'd', 'dc', 'tu')
@@ -95,6 +110,12 @@ if #expired > 0 then
     local held = redis.call('HMGET', KEYS[5], unpack(fields))
     for j = 1, #held do sfreed = sfreed + (tonumber(held[j]) or 0) end
     if sfreed > 0 then redis.call('HDEL', KEYS[5], unpack(fields)) end
+    for j = 1, #fields do fields[j] = 'k' .. fields[j] end
+    local kheld = redis.call('HMGET', KEYS[5], unpack(fields))
+    for j = 1, #kheld do
+      if kheld[j] then releaseKeyHold(kheld[j]) end
+    end
+    redis.call('HDEL', KEYS[5], unpack(fields))
   end
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   redis.call('HINCRBY', KEYS[3], 'total', -freed)
@@ -128,6 +149,16 @@ if spendLimit and spendUsed + sreserve > spendLimit then
   -- one refused only while requests in flight hold the rest has not reached it either (yet).
   if held == 0 and sreserve <= spendLimit and redis.call('HSETNX', KEYS[5], 'stop', '1') == 1 then first = 1 end
   return { 0, 3, requestWait, now, mc, hc, dc, tu + reserved, spendUsed, first, held, kmc }
+end
+
+-- Over the key's own spending limit, within the account's: reason 4, HELD as above.
+if keySpendLimit then
+  local keyUsed = kspent + (tonumber(redis.call('HGET', KEYS[5], 'k:' .. keyId .. ':held')) or 0)
+  if keyUsed + sreserve > keySpendLimit then
+    local held = 0
+    if kspent + sreserve <= keySpendLimit then held = 1 end
+    return { 0, 4, requestWait, now, mc, hc, dc, tu + reserved, keyUsed, 0, held, kmc }
+  end
 end
 
 -- Blocked on tokens: settled usage resets at UTC midnight. HELD when it alone leaves room.
@@ -172,6 +203,15 @@ if sreserve > 0 then
   redis.call('HSET', KEYS[5], 'r:' .. requestId, ARGV[12])
   redis.call('HINCRBY', KEYS[5], 'held', int(sreserve - previous))
   spendUsed = spendUsed + sreserve - previous
+  local kfield = 'kr:' .. requestId
+  local kprevious = again and redis.call('HGET', KEYS[5], kfield)
+  if kprevious then releaseKeyHold(kprevious) end
+  if keySpendLimit then
+    redis.call('HSET', KEYS[5], kfield, keyId .. ' ' .. ARGV[12])
+    redis.call('HINCRBY', KEYS[5], 'k:' .. keyId .. ':held', ARGV[12])
+  elseif kprevious then
+    redis.call('HDEL', KEYS[5], kfield)
+  end
 end
 return { 1, 0, 0, now, mc, hc, dc, tu + reserved, spendUsed, 0, 0, kmc }
 `;
@@ -185,7 +225,8 @@ return { 1, 0, 0, now, mc, hc, dc, tu + reserved, spendUsed, 0, 0, kmc }
  * first admission with a limit reads the ledger, which has this request by then or soon after.
  * KEYS: counters hash, reservation expiries, reservation amounts, settled marker, the spend hash
  * of the request's month (any key of the account when ARGV[5] is '').
- * ARGV: now, requestId, actualTokens, markerTtlMs, actual cost in nano-USD ('' = no spend to settle).
+ * ARGV: now, requestId, actualTokens, markerTtlMs, actual cost in nano-USD ('' = no spend to settle),
+ * the API key's id ('' = none: its own month, when seeded, gets the cost as the account's does).
  * Reply: 1 settled, 0 already settled.
  */
 export const SETTLE_LUA = `${NOW}
@@ -203,6 +244,16 @@ if ARGV[5] ~= '' then
     redis.call('HINCRBY', KEYS[5], 'held', '-' .. sheld)
   end
   if ARGV[5] ~= '0' and redis.call('HEXISTS', KEYS[5], 'spent') == 1 then redis.call('HINCRBY', KEYS[5], 'spent', ARGV[5]) end
+  local kheld = redis.call('HGET', KEYS[5], 'kr:' .. requestId)
+  if kheld then
+    redis.call('HDEL', KEYS[5], 'kr:' .. requestId)
+    local id, amount = string.match(kheld, '^(%S+) (%d+)$')
+    if id then redis.call('HINCRBY', KEYS[5], 'k:' .. id .. ':held', '-' .. amount) end
+  end
+  local kspent = 'k:' .. ARGV[6] .. ':spent'
+  if ARGV[6] ~= '' and ARGV[5] ~= '0' and redis.call('HEXISTS', KEYS[5], kspent) == 1 then
+    redis.call('HINCRBY', KEYS[5], kspent, ARGV[5])
+  end
 end
 redis.call('ZREM', KEYS[2], requestId)
 local d = math.floor(now / DAY)

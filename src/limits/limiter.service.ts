@@ -64,6 +64,8 @@ export interface SpendRefusal {
   usedNanoUsd: bigint;
   reserveNanoUsd: bigint;
   month: Month;
+  /** Refused by the API key's own limit (within the account's), not the account's. */
+  ofKey?: boolean;
   /**
    * The month's first refusal by the limit of a request that would fit an unspent limit: the
    * moment to tell the account its limit is reached (alertSpendLimitReached, billing/spend-alerts.service.ts).
@@ -71,9 +73,13 @@ export interface SpendRefusal {
   firstThisMonth: boolean;
 }
 
-/** The monthly spending limit an admission checks; only for accounts that set one, on the paid tier. */
+/**
+ * The monthly spending limits an admission checks, on the paid tier: the account's, when it set
+ * one, and the API key's own (AdmitInput.key), when it has one.
+ */
 export interface SpendCheck {
-  limitNanoUsd: bigint;
+  /** The account's limit; null when only the key has one. */
+  limitNanoUsd: bigint | null;
   /** The most the request can cost: its prompt tokens and completion budget at the model's prices. */
   reserveNanoUsd: bigint;
   /** When the request was admitted (epoch ms, the ledger's created_at): its month is the one charged. */
@@ -95,8 +101,12 @@ export interface AdmitInput {
   guard?: { key: string; value: string | null };
   /** The account's monthly spending limit, when it has one that applies. */
   spend?: SpendCheck;
-  /** The API key's own requests per minute, counted beside the tier's windows (which stay the ceiling). */
-  key?: { id: string; requestsPerMinute: number };
+  /**
+   * The API key's own limits: requests per minute, counted beside the tier's windows, and a monthly
+   * spending limit, checked within the account's (which, with the tier, stays the ceiling). The
+   * spending limit applies only with `spend`, which carries the request's most possible cost.
+   */
+  key?: { id: string; requestsPerMinute?: number; spendLimitNanoUsd?: bigint };
 }
 
 /** The admission's guard key no longer held the expected value; nothing was counted or reserved. */
@@ -117,6 +127,8 @@ export interface SettleInput {
    * its spend reservation was held in. Without it only the tokens are settled.
    */
   spend?: { costNanoUsd: bigint; admittedAt: number };
+  /** The API key that made the request: its own month's spend gets the cost too. */
+  keyId?: string;
 }
 
 /** One month of an account's spend as the limiter holds it (nano-USD). */
@@ -207,20 +219,25 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
   requireId('requestId', input.requestId);
   requireTokenCount('reserveTokens', input.reserveTokens);
   if (input.spend) {
-    requireNano('spend.limitNanoUsd', input.spend.limitNanoUsd);
+    if (input.spend.limitNanoUsd !== null) requireNano('spend.limitNanoUsd', input.spend.limitNanoUsd);
     requireNano('spend.reserveNanoUsd', input.spend.reserveNanoUsd);
   }
+  const key = input.key;
+  if (key) requireId('key.id', key.id);
+  if (key?.spendLimitNanoUsd !== undefined) requireNano('key.spendLimitNanoUsd', key.spendLimitNanoUsd);
+  const accountLimit = input.spend?.limitNanoUsd ?? null;
+  const keyLimit = input.spend ? (key?.spendLimitNanoUsd ?? null) : null;
   const limits = limitsForTier(app.config, input.tier);
   const keys = usageKeys(app.config, input.accountId);
   const month = monthOf(input.spend ? new Date(input.spend.admittedAt) : app.clock.now());
-  const call = (seed: bigint | undefined) =>
+  const call = (seed: { account?: bigint; key?: bigint }) =>
     scripts(app).limitsAdmit(
       ...keys,
       // Unguarded, the fourth key is only a placeholder in the same slot; the script does not read it.
       input.guard?.key ?? keys[0],
       spendKey(app.config, input.accountId, month),
-      // Without a key limit, a placeholder in the same slot; the script does not read it.
-      input.key ? accountKey(app.config, input.accountId, 'key', input.key.id) : keys[0],
+      // Without a key's own minute, a placeholder in the same slot; the script does not read it.
+      key?.requestsPerMinute !== undefined ? accountKey(app.config, input.accountId, 'key', key.id) : keys[0],
       scriptNow(app),
       limits.requestsPerMinute,
       limits.requestsPerHour,
@@ -231,39 +248,48 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
       app.config.limits.reservationTtlMs,
       input.guard ? '1' : '0',
       input.guard?.value ?? '',
-      input.spend ? input.spend.limitNanoUsd.toString() : '',
+      accountLimit === null ? '' : accountLimit.toString(),
       input.spend ? input.spend.reserveNanoUsd.toString() : '0',
       month.end.getTime(),
-      seed === undefined ? '' : seed.toString(),
-      input.key ? input.key.requestsPerMinute : '',
+      seed.account === undefined ? '' : seed.account.toString(),
+      key?.requestsPerMinute ?? '',
+      keyLimit === null ? '' : keyLimit.toString(),
+      seed.key === undefined ? '' : seed.key.toString(),
+      key?.id ?? '',
     );
   let reply: (number | string)[];
   try {
-    reply = await call(undefined);
+    reply = await call({});
   } catch (err) {
     throw unavailable(app, err);
   }
   if (Number(reply[0]) === -2) {
-    // The month's spend is not in Redis (its first limited request, or Redis lost it): the ledger
+    // A month's spend is not in Redis (its first limited request, or Redis lost it): the ledger
     // has it, and the script keeps whichever figure arrived first if two processes race here.
-    const seed = await ledgerSpend(app, input.accountId, month);
+    const [accountSeed, keySeed] = await Promise.all([
+      Number(reply[1]) === 1 ? ledgerSpend(app, input.accountId, month) : undefined,
+      Number(reply[2]) === 1 && key ? ledgerSpend(app, input.accountId, month, key.id) : undefined,
+    ]);
     try {
-      reply = await call(seed);
+      reply = await call({ account: accountSeed, key: keySeed });
     } catch (err) {
       throw unavailable(app, err);
     }
   }
   if (Number(reply[0]) === -1) throw new GuardChanged();
-  const keyWindow = input.key && { limit: input.key.requestsPerMinute, used: Number(reply[11]) };
-  const admission = toAdmission(limits, reply.slice(0, 8).map(Number), Number(reply[10]) === 1, keyWindow);
+  const keyWindow = key?.requestsPerMinute !== undefined && { limit: key.requestsPerMinute, used: Number(reply[11]) };
+  const admission = toAdmission(limits, reply.slice(0, 8).map(Number), Number(reply[10]) === 1, keyWindow || undefined);
   if (!admission.allowed) {
     app.metrics.limiter.rejections.inc({ reason: admission.reason, tier: input.tier });
-    if (admission.reason === 'spend' && input.spend) {
+    const ofKey = Number(reply[1]) === 4;
+    const limitNanoUsd = ofKey ? keyLimit : accountLimit;
+    if (admission.reason === 'spend' && input.spend && limitNanoUsd !== null) {
       admission.spend = {
-        limitNanoUsd: input.spend.limitNanoUsd,
+        limitNanoUsd,
         usedNanoUsd: BigInt(reply[8]!),
         reserveNanoUsd: input.spend.reserveNanoUsd,
         month,
+        ...(ofKey ? { ofKey } : {}),
         firstThisMonth: Number(reply[9]) === 1,
       };
       // Unless requests in flight hold it, nothing but a new month (or a higher limit) helps.
@@ -282,9 +308,10 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
   return admission;
 }
 
-async function ledgerSpend(app: LimiterDeps, accountId: string, month: Month): Promise<bigint> {
+/** The month's paid spend in the ledger: the account's, or with `keyId` that one key's. */
+async function ledgerSpend(app: LimiterDeps, accountId: string, month: Month, keyId?: string): Promise<bigint> {
   try {
-    const spent = await ledgerSpendNanoUsd(app.db, accountId, month);
+    const spent = await ledgerSpendNanoUsd(app.db, accountId, month, keyId);
     app.outages.postgres.recovered();
     return spent;
   } catch (err) {
@@ -328,16 +355,18 @@ function toAdmission(
   const window = {
     window: { name: refusing.name, limit: refusing.limit, ...(refusing === ofKey ? { ofKey: true } : {}) },
   };
-  if (reason === 3 && !heldInFlight)
+  // 3: the account's spending limit; 4: the API key's own.
+  const spend = reason === 3 || reason === 4;
+  if (spend && !heldInFlight)
     return { allowed: false, reason: 'spend', retryAfterSeconds: 0, now, headers: rateLimitHeaders(windows, tokens) };
   // Held by requests in flight: the script's wait covers only the request windows.
   const waitMs = heldInFlight ? Math.max(retryAfterMs, IN_FLIGHT_RETRY_MS) : retryAfterMs;
   return {
     allowed: false,
-    reason: reason === 3 ? 'spend' : reason === 2 ? 'tokens' : 'requests',
+    reason: spend ? 'spend' : reason === 2 ? 'tokens' : 'requests',
     retryAfterSeconds: ceilSeconds(waitMs),
     now,
-    ...(reason === 1 || (reason === 3 && retryAfterMs > 0) ? window : {}),
+    ...(reason === 1 || (spend && retryAfterMs > 0) ? window : {}),
     ...(heldInFlight ? { heldInFlight } : {}),
     headers: rateLimitHeaders(windows, tokens, waitMs),
   };
@@ -414,11 +443,15 @@ function spendLimitError(admission: Admission, s: SpendRefusal): AppError {
   const headers = admission.headers;
   const limit = `$${usdOfNano(s.limitNanoUsd)}`;
   const most = `$${usdOfNano(s.reserveNanoUsd)}`;
-  const change = 'Raise or remove the limit with PUT or DELETE /v1/billing/spend-limit';
+  // The key's own limit is named as the key's, so nobody raises the account's limit in vain.
+  const whose = s.ofKey ? "this API key's own" : 'your';
+  const change = s.ofKey
+    ? "Raise or remove the key's limit (limits.monthly_spend_limit_usd) with PATCH /v1/keys/{id}, or use another key"
+    : 'Raise or remove the limit with PUT or DELETE /v1/billing/spend-limit';
   if (s.reserveNanoUsd > s.limitNanoUsd) {
     return new AppError(
       'insufficient_quota',
-      `This request may cost up to ${most} (its messages plus max_tokens for each of n choices, at the model's prices), more than your whole monthly spending limit of ${limit}. ` +
+      `This request may cost up to ${most} (its messages plus max_tokens for each of n choices, at the model's prices), more than ${whose} whole monthly spending limit of ${limit}. ` +
         `Lower max_tokens or n, or shorten the messages. ${change}.`,
       { code: 'insufficient_quota', headers },
     );
@@ -429,14 +462,14 @@ function spendLimitError(admission: Admission, s: SpendRefusal): AppError {
     const also = window ? ` Your limit of ${window.limit} requests per ${window.name} is reached as well.` : '';
     return new AppError(
       'insufficient_quota',
-      `Requests of yours still in flight hold part of your monthly spending limit of ${limit} until they end (each holds the most it may cost, then keeps only what it cost): $${usdOfNano(left)} of it is free now, and this request may cost up to ${most}. ` +
+      `Requests ${s.ofKey ? 'of this API key' : 'of yours'} still in flight hold part of ${whose} monthly spending limit of ${limit} until they end (each holds the most it may cost, then keeps only what it cost): $${usdOfNano(left)} of it is free now, and this request may cost up to ${most}. ` +
         `It frees as they finish.${also} ${waitAdvice(admission)}`,
       { code: 'insufficient_quota', headers },
     );
   }
   return new AppError(
     'insufficient_quota',
-    `You have reached your monthly spending limit of ${limit}: $${usdOfNano(left)} of it is left this month (requests in flight included), and this request may cost up to ${most}. ` +
+    `${s.ofKey ? 'This API key has reached its own' : 'You have reached your'} monthly spending limit of ${limit}: $${usdOfNano(left)} of it is left this month (requests in flight included), and this request may cost up to ${most}. ` +
       `The limit resets at ${atMinute(s.month.end)} (UTC). ${change}, or lower max_tokens.`,
     { code: 'insufficient_quota', headers },
   );
@@ -453,6 +486,7 @@ function settleKeysAndArgs(app: LimiterDeps, input: SettleInput): (string | numb
     input.actualTokens,
     app.config.limits.settledMarkerTtlMs,
     input.spend ? input.spend.costNanoUsd.toString() : '',
+    input.keyId ?? '',
   ];
 }
 
@@ -465,6 +499,7 @@ async function settle(app: LimiterDeps, input: SettleInput): Promise<void> {
   requireId('requestId', input.requestId);
   requireTokenCount('actualTokens', input.actualTokens);
   if (input.spend) requireNano('spend.costNanoUsd', input.spend.costNanoUsd);
+  if (input.keyId !== undefined) requireId('keyId', input.keyId);
   try {
     await scripts(app).limitsSettle(...settleKeysAndArgs(app, input));
   } catch (err) {
@@ -472,12 +507,21 @@ async function settle(app: LimiterDeps, input: SettleInput): Promise<void> {
   }
 }
 
-/** The month's spend as Redis holds it, or undefined when it was never seeded (or Redis lost it). */
-async function monthSpend(app: LimiterDeps, accountId: string, month: Month): Promise<MonthSpend | undefined> {
+/**
+ * The month's spend as Redis holds it, or undefined when it was never seeded (or Redis lost it):
+ * the account's, or with `keyId` that API key's own.
+ */
+async function monthSpend(
+  app: LimiterDeps,
+  accountId: string,
+  month: Month,
+  keyId?: string,
+): Promise<MonthSpend | undefined> {
   requireId('accountId', accountId);
+  const field = (name: string) => (keyId === undefined ? name : `k:${keyId}:${name}`);
   let fields: (string | null)[];
   try {
-    fields = await app.redis.hmget(spendKey(app.config, accountId, month), 'spent', 'held');
+    fields = await app.redis.hmget(spendKey(app.config, accountId, month), field('spent'), field('held'));
   } catch (err) {
     throw unavailable(app, err);
   }
@@ -573,9 +617,9 @@ export class Limiter {
     return settle(this.deps, input);
   }
 
-  /** One month of an account's spend as the spending limit counts it (one round trip). */
-  monthSpend(accountId: string, month: Month): Promise<MonthSpend | undefined> {
-    return monthSpend(this.deps, accountId, month);
+  /** One month of an account's (or one of its API keys') spend as the spending limits count it (one round trip). */
+  monthSpend(accountId: string, month: Month, keyId?: string): Promise<MonthSpend | undefined> {
+    return monthSpend(this.deps, accountId, month, keyId);
   }
 
   /**

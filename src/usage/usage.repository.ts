@@ -89,6 +89,26 @@ export async function monthPaidCostNanoUsd(db: Db, accountId: string, month: Dat
   return r.rows[0]?.nano ?? '0';
 }
 
+/**
+ * One API key's paid spend in a UTC month, in nano-USD rounded up, from the daily totals (which
+ * hold paid cost only): at most 31 rows of the account's index range per model and API.
+ */
+export async function keyMonthPaidCostNanoUsd(
+  db: Db,
+  accountId: string,
+  keyId: string,
+  month: { start: Date; end: Date },
+): Promise<string> {
+  const r = await sql<{ nano: string }>`
+    select ceil(coalesce(sum(cost_usd), 0) * 1000000000)::bigint::text as nano
+      from usage_daily_totals
+     where account_id = ${accountId} and key_id = ${keyId}
+       and day >= ${month.start.toISOString().slice(0, 10)}::date and day < ${month.end.toISOString().slice(0, 10)}::date`.execute(
+    db,
+  );
+  return r.rows[0]?.nano ?? '0';
+}
+
 export interface MonthUsageRow {
   month: string;
   requests: string;

@@ -104,6 +104,52 @@ describe('the monthly spending limit across two web processes', () => {
     }
   });
 
+  it("keeps an API key within its own limit under 50 concurrent requests, naming the key's limit, while the account's other key still answers", async () => {
+    const who = await createTestAccount(app, { tier: 'paid' });
+    const created = await request('POST', `${webs[0]!.url}/v1/keys`, {
+      bearer: who.jwt,
+      json: { name: 'Capped batch job', limits: { monthly_spend_limit_usd: '0.05' } },
+    });
+    expect(created.status, created.text).to.equal(201);
+    const capped = created.body as { id: string; api_key: string };
+    // About 1,000 prompt tokens and 10 completion tokens: 0.0021 USD each, which the answer uses in full.
+    const ask = {
+      model: 'gpt-4.1',
+      messages: [{ role: 'user', content: `Summarise this: ${'apple pie recipe '.repeat(330)}` }],
+      max_tokens: 10,
+    };
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        post(`${webs[i % 2]!.url}/v1/chat/completions`, ask, { bearer: capped.api_key }),
+      ),
+    );
+    const admitted = results.filter((r) => r.status === 200);
+    const refused = results.filter((r) => r.status !== 200);
+    expect(admitted.length).to.be.greaterThan(0);
+    expect(refused.length).to.be.greaterThan(0);
+    for (const r of refused) {
+      expect(r.status, r.text).to.equal(429);
+      expect(r.body.error).to.include({ type: 'insufficient_quota', code: 'insufficient_quota' });
+      expect(r.body.error.message).to.include("API key's own monthly spending limit of $0.05");
+    }
+    const rows = await eventually(async () => {
+      const r = await ledgerRows(who.account.id);
+      return r.length >= admitted.length ? r : undefined;
+    }, 'every admitted request in the ledger');
+    expect(rows).to.have.length(admitted.length);
+    const billed = rows.reduce((sum, r) => sum + nanoUsdOf(r.cost_usd), 0n);
+    expect(billed <= nanoUsdOf('0.05'), `billed ${billed} nano-USD`).to.equal(true);
+    const keys = await app.db
+      .selectFrom('usage_events')
+      .select('key_id')
+      .where('account_id', '=', who.account.id)
+      .execute();
+    expect(new Set(keys.map((k) => k.key_id))).to.deep.equal(new Set([capped.id]));
+    // The account has no limit of its own: its default key still answers.
+    const other = await post(`${webs[1]!.url}/v1/chat/completions`, ask, { bearer: who.apiKey });
+    expect(other.status, other.text).to.equal(200);
+  });
+
   it('makes the official openai SDK raise RateLimitError insufficient_quota at once, without retrying', async () => {
     const who = await limited('0.01');
     let calls = 0;

@@ -33,6 +33,8 @@ export interface UsageSpec {
   stream?: boolean;
   /** Default chat.completions; a responses row gets a `resp_…` id, as the Responses API's have. */
   api?: UsageApi;
+  /** The API key that made the request (api_keys.id, or any uuid); none by default. */
+  keyId?: string;
 }
 
 /** Ledger rows as the metering worker writes them (prices from the catalog, cost computed by Postgres). */
@@ -54,6 +56,7 @@ export async function recordUsage(app: AppContext, rows: UsageSpec[]): Promise<s
       input_price_per_million: m.input_price_per_million,
       output_price_per_million: m.output_price_per_million,
       created_at: new Date(r.at).toISOString(),
+      ...(r.keyId ? { key_id: r.keyId } : {}),
     };
   });
   await insertUsageEvents(app.db, events);
