@@ -32,7 +32,7 @@ export function AccountPage(props: { session: { account: Account } }) {
 function SignOutEverywhere() {
   const [error, setError] = useState('');
   return (
-    <section aria-labelledby="sessions">
+    <section aria-labelledby="sessions" class="card">
       <h2 id="sessions">Signed-in browsers</h2>
       <p>Lost a device, or signed in somewhere you should not have? This signs out every browser, this one too.</p>
       <button
