@@ -6,7 +6,7 @@ import { Notice } from './components.js';
 import { interceptLinks, navigate, useLocation } from './router.js';
 import { AccountPage } from './pages/account.js';
 import { BillingPage } from './pages/billing.js';
-import { KeyPage } from './pages/key.js';
+import { KeysPage } from './pages/keys.js';
 import { ModelsPage } from './pages/models.js';
 import { OverviewPage } from './pages/overview.js';
 import { SignInPage } from './pages/sign-in.js';
@@ -23,10 +23,12 @@ const PAGES: Record<string, Page> = {
   '/console/': { title: 'Overview', nav: 'Overview', render: (s) => <OverviewPage session={s} /> },
   '/console/usage': { title: 'Usage', nav: 'Usage', render: () => <UsagePage /> },
   '/console/models': { title: 'Models', nav: 'Models', render: (s) => <ModelsPage session={s} /> },
-  '/console/key': { title: 'API key', nav: 'API key', render: () => <KeyPage /> },
+  '/console/keys': { title: 'Keys', nav: 'Keys', render: () => <KeysPage /> },
   '/console/billing': { title: 'Billing', nav: 'Billing', render: (s) => <BillingPage session={s} /> },
   '/console/account': { title: 'Account', nav: 'Account', render: (s) => <AccountPage session={s} /> },
 };
+/** Pages that moved: the old address keeps working (verification still lands on /console/key?new=1). */
+const MOVED: Record<string, string> = { '/console/key': '/console/keys' };
 const SIGN_IN = '/console/sign-in';
 const SIGN_UP = '/console/sign-up';
 /** The pages for people who are not signed in, and their titles. */
@@ -52,8 +54,14 @@ function App() {
   }, []);
 
   const signedIn = session?.signed_in === true;
-  const path = location.path === '/console' ? '/console/' : location.path;
+  const asked = location.path === '/console' ? '/console/' : location.path;
+  const path = MOVED[asked] ?? asked;
   const page = PAGES[path];
+
+  // A moved page's old address is replaced by its new one, the query kept.
+  useEffect(() => {
+    if (MOVED[asked]) navigate(path + window.location.search, { replace: true });
+  }, [asked]);
 
   // Signed out: every page but sign-in and sign-up leads to sign-in, remembering where it was going.
   const signedOutPage = SIGNED_OUT_PAGES[path];

@@ -40,6 +40,8 @@ export interface MonthUsage {
   models: (Figures & { model: string; cost: string })[];
   total: Figures & { cost: string; cost_cents: number };
   spend_limit?: SpendLimit;
+  /** Per key, where the service breaks usage down by key. */
+  by_key?: KeyUsage[];
 }
 
 /** The public API a request came through. */
@@ -112,4 +114,29 @@ export interface Model {
 export interface ModelList {
   object: 'list';
   data: Model[];
+}
+
+/** An API key as GET /v1/keys lists it: never its secret. */
+export interface ApiKey {
+  id: string;
+  name: string;
+  redacted_value: string;
+  is_default: boolean;
+  created_at: string;
+  last_used_at: string | null;
+  expires_at: string | null;
+  models: string[] | null;
+  limits: { requests_per_minute: number | null; monthly_spend_limit_usd: string | null };
+  disabled: boolean;
+}
+
+export interface ApiKeyList {
+  object: 'list';
+  data: ApiKey[];
+}
+
+/** This month's figures for one key (`by_key` of GET /v1/billing/usage). */
+export interface KeyUsage extends Figures {
+  key_id: string;
+  cost: string;
 }

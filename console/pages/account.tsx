@@ -1,9 +1,9 @@
 import { useState } from 'preact/hooks';
-import { apiCall, describeError, markSignedOut, type Account } from '../api.js';
+import { apiCall, describeError, markSignedOut, signOut, type Account } from '../api.js';
 import { Notice } from '../components.js';
 import { navigate } from '../router.js';
 
-/** The account's details and, at the end, closing it with the address typed as confirmation. */
+/** The account's details, signing out everywhere and, at the end, closing it with the address typed as confirmation. */
 export function AccountPage(props: { session: { account: Account } }) {
   const { account } = props.session;
   return (
@@ -23,8 +23,31 @@ export function AccountPage(props: { session: { account: Account } }) {
           <dd>{account.tier === 'paid' ? 'Paid (pay as you go)' : 'Free'}</dd>
         </dl>
       </section>
+      <SignOutEverywhere />
       <CloseAccount email={account.email} tier={account.tier} />
     </>
+  );
+}
+
+function SignOutEverywhere() {
+  const [error, setError] = useState('');
+  return (
+    <section aria-labelledby="sessions" class="card">
+      <h2 id="sessions">Signed-in browsers</h2>
+      <p>Lost a device, or signed in somewhere you should not have? This signs out every browser, this one too.</p>
+      <button
+        type="button"
+        onClick={() =>
+          void signOut(true).then(
+            () => navigate('/console/sign-in'),
+            (err: unknown) => setError(describeError(err)),
+          )
+        }
+      >
+        Sign out everywhere
+      </button>
+      {error && <Notice kind="error">{error}</Notice>}
+    </section>
   );
 }
 

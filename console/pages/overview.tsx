@@ -103,7 +103,7 @@ export function OverviewPage(props: { session: Extract<Session, { signed_in: tru
           Base URL: <code id="base-url">{baseUrl}</code> <CopyButton text={baseUrl} label="Copy base URL" />
         </p>
         <p>
-          Put your key in <code>SVC_API_KEY</code> (lost it? <a href="/console/key">make a new one</a>).
+          Put your key in <code>SVC_API_KEY</code> (lost it? <a href="/console/keys">make a new one</a>).
         </p>
         <Show of={info} what="your models">
           {(i) =>

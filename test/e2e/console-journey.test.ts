@@ -158,18 +158,18 @@ describe('the console in a real browser (headless Chromium)', function () {
       expect(await page.evaluate('document.activeElement?.tagName')).to.equal('H1');
       await record(page, 'usage-empty');
       expect(await page.locator('main').innerText()).to.match(/No usage from .*Make a request with your key/);
-      await page.getByRole('link', { name: 'API key' }).click();
-      await record(page, 'key');
+      await page.getByRole('link', { name: 'Keys' }).click();
+      await record(page, 'keys');
       await page.getByRole('link', { name: 'Billing' }).click();
       await record(page, 'billing-free');
       expect(await page.locator('main').innerText()).to.include('No invoices yet');
       await page.close();
     });
 
-    it('signs every browser out from the key page', async () => {
+    it('signs every browser out from the account page', async () => {
       const who = await createTestAccount(web.app);
       const page = await signedInPage(who.account.email);
-      await page.goto(`${web.url}/console/key`);
+      await page.goto(`${web.url}/console/account`);
       await settled(page);
       await page.getByRole('button', { name: 'Sign out everywhere' }).click();
       await page.waitForURL(/\/console\/sign-in/);
@@ -353,7 +353,7 @@ describe('the console in a real browser (headless Chromium)', function () {
       const pages = [
         '/console/',
         '/console/usage',
-        '/console/key',
+        '/console/keys',
         '/console/billing',
         '/docs',
         new URL(link).pathname + new URL(link).search,
@@ -488,7 +488,7 @@ describe('the console in a real browser (headless Chromium)', function () {
       await browser.context.clearCookies();
       const page = await browser.context.newPage();
 
-      // Sign up, then verify in the browser: it lands signed in on the key page, the key shown once.
+      // Sign up, then verify in the browser: it lands signed in on the Keys page, the key shown once.
       expect(
         (await post(`${web.url}/v1/auth/signup`, { name: 'Ada', email, organization: 'Engines' })).status,
       ).to.equal(200);
@@ -555,8 +555,8 @@ describe('the console in a real browser (headless Chromium)', function () {
       for (const model of models) expect(legend).to.include(model);
 
       // Regenerate after the confirmation: the old key is refused at once.
-      await page.getByRole('link', { name: 'API key' }).click();
-      await page.getByRole('button', { name: 'Regenerate key…' }).click();
+      await page.getByRole('link', { name: 'Keys' }).click();
+      await page.getByRole('button', { name: 'Regenerate…' }).click();
       await page.getByRole('dialog').getByRole('button', { name: 'Regenerate' }).click();
       await page.locator('#api-key').waitFor();
       const newKey = (await page.locator('#api-key').textContent())!.trim();

@@ -13,6 +13,7 @@ const PAGES = [
   '/console/',
   '/console/usage',
   '/console/models',
+  '/console/keys',
   '/console/key',
   '/console/billing',
   '/console/account',

@@ -18,6 +18,8 @@ export const CONSOLE_PAGES = [
   '/console/',
   '/console/usage',
   '/console/models',
+  '/console/keys',
+  // The page's old address: the console sends it on to /console/keys (verification lands there).
   '/console/key',
   '/console/billing',
   '/console/account',
