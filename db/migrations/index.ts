@@ -11,6 +11,7 @@ import * as usageApi from './2026-11-28T200000-usage-api.js';
 import * as accountClosing from './2026-11-28T210000-account-closing.js';
 import * as namedApiKeys from './2026-11-28T220000-named-api-keys.js';
 import * as usageByKey from './2026-11-28T230000-usage-by-key.js';
+import * as usageDailyPaidRequests from './2026-11-28T233000-usage-daily-paid-requests.js';
 
 // Listed explicitly (not read from the folder) so the build, not the file system, decides what runs.
 export const migrations: Record<string, Migration> = {
@@ -26,4 +27,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-28T210000-account-closing': accountClosing,
   '2026-11-28T220000-named-api-keys': namedApiKeys,
   '2026-11-28T230000-usage-by-key': usageByKey,
+  '2026-11-28T233000-usage-daily-paid-requests': usageDailyPaidRequests,
 };

@@ -13,6 +13,8 @@ export interface UsageDailyTotalsTable {
   /** The API key (api_keys.id); null for usage recorded before keys were (NULLS NOT DISTINCT in its key). */
   key_id: string | null;
   requests: BigintColumn;
+  /** How many of the requests ran on the paid tier (the billable ones). */
+  paid_requests: ColumnType<string, string | number | bigint | undefined, string | number | bigint>;
   prompt_tokens: BigintColumn;
   completion_tokens: BigintColumn;
   /** Exact numeric sum of the paid-tier rows' cost_usd (free-tier usage is never billed). */

@@ -17,6 +17,12 @@ export async function listLiveKeys(db: Db | Trx, accountId: string): Promise<Api
     .execute();
 }
 
+/** The account's keys with these ids, revoked ones included (what usage read per key names). */
+export async function findKeysByIds(db: Db, accountId: string, keyIds: string[]): Promise<ApiKeyRow[]> {
+  if (keyIds.length === 0) return [];
+  return db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId).where('id', 'in', keyIds).execute();
+}
+
 export async function countLiveKeys(trx: Trx, accountId: string): Promise<number> {
   const row = await trx
     .selectFrom('api_keys')

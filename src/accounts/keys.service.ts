@@ -9,7 +9,15 @@ import { nanoUsdOf } from '../usage/usage-cost.js';
 import { generateApiKey, redactedValue } from './api-keys.js';
 import { lockAccount, type ApiKeyRow } from './accounts.repository.js';
 import { invalidateAccountKeys, prepareKeyRevocation } from './auth.service.js';
-import { countLiveKeys, findLiveKey, insertKey, listLiveKeys, revokeKey, updateKey } from './keys.repository.js';
+import {
+  countLiveKeys,
+  findKeysByIds,
+  findLiveKey,
+  insertKey,
+  listLiveKeys,
+  revokeKey,
+  updateKey,
+} from './keys.repository.js';
 import {
   MAX_KEYS_PER_ACCOUNT,
   MAX_KEY_MONTHLY_LIMIT_USD,
@@ -54,6 +62,41 @@ export function keyView(row: ApiKeyRow): KeyView {
     models: row.models,
     limits: { requests_per_minute: row.requests_per_minute, monthly_spend_limit_usd: row.monthly_spend_limit_usd },
     disabled: row.disabled,
+  };
+}
+
+/** How usage names the key that made it: a revoked key keeps its name; a key no longer on record (or none) has none. */
+export interface KeyLabel {
+  key_id: string | null;
+  name: string | null;
+  redacted_value: string | null;
+  is_default: boolean;
+  revoked: boolean;
+}
+
+/**
+ * The labels of some of the account's keys by id, for usage read per key. An id with no key of the
+ * account on record reads as revoked, with no name; null (usage from before keys were recorded) as
+ * neither default nor revoked.
+ */
+export async function keyLabels(
+  app: Pick<KeysDeps, 'db'>,
+  accountId: string,
+  keyIds: (string | null)[],
+): Promise<(keyId: string | null) => KeyLabel> {
+  const ids = [...new Set(keyIds.filter((id): id is string => id !== null))];
+  const rows = new Map((await findKeysByIds(app.db, accountId, ids)).map((r) => [r.id, r]));
+  return (keyId) => {
+    if (keyId === null) return { key_id: null, name: null, redacted_value: null, is_default: false, revoked: false };
+    const row = rows.get(keyId);
+    if (!row) return { key_id: keyId, name: null, redacted_value: null, is_default: false, revoked: true };
+    return {
+      key_id: keyId,
+      name: row.name,
+      redacted_value: redactedValue(row),
+      is_default: row.is_default,
+      revoked: row.revoked_at !== null,
+    };
   };
 }
 

@@ -42,9 +42,33 @@ const figures = {
 };
 const figureKeys = Object.keys(figures);
 
+/** How usage read per key names the key (as GET /v1/keys shows it). */
+const keyLabel = {
+  key_id: {
+    type: ['string', 'null'],
+    format: 'uuid',
+    description: 'The API key (its `id` in GET /v1/keys); null for usage recorded before the key of each request was',
+  },
+  name: {
+    type: ['string', 'null'],
+    description: "The key's name (a revoked key keeps it); null when key_id is null or the key is no longer on record",
+  },
+  redacted_value: {
+    type: ['string', 'null'],
+    description: 'The key as GET /v1/keys shows it (`sk-svc-…` and its last 4 characters); null as name is',
+    example: 'sk-svc-…a1b2',
+  },
+  is_default: { type: 'boolean', description: "Whether it is (or was, if revoked) the account's default key" },
+  revoked: {
+    type: 'boolean',
+    description: 'The key was revoked (or is no longer on record): its usage stays; false when key_id is null',
+  },
+};
+const keyLabelKeys = Object.keys(keyLabel);
+
 export const UsageSchema: JsonSchema = {
   type: 'object',
-  required: ['object', 'tier', 'currency', 'period', 'models', 'total'],
+  required: ['object', 'tier', 'currency', 'period', 'models', 'by_key', 'total'],
   properties: {
     object: { type: 'string', const: 'billing.usage' },
     tier: { type: 'string', enum: ['free', 'paid'], description: 'The tier now' },
@@ -68,6 +92,21 @@ export const UsageSchema: JsonSchema = {
           model: { type: 'string' },
           billable_requests: integer('Requests made on the paid tier'),
           ...figures,
+        },
+      },
+    },
+    by_key: {
+      type: 'array',
+      description:
+        "One entry per API key used this month, revoked keys included, the costliest first, then the most requests. A key's cost_cents is its own cost rounded half up to the cent, so the keys' cents need not add up to total.cost_cents (rounded per model); the other figures add up to total.",
+      items: {
+        type: 'object',
+        required: [...keyLabelKeys, 'billable_requests', ...figureKeys],
+        properties: {
+          ...keyLabel,
+          billable_requests: integer('Requests made on the paid tier'),
+          ...figures,
+          cost_cents: integer('cost_usd rounded half up to the cent'),
         },
       },
     },
@@ -198,9 +237,9 @@ export const DailyUsageQuery: JsonSchema = {
     },
     group_by: {
       type: 'string',
-      enum: ['api'],
+      enum: ['api', 'key'],
       description:
-        '`api`: one entry of `data` per day, model and API, each naming its `api`, instead of one per day and model.',
+        '`api`: one entry of `data` per day, model and API, each naming its `api`; `key`: one per day, model and API key, each naming its `key_id`; instead of one per day and model.',
     },
   },
 };
@@ -225,7 +264,7 @@ const API = {
 
 export const DailyUsageSchema: JsonSchema = {
   type: 'object',
-  required: ['object', 'timezone', 'start_date', 'end_date', 'data', 'totals', 'by_api'],
+  required: ['object', 'timezone', 'start_date', 'end_date', 'data', 'totals', 'by_api', 'by_key'],
   properties: {
     object: { type: 'string', const: 'list' },
     timezone: { type: 'string', const: 'UTC', description: 'Days are UTC calendar days' },
@@ -234,7 +273,7 @@ export const DailyUsageSchema: JsonSchema = {
     data: {
       type: 'array',
       description:
-        'One entry per day and model that has usage (every API together), by day then model; with group_by=api, one per day, model and API, by day, model, then API. Days without usage are left out.',
+        'One entry per day and model that has usage (every API and key together), by day then model; with group_by=api, one per day, model and API, by day, model, then API; with group_by=key, one per day, model and key, by day, model, then key id (usage of no recorded key last). Days without usage are left out.',
       items: {
         type: 'object',
         required: ['date', 'model', ...dailyFigureKeys],
@@ -242,6 +281,10 @@ export const DailyUsageSchema: JsonSchema = {
           date: { type: 'string', format: 'date', example: '2026-11-21' },
           model: { type: 'string' },
           api: { ...API, description: `${API.description} (only with group_by=api)` },
+          key_id: {
+            ...keyLabel.key_id,
+            description: `${keyLabel.key_id.description} (only with group_by=key; by_key names each)`,
+          },
           ...dailyFigures,
         },
       },
@@ -260,6 +303,16 @@ export const DailyUsageSchema: JsonSchema = {
         type: 'object',
         required: ['api', ...dailyFigureKeys],
         properties: { api: API, ...dailyFigures },
+      },
+    },
+    by_key: {
+      type: 'array',
+      description:
+        "The period's totals of each API key used in it, revoked keys included, the costliest first, then the most requests. They add up to totals.",
+      items: {
+        type: 'object',
+        required: [...keyLabelKeys, ...dailyFigureKeys],
+        properties: { ...keyLabel, ...dailyFigures },
       },
     },
   },
@@ -306,6 +359,8 @@ export const RecentRequestsSchema: JsonSchema = {
           'completion_tokens',
           'total_tokens',
           'cost_usd',
+          'key_id',
+          'key_name',
         ],
         properties: {
           id: {
@@ -327,6 +382,15 @@ export const RecentRequestsSchema: JsonSchema = {
           completion_tokens: integer('Completion tokens billed (those produced, for a cancelled or failed request)'),
           total_tokens: integer('prompt_tokens + completion_tokens'),
           cost_usd: decimal('Exact cost in USD; "0" on the free tier', '0.000123'),
+          key_id: {
+            ...keyLabel.key_id,
+            description: 'The API key that made the request; null for requests recorded before keys were',
+          },
+          key_name: {
+            type: ['string', 'null'],
+            description:
+              "That key's name (a revoked key keeps it); null when key_id is null or the key is no longer on record",
+          },
         },
       },
     },

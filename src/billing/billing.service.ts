@@ -5,7 +5,8 @@ import type { Db } from '../infra/db.js';
 import type { Tier } from '../../db/schema/index.js';
 import type { Account } from '../accounts/accounts.repository.js';
 import type { Limiter } from '../limits/limiter.service.js';
-import { monthUsageByModel, usageByMonth } from '../usage/ledger.service.js';
+import { monthUsageByKey, monthUsageByModel, usageByMonth } from '../usage/ledger.service.js';
+import { keyLabels, type KeyLabel } from '../accounts/keys.service.js';
 import { listInvoices } from './invoices.repository.js';
 import { invoiceView, type InvoiceView } from './invoices.presenter.js';
 import { centsToAmount, normalizeDecimal, sumDecimals, toSafeInteger } from './money.js';
@@ -60,6 +61,9 @@ export interface ModelUsage extends UsageFigures {
   billable_requests: number;
 }
 
+/** One key's usage: its label (a revoked key keeps its name) and the figures, as a model's are. */
+export type KeyUsage = KeyLabel & { billable_requests: number } & UsageFigures;
+
 export interface CurrentUsage {
   object: 'billing.usage';
   tier: Tier;
@@ -67,19 +71,29 @@ export interface CurrentUsage {
   /** The current calendar month (UTC) to now. */
   period: { start: string; end: string; month: string };
   models: ModelUsage[];
+  /** One entry per key used this month, the costliest first, then the busiest (from the daily totals). */
+  by_key: KeyUsage[];
   total: UsageFigures;
   /** The monthly spending limit and what is left of it (see GET /v1/billing/spend-limit). */
   spend_limit: SpendLimitView;
 }
 
-/** GET /v1/billing/usage: this month to date, per model and in total, and the spending limit. */
+/** GET /v1/billing/usage: this month to date, per model, per key and in total, and the spending limit. */
 export async function currentUsage(
   app: BillingDeps,
   account: Pick<Account, 'id' | 'tier' | 'monthly_spend_limit_usd'>,
 ): Promise<CurrentUsage> {
   const now = app.clock.now();
   const month = monthOf(now);
-  const rows = await monthUsageByModel(app.db, account.id, month);
+  const [rows, keyRows] = await Promise.all([
+    monthUsageByModel(app.db, account.id, month),
+    monthUsageByKey(app.db, account.id, month),
+  ]);
+  const labelOf = await keyLabels(
+    app,
+    account.id,
+    keyRows.map((r) => r.key_id),
+  );
   const models: ModelUsage[] = rows.map((r) => ({
     model: r.model,
     billable_requests: toSafeInteger(r.paid_requests),
@@ -101,6 +115,11 @@ export async function currentUsage(
     currency: app.config.stripe.currency,
     period: { start: month.start.toISOString(), end: now.toISOString(), month: month.key },
     models,
+    by_key: keyRows.map((r) => ({
+      ...labelOf(r.key_id),
+      billable_requests: toSafeInteger(r.paid_requests),
+      ...figuresOf(r),
+    })),
     total,
     spend_limit: await spendLimitView(app, account),
   };

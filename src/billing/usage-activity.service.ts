@@ -2,13 +2,15 @@ import type { Clock } from '../clock.js';
 import { AppError, validationError } from '../errors.js';
 import type { Db } from '../infra/db.js';
 import type { UsageApi, UsageStatus } from '../../db/schema/index.js';
-import { accountRequests, usageByDayAndModel } from '../usage/ledger.service.js';
-import type { DayModelUsageRow } from '../usage/usage.repository.js';
+import { accountRequests, dailyUsage as dailyUsageRows } from '../usage/ledger.service.js';
+import type { DailyUsageRow } from '../usage/usage.repository.js';
+import { keyLabels, type KeyLabel } from '../accounts/keys.service.js';
 import { normalizeDecimal, sumDecimals, toSafeInteger } from './money.js';
 import { addDays, dayKey, monthOf, parseDay, unixSeconds } from '../calendar.js';
 
-// What the console's usage page reads: usage per UTC day and model, in all and per API (from the
-// trigger-kept daily totals, never a scan of the ledger), and the account's requests one page at a time.
+// What the console's usage page reads: usage per UTC day and model, in all, per API and per key
+// (from the trigger-kept daily totals, never a scan of the ledger), and the account's requests one
+// page at a time, each naming its key.
 
 /** Every API the ledger knows, in the order by_api lists them. */
 export const USAGE_APIS: readonly UsageApi[] = ['chat.completions', 'responses'];
@@ -25,7 +27,7 @@ export interface DailyFigures {
   cost_usd: string;
 }
 
-export type DayModelFigures = { date: string; model: string; api?: UsageApi } & DailyFigures;
+export type DayModelFigures = { date: string; model: string; api?: UsageApi; key_id?: string | null } & DailyFigures;
 
 export interface DailyUsage {
   object: 'list';
@@ -33,25 +35,28 @@ export interface DailyUsage {
   start_date: string;
   end_date: string;
   /**
-   * One entry per day and model with usage (every API together), by day then model; with
-   * group_by=api, one per day, model and API, each naming its API.
+   * One entry per day and model with usage (every API and key together), by day then model; with
+   * group_by=api, one per day, model and API, each naming its API; with group_by=key, one per day,
+   * model and key, each naming its key_id.
    */
   data: DayModelFigures[];
   totals: DailyFigures;
   /** The period's totals of each API, every API listed (USAGE_APIS order) even without usage. */
   by_api: ({ api: UsageApi } & DailyFigures)[];
+  /** The period's totals of each key used in it, the costliest first, then the busiest. */
+  by_key: (KeyLabel & DailyFigures)[];
 }
 
 export interface DailyUsageQuery {
   start_date?: string;
   end_date?: string;
-  group_by?: 'api';
+  group_by?: 'api' | 'key';
 }
 
 /**
  * GET /v1/billing/usage/daily. UTC days, both inclusive; defaults: end_date today, start_date the
- * 1st of end_date's month (the current month to date). Rows per API only when asked (group_by=api):
- * a reader of rows per day and model gets them as it always did, no larger. An end before the start, or a period of
+ * 1st of end_date's month (the current month to date). Rows per API or per key only when asked
+ * (group_by): a reader of rows per day and model gets them as it always did, no larger. An end before the start, or a period of
  * more than MAX_DAILY_USAGE_DAYS days, is a 422.
  */
 export async function dailyUsage(
@@ -79,35 +84,34 @@ export async function dailyUsage(
       },
     ]);
   }
-  const rows = await usageByDayAndModel(app.db, accountId, startDate, endDate);
+  const rows = await dailyUsageRows(app.db, accountId, startDate, endDate, q.group_by ?? 'model');
+  const days = rows.filter((r) => r.set === 'day');
+  const keys = rows.filter((r) => r.set === 'key');
+  const labelOf = await keyLabels(
+    app,
+    accountId,
+    keys.map((r) => r.key_id),
+  );
   return {
     object: 'list',
     timezone: 'UTC',
     start_date: startDate,
     end_date: endDate,
-    data:
-      q.group_by === 'api'
-        ? rows.map((r) => ({ date: r.date, model: r.model, api: r.api, ...figuresOf([r]) }))
-        : perDayAndModel(rows),
-    totals: figuresOf(rows),
-    by_api: USAGE_APIS.map((api) => ({ api, ...figuresOf(rows.filter((r) => r.api === api)) })),
+    data: days.map((r) => ({
+      date: r.date!,
+      model: r.model!,
+      ...(q.group_by === 'api' ? { api: r.api! } : q.group_by === 'key' ? { key_id: r.key_id } : {}),
+      ...figuresOf([r]),
+    })),
+    totals: figuresOf(days),
+    by_api: USAGE_APIS.map((api) => ({ api, ...figuresOf(rows.filter((r) => r.set === 'api' && r.api === api)) })),
+    by_key: keys.map((r) => ({ ...labelOf(r.key_id), ...figuresOf([r]) })),
   };
 }
 
-/** Rows (in day, model order) summed per day and model, whatever their API. */
-function perDayAndModel(rows: DayModelUsageRow[]): DayModelFigures[] {
-  const groups: DayModelUsageRow[][] = [];
-  for (const r of rows) {
-    const last = groups[groups.length - 1];
-    if (last && last[0]!.date === r.date && last[0]!.model === r.model) last.push(r);
-    else groups.push([r]);
-  }
-  return groups.map((g) => ({ date: g[0]!.date, model: g[0]!.model, ...figuresOf(g) }));
-}
-
-/** The sums of some daily totals rows: integers checked to be exact in JSON, cost as an exact decimal. */
-function figuresOf(rows: DayModelUsageRow[]): DailyFigures {
-  const sum = (pick: (r: DayModelUsageRow) => string) =>
+/** The sums of some daily usage rows: integers checked to be exact in JSON, cost as an exact decimal. */
+function figuresOf(rows: DailyUsageRow[]): DailyFigures {
+  const sum = (pick: (r: DailyUsageRow) => string) =>
     toSafeInteger(rows.reduce((total, r) => total + BigInt(pick(r)), 0n));
   const prompt = sum((r) => r.prompt_tokens);
   const completion = sum((r) => r.completion_tokens);
@@ -135,6 +139,9 @@ export interface RecentRequest {
   total_tokens: number;
   /** What it cost, exact; "0" on the free tier. */
   cost_usd: string;
+  /** The API key that made it, and that key's name (a revoked key keeps its name); null when none was recorded. */
+  key_id: string | null;
+  key_name: string | null;
 }
 
 export interface RecentRequests {
@@ -169,9 +176,15 @@ export async function recentRequests(
       param: 'starting_after',
     });
   }
+  const page = rows.slice(0, limit);
+  const labelOf = await keyLabels(
+    app,
+    accountId,
+    page.map((r) => r.key_id),
+  );
   return {
     object: 'list',
-    data: rows.slice(0, limit).map((r) => ({
+    data: page.map((r) => ({
       id: r.request_id,
       created: unixSeconds(r.created_at),
       model: r.model,
@@ -182,6 +195,8 @@ export async function recentRequests(
       completion_tokens: r.completion_tokens,
       total_tokens: r.prompt_tokens + r.completion_tokens,
       cost_usd: r.tier === 'paid' ? normalizeDecimal(r.cost_usd) : '0',
+      key_id: r.key_id,
+      key_name: labelOf(r.key_id).name,
     })),
     has_more: rows.length > limit,
   };

@@ -1,8 +1,10 @@
 import type { Db, Trx } from '../infra/db.js';
-import type { Month } from '../calendar.js';
+import { dayKey, type Month } from '../calendar.js';
 import * as usage from './usage.repository.js';
 import type {
-  DayModelUsageRow,
+  DailyGrouping,
+  DailyUsageRow,
+  KeyUsageRow,
   LedgerRequestRow,
   LineAggregate,
   ModelUsageRow,
@@ -23,14 +25,23 @@ export function usageByMonth(db: Db, accountId: string, from: Month, to: Month):
   return usage.usageByMonth(db, accountId, from.start, to.start);
 }
 
-/** An account's usage per UTC day, model and API over [fromDay, toDay] (YYYY-MM-DD), from the daily totals. */
-export function usageByDayAndModel(
+/** One month of an account's usage per API key, from the daily totals (the costliest key first). */
+export function monthUsageByKey(db: Db, accountId: string, month: Month): Promise<KeyUsageRow[]> {
+  return usage.usageByKey(db, accountId, dayKey(month.start), dayKey(month.end));
+}
+
+/**
+ * An account's usage over [fromDay, toDay] (YYYY-MM-DD) from the daily totals: per UTC day and
+ * model (and API or key, by `grouping`), and the period's totals per API and per key.
+ */
+export function dailyUsage(
   db: Db,
   accountId: string,
   fromDay: string,
   toDay: string,
-): Promise<DayModelUsageRow[]> {
-  return usage.usageByDayAndModel(db, accountId, fromDay, toDay);
+  grouping: DailyGrouping,
+): Promise<DailyUsageRow[]> {
+  return usage.dailyUsage(db, accountId, fromDay, toDay, grouping);
 }
 
 /**

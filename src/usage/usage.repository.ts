@@ -145,11 +145,53 @@ export async function usageByMonth(db: Db, accountId: string, from: Date, to: Da
   return r.rows;
 }
 
-export interface DayModelUsageRow {
-  /** YYYY-MM-DD, UTC. */
-  date: string;
-  model: string;
-  api: UsageApi;
+export interface KeyUsageRow {
+  /** The API key (api_keys.id); null for usage recorded before keys were. */
+  key_id: string | null;
+  requests: string;
+  /** Requests made on the paid tier. */
+  paid_requests: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  /** Exact sum of paid-tier cost (free-tier usage costs nothing). */
+  cost_usd: string;
+  /** cost_usd rounded half up to the cent. */
+  cost_cents: string;
+}
+
+/**
+ * An account's usage per API key over the UTC days [fromDay, toDay) (YYYY-MM-DD), from the daily
+ * totals: the costliest key first, then the busiest, the usage of no recorded key last among equals.
+ */
+export async function usageByKey(db: Db, accountId: string, fromDay: string, toDay: string): Promise<KeyUsageRow[]> {
+  const r = await sql<KeyUsageRow>`
+    select key_id,
+           sum(requests)::text as requests,
+           sum(paid_requests)::text as paid_requests,
+           sum(prompt_tokens)::text as prompt_tokens,
+           sum(completion_tokens)::text as completion_tokens,
+           sum(cost_usd)::text as cost_usd,
+           round(sum(cost_usd) * 100)::bigint::text as cost_cents
+      from usage_daily_totals
+     where account_id = ${accountId} and day >= ${fromDay}::date and day < ${toDay}::date
+     group by key_id
+     order by sum(cost_usd) desc, sum(requests) desc, key_id nulls last`.execute(db);
+  return r.rows;
+}
+
+/** How the daily endpoint's entries are split: per day and model, and further per API or per key. */
+export type DailyGrouping = 'model' | 'api' | 'key';
+
+export interface DailyUsageRow {
+  /** Which sum the row is: an entry of the period's days (`day`), or a period total of one API or one key. */
+  set: 'day' | 'api' | 'key';
+  /** YYYY-MM-DD, UTC; null in the period totals. */
+  date: string | null;
+  model: string | null;
+  /** Set in a day entry split per API and in an API's total. */
+  api: UsageApi | null;
+  /** Set in a day entry split per key and in a key's total (null there too for usage of no recorded key). */
+  key_id: string | null;
   requests: string;
   prompt_tokens: string;
   completion_tokens: string;
@@ -158,20 +200,34 @@ export interface DayModelUsageRow {
 }
 
 /**
- * An account's usage per UTC day, model and API, for the days from `fromDay` to `toDay` inclusive
- * (YYYY-MM-DD): the daily totals' rows as they are stored, in key order.
+ * An account's usage over the UTC days [fromDay, toDay] (YYYY-MM-DD) from the daily totals, in one
+ * read: per day and model (and API or key, by `grouping`), by day, model, then API or key (the
+ * no-key entry last); then each API's totals, by API; then each key's, the costliest first, then
+ * the busiest. Summed in Postgres, so a key more or less costs a few rows of work, not of transfer.
  */
-export async function usageByDayAndModel(
+export async function dailyUsage(
   db: Db,
   accountId: string,
   fromDay: string,
   toDay: string,
-): Promise<DayModelUsageRow[]> {
-  const r = await sql<DayModelUsageRow>`
-    select to_char(day, 'YYYY-MM-DD') as date, model, api, requests, prompt_tokens, completion_tokens, cost_usd
+  grouping: DailyGrouping,
+): Promise<DailyUsageRow[]> {
+  const split = grouping === 'api' ? sql`, api` : grouping === 'key' ? sql`, key_id` : sql``;
+  // grouping(day, api) is 0 or 1 in a day entry (api in it or not), 2 in an API's total, 3 in a key's.
+  const r = await sql<DailyUsageRow>`
+    select case grouping(day, api) when 2 then 'api' when 3 then 'key' else 'day' end as set,
+           to_char(day, 'YYYY-MM-DD') as date, model, api, key_id,
+           sum(requests)::text as requests,
+           sum(prompt_tokens)::text as prompt_tokens,
+           sum(completion_tokens)::text as completion_tokens,
+           sum(cost_usd)::text as cost_usd
       from usage_daily_totals
      where account_id = ${accountId} and day between ${fromDay}::date and ${toDay}::date
-     order by day, model, api`.execute(db);
+     group by grouping sets ((day, model${split}), (api), (key_id))
+     order by grouping(day), grouping(api), day, model, api,
+              case grouping(day, api) when 3 then sum(cost_usd) end desc,
+              case grouping(day, api) when 3 then sum(requests) end desc,
+              key_id nulls last`.execute(db);
   return r.rows;
 }
 
@@ -189,6 +245,8 @@ export interface LedgerRequestRow {
   prompt_tokens: number;
   completion_tokens: number;
   cost_usd: string;
+  /** The API key that made it; null on rows recorded before keys were. */
+  key_id: string | null;
 }
 
 /** The ledger row of one of the account's requests, by request id: where a page after it starts. */
@@ -225,6 +283,7 @@ export async function recentLedgerRows(
       'prompt_tokens',
       'completion_tokens',
       'cost_usd',
+      'key_id',
     ])
     .where('account_id', '=', accountId);
   if (afterId !== null) {
@@ -352,27 +411,30 @@ export async function rebuildDayTotals(trx: Trx, monthStart: Date, monthEnd: Dat
   const to = monthEnd.toISOString().slice(0, 10);
   const truth = sql`
     select account_id, (created_at at time zone 'UTC')::date as day, model, api, key_id, count(*)::bigint as requests,
-           sum(prompt_tokens)::bigint as prompt_tokens, sum(completion_tokens)::bigint as completion_tokens,
+           count(*) filter (where tier = 'paid')::bigint as paid_requests, sum(prompt_tokens)::bigint as prompt_tokens, sum(completion_tokens)::bigint as completion_tokens,
            coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) as cost_usd
       from usage_events
      where created_at >= ${monthStart} and created_at < ${monthEnd}
      group by 1, 2, 3, 4, 5`;
   const drift = await sql<{ n: string }>`
     with truth as (select *, coalesce(key_id::text, '') as key from (${truth}) l), kept as (
-      select account_id, day, model, api, coalesce(key_id::text, '') as key, requests, prompt_tokens, completion_tokens, cost_usd
+      select account_id, day, model, api, coalesce(key_id::text, '') as key, requests, paid_requests, prompt_tokens,
+             completion_tokens, cost_usd
         from usage_daily_totals where day >= ${from}::date and day < ${to}::date
     )
     select count(*)::text as n
       -- A full join needs an equality: the no-key rows meet as ''.
       from truth t full join kept k using (account_id, day, model, api, key)
-     where (t.requests, t.prompt_tokens, t.completion_tokens, t.cost_usd) is distinct from (k.requests, k.prompt_tokens, k.completion_tokens, k.cost_usd)`.execute(
+     where (t.requests, t.paid_requests, t.prompt_tokens, t.completion_tokens, t.cost_usd)
+           is distinct from (k.requests, k.paid_requests, k.prompt_tokens, k.completion_tokens, k.cost_usd)`.execute(
     trx,
   );
   const n = Number(drift.rows[0]?.n ?? 0);
   if (n > 0) {
     await sql`delete from usage_daily_totals where day >= ${from}::date and day < ${to}::date`.execute(trx);
     await sql`
-      insert into usage_daily_totals (account_id, day, model, api, key_id, requests, prompt_tokens, completion_tokens, cost_usd)
+      insert into usage_daily_totals (account_id, day, model, api, key_id, requests, paid_requests, prompt_tokens,
+                                      completion_tokens, cost_usd)
       ${truth}`.execute(trx);
   }
   return n;

@@ -123,6 +123,21 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
           },
           { api: 'responses', ...NO_USAGE },
         ],
+        // Rows recorded without a key (as before keys were) are one entry of their own.
+        by_key: [
+          {
+            key_id: null,
+            name: null,
+            redacted_value: null,
+            is_default: false,
+            revoked: false,
+            requests: 4,
+            prompt_tokens: 26000,
+            completion_tokens: 3000,
+            total_tokens: 29000,
+            cost_usd: '0.07',
+          },
+        ],
       });
       const truth = await ledgerByDay(who.account.id, '2019-03-01', '2019-03-20');
       expect(
@@ -193,6 +208,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
         { api: 'chat.completions', ...NO_USAGE },
         { api: 'responses', ...NO_USAGE },
       ]);
+      expect(empty.body.by_key).to.deep.equal([]);
     });
 
     it("gives each API's totals in by_api, and with group_by=api one entry per day, model and API", async () => {
@@ -271,7 +287,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
       expect(r.body.data[0]).to.include({ date: '2019-03-05', requests: 42 });
     });
 
-    it('answers 422 for a malformed date, an end before the start, a period over 366 days and a group_by other than api', async () => {
+    it('answers 422 for a malformed date, an end before the start, a period over 366 days and a group_by other than api or key', async () => {
       const who = await createTestAccount(web.app);
       const malformed = await daily(who, '?start_date=2019-02-30');
       expect(malformed.status).to.equal(422);
@@ -379,6 +395,8 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             completion_tokens: 0,
             total_tokens: 100,
             cost_usd: '0',
+            key_id: null,
+            key_name: null,
           },
           {
             id: cancelled[0],
@@ -392,6 +410,8 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             total_tokens: 103,
             // 1.00 in / 5.00 out per 1M tokens.
             cost_usd: '0.000115',
+            key_id: null,
+            key_name: null,
           },
           {
             id: streamed[0],
@@ -404,6 +424,8 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             completion_tokens: 50,
             total_tokens: 150,
             cost_usd: '0.0006',
+            key_id: null,
+            key_name: null,
           },
           {
             id: plain[0],
@@ -416,6 +438,8 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             completion_tokens: 1000,
             total_tokens: 11000,
             cost_usd: '0.028',
+            key_id: null,
+            key_name: null,
           },
         ],
         has_more: false,

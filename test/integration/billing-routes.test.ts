@@ -102,6 +102,23 @@ describe('billing endpoints (usage, generate-invoice, history)', () => {
             cost: '0.05',
           },
         ],
+        by_key: [
+          {
+            key_id: null,
+            name: null,
+            redacted_value: null,
+            is_default: false,
+            revoked: false,
+            requests: 3,
+            billable_requests: 2,
+            prompt_tokens: 16000,
+            completion_tokens: 3500,
+            total_tokens: 19500,
+            cost_usd: '0.05',
+            cost_cents: 5,
+            cost: '0.05',
+          },
+        ],
         total: {
           requests: 3,
           prompt_tokens: 16000,

@@ -31,9 +31,10 @@ export function billingRoutes(): RouteSpec[] {
       method: 'get',
       path: '/v1/billing/usage',
       operationId: 'billingUsage',
-      summary: "This calendar month's (UTC) token usage and cost to date, per model and in total",
+      summary: "This calendar month's (UTC) token usage and cost to date, per model, per API key and in total",
       description:
-        'Cost counts paid-tier requests only; free-tier usage shows zero cost. `cost_usd` is exact; `cost_cents` is what an invoice would bill (each model rounded half up to the cent).',
+        'Cost counts paid-tier requests only; free-tier usage shows zero cost. `cost_usd` is exact; `cost_cents` is what an invoice would bill (each model rounded half up to the cent). ' +
+        '`by_key` breaks the month down by the API key that made each request, revoked keys included (`key_id` null: usage recorded before keys were).',
       tag: TAG,
       auth: 'api_key_or_jwt',
       responses: { 200: { description: 'Usage this month', schema: UsageSchema } },
@@ -45,10 +46,12 @@ export function billingRoutes(): RouteSpec[] {
       method: 'get',
       path: '/v1/billing/usage/daily',
       operationId: 'billingUsageDaily',
-      summary: 'Usage per UTC day and model over a period (at most 366 days), and its totals, in all and per API',
+      summary:
+        'Usage per UTC day and model over a period (at most 366 days), and its totals, in all, per API and per API key',
       description:
         'Defaults: `end_date` today, `start_date` the 1st of its month (this month to date). One entry per day and model with usage, read from totals kept as usage is recorded; `cost_usd` counts paid-tier requests only. ' +
         "`by_api` gives the period's totals per API the requests came through (Chat Completions, Responses); `group_by=api` splits `data` by API too. " +
+        "`by_key` gives the period's totals per API key, named as GET /v1/keys shows them; `group_by=key` splits `data` by key. " +
         'A malformed date, an end before the start or a period over 366 days is a 422.',
       tag: TAG,
       auth: 'api_key_or_jwt',
@@ -64,7 +67,7 @@ export function billingRoutes(): RouteSpec[] {
       operationId: 'billingRequests',
       summary: "The account's requests as the usage ledger records them, newest first, a page at a time",
       description:
-        '`id` is the id the client received (`chatcmpl-…`, or `resp_…` for the Responses API); `api` names the API. A request appears once its usage is recorded, normally within a second of its end. ' +
+        '`id` is the id the client received (`chatcmpl-…`, or `resp_…` for the Responses API); `api` names the API; `key_id` and `key_name` the API key that made it. A request appears once its usage is recorded, normally within a second of its end. ' +
         'Page with `starting_after` set to the last `id` of the previous page while `has_more` is true.',
       tag: TAG,
       auth: 'api_key_or_jwt',
