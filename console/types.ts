@@ -55,6 +55,17 @@ export interface DailyUsage {
   totals: Figures;
   /** The period's totals per API, every API listed. */
   by_api: (Figures & { api: Api })[];
+  /** The period's totals per API key, the costliest first. */
+  by_key: KeyUsage[];
+}
+
+/** A key's usage, named as GET /v1/keys shows the key (key_id null: usage from before keys were recorded). */
+export interface KeyUsage extends Figures {
+  key_id: string | null;
+  name: string | null;
+  redacted_value: string | null;
+  is_default: boolean;
+  revoked: boolean;
 }
 
 export interface RequestRow {
@@ -68,6 +79,8 @@ export interface RequestRow {
   completion_tokens: number;
   total_tokens: number;
   cost_usd: string;
+  key_id: string | null;
+  key_name: string | null;
 }
 
 export interface Invoice {

@@ -3,7 +3,7 @@ import { api, describeError } from '../api.js';
 import { Notice, Show, TableScroll, useLoad } from '../components.js';
 import { addDays, apiName, count, isoDay, usd, usdChartValue, usdTicks, utcDateTime } from '../format.js';
 import { navigate, useLocation } from '../router.js';
-import type { Api, DailyUsage, RequestRow } from '../types.js';
+import type { Api, DailyUsage, KeyUsage, RequestRow } from '../types.js';
 
 const RANGES: [string, string][] = [
   ['month', 'This month'],
@@ -146,7 +146,7 @@ function UsageView(props: { usage: DailyUsage }) {
       <Notice kind="info">
         No usage from {period}. Make a request with your key to <code>{PATHS['chat.completions']}</code> or{' '}
         <code>{PATHS.responses}</code> (the <a href="/console/">overview</a> has examples to copy) and it shows here
-        within seconds, each API apart.
+        within seconds, each API and each key apart.
       </Notice>
     );
   return (
@@ -156,6 +156,7 @@ function UsageView(props: { usage: DailyUsage }) {
         requests, <strong>{usd(u.totals.cost_usd)}</strong>.
       </p>
       <ApiSplit usage={u} />
+      <KeySplit usage={u} />
       <section aria-labelledby="tokens-chart">
         <h2 id="tokens-chart">Tokens per day, by model</h2>
         <Chart
@@ -291,6 +292,95 @@ function ApiSplit(props: { usage: DailyUsage }) {
   );
 }
 
+/** What a key's row is called: its name, or why it has none. */
+const keyLabel = (k: { key_id: string | null; name: string | null }): string =>
+  k.name ?? (k.key_id === null ? 'Before keys were recorded' : 'A deleted key');
+
+/**
+ * Each API key's requests, tokens and cost over the period, the costliest first, with a bar of its
+ * share of the tokens (the numbers beside it say the same). Revoked keys stay, marked.
+ */
+function KeySplit(props: { usage: DailyUsage }) {
+  const keys = props.usage.by_key;
+  const total = props.usage.totals.total_tokens;
+  const share = (k: KeyUsage) => (total > 0 ? (100 * k.total_tokens) / total : 0);
+  // A share under 1% says so with a decimal rather than rounding to a misleading 0%.
+  const percent = (p: number) => `${p > 0 && p < 1 ? p.toFixed(1) : Math.round(p)}%`;
+  return (
+    <section aria-labelledby="by-key">
+      <h2 id="by-key">By key</h2>
+      {keys.length === 0 ? (
+        <p class="muted">No key made a request in this period.</p>
+      ) : (
+        <TableScroll label="Usage per API key">
+          <table id="usage-by-key" class="stack-on-phone" role="table">
+            <thead role="rowgroup">
+              <tr role="row">
+                <th scope="col" role="columnheader">
+                  Key
+                </th>
+                <th scope="col" role="columnheader">
+                  Value
+                </th>
+                <th scope="col" role="columnheader" class="num">
+                  Requests
+                </th>
+                <th scope="col" role="columnheader" class="num">
+                  Tokens
+                </th>
+                <th scope="col" role="columnheader" class="num">
+                  Cost
+                </th>
+                <th scope="col" role="columnheader">
+                  Share of tokens
+                </th>
+              </tr>
+            </thead>
+            <tbody role="rowgroup">
+              {keys.map((k, i) => (
+                <tr
+                  key={k.key_id ?? 'none'}
+                  role="row"
+                  data-key-id={k.key_id ?? ''}
+                  class={k.revoked ? 'key-revoked' : undefined}
+                >
+                  <td role="cell" data-label="Key" data-field="name">
+                    <span>
+                      {keyLabel(k)}
+                      {k.is_default && <span class="tag">default</span>}
+                      {k.revoked && <span class="tag tag-revoked">revoked</span>}
+                    </span>
+                  </td>
+                  <td role="cell" data-label="Value" data-field="value">
+                    {k.redacted_value ? <code>{k.redacted_value}</code> : '—'}
+                  </td>
+                  <td role="cell" data-label="Requests" class="num" data-field="requests">
+                    {count(k.requests)}
+                  </td>
+                  <td role="cell" data-label="Tokens" class="num" data-field="total_tokens">
+                    {count(k.total_tokens)}
+                  </td>
+                  <td role="cell" data-label="Cost" class="num" data-field="cost_usd">
+                    {usd(k.cost_usd)}
+                  </td>
+                  <td role="cell" data-label="Share of tokens" data-field="share">
+                    <span class="share">
+                      <span class="share-bar" aria-hidden="true">
+                        <span class={`share-fill share-${i % 8}`} style={{ width: `${share(k)}%` }} />
+                      </span>
+                      <span class="share-value">{percent(share(k))}</span>
+                    </span>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </TableScroll>
+      )}
+    </section>
+  );
+}
+
 /** An exact decimal amount that is zero ("0", "0.000000"), read without a float. */
 const isZero = (amount: string): boolean => /^-?0*(\.0*)?$/.test(amount);
 
@@ -360,6 +450,7 @@ function RecentRequests() {
                       <th scope="col">Time (UTC)</th>
                       <th scope="col">Model</th>
                       <th scope="col">API</th>
+                      <th scope="col">Key</th>
                       <th scope="col">Streamed</th>
                       <th scope="col">Outcome</th>
                       <th scope="col" class="num">
@@ -377,6 +468,7 @@ function RecentRequests() {
                         <td>{utcDateTime(r.created)}</td>
                         <td>{r.model}</td>
                         <td>{apiName(r.api)}</td>
+                        <td>{r.key_id === null ? '—' : keyLabel({ key_id: r.key_id, name: r.key_name })}</td>
                         <td>{r.stream ? 'yes' : 'no'}</td>
                         <td class={`outcome-${r.status}`}>{r.status}</td>
                         <td class="num">{count(r.total_tokens)}</td>

@@ -11,7 +11,7 @@ import { closeOutboxFor, createTestAccount, latestEmailTo, verificationLinkIn } 
 import { createBillingAccount, recordUsage } from '../support/billing.js';
 import { launchBrowser, type TestBrowser } from '../support/browser.js';
 import { uniqueEmail } from '../support/env.js';
-import { eventually, get, post } from '../support/http.js';
+import { eventually, get, post, request } from '../support/http.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
@@ -183,8 +183,16 @@ describe('the console in a real browser (headless Chromium)', function () {
       await page.close();
     });
 
-    it('charts and tables a paid account’s usage, Chat Completions and Responses side by side, its limit and invoice', async () => {
+    it('charts and tables a paid account’s usage, Chat Completions and Responses side by side, by key, its limit and invoice', async () => {
       const who = await createBillingAccount(web.app, { tier: 'paid' });
+      // Two named keys besides the default one: one program's requests on each, and the Responses
+      // requests recorded with no key (as before keys were); the second key revoked afterwards.
+      const makeKey = async (name: string) => {
+        const r = await post(`${web.url}/v1/keys`, { name }, { bearer: who.jwt });
+        expect(r.status, r.text).to.equal(201);
+        return r.body as { id: string; redacted_value: string };
+      };
+      const [batch, site] = [await makeKey('Batch job'), await makeKey('Website')];
       const today = new Date();
       const day = (n: number) =>
         new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - n, 12));
@@ -198,6 +206,7 @@ describe('the console in a real browser (headless Chromium)', function () {
             prompt: 1200 + 300 * i,
             completion: 800 + 150 * i,
             at: day(n),
+            keyId: batch.id,
           },
           {
             accountId: who.account.id,
@@ -207,6 +216,7 @@ describe('the console in a real browser (headless Chromium)', function () {
             completion: 400,
             at: day(n),
             stream: true,
+            keyId: site.id,
           },
           {
             accountId: who.account.id,
@@ -232,6 +242,7 @@ describe('the console in a real browser (headless Chromium)', function () {
           })
         ).status,
       ).to.equal(200);
+      expect((await request('DELETE', `${web.url}/v1/keys/${site.id}`, { bearer: who.jwt })).status).to.equal(200);
       const page = await signedInPage(who.account.email);
       await page.goto(`${web.url}/console/`);
       await record(page, 'overview');
@@ -260,6 +271,38 @@ describe('the console in a real browser (headless Chromium)', function () {
       }
       const apis = await page.locator('#recent-requests tbody tr td:nth-child(3)').allTextContents();
       expect(new Set(apis)).to.deep.equal(new Set(['Chat Completions', 'Responses']));
+      // By key: a row per key with the ledger's requests and tokens, the costliest first, the
+      // revoked key marked, and the usage of no recorded key named as such.
+      const perKey = await web.app.db
+        .selectFrom('usage_events')
+        .select((eb) => [
+          'key_id',
+          eb.fn.countAll<string>().as('requests'),
+          eb.fn.sum<string>(eb('prompt_tokens', '+', eb.ref('completion_tokens'))).as('tokens'),
+        ])
+        .where('account_id', '=', who.account.id)
+        .groupBy('key_id')
+        .execute();
+      const keyRows = page.locator('#usage-by-key tbody tr');
+      expect(await keyRows.evaluateAll((rows) => rows.map((r) => r.getAttribute('data-key-id')))).to.have.members([
+        batch.id,
+        site.id,
+        '',
+      ]);
+      for (const k of perKey) {
+        const row = page.locator(`#usage-by-key tr[data-key-id="${k.key_id ?? ''}"]`);
+        expect(await row.locator('[data-field="requests"]').textContent()).to.equal(k.requests);
+        expect((await row.locator('[data-field="total_tokens"]').textContent())!.replace(/,/g, '')).to.equal(k.tokens);
+      }
+      const siteRow = page.locator(`#usage-by-key tr[data-key-id="${site.id}"]`);
+      expect(await siteRow.locator('[data-field="name"]').innerText()).to.match(/^Website\s*revoked$/);
+      expect(await siteRow.locator('[data-field="value"]').innerText()).to.equal(site.redacted_value);
+      expect(await page.locator('#usage-by-key tr[data-key-id=""] [data-field="name"]').innerText()).to.equal(
+        'Before keys were recorded',
+      );
+      // Recent requests name the key of each.
+      const keyNames = await page.locator('#recent-requests tbody tr td:nth-child(4)').allTextContents();
+      expect(new Set(keyNames)).to.deep.equal(new Set(['Batch job', 'Website', '—']));
       // The CSV has a line per day, model and API, the API in a column of its own.
       const [download] = await Promise.all([
         page.waitForEvent('download'),
