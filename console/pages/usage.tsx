@@ -298,7 +298,7 @@ const keyLabel = (k: { key_id: string | null; name: string | null }): string =>
 
 /**
  * Each API key's requests, tokens and cost over the period, the costliest first, with a bar of its
- * share of the tokens (the numbers beside it say the same). Revoked keys stay, marked.
+ * share of the tokens (the percentage beside it says the same). Revoked keys stay, marked.
  */
 function KeySplit(props: { usage: DailyUsage }) {
   const keys = props.usage.by_key;
@@ -337,18 +337,13 @@ function KeySplit(props: { usage: DailyUsage }) {
               </tr>
             </thead>
             <tbody role="rowgroup">
-              {keys.map((k, i) => (
-                <tr
-                  key={k.key_id ?? 'none'}
-                  role="row"
-                  data-key-id={k.key_id ?? ''}
-                  class={k.revoked ? 'key-revoked' : undefined}
-                >
+              {keys.map((k) => (
+                <tr key={k.key_id ?? 'none'} role="row" data-key-id={k.key_id ?? ''}>
                   <td role="cell" data-label="Key" data-field="name">
                     <span>
                       {keyLabel(k)}
-                      {k.is_default && <span class="tag">default</span>}
-                      {k.revoked && <span class="tag tag-revoked">revoked</span>}
+                      {k.is_default && <span class="badge">default</span>}
+                      {k.revoked && <span class="badge badge-off">revoked</span>}
                     </span>
                   </td>
                   <td role="cell" data-label="Value" data-field="value">
@@ -366,7 +361,7 @@ function KeySplit(props: { usage: DailyUsage }) {
                   <td role="cell" data-label="Share of tokens" data-field="share">
                     <span class="share">
                       <span class="share-bar" aria-hidden="true">
-                        <span class={`share-fill share-${i % 8}`} style={{ width: `${share(k)}%` }} />
+                        <span class="share-fill" style={{ width: `${share(k)}%` }} />
                       </span>
                       <span class="share-value">{percent(share(k))}</span>
                     </span>
