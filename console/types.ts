@@ -40,8 +40,8 @@ export interface MonthUsage {
   models: (Figures & { model: string; cost: string })[];
   total: Figures & { cost: string; cost_cents: number };
   spend_limit?: SpendLimit;
-  /** Per key, where the service breaks usage down by key. */
-  by_key?: KeyUsage[];
+  /** This month per key (`by_key` of GET /v1/billing/usage). */
+  by_key?: (KeyUsage & { cost: string })[];
 }
 
 /** The public API a request came through. */
@@ -146,10 +146,4 @@ export interface ApiKey {
 export interface ApiKeyList {
   object: 'list';
   data: ApiKey[];
-}
-
-/** This month's figures for one key (`by_key` of GET /v1/billing/usage). */
-export interface KeyUsage extends Figures {
-  key_id: string;
-  cost: string;
 }

@@ -342,8 +342,8 @@ function KeySplit(props: { usage: DailyUsage }) {
                   <td role="cell" data-label="Key" data-field="name">
                     <span>
                       {keyLabel(k)}
-                      {k.is_default && <span class="badge">default</span>}
-                      {k.revoked && <span class="badge badge-off">revoked</span>}
+                      {k.is_default && <span class="badge">Default</span>}
+                      {k.revoked && <span class="badge badge-off">Revoked</span>}
                     </span>
                   </td>
                   <td role="cell" data-label="Value" data-field="value">

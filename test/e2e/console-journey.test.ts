@@ -295,7 +295,7 @@ describe('the console in a real browser (headless Chromium)', function () {
         expect((await row.locator('[data-field="total_tokens"]').textContent())!.replace(/,/g, '')).to.equal(k.tokens);
       }
       const siteRow = page.locator(`#usage-by-key tr[data-key-id="${site.id}"]`);
-      expect(await siteRow.locator('[data-field="name"]').innerText()).to.match(/^Website\s*revoked$/);
+      expect(await siteRow.locator('[data-field="name"]').innerText()).to.match(/^Website\s*Revoked$/);
       expect(await siteRow.locator('[data-field="value"]').innerText()).to.equal(site.redacted_value);
       expect(await page.locator('#usage-by-key tr[data-key-id=""] [data-field="name"]').innerText()).to.equal(
         'Before keys were recorded',

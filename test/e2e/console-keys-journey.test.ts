@@ -145,18 +145,19 @@ describe('the keys journey in a real browser: sign up, two keys, usage by key, r
     }, 'both requests in the ledger');
     expect(perKey).to.deep.equal([defaultRow.id, batchRow.id].sort());
 
-    // 5. USAGE BY KEY. The Usage page's per-key section, where the page has one: both keys named,
-    // each with its one request. (To tighten once the per-key breakdown is on the Usage page.)
+    // 5. USAGE BY KEY. The Usage page's per-key section: both keys named, each with its one request.
     await page.getByRole('link', { name: 'Usage', exact: true }).click();
     await page.waitForURL(`${web.url}/console/usage`);
     await settled(page);
     if (await page.locator('.chart').count()) await page.locator('.chart canvas').first().waitFor();
-    const byKeyHeading = page.getByRole('heading', { name: /by key/i });
-    if ((await byKeyHeading.count()) > 0) {
-      const section = page.locator('section').filter({ has: byKeyHeading });
-      const text = await section.first().innerText();
-      expect(text).to.include('Default');
-      expect(text).to.include('Batch job');
+    await page.getByRole('heading', { name: 'By key' }).waitFor();
+    for (const [row, name] of [
+      [defaultRow, 'Default'],
+      [batchRow, 'Batch job'],
+    ] as const) {
+      const line = page.locator(`#usage-by-key tr[data-key-id="${row.id}"]`);
+      expect(await line.locator('[data-field="name"]').innerText()).to.match(new RegExp(`^${name}`));
+      expect(await line.locator('[data-field="requests"]').innerText()).to.equal('1');
     }
     await recordPage(page, SHOTS, 'journey-usage-by-key');
     // The Keys page shows when each key was last used, once recorded (to the minute).
