@@ -110,6 +110,7 @@ export interface SubscriptionResult {
 
 export interface TierPrice {
   input_price_per_million: string;
+  cached_input_price_per_million: string;
   output_price_per_million: string;
 }
 

@@ -39,6 +39,9 @@ function ModelTable(props: { id: string; label: string; models: Model[] }) {
               Paid: input
             </th>
             <th scope="col" role="columnheader" class="num">
+              Paid: cached input
+            </th>
+            <th scope="col" role="columnheader" class="num">
               Paid: output
             </th>
           </tr>
@@ -63,6 +66,9 @@ function ModelTable(props: { id: string; label: string; models: Model[] }) {
               <td role="cell" data-label="Paid: input" class="num" data-field="paid-input">
                 {perMillion(m.pricing.paid?.input_price_per_million)}
               </td>
+              <td role="cell" data-label="Paid: cached input" class="num" data-field="paid-cached-input">
+                {perMillion(m.pricing.paid?.cached_input_price_per_million)}
+              </td>
               <td role="cell" data-label="Paid: output" class="num" data-field="paid-output">
                 {perMillion(m.pricing.paid?.output_price_per_million)}
               </td>
@@ -82,7 +88,8 @@ export function ModelsPage(props: { session: Extract<Session, { signed_in: true 
   return (
     <>
       <p>
-        Prices are in US dollars per million tokens: input is the prompt, output the completion.{' '}
+        Prices are in US dollars per million tokens: input is the prompt, output the completion. Cached input is the
+        part of a prompt the provider served from its prompt cache, counted and billed with the prompt.{' '}
         {free ? (
           <>
             On the free tier your models cost nothing, within its <a href="/console/">rate limits</a>.

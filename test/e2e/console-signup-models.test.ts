@@ -175,6 +175,7 @@ describe('sign-up and the models page in a real browser (headless Chromium)', fu
             accepts: cell('accepts'),
             free: cell('free'),
             input: cell('paid-input'),
+            cachedInput: cell('paid-cached-input'),
             output: cell('paid-output'),
           };
         }),
@@ -190,6 +191,8 @@ describe('sign-up and the models page in a real browser (headless Chromium)', fu
         accepts: ['Text, images', 'tools', ...(m.reasoning ? ['reasoning effort'] : [])].join('; '),
         free: m.tiers.includes('free') ? 'Free' : 'Paid tier only',
         input: `$${m.input_price_per_million}`,
+        // Cached prompt tokens are billed as prompt tokens.
+        cachedInput: `$${m.input_price_per_million}`,
         output: `$${m.output_price_per_million}`,
       };
     };

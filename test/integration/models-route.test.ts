@@ -56,10 +56,18 @@ describe('GET /v1/models', () => {
       });
       expect(model.pricing, model.id).to.deep.equal({
         ...(entry.tiers.includes('free')
-          ? { free: { input_price_per_million: '0', output_price_per_million: '0' } }
+          ? {
+              free: {
+                input_price_per_million: '0',
+                cached_input_price_per_million: '0',
+                output_price_per_million: '0',
+              },
+            }
           : {}),
         paid: {
           input_price_per_million: entry.input_price_per_million,
+          // The ledger bills cached prompt tokens as prompt tokens.
+          cached_input_price_per_million: entry.input_price_per_million,
           output_price_per_million: entry.output_price_per_million,
         },
       });
@@ -68,8 +76,12 @@ describe('GET /v1/models', () => {
       context_length: 200_000,
       input_modalities: ['text', 'image'],
       pricing: {
-        free: { input_price_per_million: '0', output_price_per_million: '0' },
-        paid: { input_price_per_million: '1.00', output_price_per_million: '5.00' },
+        free: { input_price_per_million: '0', cached_input_price_per_million: '0', output_price_per_million: '0' },
+        paid: {
+          input_price_per_million: '1.00',
+          cached_input_price_per_million: '1.00',
+          output_price_per_million: '5.00',
+        },
       },
     });
   });

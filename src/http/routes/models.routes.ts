@@ -12,9 +12,15 @@ const CREATED = 1_735_689_600;
 /** A tier's price for a model: exact decimal strings, USD per 1M tokens ("0" on the free tier). */
 const TierPrice: JsonSchema = {
   type: 'object',
-  required: ['input_price_per_million', 'output_price_per_million'],
+  required: ['input_price_per_million', 'cached_input_price_per_million', 'output_price_per_million'],
   properties: {
     input_price_per_million: { type: 'string', example: '0.30', description: 'USD per 1M prompt tokens' },
+    cached_input_price_per_million: {
+      type: 'string',
+      example: '0.30',
+      description:
+        'USD per 1M prompt tokens the provider served from its prompt cache (usage.prompt_tokens_details.cached_tokens). The ledger counts them among the prompt tokens, so it is the input price.',
+    },
     output_price_per_million: { type: 'string', example: '2.50', description: 'USD per 1M completion tokens' },
   },
 };
@@ -98,7 +104,7 @@ const ModelsQuery: JsonSchema = {
   },
 };
 
-const FREE_PRICE = { input_price_per_million: '0', output_price_per_million: '0' };
+const FREE_PRICE = { input_price_per_million: '0', cached_input_price_per_million: '0', output_price_per_million: '0' };
 
 const toModelObject = (m: CatalogModel) => ({
   id: m.id,
@@ -116,7 +122,12 @@ const toModelObject = (m: CatalogModel) => ({
       tier,
       tier === 'free'
         ? FREE_PRICE
-        : { input_price_per_million: m.input_price_per_million, output_price_per_million: m.output_price_per_million },
+        : {
+            input_price_per_million: m.input_price_per_million,
+            // Billed as what the ledger counts them: prompt tokens (docs/models-and-providers.md).
+            cached_input_price_per_million: m.input_price_per_million,
+            output_price_per_million: m.output_price_per_million,
+          },
     ]),
   ),
 });
