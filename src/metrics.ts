@@ -31,6 +31,12 @@ function httpMetrics(registers: client.Registry[]) {
       labelNames: ['route', 'reason'] as const,
       registers,
     }),
+    bodyRefusedBytes: new client.Counter({
+      name: 'http_request_body_refused_bytes_total',
+      help: 'Bytes of the refused request bodies read (decompressed) before the refusal, by route and reason: how far a refused body got',
+      labelNames: ['route', 'reason'] as const,
+      registers,
+    }),
     bodyParsedBytes: new client.Counter({
       name: 'http_request_body_parsed_bytes_total',
       help: 'Bytes of request bodies parsed as JSON, by route',

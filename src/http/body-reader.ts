@@ -63,7 +63,8 @@ export interface BodyReadOptions {
   /** A compressed body may inflate to this many times the bytes on the wire so far (past INFLATE_ALLOWANCE_BYTES). */
   maxInflateRatio: number;
   hold: BodyHold;
-  onRefused(reason: BodyRefusal): void;
+  /** A body was refused, after `decodedBytes` of it were read (decompressed, for an encoded one). */
+  onRefused(reason: BodyRefusal, decodedBytes: number): void;
 }
 
 export interface BodyText {
@@ -102,8 +103,9 @@ export function readBodyText(req: IncomingMessage, opts: BodyReadOptions): Promi
   // Refused before a byte was read, the body is drained by Node and the connection kept, so the
   // client reads the answer; refused part-way, the connection is closed rather than read to the end.
   let reading = false;
+  let decoded = 0;
   const refuse = (reason: BodyRefusal, message: string): AppError => {
-    opts.onRefused(reason);
+    opts.onRefused(reason, decoded);
     const headers: Record<string, string> = reading ? { Connection: 'close' } : {};
     if (reason === 'busy')
       return new AppError('unavailable', message, { code: 'server_busy', headers: { ...headers, 'Retry-After': '1' } });
@@ -165,6 +167,7 @@ export function readBodyText(req: IncomingMessage, opts: BodyReadOptions): Promi
     const onChunk = (chunk: Buffer) => {
       if (settled) return;
       bytes += chunk.length;
+      decoded = bytes;
       if (bytes > opts.limitBytes) return finish(tooLarge());
       if (decoder && bytes > INFLATE_ALLOWANCE_BYTES && bytes > wire * opts.maxInflateRatio) {
         return finish(

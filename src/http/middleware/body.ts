@@ -35,7 +35,10 @@ export function jsonBody(
             limitBytes,
             maxInflateRatio: deps.config.http.bodyMaxInflateRatio,
             hold,
-            onRefused: (reason) => http.bodyRefusals.inc({ route, reason }),
+            onRefused: (reason, decodedBytes) => {
+              http.bodyRefusals.inc({ route, reason });
+              http.bodyRefusedBytes.inc({ route, reason }, decodedBytes);
+            },
           });
         } finally {
           // A compressed or chunked body took more than it announced, read in full or not: its budget pays the rest.
