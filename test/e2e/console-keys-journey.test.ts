@@ -184,6 +184,7 @@ describe('the keys journey in a real browser: sign up, two keys, usage by key, r
     expect(refused).to.be.an.instanceOf(OpenAI.AuthenticationError);
     expect((refused as InstanceType<typeof OpenAI.AuthenticationError>).status).to.equal(401);
     expect((await complete(defaultKey)).choices).to.have.length(1);
+    await page.locator('.key-list > li h3', { hasText: 'Batch job' }).waitFor({ state: 'detached' });
     expect(await page.locator('.key-list > li h3').allTextContents()).to.deep.equal(['Default']);
     await recordPage(page, SHOTS, 'journey-keys-revoked');
 

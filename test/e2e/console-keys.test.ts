@@ -206,7 +206,8 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     await page.waitForFunction('document.activeElement?.id === "new-key"');
     expect(await page.locator('#new-key').innerText()).to.equal('Your new key “CI runner”');
     expect(await page.locator('.shown-once .warning').innerText()).to.equal('Save it now: it will not be shown again.');
-    expect(await page.getByRole('status').filter({ hasText: 'Key “CI runner” created.' }).count()).to.equal(1);
+    // The announcement and the list's new card render after the secret: each is waited for, not raced.
+    await page.getByRole('status').filter({ hasText: 'Key “CI runner” created.' }).waitFor();
     const secret = (await page.locator('#api-key').textContent())!.trim();
     const row = await rowOf(secret);
     expect(row).to.deep.include({
@@ -220,7 +221,9 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     expect(row.expires_at!.toISOString()).to.equal(`${dayFromToday(30)}T00:00:00.000Z`);
     expect((await get(`${web.url}/v1/models`, { bearer: secret })).status).to.equal(200);
     await page.getByRole('button', { name: 'Copy key' }).click();
+    await page.getByRole('status').filter({ hasText: 'Copied to the clipboard.' }).waitFor();
     expect(await page.evaluate('navigator.clipboard.readText()')).to.equal(secret);
+    await card(page, 'CI runner').locator('[data-field="redacted"]').waitFor();
     expect(await facts(card(page, 'CI runner'))).to.deep.include({
       redacted: `sk-svc-…${secret.slice(-4)}`,
       models: freeModels.slice(1).join(', '),
@@ -286,6 +289,8 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     // Focus comes back to the key's Edit button.
     await page.waitForFunction(`document.activeElement?.id === "edit-${batch.id}"`);
     const edited = card(page, 'Batch v2');
+    // The list is read again after the answer: its new card is waited for, not raced.
+    await edited.locator('.badge').filter({ hasText: 'Disabled' }).waitFor();
     expect(await edited.locator('.badge').allTextContents()).to.deep.equal(['Disabled']);
     expect(await facts(edited)).to.deep.include({ rpm: '20', models: 'All models' });
     expect(await rowOf(batch.api_key)).to.deep.include({ name: 'Batch v2', requests_per_minute: 20, disabled: true });
@@ -313,7 +318,7 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     await dialog.getByRole('button', { name: 'Revoke key' }).click();
     await page.getByRole('status').filter({ hasText: 'Key “Old job” revoked' }).waitFor();
     await page.waitForFunction('document.activeElement?.id === "keys-heading"');
-    expect(await card(page, 'Old job').count()).to.equal(0);
+    await card(page, 'Old job').waitFor({ state: 'detached' });
     expect((await rowOf(old.api_key)).revoked_at).to.be.an.instanceOf(Date);
     expect((await get(`${web.url}/v1/models`, { bearer: old.api_key })).status).to.equal(401);
     await recordPage(page, SHOTS, 'keys-revoked');
