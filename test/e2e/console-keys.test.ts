@@ -91,6 +91,17 @@ describe('the keys page in a real browser (headless Chromium)', function () {
   const card = (page: Page, name: string): Locator =>
     page.locator('.key-list > li').filter({ has: page.getByRole('heading', { name, exact: true }) });
 
+  /**
+   * Waits until the element `id` has the focus. Polled with page.evaluate, which the page's CSP does
+   * not govern; waitForFunction's own polling evaluates its string in the page, which script-src
+   * 'self' refuses as soon as the first check is false.
+   */
+  const focused = (page: Page, id: string) =>
+    eventually(
+      async () => ((await page.evaluate('document.activeElement?.id')) === id ? true : undefined),
+      `focus on #${id}`,
+    );
+
   /** A card's lines as the page shows them. */
   const facts = async (c: Locator) =>
     Object.fromEntries(
@@ -189,7 +200,7 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     const page = await keysPageOf(who);
     await page.getByRole('button', { name: 'Create a key' }).click();
     // The form opens with focus in its first field.
-    await page.waitForFunction('document.activeElement?.id === "key-name"');
+    await focused(page, 'key-name');
     await page.keyboard.type('CI runner');
     const freeModels = web.app.catalog.forTier('free').map((m) => m.id);
     // Every model is ticked at first; one is unticked.
@@ -203,7 +214,7 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     await page.getByRole('button', { name: 'Create key' }).click();
 
     await page.locator('#api-key').waitFor();
-    await page.waitForFunction('document.activeElement?.id === "new-key"');
+    await focused(page, 'new-key');
     expect(await page.locator('#new-key').innerText()).to.equal('Your new key “CI runner”');
     expect(await page.locator('.shown-once .warning').innerText()).to.equal('Save it now: it will not be shown again.');
     // The announcement and the list's new card render after the secret: each is waited for, not raced.
@@ -249,7 +260,7 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     await page.getByLabel('Requests per minute (optional)').fill('0');
     await page.getByRole('button', { name: 'Create key' }).click();
     await page.locator('#key-rpm-error').waitFor();
-    await page.waitForFunction('document.activeElement?.id === "key-rpm"');
+    await focused(page, 'key-rpm');
     const rpm = page.locator('#key-rpm');
     expect(await rpm.getAttribute('aria-invalid')).to.equal('true');
     expect(await rpm.getAttribute('aria-describedby')).to.include('key-rpm-error');
@@ -260,7 +271,7 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     await page.getByLabel('Expires on (optional)').fill('2020-01-01');
     await page.getByRole('button', { name: 'Create key' }).click();
     await page.locator('#key-expires-error').waitFor();
-    await page.waitForFunction('document.activeElement?.id === "key-expires"');
+    await focused(page, 'key-expires');
     expect(await page.locator('#key-expires-error').innerText()).to.equal('Input should be in the future');
     expect(await rpm.getAttribute('aria-invalid')).to.equal(null);
     // What the page can tell without asking, it says at the field too.
@@ -278,7 +289,7 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     const batch = await createKey(who, { name: 'Batch' });
     const page = await keysPageOf(who);
     await page.getByRole('button', { name: 'Edit “Batch”' }).click();
-    await page.waitForFunction('document.activeElement?.id === "key-name"');
+    await focused(page, 'key-name');
     expect(await page.getByLabel('Name').inputValue()).to.equal('Batch');
     await page.getByLabel('Name').fill('Batch v2');
     await page.getByLabel('Requests per minute (optional)').fill('20');
@@ -287,7 +298,7 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     await page.getByRole('button', { name: 'Save changes' }).click();
     await page.getByRole('status').filter({ hasText: 'Key “Batch v2” saved.' }).waitFor();
     // Focus comes back to the key's Edit button.
-    await page.waitForFunction(`document.activeElement?.id === "edit-${batch.id}"`);
+    await focused(page, `edit-${batch.id}`);
     const edited = card(page, 'Batch v2');
     // The list is read again after the answer: its new card is waited for, not raced.
     await edited.locator('.badge').filter({ hasText: 'Disabled' }).waitFor();
@@ -317,7 +328,7 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     await revoke.click();
     await dialog.getByRole('button', { name: 'Revoke key' }).click();
     await page.getByRole('status').filter({ hasText: 'Key “Old job” revoked' }).waitFor();
-    await page.waitForFunction('document.activeElement?.id === "keys-heading"');
+    await focused(page, 'keys-heading');
     await card(page, 'Old job').waitFor({ state: 'detached' });
     expect((await rowOf(old.api_key)).revoked_at).to.be.an.instanceOf(Date);
     expect((await get(`${web.url}/v1/models`, { bearer: old.api_key })).status).to.equal(401);
@@ -347,6 +358,8 @@ describe('the keys page in a real browser (headless Chromium)', function () {
     // After a reload the time comes from the service (api_key.next_regeneration_at).
     await page.reload();
     await settled(page);
+    // The page reads the time after it renders: waited for, not raced.
+    await page.locator('#next-allowed').waitFor();
     const info = await get(`${web.url}/v1/subscription/info`, { bearer: who.jwt });
     const next = info.body.api_key.next_regeneration_at as string;
     expect(await button.isDisabled()).to.equal(true);
