@@ -46,6 +46,13 @@ describe('the monthly spending limit across two web processes', () => {
     return who;
   }
 
+  // About 1,000 prompt tokens and 10 completion tokens: 0.0021 USD each, which the answer uses in full.
+  const ask = {
+    model: 'gpt-4.1',
+    messages: [{ role: 'user', content: `Summarise this: ${'apple pie recipe '.repeat(330)}` }],
+    max_tokens: 10,
+  };
+
   const ledgerRows = (accountId: string) =>
     app.db
       .selectFrom('usage_events')
@@ -56,12 +63,6 @@ describe('the monthly spending limit across two web processes', () => {
 
   it('admits what fits of 100 concurrent requests, bills no more than the limit plus one reservation, then admits nothing', async () => {
     const who = await limited('0.10');
-    // About 1,000 prompt tokens and 10 completion tokens: 0.0021 USD each, which the answer uses in full.
-    const ask = {
-      model: 'gpt-4.1',
-      messages: [{ role: 'user', content: `Summarise this: ${'apple pie recipe '.repeat(330)}` }],
-      max_tokens: 10,
-    };
     const results = await Promise.all(
       Array.from({ length: 100 }, (_, i) =>
         post(`${webs[i % 2]!.url}/v1/chat/completions`, ask, { bearer: who.apiKey }),
@@ -112,12 +113,6 @@ describe('the monthly spending limit across two web processes', () => {
     });
     expect(created.status, created.text).to.equal(201);
     const capped = created.body as { id: string; api_key: string };
-    // About 1,000 prompt tokens and 10 completion tokens: 0.0021 USD each, which the answer uses in full.
-    const ask = {
-      model: 'gpt-4.1',
-      messages: [{ role: 'user', content: `Summarise this: ${'apple pie recipe '.repeat(330)}` }],
-      max_tokens: 10,
-    };
     const results = await Promise.all(
       Array.from({ length: 50 }, (_, i) =>
         post(`${webs[i % 2]!.url}/v1/chat/completions`, ask, { bearer: capped.api_key }),
