@@ -9,11 +9,12 @@ import { startTestWeb, type TestWeb } from '../support/web.js';
 
 // Usage read per API key: by_key in GET /v1/billing/usage and GET /v1/billing/usage/daily,
 // group_by=key, and the key of each request in GET /v1/billing/requests, through real HTTP over
-// real Postgres, with the web tier's clock set by hand to May 2013 (2013 belongs to this file).
+// real Postgres, with the web tier's clock set by hand to May 2021 (2021 belongs to this file: the invoicing tests bill every account that owes
+// for 2014 and 2015, so no test may leave paid usage before 2016).
 
 describe('usage per API key (by_key, group_by=key, and the key of each request)', () => {
   let web: TestWeb;
-  const clock = new ManualClock('2013-05-20T12:00:00Z');
+  const clock = new ManualClock('2021-05-20T12:00:00Z');
   let who: TestAccount;
 
   before(async () => {
@@ -21,7 +22,7 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
   });
   after(async () => web.close());
   beforeEach(async () => {
-    clock.set('2013-05-20T12:00:00Z');
+    clock.set('2021-05-20T12:00:00Z');
     who = await createTestAccount(web.app, { tier: 'paid' });
   });
 
@@ -70,17 +71,17 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
       const [def, batch, site] = [await defaultKey(), await createKey('Batch job'), await createKey('Website')];
       await recordUsage(web.app, [
         // Batch job: 2 paid requests, 0.028 + 0.048 = 0.076 USD.
-        use(batch.id, 10_000, '2013-05-02T08:00:00Z'),
-        use(batch.id, 20_000, '2013-05-19T08:00:00Z'),
+        use(batch.id, 10_000, '2021-05-02T08:00:00Z'),
+        use(batch.id, 20_000, '2021-05-19T08:00:00Z'),
         // Default: 1 paid request, 0.028 USD.
-        use(def.id, 10_000, '2013-05-03T08:00:00Z'),
+        use(def.id, 10_000, '2021-05-03T08:00:00Z'),
         // Website: 2 free-tier requests (before an upgrade): no cost, more requests than the next.
-        use(site.id, 500, '2013-05-01T01:00:00Z', { tier: 'free', model: 'gemini-2.5-flash' }),
-        use(site.id, 500, '2013-05-01T02:00:00Z', { tier: 'free', model: 'gemini-2.5-flash' }),
+        use(site.id, 500, '2021-05-01T01:00:00Z', { tier: 'free', model: 'gemini-2.5-flash' }),
+        use(site.id, 500, '2021-05-01T02:00:00Z', { tier: 'free', model: 'gemini-2.5-flash' }),
         // Recorded without a key (as before keys were): 1 free request, no cost.
-        use(undefined, 100, '2013-05-04T00:00:00Z', { tier: 'free', model: 'gemini-2.5-flash' }),
+        use(undefined, 100, '2021-05-04T00:00:00Z', { tier: 'free', model: 'gemini-2.5-flash' }),
         // Last month's usage is not this month's.
-        use(site.id, 999_999, '2013-04-30T23:59:59Z'),
+        use(site.id, 999_999, '2021-04-30T23:59:59Z'),
       ]);
       const r = await get(`${web.url}/v1/billing/usage`, { bearer: who.apiKey });
       expect(r.status, r.text).to.equal(200);
@@ -101,7 +102,7 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
         { ...NO_KEY, ...figures(1, 0, 100, '0', 0) },
       ]);
       expect(def.is_default).to.equal(true);
-      const truth = await ledgerByKey('2013-05-01T00:00:00Z', '2013-05-20T12:00:00Z');
+      const truth = await ledgerByKey('2021-05-01T00:00:00Z', '2021-05-20T12:00:00Z');
       expect(
         r.body.by_key.map(
           (k: { key_id: string | null; requests: number; prompt_tokens: number; cost_usd: string }) => ({
@@ -118,8 +119,8 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
       const site = await createKey('Website');
       const gone = randomUUID();
       await recordUsage(web.app, [
-        use(site.id, 10_000, '2013-05-02T08:00:00Z'),
-        use(gone, 1_000, '2013-05-03T08:00:00Z'),
+        use(site.id, 10_000, '2021-05-02T08:00:00Z'),
+        use(gone, 1_000, '2021-05-03T08:00:00Z'),
       ]);
       const revoke = await request('DELETE', `${web.url}/v1/keys/${site.id}`, { bearer: who.jwt });
       expect(revoke.status, revoke.text).to.equal(200);
@@ -150,11 +151,11 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
     it("gives each key's totals in by_key, adding up to totals, and with group_by=key one entry per day, model and key", async () => {
       const [batch, site] = [await createKey('Batch job'), await createKey('Website')];
       await recordUsage(web.app, [
-        use(batch.id, 10_000, '2013-05-02T08:00:00Z'),
-        use(site.id, 20_000, '2013-05-02T09:00:00Z'),
-        use(site.id, 30_000, '2013-05-02T10:00:00Z', { api: 'responses' }),
-        use(undefined, 40_000, '2013-05-02T11:00:00Z'),
-        use(batch.id, 50_000, '2013-05-03T00:00:00Z'),
+        use(batch.id, 10_000, '2021-05-02T08:00:00Z'),
+        use(site.id, 20_000, '2021-05-02T09:00:00Z'),
+        use(site.id, 30_000, '2021-05-02T10:00:00Z', { api: 'responses' }),
+        use(undefined, 40_000, '2021-05-02T11:00:00Z'),
+        use(batch.id, 50_000, '2021-05-03T00:00:00Z'),
       ]);
       const figures = (requests: number, prompt: number, cost: string) => ({
         requests,
@@ -166,8 +167,8 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
       const together = await get(`${web.url}/v1/billing/usage/daily`, { bearer: who.apiKey });
       expect(together.status, together.text).to.equal(200);
       expect(together.body.data).to.deep.equal([
-        { date: '2013-05-02', model: 'gpt-4.1', ...figures(4, 100_000, '0.232') },
-        { date: '2013-05-03', model: 'gpt-4.1', ...figures(1, 50_000, '0.108') },
+        { date: '2021-05-02', model: 'gpt-4.1', ...figures(4, 100_000, '0.232') },
+        { date: '2021-05-03', model: 'gpt-4.1', ...figures(1, 50_000, '0.108') },
       ]);
       expect(together.body.totals).to.deep.equal(figures(5, 150_000, '0.34'));
       expect(together.body.by_key).to.deep.equal([
@@ -185,10 +186,10 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
         [site.id]: figures(2, 50_000, '0.116'),
       };
       expect(apart.body.data).to.deep.equal([
-        { date: '2013-05-02', model: 'gpt-4.1', key_id: first, ...byId[first!] },
-        { date: '2013-05-02', model: 'gpt-4.1', key_id: second, ...byId[second!] },
-        { date: '2013-05-02', model: 'gpt-4.1', key_id: null, ...figures(1, 40_000, '0.088') },
-        { date: '2013-05-03', model: 'gpt-4.1', key_id: batch.id, ...figures(1, 50_000, '0.108') },
+        { date: '2021-05-02', model: 'gpt-4.1', key_id: first, ...byId[first!] },
+        { date: '2021-05-02', model: 'gpt-4.1', key_id: second, ...byId[second!] },
+        { date: '2021-05-02', model: 'gpt-4.1', key_id: null, ...figures(1, 40_000, '0.088') },
+        { date: '2021-05-03', model: 'gpt-4.1', key_id: batch.id, ...figures(1, 50_000, '0.108') },
       ]);
       expect({ totals: apart.body.totals, by_api: apart.body.by_api, by_key: apart.body.by_key }).to.deep.equal({
         totals: together.body.totals,
@@ -199,9 +200,9 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
       // group_by=api sums every key of a day, model and API into one entry.
       const perApi = await get(`${web.url}/v1/billing/usage/daily?group_by=api`, { bearer: who.apiKey });
       expect(perApi.body.data).to.deep.equal([
-        { date: '2013-05-02', model: 'gpt-4.1', api: 'chat.completions', ...figures(3, 70_000, '0.164') },
-        { date: '2013-05-02', model: 'gpt-4.1', api: 'responses', ...figures(1, 30_000, '0.068') },
-        { date: '2013-05-03', model: 'gpt-4.1', api: 'chat.completions', ...figures(1, 50_000, '0.108') },
+        { date: '2021-05-02', model: 'gpt-4.1', api: 'chat.completions', ...figures(3, 70_000, '0.164') },
+        { date: '2021-05-02', model: 'gpt-4.1', api: 'responses', ...figures(1, 30_000, '0.068') },
+        { date: '2021-05-03', model: 'gpt-4.1', api: 'chat.completions', ...figures(1, 50_000, '0.108') },
       ]);
     });
   });
@@ -210,8 +211,8 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
     it('names the key of each request, a revoked one included, and none for a request recorded without one', async () => {
       const site = await createKey('Website');
       const [withKey, without] = [
-        await recordUsage(web.app, [use(site.id, 100, '2013-05-10T10:00:00Z')]),
-        await recordUsage(web.app, [use(undefined, 100, '2013-05-10T10:00:01Z')]),
+        await recordUsage(web.app, [use(site.id, 100, '2021-05-10T10:00:00Z')]),
+        await recordUsage(web.app, [use(undefined, 100, '2021-05-10T10:00:01Z')]),
       ];
       await request('DELETE', `${web.url}/v1/keys/${site.id}`, { bearer: who.jwt });
       const r = await get(`${web.url}/v1/billing/requests`, { bearer: who.jwt });
