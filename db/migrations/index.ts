@@ -12,6 +12,7 @@ import * as accountClosing from './2026-11-28T210000-account-closing.js';
 import * as namedApiKeys from './2026-11-28T220000-named-api-keys.js';
 import * as usageByKey from './2026-11-28T230000-usage-by-key.js';
 import * as usageDailyPaidRequests from './2026-11-28T233000-usage-daily-paid-requests.js';
+import * as usageCacheTokens from './2026-11-29T030000-usage-cache-tokens.js';
 
 // Listed explicitly (not read from the folder) so the build, not the file system, decides what runs.
 export const migrations: Record<string, Migration> = {
@@ -28,4 +29,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-28T220000-named-api-keys': namedApiKeys,
   '2026-11-28T230000-usage-by-key': usageByKey,
   '2026-11-28T233000-usage-daily-paid-requests': usageDailyPaidRequests,
+  '2026-11-29T030000-usage-cache-tokens': usageCacheTokens,
 };

@@ -2,6 +2,7 @@ import type { ColumnType } from 'kysely';
 import type { UsageApi } from './usage-events.js';
 
 type BigintColumn = ColumnType<string, string | number | bigint, string | number | bigint>;
+type AddedBigintColumn = ColumnType<string, string | number | bigint | undefined, string | number | bigint>;
 
 /** Per account, UTC day, model, API and key: totals of the ledger, maintained by a trigger on usage_events. */
 export interface UsageDailyTotalsTable {
@@ -17,6 +18,12 @@ export interface UsageDailyTotalsTable {
   paid_requests: ColumnType<string, string | number | bigint | undefined, string | number | bigint>;
   prompt_tokens: BigintColumn;
   completion_tokens: BigintColumn;
+  /** Sums of the ledger's cached_tokens, cache_write_tokens and reasoning_tokens. */
+  cached_tokens: AddedBigintColumn;
+  cache_write_tokens: AddedBigintColumn;
+  reasoning_tokens: AddedBigintColumn;
+  /** What the paid rows would have cost with every prompt token at the input price, less their cost (numeric). */
+  cache_savings_usd: ColumnType<string, string | undefined, string>;
   /** Exact numeric sum of the paid-tier rows' cost_usd (free-tier usage is never billed). */
   cost_usd: string;
 }

@@ -20,6 +20,16 @@ export interface UsageEventsTable {
   /** USD per 1M tokens at request time, exact decimal (numeric) carried as a string. */
   input_price_per_million: string;
   output_price_per_million: string;
+  /** Parts of prompt_tokens: read from the provider's prompt cache, written to it (of which with the 1-hour TTL). */
+  cached_tokens: ColumnType<number, number | undefined, number>;
+  cache_write_tokens: ColumnType<number, number | undefined, number>;
+  cache_write_1h_tokens: ColumnType<number, number | undefined, number>;
+  /** Part of completion_tokens: what the model spent thinking. */
+  reasoning_tokens: ColumnType<number, number | undefined, number>;
+  /** The cache prices at request time; null on rows without them (recorded before they were kept). */
+  cached_input_price_per_million: ColumnType<string | null, string | null | undefined, string | null>;
+  cache_write_price_per_million: ColumnType<string | null, string | null | undefined, string | null>;
+  cache_write_1h_price_per_million: ColumnType<string | null, string | null | undefined, string | null>;
   /** Exact USD cost of the request (numeric, unrounded); rounding happens per invoice line. */
   cost_usd: string;
   /** The request asked for a stream (false on rows recorded before this was kept). */

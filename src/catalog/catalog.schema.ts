@@ -22,6 +22,12 @@ export const catalogModelSchema = (providerNames: readonly string[]): JsonSchema
     tiers: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', enum: ['free', 'paid'] } },
     input_price_per_million: price,
     output_price_per_million: price,
+    /** A prompt token read from the provider's prompt cache; absent, the input price (no discount). */
+    cached_input_price_per_million: price,
+    /** A prompt token written to the prompt cache (Anthropic's 5-minute TTL); absent, the input price. */
+    cache_write_price_per_million: price,
+    /** A prompt token written to the prompt cache with the 1-hour TTL; absent, the cache-write price. */
+    cache_write_1h_price_per_million: price,
     /** The provider's own list price when the service's price floor raised it (transparency only). */
     published_input_price_per_million: price,
     published_output_price_per_million: price,

@@ -15,6 +15,15 @@ export interface CatalogModel {
   input_price_per_million: string;
   /** USD per 1M completion tokens, exact decimal string. */
   output_price_per_million: string;
+  /**
+   * USD per 1M prompt tokens the provider read from its prompt cache. Never above the input price;
+   * the file may leave it out (then it is the input price: no discount).
+   */
+  cached_input_price_per_million: string;
+  /** USD per 1M prompt tokens written to the prompt cache (5-minute TTL); the input price when the file leaves it out. */
+  cache_write_price_per_million: string;
+  /** USD per 1M prompt tokens written with the 1-hour TTL; the 5-minute price when the file leaves it out. */
+  cache_write_1h_price_per_million: string;
   /** The provider's list price when the floor raised it; informational. */
   published_input_price_per_million?: string;
   published_output_price_per_million?: string;
@@ -62,8 +71,20 @@ export function priceMicros(price: string): bigint {
   return BigInt(whole!) * 1_000_000n + BigInt(frac.padEnd(6, '0'));
 }
 
+/** A catalog entry as the file holds it: the cache prices may be left out. */
+type CatalogFileModel = Omit<
+  CatalogModel,
+  'cached_input_price_per_million' | 'cache_write_price_per_million' | 'cache_write_1h_price_per_million'
+> &
+  Partial<
+    Pick<
+      CatalogModel,
+      'cached_input_price_per_million' | 'cache_write_price_per_million' | 'cache_write_1h_price_per_million'
+    >
+  >;
+
 interface CatalogFile {
-  models: CatalogModel[];
+  models: CatalogFileModel[];
   personas: Record<string, string>;
 }
 
@@ -80,7 +101,7 @@ function where(file: CatalogFile | undefined, loc: (string | number)[]): string 
 // The free tier is fixed by the interface: one Flash-class and one Flash-Lite-class Gemini model
 // and Claude Haiku 4.5. A class is recognised by the public id or the upstream name, so an
 // operator may still serve one of them from the local model.
-const FREE_CLASSES: { name: string; matches: (m: CatalogModel) => boolean; providers: ProviderName[] }[] = [
+const FREE_CLASSES: { name: string; matches: (m: CatalogFileModel) => boolean; providers: ProviderName[] }[] = [
   {
     name: 'a Gemini Flash-Lite-class model',
     matches: (m) => /flash-lite/i.test(`${m.id} ${m.upstream_model}`),
@@ -113,6 +134,24 @@ function semanticProblems(data: CatalogFile): string[] {
         );
       }
     }
+    // Reading from the cache never costs more than the input price; writing to it never less.
+    const input = priceMicros(m.input_price_per_million);
+    if (m.cached_input_price_per_million !== undefined && priceMicros(m.cached_input_price_per_million) > input)
+      problems.push(
+        `models[${i}].cached_input_price_per_million (model "${m.id}"): ${m.cached_input_price_per_million} is above the input price ${m.input_price_per_million}`,
+      );
+    const write = m.cache_write_price_per_million ?? m.input_price_per_million;
+    if (priceMicros(write) < input)
+      problems.push(
+        `models[${i}].cache_write_price_per_million (model "${m.id}"): ${write} is below the input price ${m.input_price_per_million}`,
+      );
+    if (
+      m.cache_write_1h_price_per_million !== undefined &&
+      priceMicros(m.cache_write_1h_price_per_million) < priceMicros(write)
+    )
+      problems.push(
+        `models[${i}].cache_write_1h_price_per_million (model "${m.id}"): ${m.cache_write_1h_price_per_million} is below the 5-minute cache-write price ${write}`,
+      );
   });
 
   const free = data.models.filter((m) => m.tiers.includes('free'));
@@ -169,8 +208,21 @@ export function parseCatalog(raw: unknown, file: string, providerNames?: readonl
   return buildCatalog(data);
 }
 
+/** The file's entry with its cache prices filled in (see CatalogModel). */
+function withCachePrices(m: CatalogFileModel): CatalogModel {
+  const write = m.cache_write_price_per_million ?? m.input_price_per_million;
+  return {
+    ...m,
+    cached_input_price_per_million: m.cached_input_price_per_million ?? m.input_price_per_million,
+    cache_write_price_per_million: write,
+    cache_write_1h_price_per_million: m.cache_write_1h_price_per_million ?? write,
+  };
+}
+
 function buildCatalog(data: CatalogFile): Catalog {
-  const models = data.models.map((m) => Object.freeze({ ...m, tiers: Object.freeze([...m.tiers]) as Tier[] }));
+  const models = data.models.map((m) =>
+    Object.freeze({ ...withCachePrices(m), tiers: Object.freeze([...m.tiers]) as Tier[] }),
+  );
   const byId = new Map(models.map((m) => [m.id, m]));
   const byTier = new Map<Tier, CatalogModel[]>(
     (['free', 'paid'] as Tier[]).map((t) => [

@@ -13,9 +13,10 @@ import {
   promptChars,
 } from '../providers/tokenizer.js';
 import { imagesOf, textOf } from '../providers/messages.js';
+import { longestCacheTtl } from '../providers/cache-control.js';
 import type { CompletionParams } from '../providers/types.js';
 import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.schema.js';
-import type { PreparedJob } from './completion-job.js';
+import { pricesOf, type PreparedJob } from './completion-job.js';
 import type { SpendCheck } from '../limits/limiter.service.js';
 import { nanoUsdOf, requestCostNanoUsd } from '../usage/usage-cost.js';
 import { completionId, responseId } from './relay-protocol.js';
@@ -127,6 +128,8 @@ export function prepareCompletion(
   }
 
   const params = completionParamsOf(req, model);
+  // The local model's prompt cache is the account's own (OpenAI's is per organisation).
+  params.cache_scope = account.id;
 
   // Checked before the persona's system prompt goes in, so an error names the client's own message index.
   const provider = app.providers.for(model);
@@ -150,6 +153,9 @@ export function prepareCompletion(
       upstream_model: model.upstream_model,
       input_price_per_million: model.input_price_per_million,
       output_price_per_million: model.output_price_per_million,
+      cached_input_price_per_million: model.cached_input_price_per_million,
+      cache_write_price_per_million: model.cache_write_price_per_million,
+      cache_write_1h_price_per_million: model.cache_write_1h_price_per_million,
     },
     params,
     stream: req.stream === true,
@@ -176,12 +182,16 @@ export function spendCheckOf(
   const accountLimit = account.monthly_spend_limit_usd;
   if (account.tier !== 'paid' || (accountLimit === null && (key?.monthly_spend_limit_usd ?? null) === null))
     return undefined;
+  // A prompt marked for caching may be written to the cache whole, at the write price of its TTL,
+  // which is never below the input price (the catalog's rule); cache reads only cost less.
+  const ttl = longestCacheTtl(job.params);
   const reserveNanoUsd = requestCostNanoUsd({
     tier: job.tier,
     prompt_tokens: job.promptTokens,
     completion_tokens: job.reservedTokens - job.promptTokens,
-    input_price_per_million: job.model.input_price_per_million,
-    output_price_per_million: job.model.output_price_per_million,
+    cache_write_tokens: ttl ? job.promptTokens : 0,
+    cache_write_1h_tokens: ttl === '1h' ? job.promptTokens : 0,
+    ...pricesOf(job.model),
   });
   return {
     limitNanoUsd: accountLimit === null ? null : nanoUsdOf(accountLimit),

@@ -1,9 +1,9 @@
 import type { Tier, UsageStatus } from '../../db/schema/index.js';
 import type { UsageEvent } from '../usage/usage-event.js';
-import type { CompletionParams } from '../providers/types.js';
+import type { CompletionParams, TokenUsage } from '../providers/types.js';
 import type { TraceCarrier } from '../infra/tracing.js';
 import type { SettleInput } from '../limits/limiter.service.js';
-import { requestCostNanoUsd } from '../usage/usage-cost.js';
+import { requestCostNanoUsd, usageParts } from '../usage/usage-cost.js';
 import type { ResponsesWire } from './responses-request.js';
 
 /** What the web tier queues for a worker: everything needed to run and bill the request. */
@@ -25,6 +25,10 @@ export interface CompletionJob {
     upstream_model: string;
     input_price_per_million: string;
     output_price_per_million: string;
+    /** The cache prices; absent from jobs queued by a web process that predates them (then the input price). */
+    cached_input_price_per_million?: string;
+    cache_write_price_per_million?: string;
+    cache_write_1h_price_per_million?: string;
   };
   params: CompletionParams;
   stream: boolean;
@@ -53,26 +57,47 @@ export interface CompletionJob {
 export type PreparedJob = Omit<CompletionJob, 'shard'>;
 
 /** The ledger entry for a job: prices as admitted, time as admitted, tokens as counted at its end. */
-export function usageOf(
-  job: CompletionJob,
-  status: UsageStatus,
-  promptTokens: number,
-  completionTokens: number,
-): UsageEvent {
+export function usageOf(job: CompletionJob, status: UsageStatus, counts: TokenUsage): UsageEvent {
   return {
     request_id: job.id,
     account_id: job.accountId,
     model: job.model.id,
     tier: job.tier,
     status,
-    prompt_tokens: promptTokens,
-    completion_tokens: completionTokens,
-    input_price_per_million: job.model.input_price_per_million,
-    output_price_per_million: job.model.output_price_per_million,
+    prompt_tokens: counts.prompt_tokens,
+    completion_tokens: counts.completion_tokens,
+    ...usageParts(counts),
+    ...pricesOf(job.model),
     created_at: new Date(job.created * 1000).toISOString(),
     stream: job.stream,
     api: job.wire?.format === 'responses' ? 'responses' : 'chat.completions',
     ...(job.keyId ? { key_id: job.keyId } : {}),
+  };
+}
+
+/** A job's prices as the ledger records them (the cache prices only when the job carries them). */
+export function pricesOf(
+  model: CompletionJob['model'],
+): Pick<
+  UsageEvent,
+  | 'input_price_per_million'
+  | 'output_price_per_million'
+  | 'cached_input_price_per_million'
+  | 'cache_write_price_per_million'
+  | 'cache_write_1h_price_per_million'
+> {
+  return {
+    input_price_per_million: model.input_price_per_million,
+    output_price_per_million: model.output_price_per_million,
+    ...(model.cached_input_price_per_million !== undefined
+      ? { cached_input_price_per_million: model.cached_input_price_per_million }
+      : {}),
+    ...(model.cache_write_price_per_million !== undefined
+      ? { cache_write_price_per_million: model.cache_write_price_per_million }
+      : {}),
+    ...(model.cache_write_1h_price_per_million !== undefined
+      ? { cache_write_1h_price_per_million: model.cache_write_1h_price_per_million }
+      : {}),
   };
 }
 

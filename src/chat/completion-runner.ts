@@ -1,7 +1,7 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { AppError, retryAdvice } from '../errors.js';
-import { ProviderError, type CompletionEvent, type Provider } from '../providers/types.js';
+import { ProviderError, type CompletionEvent, type Provider, type TokenUsage } from '../providers/types.js';
 import type { UsageEvent } from '../usage/usage-event.js';
 import type { UsageStatus } from '../../db/schema/index.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
@@ -145,9 +145,44 @@ export const stoppedError = (): AppError =>
   });
 
 export interface LoggedUsage {
-  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number; cost?: number };
+  usage: AnswerUsage;
   /** The `done` message's payload (the usage chunk, when the client asked for it). */
   done: string;
+  /** Of the usage's cache writes, those with the 1-hour TTL (priced apart, and not on the wire). */
+  cache_write_1h_tokens?: number;
+}
+
+/** No tokens: the usage of a request that ran for nobody. */
+export const NOTHING: TokenUsage = Object.freeze({ prompt_tokens: 0, completion_tokens: 0 });
+
+/** A usage's prompt and its parts, without its completion. */
+export function promptPartOf(u: TokenUsage): Omit<TokenUsage, 'completion_tokens' | 'reasoning_tokens'> {
+  const { completion_tokens: _completion, reasoning_tokens: _reasoning, ...prompt } = u;
+  return prompt;
+}
+
+/**
+ * The counts an answer's usage reports, in chat's names or the Responses API's (its relay log or
+ * its stored body). The wire does not say which cache writes had the 1-hour TTL: `oneHour` does.
+ */
+export function countsOfAnswerUsage(
+  usage: Partial<AnswerUsage> & {
+    input_tokens?: number;
+    output_tokens?: number;
+    input_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number };
+    output_tokens_details?: { reasoning_tokens?: number };
+  },
+  oneHour = 0,
+): TokenUsage {
+  const prompt = usage.prompt_tokens_details ?? usage.input_tokens_details;
+  return {
+    prompt_tokens: usage.prompt_tokens ?? usage.input_tokens ?? 0,
+    completion_tokens: usage.completion_tokens ?? usage.output_tokens ?? 0,
+    cached_tokens: prompt?.cached_tokens ?? 0,
+    cache_write_tokens: prompt?.cache_write_tokens ?? 0,
+    cache_write_1h_tokens: oneHour,
+    reasoning_tokens: (usage.completion_tokens_details ?? usage.output_tokens_details)?.reasoning_tokens ?? 0,
+  };
 }
 
 /** Completion tokens of a partial answer: each choice's whole text and tool calls counted, as its reader would. */
@@ -214,15 +249,18 @@ export function billedThrough(acks: boolean, acked: number | undefined, received
 async function billedOnReceipt(
   deps: Pick<RunnerDeps, 'publisher'>,
   job: CompletionJob,
-  promptTokens: number,
-): Promise<{ promptTokens: number; completionTokens: number } | undefined> {
+  counts: TokenUsage,
+): Promise<TokenUsage | undefined> {
   const { publisher } = deps;
   await publisher.settled(RECEIPT_WAIT_MS);
   try {
     const acks = job.acks === true;
     const through = billedThrough(acks, acks ? await publisher.webAcked() : undefined, publisher.received);
-    if (through === 0) return { promptTokens: 0, completionTokens: 0 };
-    return { promptTokens, completionTokens: countChoices(await publisher.choicesThrough(through, job.params.n ?? 1)) };
+    if (through === 0) return { prompt_tokens: 0, completion_tokens: 0 };
+    return {
+      ...promptPartOf(counts),
+      completion_tokens: countChoices(await publisher.choicesThrough(through, job.params.n ?? 1)),
+    };
   } catch {
     // The log could not be read (Redis away): what was produced is billed, rather than nothing.
     return undefined;
@@ -266,7 +304,7 @@ async function answerBeforeRecord(
   const taken =
     !(signal.aborted && signal.reason === WEB_PROCESS_GONE) ||
     ((await publisher.webAcked().catch(() => seq)) ?? -1) >= seq;
-  const recorded = taken ? usage : usageOf(job, 'cancelled', 0, 0);
+  const recorded = taken ? usage : usageOf(job, 'cancelled', NOTHING);
   await finishRecording(deps, job, 'final', body, recorded);
   return recorded;
 }
@@ -295,6 +333,11 @@ export function answerUsage(usage: UsageEvent): AnswerUsage {
     prompt_tokens: usage.prompt_tokens,
     completion_tokens: usage.completion_tokens,
     total_tokens: usage.prompt_tokens + usage.completion_tokens,
+    prompt_tokens_details: {
+      cached_tokens: usage.cached_tokens ?? 0,
+      cache_write_tokens: usage.cache_write_tokens ?? 0,
+    },
+    completion_tokens_details: { reasoning_tokens: usage.reasoning_tokens ?? 0 },
     cost: Number(requestCostUsd(usage)),
   };
 }
@@ -310,7 +353,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   const choices: ChoiceState[] = Array.from({ length: n }, newChoice);
   const present = presenterFor(job, provider, publisher);
 
-  let upstreamUsage: { prompt_tokens: number; completion_tokens: number } | undefined;
+  let upstreamUsage: TokenUsage | undefined;
   let responseModel: string | undefined;
   let produced = false;
 
@@ -323,7 +366,8 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
     if ((ev.type === 'delta' || ev.type === 'tool_call') && firstTokenAt === undefined)
       firstTokenAt = performance.now();
     if (ev.type === 'usage') {
-      upstreamUsage = { prompt_tokens: ev.prompt_tokens, completion_tokens: ev.completion_tokens };
+      const { type: _usage, model: _model, ...counts } = ev;
+      upstreamUsage = counts;
       responseModel = ev.model;
       return;
     }
@@ -379,14 +423,20 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   // The provider's counts when it finished normally; otherwise what was actually produced, counted
   // over each choice's whole text, as the client counts what it received. A request the upstream
   // refused before producing anything bills no prompt tokens (providers do not charge them).
-  let promptTokens = upstreamUsage?.prompt_tokens ?? (produced ? job.promptTokens : 0);
-  let completionTokens =
-    status === 'completed' && upstreamUsage ? upstreamUsage.completion_tokens : countChoices(choices);
+  // A cut answer's reasoning is not known (the provider counts it at the end): only its text is.
+  let counts: TokenUsage =
+    status === 'completed' && upstreamUsage
+      ? upstreamUsage
+      : {
+          ...(upstreamUsage ? promptPartOf(upstreamUsage) : { prompt_tokens: produced ? job.promptTokens : 0 }),
+          completion_tokens: countChoices(choices),
+        };
   if (signal.aborted && signal.reason === WEB_PROCESS_GONE) {
     // Its web process died: only what a subscriber took reached anyone (see billedOnReceipt).
-    const billed = await billedOnReceipt(deps, job, promptTokens);
-    if (billed) ({ promptTokens, completionTokens } = billed);
+    counts = (await billedOnReceipt(deps, job, counts)) ?? counts;
   }
+  let promptTokens = counts.prompt_tokens;
+  let completionTokens = counts.completion_tokens;
   upstream?.end({
     status,
     failure,
@@ -403,13 +453,20 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
   // A stream's client has seen text: should this worker die before recording, a re-run ends the
   // stream and bills it from the relay log, and with the upstream's usage logged beside the text
   // it bills exactly that. A non-streaming client has seen nothing, so a re-run answers it again.
-  const usageEvent = usageOf(job, status, promptTokens, completionTokens);
+  const usageEvent = usageOf(job, status, counts);
   // `cost` follows OpenRouter's usage.cost: USD, exact as the ledger has it (a JSON number keeps
   // its at most 12 decimals to well under a cent for any single request).
   const usage = answerUsage(usageEvent);
   const donePayload = job.stream && status === 'completed' ? present.done(choices, usage) : '';
   if (job.stream && status === 'completed') {
-    publisher.note('usage', JSON.stringify({ usage, done: donePayload } satisfies LoggedUsage));
+    publisher.note(
+      'usage',
+      JSON.stringify({
+        usage,
+        done: donePayload,
+        ...(usageEvent.cache_write_1h_tokens ? { cache_write_1h_tokens: usageEvent.cache_write_1h_tokens } : {}),
+      } satisfies LoggedUsage),
+    );
     await publisher.flushNow();
   }
   deps.beforeRecord?.();

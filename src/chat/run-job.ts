@@ -5,13 +5,16 @@ import type { Logger } from '../logger.js';
 import type { OutageLog } from '../infra/outage.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import { AppError } from '../errors.js';
-import type { Provider } from '../providers/types.js';
+import type { Provider, TokenUsage } from '../providers/types.js';
+import { longestCacheTtl } from '../providers/cache-control.js';
 import type { CompletionMetrics } from '../metrics.js';
 import { usageOf, type CompletionJob } from './completion-job.js';
 import {
   answerEvents,
   answerUsage,
   countChoices,
+  countsOfAnswerUsage,
+  NOTHING,
   finishRecording,
   runCompletion,
   startNow,
@@ -341,7 +344,7 @@ async function endUnanswered(
     job,
     'error',
     JSON.stringify(toRelayError(err)),
-    usageOf(job, status, 0, 0),
+    usageOf(job, status, NOTHING),
   );
 }
 
@@ -391,14 +394,14 @@ function runnerDeps(rt: JobRuntime, job: CompletionJob) {
 }
 
 /** The tokens a whole answer's body bills: chat's `usage` names, or the Responses API's. */
-function usageInAnswer(body: string): { prompt_tokens: number; completion_tokens: number } {
-  const { usage } = JSON.parse(body) as {
-    usage: { prompt_tokens?: number; completion_tokens?: number; input_tokens?: number; output_tokens?: number };
-  };
-  return {
-    prompt_tokens: usage.prompt_tokens ?? usage.input_tokens ?? 0,
-    completion_tokens: usage.completion_tokens ?? usage.output_tokens ?? 0,
-  };
+function usageInAnswer(body: string, job: CompletionJob): TokenUsage {
+  const { usage } = JSON.parse(body) as { usage: Parameters<typeof countsOfAnswerUsage>[0] };
+  // The body does not say which cache writes had the 1-hour TTL: a request that marked one is
+  // billed them all at that price, the most they can cost (its reservation's own assumption).
+  const counts = countsOfAnswerUsage(usage);
+  return longestCacheTtl(job.params) === '1h'
+    ? { ...counts, cache_write_1h_tokens: counts.cache_write_tokens }
+    : counts;
 }
 
 /**
@@ -422,7 +425,7 @@ async function takeOver(
     // A whole answer sent ahead of its record (answerBeforeRecord), its worker dead before the
     // record: billed if the web process acknowledged it (handed it to its client), else nothing.
     const acked = await publisher.webAcked();
-    const usage = usageInAnswer(answer.payload);
+    const usage = usageInAnswer(answer.payload, job);
     const taken = acked !== undefined && acked >= answer.seq;
     app.log.warn({ requestId: job.id, taken }, 'job re-run after its worker stopped between the answer and its record');
     publisher.endedWith(answer);
@@ -431,14 +434,14 @@ async function takeOver(
       job,
       'final',
       answer.payload,
-      taken ? usageOf(job, 'completed', usage.prompt_tokens, usage.completion_tokens) : usageOf(job, 'cancelled', 0, 0),
+      taken ? usageOf(job, 'completed', usage) : usageOf(job, 'cancelled', NOTHING),
     );
     return taken ? 'completed' : 'cancelled';
   }
   const logged = log.find((e) => e.kind === 'usage');
   if (logged) {
     // The whole answer was relayed; only the end was missing.
-    const { usage, done } = JSON.parse(logged.payload) as LoggedUsage;
+    const { usage, done, cache_write_1h_tokens: oneHour } = JSON.parse(logged.payload) as LoggedUsage;
     app.log.warn(
       { requestId: job.id },
       'job re-run after its worker stopped between the answer and its record; closing the stream',
@@ -446,13 +449,7 @@ async function takeOver(
     // Its worker died before storing the Response its end carries (a background one's client
     // reads nothing else): stored now, before the end is published, as the runner does.
     if (job.wire?.format === 'responses') await storeAnswer(deps, job, responseInEnd(done));
-    await finishRecording(
-      deps,
-      job,
-      'done',
-      done,
-      usageOf(job, 'completed', usage.prompt_tokens, usage.completion_tokens),
-    );
+    await finishRecording(deps, job, 'done', done, usageOf(job, 'completed', countsOfAnswerUsage(usage, oneHour)));
     return 'completed';
   }
   const delivered = deliveredChoices(log, job.params.n ?? 1);
@@ -472,8 +469,8 @@ async function takeOver(
       { code: 'worker_stalled' },
     );
     const usage = anyDelivered
-      ? usageOf(job, 'failed', job.promptTokens, countChoices(delivered))
-      : usageOf(job, 'failed', 0, 0);
+      ? usageOf(job, 'failed', { prompt_tokens: job.promptTokens, completion_tokens: countChoices(delivered) })
+      : usageOf(job, 'failed', NOTHING);
     await markEnded(
       rt,
       job,
@@ -496,7 +493,7 @@ async function takeOver(
     'The worker running this completion stopped before it finished; the partial answer cannot be resumed. Please retry.',
     { code: 'worker_interrupted' },
   );
-  const usage = usageOf(job, 'failed', job.promptTokens, completion);
+  const usage = usageOf(job, 'failed', { prompt_tokens: job.promptTokens, completion_tokens: completion });
   // A background response's client reads this end back: it holds what was delivered and billed.
   await markEnded(rt, job, 'failed', err, { choices: delivered, usage: answerUsage(usage) });
   await finishRecording(deps, job, 'error', JSON.stringify(toRelayError(err)), usage);

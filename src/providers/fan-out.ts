@@ -2,7 +2,7 @@
 // Messages API has no n), the request is made as several calls whose events are merged into one
 // answer, so the worker sees one stream: each call's choices renumbered into their place, deltas
 // interleaved as they come, the usage summed and sent once at the end (one ledger row).
-import type { CompletionEvent, CompletionParams, Provider } from './types.js';
+import type { CompletionEvent, CompletionParams, Provider, TokenUsage } from './types.js';
 
 type Call = (params: CompletionParams, signal: AbortSignal) => AsyncIterable<CompletionEvent>;
 
@@ -43,7 +43,16 @@ export async function* fanOut(
     const size = Math.min(max, n - offset);
     calls.push({ offset, it: call({ ...p, n: size }, all.signal)[Symbol.asyncIterator]() });
   }
-  const usage = { prompt_tokens: 0, completion_tokens: 0, reported: 0, model: undefined as string | undefined };
+  const usage: Required<TokenUsage> = {
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    cached_tokens: 0,
+    cache_write_tokens: 0,
+    cache_write_1h_tokens: 0,
+    reasoning_tokens: 0,
+  };
+  let reported = 0;
+  let model: string | undefined;
   const pending = new Map(calls.map((c, i) => [i, c.it.next().then((r) => ({ i, r }))]));
   try {
     while (pending.size > 0) {
@@ -59,22 +68,20 @@ export async function* fanOut(
       );
       const ev = r.value;
       if (ev.type === 'usage') {
-        usage.prompt_tokens += ev.prompt_tokens;
-        usage.completion_tokens += ev.completion_tokens;
-        usage.reported += 1;
-        usage.model ??= ev.model;
+        for (const k of Object.keys(usage) as (keyof TokenUsage)[]) usage[k] += ev[k] ?? 0;
+        reported += 1;
+        model ??= ev.model;
       } else {
         yield { ...ev, index: ev.index + offset };
       }
     }
     // Summed only when every call counted its own; otherwise the worker counts what was produced.
-    if (usage.reported === calls.length)
-      yield {
-        type: 'usage',
-        prompt_tokens: usage.prompt_tokens,
-        completion_tokens: usage.completion_tokens,
-        model: usage.model,
-      };
+    if (reported === calls.length) {
+      const parts = Object.entries(usage).filter(
+        ([k, v]) => v > 0 || k === 'prompt_tokens' || k === 'completion_tokens',
+      );
+      yield { type: 'usage', ...(Object.fromEntries(parts) as unknown as TokenUsage), model };
+    }
   } finally {
     signal.removeEventListener('abort', onAbort);
     if (pending.size > 0) {

@@ -1,10 +1,20 @@
 // The one interface every upstream adapter implements: an OpenAI-shaped request in, a stream of
 // events out. Adapters know nothing of accounts, queues or billing.
 
+/**
+ * A prompt-cache breakpoint in Anthropic's words, accepted in the OpenAI request form as OpenRouter
+ * and LiteLLM accept it: the prompt up to and including the part it marks may be cached, for 5
+ * minutes (the default) or an hour. Providers that cache on their own ignore it.
+ */
+export interface CacheControl {
+  type: 'ephemeral';
+  ttl?: '5m' | '1h';
+}
+
 export type ContentPart =
-  | { type: 'text'; text: string }
+  | { type: 'text'; text: string; cache_control?: CacheControl }
   /** A data URL, or an https URL for a provider that fetches images itself. */
-  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };
+  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' }; cache_control?: CacheControl };
 
 /** A call an assistant message made: `arguments` is JSON text. */
 export interface ToolCall {
@@ -23,6 +33,8 @@ export interface ChatMessage {
   tool_calls?: ToolCall[];
   /** In a tool message: the call it answers. */
   tool_call_id?: string;
+  /** A breakpoint after the whole message (LiteLLM's form): its last content part is marked. */
+  cache_control?: CacheControl;
 }
 
 /** A JSON Schema object, as the client sent it. */
@@ -31,6 +43,8 @@ export type JsonSchemaObject = Record<string, unknown>;
 export interface ToolDefinition {
   type: 'function';
   function: { name: string; description?: string; parameters?: JsonSchemaObject; strict?: boolean };
+  /** A breakpoint after the tool definitions up to this one. */
+  cache_control?: CacheControl;
 }
 
 export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
@@ -76,6 +90,31 @@ export interface CompletionParams {
   response_format?: Exclude<ResponseFormat, { type: 'text' }>;
   /** Only for a model the catalog marks as reasoning: elsewhere it is left out before the adapter. */
   reasoning_effort?: ReasoningEffort;
+  /**
+   * Whose prompt cache the request may read and write: an opaque key set by the worker (the
+   * account), never by a client. A provider with a cache of its own (the local model) keeps
+   * entries of different scopes apart.
+   */
+  cache_scope?: string;
+}
+
+/**
+ * A completion's token counts as its provider reports them, in OpenAI's meaning: the cached,
+ * written and reasoning figures are parts of the prompt and completion counts, never added to them.
+ */
+export interface TokenUsage {
+  /** Every prompt token, those read from or written to the prompt cache included. */
+  prompt_tokens: number;
+  /** Every completion token, reasoning included. */
+  completion_tokens: number;
+  /** Prompt tokens read from the provider's prompt cache (billed at the cached-input price). */
+  cached_tokens?: number;
+  /** Prompt tokens written to the prompt cache (Anthropic), at every TTL. */
+  cache_write_tokens?: number;
+  /** Of cache_write_tokens, those written with the 1-hour TTL (priced apart). */
+  cache_write_1h_tokens?: number;
+  /** Completion tokens the model spent thinking. */
+  reasoning_tokens?: number;
 }
 
 export type CompletionEvent =
@@ -89,7 +128,7 @@ export type CompletionEvent =
   /** Choice `index` ended: stop, length, content_filter, ... (OpenAI's words). */
   | { type: 'finish'; index: number; reason: string }
   /** The provider's own token counts, sent once, at the end, with the model it says answered when it says. */
-  | { type: 'usage'; prompt_tokens: number; completion_tokens: number; model?: string };
+  | ({ type: 'usage'; model?: string } & TokenUsage);
 
 export interface Provider {
   /** openai, anthropic, gemini, local. */

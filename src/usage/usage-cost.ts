@@ -15,16 +15,78 @@ const scaled = (price: string): bigint => {
 
 type Priced = Pick<
   UsageEvent,
-  'tier' | 'prompt_tokens' | 'completion_tokens' | 'input_price_per_million' | 'output_price_per_million'
+  | 'tier'
+  | 'prompt_tokens'
+  | 'completion_tokens'
+  | 'cached_tokens'
+  | 'cache_write_tokens'
+  | 'cache_write_1h_tokens'
+  | 'input_price_per_million'
+  | 'output_price_per_million'
+  | 'cached_input_price_per_million'
+  | 'cache_write_price_per_million'
+  | 'cache_write_1h_price_per_million'
 >;
+
+/**
+ * The prompt's parts, each priced at its own rate: tokens read from the cache, written to it (with
+ * the 5-minute and the 1-hour TTL) and the rest, which pay the input price. A provider's parts are
+ * clamped to the whole (usageParts), so the parts never add up to more than the prompt.
+ */
+function promptParts(
+  e: Pick<Priced, 'prompt_tokens' | 'cached_tokens' | 'cache_write_tokens' | 'cache_write_1h_tokens'>,
+): { plain: number; cached: number; write5m: number; write1h: number } {
+  const cached = clampCount(e.cached_tokens, e.prompt_tokens);
+  const writes = clampCount(e.cache_write_tokens, e.prompt_tokens - cached);
+  const write1h = clampCount(e.cache_write_1h_tokens, writes);
+  return { plain: e.prompt_tokens - cached - writes, cached, write5m: writes - write1h, write1h };
+}
+
+/** A reported part as a count between 0 and `whole`. */
+const clampCount = (n: number | undefined, whole: number): number =>
+  n === undefined || !Number.isFinite(n) || n <= 0 ? 0 : Math.min(Math.floor(n), Math.max(0, whole));
 
 /** The exact cost in 10^-12 USD, the ledger's own precision; 0 on the free tier. */
 function picoUsd(e: Priced): bigint {
-  if (e.tier === 'free') return 0n;
+  return e.tier === 'free' ? 0n : pricedPicoUsd(e);
+}
+
+/** The tokens at the request's prices in 10^-12 USD, whatever its tier. */
+function pricedPicoUsd(e: Omit<Priced, 'tier'>): bigint {
+  const input = e.input_price_per_million;
+  const write = e.cache_write_price_per_million ?? input;
+  const p = promptParts(e);
   return (
-    BigInt(e.prompt_tokens) * scaled(e.input_price_per_million) +
+    BigInt(p.plain) * scaled(input) +
+    BigInt(p.cached) * scaled(e.cached_input_price_per_million ?? input) +
+    BigInt(p.write5m) * scaled(write) +
+    BigInt(p.write1h) * scaled(e.cache_write_1h_price_per_million ?? write) +
     BigInt(e.completion_tokens) * scaled(e.output_price_per_million)
   );
+}
+
+/**
+ * A provider's figures made consistent with each other: every part at least 0 and within its whole
+ * (cached and written tokens within the prompt, 1-hour writes within the writes, reasoning within
+ * the completion), absent where 0. What the ledger stores and the answer reports.
+ */
+export function usageParts(u: {
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens?: number;
+  cache_write_tokens?: number;
+  cache_write_1h_tokens?: number;
+  reasoning_tokens?: number;
+}): Pick<UsageEvent, 'cached_tokens' | 'cache_write_tokens' | 'cache_write_1h_tokens' | 'reasoning_tokens'> {
+  const p = promptParts(u);
+  const reasoning = clampCount(u.reasoning_tokens, u.completion_tokens);
+  const writes = p.write5m + p.write1h;
+  return {
+    ...(p.cached ? { cached_tokens: p.cached } : {}),
+    ...(writes ? { cache_write_tokens: writes } : {}),
+    ...(p.write1h ? { cache_write_1h_tokens: p.write1h } : {}),
+    ...(reasoning ? { reasoning_tokens: reasoning } : {}),
+  };
 }
 
 /** A fixed-point integer as a decimal string without trailing zeros (at least `minDecimals` kept). */
@@ -37,13 +99,22 @@ function decimalOf(units: bigint, decimals: number, minDecimals = 0): string {
 }
 
 /**
- * What a request costs in USD, exactly as the ledger computes it (Postgres numeric:
- * (prompt × input price + completion × output price) ÷ 10^6), as a decimal string without
- * trailing zeros; "0" on the free tier, which is never billed. Summed per model and rounded half up
- * to the cent, it is the invoice line (docs/billing.md).
+ * What a request costs in USD, exactly, as the ledger stores it: each part of the prompt at its own
+ * price (uncached at the input price, cache reads at the cached-input price, cache writes at the
+ * write price of their TTL) plus completion × output price, ÷ 10^6; a decimal string without
+ * trailing zeros, "0" on the free tier, which is never billed. Summed per model and rounded half
+ * up to the cent, it is the invoice line (docs/billing.md).
  */
 export function requestCostUsd(e: Priced): string {
   return decimalOf(picoUsd(e), COST_DECIMALS);
+}
+
+/**
+ * The ledger row's cost_usd: the request's tokens at its prices, priced as requestCostUsd prices
+ * them but whatever the tier (a free row's figure is what it would have cost; it is never billed).
+ */
+export function ledgerCostUsd(e: Omit<Priced, 'tier'>): string {
+  return decimalOf(pricedPicoUsd(e), COST_DECIMALS);
 }
 
 /**
@@ -70,4 +141,19 @@ export function nanoUsdOf(usd: string): bigint {
 export function usdOfNano(nano: bigint): string {
   if (nano < 0n) return `-${usdOfNano(-nano)}`;
   return decimalOf(nano, NANO_DECIMALS, 2);
+}
+
+/**
+ * What the request would have cost with every prompt token at the input price, less what it did
+ * cost, in USD: what the prompt cache saved (negative when cache writes cost more than reads saved).
+ */
+export function cacheSavingsUsd(e: Priced): string {
+  const uncached = picoUsd({
+    ...e,
+    cached_tokens: 0,
+    cache_write_tokens: 0,
+    cache_write_1h_tokens: 0,
+  });
+  const saved = uncached - picoUsd(e);
+  return saved < 0n ? `-${decimalOf(-saved, COST_DECIMALS)}` : decimalOf(saved, COST_DECIMALS);
 }

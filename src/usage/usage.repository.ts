@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Db, Trx } from '../infra/db.js';
 import { apiOf, type UsageEvent } from './usage-event.js';
+import { ledgerCostUsd, usageParts } from './usage-cost.js';
 import type { UsageApi } from '../../db/schema/index.js';
 
 // The one repository of the usage ledger (usage_events) and of the monthly and daily totals its
@@ -10,8 +11,9 @@ import type { UsageApi } from '../../db/schema/index.js';
 
 /**
  * Inserts ledger rows, ignoring request ids already recorded (a redelivered stream entry or a
- * re-run job never counts twice). Cost is computed by Postgres in numeric: exact, never a float.
- * Returns the events that were new.
+ * re-run job never counts twice). Cost is ledgerCostUsd's exact decimal (each part of the prompt
+ * at its own price), the same figure the answer's usage.cost and the spending limit's settlement
+ * use, stored in numeric: never a float. Returns the events that were new.
  */
 export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<UsageEvent[]> {
   if (events.length === 0) return [];
@@ -26,9 +28,13 @@ export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<U
         status: e.status,
         prompt_tokens: e.prompt_tokens,
         completion_tokens: e.completion_tokens,
+        ...usageParts(e),
         input_price_per_million: e.input_price_per_million,
         output_price_per_million: e.output_price_per_million,
-        cost_usd: sql<string>`(${e.prompt_tokens}::numeric * ${e.input_price_per_million}::numeric + ${e.completion_tokens}::numeric * ${e.output_price_per_million}::numeric) / 1000000`,
+        cached_input_price_per_million: e.cached_input_price_per_million ?? null,
+        cache_write_price_per_million: e.cache_write_price_per_million ?? null,
+        cache_write_1h_price_per_million: e.cache_write_1h_price_per_million ?? null,
+        cost_usd: ledgerCostUsd(e),
         created_at: new Date(e.created_at),
         stream: e.stream === true,
         api: apiOf(e),
@@ -363,6 +369,9 @@ export async function releaseUsage(trx: Trx, invoiceId: string, models: string[]
 // ---------------------------------------------------------------------------------------------
 // Usage totals audit
 
+/** What paid rows saved through the prompt cache: at the input and output prices, less their cost (as the triggers sum it). */
+const CACHE_SAVINGS = sql`coalesce(sum((prompt_tokens * input_price_per_million + completion_tokens * output_price_per_million) / 1000000 - cost_usd) filter (where tier = 'paid'), 0)`;
+
 /**
  * Re-derives one month's totals from the ledger and replaces them where they differ. The table
  * lock makes concurrent inserts (whose trigger writes totals) wait, so no row is counted twice or
@@ -371,31 +380,32 @@ export async function releaseUsage(trx: Trx, invoiceId: string, models: string[]
 export async function rebuildMonthTotals(trx: Trx, monthStart: Date, monthEnd: Date): Promise<number> {
   await sql`lock table usage_monthly_totals in share row exclusive mode`.execute(trx);
   const month = monthStart.toISOString().slice(0, 10);
+  const truth = sql`
+    select account_id, ${month}::date as month, model, tier, count(*)::bigint as requests,
+           sum(prompt_tokens)::bigint as prompt_tokens, sum(completion_tokens)::bigint as completion_tokens,
+           sum(cost_usd) as cost_usd, sum(cached_tokens)::bigint as cached_tokens,
+           sum(cache_write_tokens)::bigint as cache_write_tokens, sum(reasoning_tokens)::bigint as reasoning_tokens,
+           ${CACHE_SAVINGS} as cache_savings_usd
+      from usage_events
+     where created_at >= ${monthStart} and created_at < ${monthEnd}
+     group by account_id, model, tier`;
   const drift = await sql<{ n: string }>`
-    with truth as (
-      select account_id, model, tier, count(*)::bigint as requests, sum(prompt_tokens)::bigint as prompt_tokens,
-             sum(completion_tokens)::bigint as completion_tokens, sum(cost_usd) as cost_usd
-        from usage_events
-       where created_at >= ${monthStart} and created_at < ${monthEnd}
-       group by account_id, model, tier
-    ), kept as (
-      select account_id, model, tier, requests, prompt_tokens, completion_tokens, cost_usd
-        from usage_monthly_totals where month = ${month}::date
+    with truth as (${truth}), kept as (
+      select * from usage_monthly_totals where month = ${month}::date
     )
     select count(*)::text as n
       from truth t full join kept k using (account_id, model, tier)
-     where (t.requests, t.prompt_tokens, t.completion_tokens, t.cost_usd) is distinct from (k.requests, k.prompt_tokens, k.completion_tokens, k.cost_usd)`.execute(
-    trx,
-  );
+     where (t.requests, t.prompt_tokens, t.completion_tokens, t.cost_usd, t.cached_tokens, t.cache_write_tokens,
+            t.reasoning_tokens, t.cache_savings_usd)
+           is distinct from (k.requests, k.prompt_tokens, k.completion_tokens, k.cost_usd, k.cached_tokens,
+                             k.cache_write_tokens, k.reasoning_tokens, k.cache_savings_usd)`.execute(trx);
   const n = Number(drift.rows[0]?.n ?? 0);
   if (n > 0) {
     await sql`delete from usage_monthly_totals where month = ${month}::date`.execute(trx);
     await sql`
-      insert into usage_monthly_totals (account_id, month, model, tier, requests, prompt_tokens, completion_tokens, cost_usd)
-      select account_id, ${month}::date, model, tier, count(*), sum(prompt_tokens), sum(completion_tokens), sum(cost_usd)
-        from usage_events
-       where created_at >= ${monthStart} and created_at < ${monthEnd}
-       group by account_id, model, tier`.execute(trx);
+      insert into usage_monthly_totals (account_id, month, model, tier, requests, prompt_tokens, completion_tokens,
+                                        cost_usd, cached_tokens, cache_write_tokens, reasoning_tokens, cache_savings_usd)
+      ${truth}`.execute(trx);
   }
   return n;
 }
@@ -411,22 +421,26 @@ export async function rebuildDayTotals(trx: Trx, monthStart: Date, monthEnd: Dat
   const to = monthEnd.toISOString().slice(0, 10);
   const truth = sql`
     select account_id, (created_at at time zone 'UTC')::date as day, model, api, key_id, count(*)::bigint as requests,
-           count(*) filter (where tier = 'paid')::bigint as paid_requests, sum(prompt_tokens)::bigint as prompt_tokens, sum(completion_tokens)::bigint as completion_tokens,
-           coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) as cost_usd
+           count(*) filter (where tier = 'paid')::bigint as paid_requests, sum(prompt_tokens)::bigint as prompt_tokens,
+           sum(completion_tokens)::bigint as completion_tokens,
+           coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) as cost_usd,
+           sum(cached_tokens)::bigint as cached_tokens, sum(cache_write_tokens)::bigint as cache_write_tokens,
+           sum(reasoning_tokens)::bigint as reasoning_tokens, ${CACHE_SAVINGS} as cache_savings_usd
       from usage_events
      where created_at >= ${monthStart} and created_at < ${monthEnd}
      group by 1, 2, 3, 4, 5`;
   const drift = await sql<{ n: string }>`
     with truth as (select *, coalesce(key_id::text, '') as key from (${truth}) l), kept as (
-      select account_id, day, model, api, coalesce(key_id::text, '') as key, requests, paid_requests, prompt_tokens,
-             completion_tokens, cost_usd
+      select *, coalesce(key_id::text, '') as key
         from usage_daily_totals where day >= ${from}::date and day < ${to}::date
     )
     select count(*)::text as n
       -- A full join needs an equality: the no-key rows meet as ''.
       from truth t full join kept k using (account_id, day, model, api, key)
-     where (t.requests, t.paid_requests, t.prompt_tokens, t.completion_tokens, t.cost_usd)
-           is distinct from (k.requests, k.paid_requests, k.prompt_tokens, k.completion_tokens, k.cost_usd)`.execute(
+     where (t.requests, t.paid_requests, t.prompt_tokens, t.completion_tokens, t.cost_usd, t.cached_tokens,
+            t.cache_write_tokens, t.reasoning_tokens, t.cache_savings_usd)
+           is distinct from (k.requests, k.paid_requests, k.prompt_tokens, k.completion_tokens, k.cost_usd,
+                             k.cached_tokens, k.cache_write_tokens, k.reasoning_tokens, k.cache_savings_usd)`.execute(
     trx,
   );
   const n = Number(drift.rows[0]?.n ?? 0);
@@ -434,7 +448,8 @@ export async function rebuildDayTotals(trx: Trx, monthStart: Date, monthEnd: Dat
     await sql`delete from usage_daily_totals where day >= ${from}::date and day < ${to}::date`.execute(trx);
     await sql`
       insert into usage_daily_totals (account_id, day, model, api, key_id, requests, paid_requests, prompt_tokens,
-                                      completion_tokens, cost_usd)
+                                      completion_tokens, cost_usd, cached_tokens, cache_write_tokens, reasoning_tokens,
+                                      cache_savings_usd)
       ${truth}`.execute(trx);
   }
   return n;

@@ -7,11 +7,16 @@ import type { RelayError } from '../relay-protocol.js';
 
 export type ToolCallEvent = Extract<CompletionEvent, { type: 'tool_call' }>;
 
-/** The usage as the ledger has it, in chat's names (cost in USD). */
+/**
+ * The usage as the ledger has it, in chat's names (OpenAI's, with OpenRouter's cache_write_tokens
+ * and cost in USD): prompt_tokens counts every prompt token, cached and written ones included.
+ */
 export interface AnswerUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number; cache_write_tokens: number };
+  completion_tokens_details: { reasoning_tokens: number };
   cost: number;
 }
 

@@ -41,9 +41,12 @@ const callItemId = (): string => `fc_${randomIdPart(24)}`;
 export function responseUsage(usage: AnswerUsage): Record<string, unknown> {
   return {
     input_tokens: usage.prompt_tokens,
-    input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+    input_tokens_details: {
+      cached_tokens: usage.prompt_tokens_details.cached_tokens,
+      cache_write_tokens: usage.prompt_tokens_details.cache_write_tokens,
+    },
     output_tokens: usage.completion_tokens,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: usage.completion_tokens_details.reasoning_tokens },
     total_tokens: usage.total_tokens,
     cost: usage.cost,
   };
