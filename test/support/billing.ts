@@ -35,9 +35,17 @@ export interface UsageSpec {
   api?: UsageApi;
   /** The API key that made the request (api_keys.id, or any uuid); none by default. */
   keyId?: string;
+  /** Parts of `prompt` read from and written to the prompt cache (the 1-hour part of the writes apart), and of `completion` spent reasoning. */
+  cached?: number;
+  cacheWrite?: number;
+  cacheWrite1h?: number;
+  reasoning?: number;
 }
 
-/** Ledger rows as the metering worker writes them (prices from the catalog, cost computed by Postgres). */
+/**
+ * Ledger rows as the metering worker writes them (prices from the catalog, cost computed by Postgres).
+ * A row with cached or cache-written tokens carries the catalog's cache prices, as the worker's do.
+ */
 export async function recordUsage(app: AppContext, rows: UsageSpec[]): Promise<string[]> {
   const catalog = app.catalog;
   const events = rows.map((r) => {
@@ -57,6 +65,17 @@ export async function recordUsage(app: AppContext, rows: UsageSpec[]): Promise<s
       output_price_per_million: m.output_price_per_million,
       created_at: new Date(r.at).toISOString(),
       ...(r.keyId ? { key_id: r.keyId } : {}),
+      ...(r.cached || r.cacheWrite
+        ? {
+            cached_tokens: r.cached ?? 0,
+            cache_write_tokens: r.cacheWrite ?? 0,
+            cache_write_1h_tokens: r.cacheWrite1h ?? 0,
+            cached_input_price_per_million: m.cached_input_price_per_million,
+            cache_write_price_per_million: m.cache_write_price_per_million,
+            cache_write_1h_price_per_million: m.cache_write_1h_price_per_million,
+          }
+        : {}),
+      ...(r.reasoning ? { reasoning_tokens: r.reasoning } : {}),
     };
   });
   await insertUsageEvents(app.db, events);
