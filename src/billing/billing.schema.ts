@@ -28,11 +28,23 @@ const decimal = (description: string, example: string): JsonSchema => ({
   example,
 });
 
+/** The prompt cache's and reasoning's parts of usage figures. */
+const parts = {
+  cached_tokens: integer('Of the prompt tokens, those read from a prompt cache (billed at the cached-input price)'),
+  cache_write_tokens: integer('Of the prompt tokens, those written to a prompt cache (billed at a cache-write price)'),
+  reasoning_tokens: integer('Of the completion tokens, those the model spent thinking'),
+  cache_savings_usd: decimal(
+    'What prompt caching saved on paid-tier requests, exact: their cost with every prompt token at the input price, less what they cost (negative when cache writes cost more than reads saved)',
+    '0.0045',
+  ),
+};
+
 const figures = {
   requests: integer('Requests'),
-  prompt_tokens: integer('Prompt (input) tokens'),
-  completion_tokens: integer('Completion (output) tokens'),
+  prompt_tokens: integer('Prompt (input) tokens, cached and cache-written ones included'),
+  completion_tokens: integer('Completion (output) tokens, reasoning included'),
   total_tokens: integer('prompt_tokens + completion_tokens'),
+  ...parts,
   cost_usd: decimal(
     'Exact cost in USD of paid-tier requests, unrounded (free-tier requests cost nothing)',
     '0.0123456',
@@ -246,9 +258,10 @@ export const DailyUsageQuery: JsonSchema = {
 
 const dailyFigures = {
   requests: integer('Requests'),
-  prompt_tokens: integer('Prompt (input) tokens'),
-  completion_tokens: integer('Completion (output) tokens'),
+  prompt_tokens: integer('Prompt (input) tokens, cached and cache-written ones included'),
+  completion_tokens: integer('Completion (output) tokens, reasoning included'),
   total_tokens: integer('prompt_tokens + completion_tokens'),
+  ...parts,
   cost_usd: decimal(
     'Exact cost in USD of paid-tier requests, unrounded (free-tier requests cost nothing)',
     '0.0123456',
@@ -358,6 +371,9 @@ export const RecentRequestsSchema: JsonSchema = {
           'prompt_tokens',
           'completion_tokens',
           'total_tokens',
+          'cached_tokens',
+          'cache_write_tokens',
+          'reasoning_tokens',
           'cost_usd',
           'key_id',
           'key_name',
@@ -381,6 +397,9 @@ export const RecentRequestsSchema: JsonSchema = {
           prompt_tokens: integer('Prompt tokens billed'),
           completion_tokens: integer('Completion tokens billed (those produced, for a cancelled or failed request)'),
           total_tokens: integer('prompt_tokens + completion_tokens'),
+          cached_tokens: parts.cached_tokens,
+          cache_write_tokens: parts.cache_write_tokens,
+          reasoning_tokens: parts.reasoning_tokens,
           cost_usd: decimal('Exact cost in USD; "0" on the free tier', '0.000123'),
           key_id: {
             ...keyLabel.key_id,

@@ -12,6 +12,7 @@ import { invoiceView, type InvoiceView } from './invoices.presenter.js';
 import { centsToAmount, normalizeDecimal, sumDecimals, toSafeInteger } from './money.js';
 import { addDays, addMonths, dayKey, monthOf, parseDay } from '../calendar.js';
 import { spendLimitView, type SpendLimitView } from './spend-limit.service.js';
+import { partsOf, type UsageParts } from './usage-parts.js';
 
 /** What the usage and history endpoints read: the ledger's totals, the invoices, today's date and the currency (and the spending limit's figures). */
 export interface BillingDeps {
@@ -21,7 +22,7 @@ export interface BillingDeps {
   limiter: Limiter;
 }
 
-export interface UsageFigures {
+export interface UsageFigures extends UsageParts {
   requests: number;
   prompt_tokens: number;
   completion_tokens: number;
@@ -40,6 +41,10 @@ type UsageRow = {
   completion_tokens: Count;
   cost_usd: string;
   cost_cents: string | bigint;
+  cached_tokens: Count;
+  cache_write_tokens: Count;
+  reasoning_tokens: Count;
+  cache_savings_usd: string;
 };
 
 /** The figures of one ledger aggregate row, as every usage body shows them. */
@@ -49,6 +54,7 @@ function figuresOf(r: UsageRow): UsageFigures {
     prompt_tokens: toSafeInteger(r.prompt_tokens),
     completion_tokens: toSafeInteger(r.completion_tokens),
     total_tokens: toSafeInteger(BigInt(r.prompt_tokens) + BigInt(r.completion_tokens)),
+    ...partsOf([r]),
     cost_usd: normalizeDecimal(r.cost_usd),
     cost_cents: toSafeInteger(r.cost_cents),
     cost: centsToAmount(r.cost_cents),
@@ -105,6 +111,7 @@ export async function currentUsage(
     prompt_tokens: models.reduce((n, m) => n + m.prompt_tokens, 0),
     completion_tokens: models.reduce((n, m) => n + m.completion_tokens, 0),
     total_tokens: models.reduce((n, m) => n + m.total_tokens, 0),
+    ...partsOf(rows),
     cost_usd: sumDecimals(rows.map((r) => r.cost_usd)),
     cost_cents: toSafeInteger(cents),
     cost: centsToAmount(cents),

@@ -32,16 +32,21 @@ export function normalizeDecimal(v: string): string {
   return trimmed === '' || trimmed === '-' ? '0' : trimmed;
 }
 
-/** The exact sum of non-negative decimal strings ("0.05", "1.2345"), as a decimal string without trailing zeros. */
+/** The exact sum of decimal strings ("0.05", "1.2345", "-0.4"), as a decimal string without trailing zeros. */
 export function sumDecimals(values: string[]): string {
   // Exact: scale every value to the longest fraction, add as bigint, scale back.
   const scale = Math.max(0, ...values.map((v) => (v.split('.')[1] ?? '').length));
   let total = 0n;
   for (const v of values) {
-    const [whole, frac = ''] = v.split('.');
-    total += BigInt(whole!) * 10n ** BigInt(scale) + BigInt(frac.padEnd(scale, '0') || '0');
+    const negative = v.startsWith('-');
+    const [whole, frac = ''] = (negative ? v.slice(1) : v).split('.');
+    const units = BigInt(whole!) * 10n ** BigInt(scale) + BigInt(frac.padEnd(scale, '0') || '0');
+    total += negative ? -units : units;
   }
-  if (scale === 0) return total.toString();
-  const s = total.toString().padStart(scale + 1, '0');
-  return normalizeDecimal(`${s.slice(0, -scale)}.${s.slice(-scale)}`);
+  const sign = total < 0n ? '-' : '';
+  const abs = total < 0n ? -total : total;
+  if (scale === 0) return `${sign}${abs}`;
+  const s = abs.toString().padStart(scale + 1, '0');
+  const out = normalizeDecimal(`${s.slice(0, -scale)}.${s.slice(-scale)}`);
+  return out === '0' ? '0' : `${sign}${out}`;
 }

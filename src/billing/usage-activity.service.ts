@@ -6,6 +6,7 @@ import { accountRequests, dailyUsage as dailyUsageRows } from '../usage/ledger.s
 import type { DailyUsageRow } from '../usage/usage.repository.js';
 import { keyLabels, type KeyLabel } from '../accounts/keys.service.js';
 import { normalizeDecimal, sumDecimals, toSafeInteger } from './money.js';
+import { partsOf, type UsageParts } from './usage-parts.js';
 import { addDays, dayKey, monthOf, parseDay, unixSeconds } from '../calendar.js';
 
 // What the console's usage page reads: usage per UTC day and model, in all, per API and per key
@@ -18,7 +19,7 @@ export const USAGE_APIS: readonly UsageApi[] = ['chat.completions', 'responses']
 /** The longest period the daily endpoint answers for, in days (both ends counted). */
 export const MAX_DAILY_USAGE_DAYS = 366;
 
-export interface DailyFigures {
+export interface DailyFigures extends UsageParts {
   requests: number;
   prompt_tokens: number;
   completion_tokens: number;
@@ -120,6 +121,7 @@ function figuresOf(rows: DailyUsageRow[]): DailyFigures {
     prompt_tokens: prompt,
     completion_tokens: completion,
     total_tokens: toSafeInteger(prompt + completion),
+    ...partsOf(rows),
     cost_usd: sumDecimals(rows.map((r) => r.cost_usd)),
   };
 }
@@ -137,6 +139,10 @@ export interface RecentRequest {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** Of its prompt tokens, read from and written to a prompt cache; of its completion tokens, reasoning. */
+  cached_tokens: number;
+  cache_write_tokens: number;
+  reasoning_tokens: number;
   /** What it cost, exact; "0" on the free tier. */
   cost_usd: string;
   /** The API key that made it, and that key's name (a revoked key keeps its name); null when none was recorded. */
@@ -194,6 +200,9 @@ export async function recentRequests(
       prompt_tokens: r.prompt_tokens,
       completion_tokens: r.completion_tokens,
       total_tokens: r.prompt_tokens + r.completion_tokens,
+      cached_tokens: r.cached_tokens,
+      cache_write_tokens: r.cache_write_tokens,
+      reasoning_tokens: r.reasoning_tokens,
       cost_usd: r.tier === 'paid' ? normalizeDecimal(r.cost_usd) : '0',
       key_id: r.key_id,
       key_name: labelOf(r.key_id).name,

@@ -52,7 +52,20 @@ export async function insertUsageEvents(db: Db, events: UsageEvent[]): Promise<U
 // ---------------------------------------------------------------------------------------------
 // Usage reads (from the trigger-maintained monthly totals)
 
-export interface ModelUsageRow {
+/** The prompt cache's and reasoning's parts of a usage aggregate, as the reads return them. */
+export interface UsagePartsRow {
+  cached_tokens: string;
+  cache_write_tokens: string;
+  reasoning_tokens: string;
+  /** Exact sum of what the prompt cache saved on paid-tier requests (negative when writes cost more). */
+  cache_savings_usd: string;
+}
+
+/** The parts summed over daily totals (whose savings are the paid tier's already). */
+const DAILY_PARTS = sql`sum(cached_tokens)::text as cached_tokens, sum(cache_write_tokens)::text as cache_write_tokens,
+  sum(reasoning_tokens)::text as reasoning_tokens, sum(cache_savings_usd)::text as cache_savings_usd`;
+
+export interface ModelUsageRow extends UsagePartsRow {
   model: string;
   requests: string;
   prompt_tokens: string;
@@ -73,7 +86,8 @@ export async function monthUsageByModel(db: Db, accountId: string, month: Date):
            sum(completion_tokens)::text as completion_tokens,
            coalesce(sum(cost_usd) filter (where tier = 'paid'), 0)::text as cost_usd,
            round(coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) * 100)::bigint::text as cost_cents,
-           coalesce(sum(requests) filter (where tier = 'paid'), 0)::text as paid_requests
+           coalesce(sum(requests) filter (where tier = 'paid'), 0)::text as paid_requests,
+           ${DAILY_PARTS}
       from usage_monthly_totals
      where account_id = ${accountId} and month = ${month.toISOString().slice(0, 10)}::date
      group by model
@@ -115,7 +129,7 @@ export async function keyMonthPaidCostNanoUsd(
   return r.rows[0]?.nano ?? '0';
 }
 
-export interface MonthUsageRow {
+export interface MonthUsageRow extends UsagePartsRow {
   month: string;
   requests: string;
   prompt_tokens: string;
@@ -133,7 +147,11 @@ export async function usageByMonth(db: Db, accountId: string, from: Date, to: Da
              sum(requests) as requests,
              sum(prompt_tokens) as prompt_tokens,
              sum(completion_tokens) as completion_tokens,
-             coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) as cost_usd
+             coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) as cost_usd,
+             sum(cached_tokens) as cached_tokens,
+             sum(cache_write_tokens) as cache_write_tokens,
+             sum(reasoning_tokens) as reasoning_tokens,
+             sum(cache_savings_usd) as cache_savings_usd
         from usage_monthly_totals
        where account_id = ${accountId}
          and month between ${from.toISOString().slice(0, 10)}::date and ${to.toISOString().slice(0, 10)}::date
@@ -144,14 +162,15 @@ export async function usageByMonth(db: Db, accountId: string, from: Date, to: Da
            sum(prompt_tokens)::text as prompt_tokens,
            sum(completion_tokens)::text as completion_tokens,
            sum(cost_usd)::text as cost_usd,
-           sum(round(cost_usd * 100))::bigint::text as cost_cents
+           sum(round(cost_usd * 100))::bigint::text as cost_cents,
+           ${DAILY_PARTS}
       from per_model
      group by month
      order by month`.execute(db);
   return r.rows;
 }
 
-export interface KeyUsageRow {
+export interface KeyUsageRow extends UsagePartsRow {
   /** The API key (api_keys.id); null for usage recorded before keys were. */
   key_id: string | null;
   requests: string;
@@ -177,7 +196,8 @@ export async function usageByKey(db: Db, accountId: string, fromDay: string, toD
            sum(prompt_tokens)::text as prompt_tokens,
            sum(completion_tokens)::text as completion_tokens,
            sum(cost_usd)::text as cost_usd,
-           round(sum(cost_usd) * 100)::bigint::text as cost_cents
+           round(sum(cost_usd) * 100)::bigint::text as cost_cents,
+           ${DAILY_PARTS}
       from usage_daily_totals
      where account_id = ${accountId} and day >= ${fromDay}::date and day < ${toDay}::date
      group by key_id
@@ -188,7 +208,7 @@ export async function usageByKey(db: Db, accountId: string, fromDay: string, toD
 /** How the daily endpoint's entries are split: per day and model, and further per API or per key. */
 export type DailyGrouping = 'model' | 'api' | 'key';
 
-export interface DailyUsageRow {
+export interface DailyUsageRow extends UsagePartsRow {
   /** Which sum the row is: an entry of the period's days (`day`), or a period total of one API or one key. */
   set: 'day' | 'api' | 'key';
   /** YYYY-MM-DD, UTC; null in the period totals. */
@@ -226,7 +246,8 @@ export async function dailyUsage(
            sum(requests)::text as requests,
            sum(prompt_tokens)::text as prompt_tokens,
            sum(completion_tokens)::text as completion_tokens,
-           sum(cost_usd)::text as cost_usd
+           sum(cost_usd)::text as cost_usd,
+           ${DAILY_PARTS}
       from usage_daily_totals
      where account_id = ${accountId} and day between ${fromDay}::date and ${toDay}::date
      group by grouping sets ((day, model${split}), (api), (key_id))
@@ -250,6 +271,9 @@ export interface LedgerRequestRow {
   status: 'completed' | 'cancelled' | 'failed';
   prompt_tokens: number;
   completion_tokens: number;
+  cached_tokens: number;
+  cache_write_tokens: number;
+  reasoning_tokens: number;
   cost_usd: string;
   /** The API key that made it; null on rows recorded before keys were. */
   key_id: string | null;
@@ -288,6 +312,9 @@ export async function recentLedgerRows(
       'status',
       'prompt_tokens',
       'completion_tokens',
+      'cached_tokens',
+      'cache_write_tokens',
+      'reasoning_tokens',
       'cost_usd',
       'key_id',
     ])

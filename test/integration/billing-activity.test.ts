@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { sql } from 'kysely';
 import { ManualClock } from '../../src/clock.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
-import { recordUsage, type UsageSpec } from '../support/billing.js';
+import { NO_CACHE, NO_CACHE_TOKENS, recordUsage, type UsageSpec } from '../support/billing.js';
 import { get } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
@@ -35,7 +35,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
          group by 1, 2 order by 1, 2`.execute(web.app.db)
     ).rows;
 
-  const NO_USAGE = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost_usd: '0' };
+  const NO_USAGE = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, ...NO_CACHE, cost_usd: '0' };
 
   describe('GET /v1/billing/usage/daily', () => {
     it('answers this month to date by default: one entry per UTC day and model with usage, and totals equal to the ledger', async () => {
@@ -90,6 +90,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             prompt_tokens: 1000,
             completion_tokens: 500,
             total_tokens: 1500,
+            ...NO_CACHE,
             cost_usd: '0',
           },
           {
@@ -99,6 +100,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             prompt_tokens: 20000,
             completion_tokens: 2000,
             total_tokens: 22000,
+            ...NO_CACHE,
             cost_usd: '0.056',
           },
           {
@@ -108,10 +110,18 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             prompt_tokens: 5000,
             completion_tokens: 500,
             total_tokens: 5500,
+            ...NO_CACHE,
             cost_usd: '0.014',
           },
         ],
-        totals: { requests: 4, prompt_tokens: 26000, completion_tokens: 3000, total_tokens: 29000, cost_usd: '0.07' },
+        totals: {
+          requests: 4,
+          prompt_tokens: 26000,
+          completion_tokens: 3000,
+          total_tokens: 29000,
+          ...NO_CACHE,
+          cost_usd: '0.07',
+        },
         by_api: [
           {
             api: 'chat.completions',
@@ -119,6 +129,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             prompt_tokens: 26000,
             completion_tokens: 3000,
             total_tokens: 29000,
+            ...NO_CACHE,
             cost_usd: '0.07',
           },
           { api: 'responses', ...NO_USAGE },
@@ -135,6 +146,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             prompt_tokens: 26000,
             completion_tokens: 3000,
             total_tokens: 29000,
+            ...NO_CACHE,
             cost_usd: '0.07',
           },
         ],
@@ -234,6 +246,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
         prompt_tokens: prompt,
         completion_tokens: 1_000 * requests,
         total_tokens: prompt + 1_000 * requests,
+        ...NO_CACHE,
         cost_usd: cost,
       });
       const together = await daily(who);
@@ -394,6 +407,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             prompt_tokens: 100,
             completion_tokens: 0,
             total_tokens: 100,
+            ...NO_CACHE_TOKENS,
             cost_usd: '0',
             key_id: null,
             key_name: null,
@@ -408,6 +422,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             prompt_tokens: 100,
             completion_tokens: 3,
             total_tokens: 103,
+            ...NO_CACHE_TOKENS,
             // 1.00 in / 5.00 out per 1M tokens.
             cost_usd: '0.000115',
             key_id: null,
@@ -423,6 +438,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             prompt_tokens: 100,
             completion_tokens: 50,
             total_tokens: 150,
+            ...NO_CACHE_TOKENS,
             cost_usd: '0.0006',
             key_id: null,
             key_name: null,
@@ -437,6 +453,7 @@ describe('usage per day and the requests list (GET /v1/billing/usage/daily, /v1/
             prompt_tokens: 10000,
             completion_tokens: 1000,
             total_tokens: 11000,
+            ...NO_CACHE_TOKENS,
             cost_usd: '0.028',
             key_id: null,
             key_name: null,

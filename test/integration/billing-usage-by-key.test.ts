@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { sql } from 'kysely';
 import { ManualClock } from '../../src/clock.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
-import { recordUsage, type UsageSpec } from '../support/billing.js';
+import { NO_CACHE, recordUsage, type UsageSpec } from '../support/billing.js';
 import { get, request } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
@@ -91,6 +91,7 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
         prompt_tokens: prompt,
         completion_tokens: 1_000 * requests,
         total_tokens: prompt + 1_000 * requests,
+        ...NO_CACHE,
         cost_usd: cost,
         cost_cents: cents,
         cost: `0.${String(cents).padStart(2, '0')}`,
@@ -162,6 +163,7 @@ describe('usage per API key (by_key, group_by=key, and the key of each request)'
         prompt_tokens: prompt,
         completion_tokens: 1_000 * requests,
         total_tokens: prompt + 1_000 * requests,
+        ...NO_CACHE,
         cost_usd: cost,
       });
       const together = await get(`${web.url}/v1/billing/usage/daily`, { bearer: who.apiKey });

@@ -40,7 +40,7 @@ describe('GET /v1/models', () => {
     });
   });
 
-  it('says of each model its context length, what it accepts and its price on each tier, as the catalog has them', async () => {
+  it('says of each model its context length, what it accepts and its prices on each tier (cache reads and writes included), as the catalog has them', async () => {
     const r = await get(`${web.url}/v1/models`, { bearer: paid.apiKey });
     expect(r.body.data.map((m: { id: string }) => m.id)).to.deep.equal(
       web.app.catalog.forTier('paid').map((m) => m.id),
@@ -60,14 +60,17 @@ describe('GET /v1/models', () => {
               free: {
                 input_price_per_million: '0',
                 cached_input_price_per_million: '0',
+                cache_write_price_per_million: '0',
+                cache_write_1h_price_per_million: '0',
                 output_price_per_million: '0',
               },
             }
           : {}),
         paid: {
           input_price_per_million: entry.input_price_per_million,
-          // The ledger bills cached prompt tokens as prompt tokens.
-          cached_input_price_per_million: entry.input_price_per_million,
+          cached_input_price_per_million: entry.cached_input_price_per_million,
+          cache_write_price_per_million: entry.cache_write_price_per_million,
+          cache_write_1h_price_per_million: entry.cache_write_1h_price_per_million,
           output_price_per_million: entry.output_price_per_million,
         },
       });
@@ -76,10 +79,18 @@ describe('GET /v1/models', () => {
       context_length: 200_000,
       input_modalities: ['text', 'image'],
       pricing: {
-        free: { input_price_per_million: '0', cached_input_price_per_million: '0', output_price_per_million: '0' },
+        free: {
+          input_price_per_million: '0',
+          cached_input_price_per_million: '0',
+          cache_write_price_per_million: '0',
+          cache_write_1h_price_per_million: '0',
+          output_price_per_million: '0',
+        },
         paid: {
           input_price_per_million: '1.00',
-          cached_input_price_per_million: '1.00',
+          cached_input_price_per_million: '0.10',
+          cache_write_price_per_million: '1.25',
+          cache_write_1h_price_per_million: '2.00',
           output_price_per_million: '5.00',
         },
       },

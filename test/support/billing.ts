@@ -103,3 +103,13 @@ export function stripeInvoicesOf(fake: FakeStripe, customerId: string) {
 export function invoiceCreatesFor(fake: FakeStripe, customerId: string) {
   return fake.received('POST', /^\/v1\/invoices$/).filter((r) => r.body.customer === customerId);
 }
+
+/** The prompt-cache and reasoning figures of usage that used neither, as usage bodies show them. */
+export const NO_CACHE = {
+  cached_tokens: 0,
+  cache_write_tokens: 0,
+  reasoning_tokens: 0,
+  cache_savings_usd: '0',
+} as const;
+/** The same parts of one request of the requests list, which shows the counts only. */
+export const NO_CACHE_TOKENS = { cached_tokens: 0, cache_write_tokens: 0, reasoning_tokens: 0 } as const;

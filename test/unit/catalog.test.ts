@@ -109,6 +109,53 @@ describe('model catalog', () => {
     expect(problemsOf(doc)).to.contain('the cheapest price must be exactly 0.30');
   });
 
+  it('prices prompt caching as each provider does: Anthropic reads at 0.1× and writes at 1.25× and 2×, OpenAI reads at 0.25×', () => {
+    const catalog = loadCatalog(DEFAULT_FILE);
+    const prices = (id: string) => {
+      const m = catalog.find(id)!;
+      return [
+        m.input_price_per_million,
+        m.cached_input_price_per_million,
+        m.cache_write_price_per_million,
+        m.cache_write_1h_price_per_million,
+      ];
+    };
+    expect(prices('claude-haiku-4-5')).to.deep.equal(['1.00', '0.10', '1.25', '2.00']);
+    expect(prices('claude-sonnet-4-5')).to.deep.equal(['3.00', '0.30', '3.75', '6.00']);
+    expect(prices('gpt-4.1')).to.deep.equal(['2.00', '0.50', '2.00', '2.00']);
+    expect(prices('gemini-2.5-flash')).to.deep.equal(['0.30', '0.03', '0.30', '0.30']);
+  });
+
+  it('fills the cache prices a file leaves out from the input price: no discount, no surcharge', () => {
+    const doc = shipped();
+    delete doc.models[5]!.cached_input_price_per_million;
+    const m = parseCatalog(doc, 'test-models.json').models[5]!;
+    expect([
+      m.cached_input_price_per_million,
+      m.cache_write_price_per_million,
+      m.cache_write_1h_price_per_million,
+    ]).to.deep.equal([m.input_price_per_million, m.input_price_per_million, m.input_price_per_million]);
+  });
+
+  it('rejects a cached-input price above the input price', () => {
+    const doc = shipped();
+    doc.models[5]!.cached_input_price_per_million = '2.50';
+    expect(problemsOf(doc)).to.match(
+      /models\[5\]\.cached_input_price_per_million .*2\.50 is above the input price 2\.00/,
+    );
+  });
+
+  it('rejects a cache-write price below the input price, and a 1-hour price below the 5-minute one', () => {
+    const doc = shipped();
+    doc.models[2]!.cache_write_price_per_million = '0.90';
+    expect(problemsOf(doc)).to.match(
+      /models\[2\]\.cache_write_price_per_million .*0\.90 is below the input price 1\.00/,
+    );
+    const again = shipped();
+    again.models[2]!.cache_write_1h_price_per_million = '1.20';
+    expect(problemsOf(again)).to.match(/models\[2\]\.cache_write_1h_price_per_million .*1\.20 is below the 5-minute/);
+  });
+
   it('rejects duplicate ids', () => {
     const doc = shipped();
     doc.models.push({ ...doc.models[4]! });

@@ -12,14 +12,31 @@ const CREATED = 1_735_689_600;
 /** A tier's price for a model: exact decimal strings, USD per 1M tokens ("0" on the free tier). */
 const TierPrice: JsonSchema = {
   type: 'object',
-  required: ['input_price_per_million', 'cached_input_price_per_million', 'output_price_per_million'],
+  required: [
+    'input_price_per_million',
+    'cached_input_price_per_million',
+    'cache_write_price_per_million',
+    'cache_write_1h_price_per_million',
+    'output_price_per_million',
+  ],
   properties: {
-    input_price_per_million: { type: 'string', example: '0.30', description: 'USD per 1M prompt tokens' },
+    input_price_per_million: { type: 'string', example: '1.00', description: 'USD per 1M prompt tokens' },
     cached_input_price_per_million: {
       type: 'string',
-      example: '0.30',
+      example: '0.10',
       description:
-        'USD per 1M prompt tokens the provider served from its prompt cache (usage.prompt_tokens_details.cached_tokens). The ledger counts them among the prompt tokens, so it is the input price.',
+        'USD per 1M prompt tokens read from a prompt cache (usage.prompt_tokens_details.cached_tokens); the input price where the provider gives no discount',
+    },
+    cache_write_price_per_million: {
+      type: 'string',
+      example: '1.25',
+      description:
+        'USD per 1M prompt tokens written to a prompt cache with the 5-minute TTL (usage.prompt_tokens_details.cache_write_tokens; Anthropic, where cache_control marks them); the input price where writing costs nothing more',
+    },
+    cache_write_1h_price_per_million: {
+      type: 'string',
+      example: '2.00',
+      description: 'USD per 1M prompt tokens written to a prompt cache with the 1-hour TTL (cache_control ttl "1h")',
     },
     output_price_per_million: { type: 'string', example: '2.50', description: 'USD per 1M completion tokens' },
   },
@@ -104,7 +121,13 @@ const ModelsQuery: JsonSchema = {
   },
 };
 
-const FREE_PRICE = { input_price_per_million: '0', cached_input_price_per_million: '0', output_price_per_million: '0' };
+const FREE_PRICE = {
+  input_price_per_million: '0',
+  cached_input_price_per_million: '0',
+  cache_write_price_per_million: '0',
+  cache_write_1h_price_per_million: '0',
+  output_price_per_million: '0',
+};
 
 const toModelObject = (m: CatalogModel) => ({
   id: m.id,
@@ -124,8 +147,9 @@ const toModelObject = (m: CatalogModel) => ({
         ? FREE_PRICE
         : {
             input_price_per_million: m.input_price_per_million,
-            // Billed as what the ledger counts them: prompt tokens (docs/models-and-providers.md).
-            cached_input_price_per_million: m.input_price_per_million,
+            cached_input_price_per_million: m.cached_input_price_per_million,
+            cache_write_price_per_million: m.cache_write_price_per_million,
+            cache_write_1h_price_per_million: m.cache_write_1h_price_per_million,
             output_price_per_million: m.output_price_per_million,
           },
     ]),
