@@ -87,6 +87,10 @@ export interface RequestRow {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** Parts of prompt_tokens and completion_tokens, as in Figures. */
+  cached_tokens: number;
+  cache_write_tokens: number;
+  reasoning_tokens: number;
   cost_usd: string;
   key_id: string | null;
   key_name: string | null;

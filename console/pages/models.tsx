@@ -122,10 +122,10 @@ export function ModelsPage(props: { session: Extract<Session, { signed_in: true 
     <>
       <p>
         Prices are in US dollars per million tokens: input is the prompt, output the completion. Cached input is the
-        part of a prompt the provider served from its prompt cache, billed at the cached-input price instead of the
-        input price. Anthropic models cache what a request marks with <code>cache_control</code>, and bill writing it to
-        the cache above the input price, by how long it stays: 5 minutes, or 1 hour with <code>"ttl": "1h"</code>. The
-        other models cache long prompts by themselves, and a write costs the input price.{' '}
+        part of a prompt the provider served from its prompt cache. Anthropic models cache what a request marks with{' '}
+        <code>cache_control</code> and bill the write above the input price, by how long it is kept: 5 minutes, or an
+        hour with <code>"ttl": "1h"</code>; the other models cache long prompts by themselves, a write at the input
+        price.{' '}
         {free ? (
           <>
             On the free tier your models cost nothing, within its <a href="/console/">rate limits</a>.

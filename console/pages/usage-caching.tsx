@@ -48,6 +48,7 @@ export function CachingSection(props: { usage: DailyUsage; when: string }) {
       ) : (
         <>
           <CacheSummary totals={totals} when={props.when} />
+          <h3 id="cache-models">Per model</h3>
           <CacheByModel models={perModel(props.usage.data)} withWrites={written > 0} />
         </>
       )}
@@ -92,8 +93,13 @@ function CacheSummary(props: { totals: Figures; when: string }) {
         <p class="cache-headline" id="cache-headline">
           {/* Read out once, exactly; the short form is for the eye. */}
           <span aria-hidden="true">
-            <strong>{compactCount(t.prompt_tokens)}</strong> input · <strong>{compactCount(cached)}</strong> cached (
-            {share})
+            <span class="nowrap">
+              <strong>{compactCount(t.prompt_tokens)}</strong> input
+            </span>{' '}
+            ·{' '}
+            <span class="nowrap">
+              <strong>{compactCount(cached)}</strong> cached ({share})
+            </span>
           </span>
           <span class="sr-only">
             {count(t.prompt_tokens)} input tokens {props.when}, of which {count(cached)} cached ({share})
@@ -112,7 +118,9 @@ function CacheSummary(props: { totals: Figures; when: string }) {
           {shown.map((p) => (
             <li key={p.key} data-part={p.key}>
               <span class={`swatch input-${p.key}`} aria-hidden="true" />
-              {p.label}: <span class="num">{count(p.tokens)}</span> ({percent(p.tokens, t.prompt_tokens)})
+              <span>
+                {p.label}: <span class="num">{count(p.tokens)}</span> ({percent(p.tokens, t.prompt_tokens)})
+              </span>
             </li>
           ))}
         </ul>

@@ -478,6 +478,9 @@ function RecentRequests() {
                         Tokens
                       </th>
                       <th scope="col" class="num">
+                        Cached input
+                      </th>
+                      <th scope="col" class="num">
                         Cost
                       </th>
                       <th scope="col">Request id</th>
@@ -493,6 +496,9 @@ function RecentRequests() {
                         <td>{r.stream ? 'yes' : 'no'}</td>
                         <td class={`outcome-${r.status}`}>{r.status}</td>
                         <td class="num">{count(r.total_tokens)}</td>
+                        <td class="num" data-field="cached_tokens">
+                          {count(r.cached_tokens)}
+                        </td>
                         <td class="num">{usd(r.cost_usd)}</td>
                         <td>
                           <code>{r.id}</code>

@@ -183,9 +183,16 @@ describe('prompt caching in the console (headless Chromium)', function () {
       await page.close();
     });
 
-    it('puts cached tokens beside prompt tokens in the daily table, and the cache and reasoning counts in the CSV', async () => {
+    it('puts cached tokens in the daily table and the recent requests, and the cache and reasoning counts in the CSV', async () => {
       const page = await usagePage(who.account.email);
       expect(await page.locator('#usage-numbers [data-total="cached_tokens"]').innerText()).to.equal('600,000');
+      // Newest first: the 10th's, Gemini's on the 7th, Claude's on the 5th, the 3rd's.
+      expect(await page.locator('#recent-requests [data-field="cached_tokens"]').allInnerTexts()).to.deep.equal([
+        '100,000',
+        '0',
+        '200,000',
+        '300,000',
+      ]);
       const [download] = await Promise.all([
         page.waitForEvent('download'),
         page.getByRole('button', { name: 'Download CSV' }).click(),
@@ -260,6 +267,7 @@ describe('prompt caching in the console (headless Chromium)', function () {
       },
     ]);
     const page = await usagePage(who.account.email);
+    await recordPage(page, SHOTS, 'usage-caching-free');
     expect(await page.locator('#cache-headline [aria-hidden="true"]').innerText()).to.equal(
       '4K input · 2K cached (51%)',
     );
