@@ -3,7 +3,10 @@ import { AnthropicProvider } from './anthropic/anthropic.provider.js';
 import { startFakeAnthropic, type FakeAnthropic } from './anthropic/anthropic.fake.js';
 import { withCheckedOutput } from './checked-output.js';
 import { ComputePool } from './compute-pool.js';
-import { withFanOut } from './fan-out.js';
+import { fanOut, withFanOut } from './fan-out.js';
+import { startFakeOpenAI, type FakeOpenAI } from './openai/openai.fake.js';
+import { openai } from './openai/openai.plugin.js';
+import { OpenAIProvider } from './openai/openai.provider.js';
 import { collectEvents } from './testing/upstream-fake.js';
 import { ProviderError, type CompletionParams, type Provider } from './types.js';
 
@@ -85,5 +88,33 @@ describe('n on a provider without n, and strict json_schema answers (wrappers ov
       /does not match the json_schema 'answer': \/text must NOT have more than 50000 characters/,
     );
     expect(compute.completedTasks).to.equal(1);
+  });
+});
+
+describe('usage of n made as several calls', () => {
+  let fake: FakeOpenAI;
+  let adapter: OpenAIProvider;
+  before(async () => {
+    fake = await startFakeOpenAI();
+    adapter = new OpenAIProvider({ apiKey: fake.apiKey, baseUrl: `${fake.url}/v1`, timeoutMs: 5000 }, openai);
+  });
+  after(() => fake.close());
+
+  it('sums the cached and reasoning tokens of every call into the one usage', async () => {
+    fake.nextResponse({ tokens: ['a'], usage: { prompt: 2_000, cached: 1_024, completion: 1, thoughts: 10 } });
+    fake.nextResponse({ tokens: ['b'], usage: { prompt: 2_000, cached: 0, completion: 1, thoughts: 20 } });
+    fake.nextResponse({ tokens: ['c'], usage: { prompt: 2_000, cached: 1_536, completion: 1, thoughts: 0 } });
+    const r = await collectEvents(
+      fanOut(params({ model: 'gpt-4.1', n: 3 }), new AbortController().signal, 1, (q, s) => adapter.stream(q, s)),
+    );
+    expect(r.error).to.equal(undefined);
+    expect(fake.requests).to.have.length(3);
+    expect(r.texts).to.deep.equal(['a', 'b', 'c']);
+    expect(r.usage).to.deep.equal({
+      prompt_tokens: 6_000,
+      completion_tokens: 33,
+      cached_tokens: 2_560,
+      reasoning_tokens: 30,
+    });
   });
 });

@@ -10,7 +10,7 @@ import {
   type TestAccount,
 } from '../support/accounts.js';
 import { launchBrowser, type TestBrowser } from '../support/browser.js';
-import { recordPage, settled } from '../support/console-page.js';
+import { pageReads, recordPage, settled } from '../support/console-page.js';
 import { uniqueEmail } from '../support/env.js';
 import { eventually, get, post, request } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
@@ -91,16 +91,8 @@ describe('the keys page in a real browser (headless Chromium)', function () {
   const card = (page: Page, name: string): Locator =>
     page.locator('.key-list > li').filter({ has: page.getByRole('heading', { name, exact: true }) });
 
-  /**
-   * Waits until the element `id` has the focus. Polled with page.evaluate, which the page's CSP does
-   * not govern; waitForFunction's own polling evaluates its string in the page, which script-src
-   * 'self' refuses as soon as the first check is false.
-   */
-  const focused = (page: Page, id: string) =>
-    eventually(
-      async () => ((await page.evaluate('document.activeElement?.id')) === id ? true : undefined),
-      `focus on #${id}`,
-    );
+  /** Waits until the element `id` has the focus. */
+  const focused = (page: Page, id: string) => pageReads(page, 'document.activeElement?.id', id);
 
   /** A card's lines as the page shows them. */
   const facts = async (c: Locator) =>

@@ -5,7 +5,7 @@ import type { Page } from 'playwright-core';
 import { FakeStripe } from '../fakes/stripe.js';
 import { closeOutboxFor, createTestAccount, latestEmailTo, verificationLinkIn } from '../support/accounts.js';
 import { launchBrowser, type TestBrowser } from '../support/browser.js';
-import { recordPage, settled } from '../support/console-page.js';
+import { pageReads, recordPage, settled } from '../support/console-page.js';
 import { uniqueEmail } from '../support/env.js';
 import { captureLogs } from '../support/log-capture.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
@@ -75,7 +75,7 @@ describe('sign-up and the models page in a real browser (headless Chromium)', fu
       await page.getByRole('link', { name: 'Sign up' }).click();
       await page.waitForURL(`${web.url}/console/sign-up`);
       // Focus moves to the new page's heading, so a screen reader starts there.
-      await page.waitForFunction('document.activeElement?.tagName === "H1"');
+      await pageReads(page, 'document.activeElement?.tagName', 'H1');
       await recordPage(page, SHOTS, 'sign-up');
       await page.getByLabel('Your name').focus();
       await page.keyboard.type('Ada Lovelace');
@@ -139,7 +139,7 @@ describe('sign-up and the models page in a real browser (headless Chromium)', fu
       await page.getByLabel('Organisation').fill('Engines');
       await page.getByRole('button', { name: 'Sign up' }).click();
       await page.locator('#name-error').waitFor();
-      await page.waitForFunction('document.activeElement?.id === "name"');
+      await pageReads(page, 'document.activeElement?.id', 'name');
       for (const field of ['name', 'email']) {
         const input = page.locator(`#${field}`);
         expect(await input.getAttribute('aria-invalid'), field).to.equal('true');

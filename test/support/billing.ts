@@ -35,17 +35,14 @@ export interface UsageSpec {
   api?: UsageApi;
   /** The API key that made the request (api_keys.id, or any uuid); none by default. */
   keyId?: string;
-  /** Parts of `prompt` read from and written to the prompt cache (the 1-hour part of the writes apart), and of `completion` spent reasoning. */
+  /** Parts of the prompt read from and written to a prompt cache (of which with the 1-hour TTL), and of the completion, reasoning. */
   cached?: number;
   cacheWrite?: number;
   cacheWrite1h?: number;
   reasoning?: number;
 }
 
-/**
- * Ledger rows as the metering worker writes them (prices from the catalog, cost computed by Postgres).
- * A row with cached or cache-written tokens carries the catalog's cache prices, as the worker's do.
- */
+/** Ledger rows as the metering worker writes them (prices from the catalog, cost as the worker computes it). */
 export async function recordUsage(app: AppContext, rows: UsageSpec[]): Promise<string[]> {
   const catalog = app.catalog;
   const events = rows.map((r) => {
@@ -61,21 +58,17 @@ export async function recordUsage(app: AppContext, rows: UsageSpec[]): Promise<s
       api: r.api ?? ('chat.completions' as const),
       prompt_tokens: r.prompt,
       completion_tokens: r.completion,
+      ...(r.cached ? { cached_tokens: r.cached } : {}),
+      ...(r.cacheWrite ? { cache_write_tokens: r.cacheWrite } : {}),
+      ...(r.cacheWrite1h ? { cache_write_1h_tokens: r.cacheWrite1h } : {}),
+      ...(r.reasoning ? { reasoning_tokens: r.reasoning } : {}),
       input_price_per_million: m.input_price_per_million,
       output_price_per_million: m.output_price_per_million,
+      cached_input_price_per_million: m.cached_input_price_per_million,
+      cache_write_price_per_million: m.cache_write_price_per_million,
+      cache_write_1h_price_per_million: m.cache_write_1h_price_per_million,
       created_at: new Date(r.at).toISOString(),
       ...(r.keyId ? { key_id: r.keyId } : {}),
-      ...(r.cached || r.cacheWrite
-        ? {
-            cached_tokens: r.cached ?? 0,
-            cache_write_tokens: r.cacheWrite ?? 0,
-            cache_write_1h_tokens: r.cacheWrite1h ?? 0,
-            cached_input_price_per_million: m.cached_input_price_per_million,
-            cache_write_price_per_million: m.cache_write_price_per_million,
-            cache_write_1h_price_per_million: m.cache_write_1h_price_per_million,
-          }
-        : {}),
-      ...(r.reasoning ? { reasoning_tokens: r.reasoning } : {}),
     };
   });
   await insertUsageEvents(app.db, events);

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
+import { eventually } from './http.js';
 
 // A console page in the browser: settled, checked by axe-core at phone and desktop width, and
 // photographed at both. The same checks as test/e2e/console-journey.test.ts makes of its pages.
@@ -52,3 +53,14 @@ export async function recordPage(page: Page, dir: string, name: string): Promise
     await page.screenshot({ path: path.join(dir, `${name}-${width}.png`), fullPage: true });
   }
 }
+
+/**
+ * Waits until `expression`, evaluated in the page, gives `expected`. Polled with page.evaluate,
+ * which the console's CSP does not govern: page.waitForFunction's own polling evaluates its string
+ * in the page, which script-src 'self' refuses as soon as the first check is false.
+ */
+export const pageReads = (page: Page, expression: string, expected: unknown): Promise<true> =>
+  eventually(
+    async () => ((await page.evaluate(expression)) === expected ? true : undefined),
+    `${expression} to be ${String(expected)}`,
+  );

@@ -1,7 +1,8 @@
 // A fake Gemini API speaking the real wire format: POST /v1beta/models/{model}:streamGenerateContent?alt=sse
 // answers SSE events each carrying one GenerateContentResponse (candidates[].content.parts[]: text,
 // thought summaries marked `thought`, or a functionCall sent whole,
-// finishReason, usageMetadata); :generateContent answers one JSON body; errors are
+// finishReason, usageMetadata with cachedContentTokenCount and thoughtsTokenCount when scripted);
+// :generateContent answers one JSON body; errors are
 // {error:{code, message, status}} with RetryInfo details on 429.
 import type { IncomingHttpHeaders } from 'node:http';
 import {
@@ -36,12 +37,21 @@ const STATUS: Record<number, string> = {
 const ROUTE = /^\/v1(?:beta|alpha)?\/models\/([^/:]+):(streamGenerateContent|generateContent)$/;
 const data = (o: unknown) => `data: ${JSON.stringify(o)}\r\n\r\n`;
 
+/**
+ * Every event's usageMetadata counts the prompt (cached tokens a part of it, named only on a cache
+ * hit); the last one adds the candidates and, for a model that thought, the thoughts beside them.
+ */
 function usageMetadata(plan: Plan, final: boolean) {
   const prompt = plan.usage?.prompt ?? 0;
-  if (!final || !plan.usage) return { promptTokenCount: prompt, totalTokenCount: prompt };
+  const cached = plan.usage?.cached;
+  const promptPart = {
+    promptTokenCount: prompt,
+    ...(cached !== undefined ? { cachedContentTokenCount: cached } : {}),
+  };
+  if (!final || !plan.usage) return { ...promptPart, totalTokenCount: prompt };
   const thoughts = plan.usage.thoughts;
   return {
-    promptTokenCount: prompt,
+    ...promptPart,
     candidatesTokenCount: plan.usage.completion,
     ...(thoughts !== undefined ? { thoughtsTokenCount: thoughts } : {}),
     totalTokenCount: prompt + plan.usage.completion + (thoughts ?? 0),

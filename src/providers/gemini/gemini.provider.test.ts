@@ -4,7 +4,7 @@ import { GeminiProvider, geminiRoot } from './gemini.provider.js';
 import { ProviderError, type CompletionParams, type ToolDefinition } from '../types.js';
 import { startFakeGemini, type FakeGemini } from './gemini.fake.js';
 import { collectEvents } from '../testing/upstream-fake.js';
-import { expectAbortClosesTheUpstream } from '../testing/adapter-contract.js';
+import { expectAbortClosesTheUpstream, expectCachedAndReasoningTokens } from '../testing/adapter-contract.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'gemini-2.5-flash',
@@ -111,10 +111,31 @@ describe('Gemini adapter against a fake Gemini API', () => {
     expect((await run()).finishes[0]).to.equal('content_filter');
   });
 
-  it('counts thinking tokens as completion tokens, as Google bills them', async () => {
+  it('counts thinking tokens as completion tokens, as Google bills them, and reports them as reasoning', async () => {
     fake.nextResponse({ tokens: ['ok'], usage: { prompt: 5, completion: 1, thoughts: 40 } });
     const r = await run();
-    expect(r.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 41 });
+    expect(r.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 41, reasoning_tokens: 40 });
+  });
+
+  describe('usage as Gemini counts it', () => {
+    const whole = (p: CompletionParams = params()) => collectEvents(provider.complete(p, new AbortController().signal));
+
+    for (const how of ['stream', 'complete'] as const) {
+      it(`reports cachedContentTokenCount as cached prompt tokens and thoughtsTokenCount as reasoning (${how})`, () =>
+        expectCachedAndReasoningTokens(provider, fake, params(), how));
+    }
+
+    it('reads cachedContentTokenCount as a part of promptTokenCount, not beside it', async () => {
+      fake.script({ tokens: ['ok'], usage: { prompt: 4_096, cached: 4_000, completion: 1 } });
+      for (const r of [await run(), await whole()])
+        expect(r.usage).to.deep.equal({ prompt_tokens: 4_096, completion_tokens: 1, cached_tokens: 4_000 });
+    });
+
+    it('reports no cached or reasoning tokens when usageMetadata names none (no cache hit, no thinking)', async () => {
+      fake.script({ tokens: ['ok'], usage: { prompt: 9, completion: 1 } });
+      for (const r of [await run(), await whole()])
+        expect(r.usage).to.deep.equal({ prompt_tokens: 9, completion_tokens: 1 });
+    });
   });
 
   describe('whole-answer calls, for clients that do not stream', () => {
@@ -127,7 +148,7 @@ describe('Gemini adapter against a fake Gemini API', () => {
       expect(fake.lastRequest!.path).to.equal('/v1beta/models/gemini-2.5-flash:generateContent');
       expect(r.texts).to.deep.equal(['Hi there!']);
       expect(r.finishes).to.deep.equal({ 0: 'stop' });
-      expect(r.usage).to.deep.equal({ prompt_tokens: 9, completion_tokens: 13 });
+      expect(r.usage).to.deep.equal({ prompt_tokens: 9, completion_tokens: 13, reasoning_tokens: 10 });
     });
 
     it('yields several candidates with their indexes', async () => {
@@ -347,12 +368,12 @@ describe('Gemini adapter against a fake Gemini API', () => {
       });
       const streamed = await run(params({ reasoning_effort: 'low' }));
       expect(streamed.texts).to.deep.equal(['Hi!']);
-      expect(streamed.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 32 });
+      expect(streamed.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 32, reasoning_tokens: 30 });
       const whole = await collectEvents(
         provider.complete(params({ reasoning_effort: 'low' }), new AbortController().signal),
       );
       expect(whole.texts).to.deep.equal(['Hi!']);
-      expect(whole.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 32 });
+      expect(whole.usage).to.deep.equal({ prompt_tokens: 5, completion_tokens: 32, reasoning_tokens: 30 });
     });
   });
 });

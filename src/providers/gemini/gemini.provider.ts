@@ -72,7 +72,14 @@ interface GeminiChunk {
     finishReason?: string;
   }[];
   promptFeedback?: { blockReason?: string };
-  usageMetadata?: { promptTokenCount?: number; candidatesTokenCount?: number; thoughtsTokenCount?: number };
+  usageMetadata?: {
+    promptTokenCount?: number;
+    /** Of promptTokenCount, those read from the (implicit or explicit) context cache. */
+    cachedContentTokenCount?: number;
+    candidatesTokenCount?: number;
+    /** Beside candidatesTokenCount, not within it. */
+    thoughtsTokenCount?: number;
+  };
   /** The model that answered. */
   modelVersion?: string;
   error?: GeminiErrorBody['error'];
@@ -245,12 +252,20 @@ function* eventsOf(chunk: GeminiChunk, expected: number, state: AnswerState): Ge
   }
 }
 
-/** Completion tokens include thinking tokens: Google bills them as output. */
+/**
+ * Gemini's counts in OpenAI's meaning: cached tokens are already part of the prompt count, and
+ * thinking tokens, which Google counts beside the answer's and bills as output, are added to the
+ * completion and reported as its reasoning part.
+ */
 function usageEvent(usage: NonNullable<GeminiChunk['usageMetadata']>, model: string | undefined): CompletionEvent {
+  const cached = usage.cachedContentTokenCount ?? 0;
+  const thoughts = usage.thoughtsTokenCount ?? 0;
   return {
     type: 'usage',
     prompt_tokens: usage.promptTokenCount ?? 0,
-    completion_tokens: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0),
+    completion_tokens: (usage.candidatesTokenCount ?? 0) + thoughts,
+    ...(cached > 0 ? { cached_tokens: cached } : {}),
+    ...(thoughts > 0 ? { reasoning_tokens: thoughts } : {}),
     model: model || undefined,
   };
 }

@@ -1,6 +1,7 @@
 // A fake OpenAI (and OpenAI-compatible) chat completions server speaking the real wire format:
-// chat.completion.chunk SSE events ending in `data: [DONE]`, usage in a last chunk with empty
-// choices when stream_options.include_usage is set, and {error:{message,type,param,code}} errors.
+// chat.completion.chunk SSE events ending in `data: [DONE]`, usage (with prompt_tokens_details and
+// completion_tokens_details when scripted) in a last chunk with empty choices when
+// stream_options.include_usage is set, and {error:{message,type,param,code}} errors.
 import type { IncomingHttpHeaders } from 'node:http';
 import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from '../testing/upstream-fake.js';
 
@@ -40,12 +41,29 @@ function chunk(plan: Plan, choices: unknown[], usage?: unknown) {
   };
 }
 
-const usageOf = (plan: Plan) =>
-  plan.usage && {
-    prompt_tokens: plan.usage.prompt,
-    completion_tokens: plan.usage.completion,
-    total_tokens: plan.usage.prompt + plan.usage.completion,
-  };
+/**
+ * OpenAI's usage object: reasoning counted inside completion_tokens. OpenAI itself always sends both
+ * details objects; a script that names neither cached nor thought tokens gets none, as from a vLLM
+ * or Ollama server.
+ */
+function usageOf(plan: Plan) {
+  const u = plan.usage;
+  if (!u) return null;
+  const completion = u.completion + (u.thoughts ?? 0);
+  const details =
+    u.cached === undefined && u.thoughts === undefined
+      ? {}
+      : {
+          prompt_tokens_details: { cached_tokens: u.cached ?? 0, audio_tokens: 0 },
+          completion_tokens_details: {
+            reasoning_tokens: u.thoughts ?? 0,
+            audio_tokens: 0,
+            accepted_prediction_tokens: 0,
+            rejected_prediction_tokens: 0,
+          },
+        };
+  return { prompt_tokens: u.prompt, completion_tokens: completion, total_tokens: u.prompt + completion, ...details };
+}
 
 export const openaiWire: WireFormat = {
   parse(method, url, body): ChatRequest | undefined {

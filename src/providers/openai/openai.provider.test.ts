@@ -1,14 +1,16 @@
 import { expect } from 'chai';
 import { AppError } from '../../errors.js';
-import { OpenAIProvider } from './openai.provider.js';
+import { OpenAIProvider, toOpenAIRequest } from './openai.provider.js';
 import { openai } from './openai.plugin.js';
 import { ProviderError, type CompletionParams, type ToolDefinition } from '../types.js';
 import { startFakeOpenAI, type FakeOpenAI } from './openai.fake.js';
 import { collectEvents } from '../testing/upstream-fake.js';
-import { expectAbortClosesTheUpstream } from '../testing/adapter-contract.js';
+import { expectAbortClosesTheUpstream, expectCachedAndReasoningTokens } from '../testing/adapter-contract.js';
 import { isAbortError } from '../abort.js';
 import { startNow } from '../../chat/completion-runner.js';
-import { eventually } from '../../../test/support/http.js';
+import { eventually, post } from '../../../test/support/http.js';
+import { openAiIssues } from '../../../test/support/openai-schemas.js';
+import { postStream } from '../../../test/support/sse.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
   model: 'gpt-4.1-mini',
@@ -288,6 +290,46 @@ describe('OpenAI adapter against a fake OpenAI', () => {
       expect(isAbortError((await r).error)).to.equal(true);
       await fake.lastRequest!.closed;
       expect(fake.lastRequest!.closedEarly).to.equal(true);
+    });
+  });
+
+  describe('usage as OpenAI counts it', () => {
+    const whole = (p: CompletionParams = params()) => collectEvents(provider.complete(p, new AbortController().signal));
+
+    for (const how of ['stream', 'complete'] as const) {
+      it(`reports prompt_tokens_details.cached_tokens and completion_tokens_details.reasoning_tokens as parts of the counts (${how})`, () =>
+        expectCachedAndReasoningTokens(provider, fake, params(), how));
+    }
+
+    it('reports no cached or reasoning tokens where OpenAI counts 0 of them', async () => {
+      fake.script({ tokens: ['ok'], usage: { prompt: 12, completion: 1, cached: 0, thoughts: 0 } });
+      expect((await run()).usage).to.deep.equal({ prompt_tokens: 12, completion_tokens: 1 });
+      expect((await whole()).usage).to.deep.equal({ prompt_tokens: 12, completion_tokens: 1 });
+    });
+
+    it('reads a usage without details (vLLM, Ollama) as no cached and no reasoning tokens', async () => {
+      fake.script({ tokens: ['ok'], usage: { prompt: 12, completion: 1 } });
+      for (const r of [await run(), await whole()]) {
+        expect(r.error).to.equal(undefined);
+        expect(r.usage).to.deep.equal({ prompt_tokens: 12, completion_tokens: 1 });
+      }
+    });
+
+    it("sends the details in OpenAI's published shape, in the usage chunk and in the whole answer", async () => {
+      fake.script({ tokens: ['ok'], usage: { prompt: 2_000, cached: 1_024, completion: 1, thoughts: 32 } });
+      const s = await postStream(`${fake.url}/v1/chat/completions`, toOpenAIRequest(params()), fake.apiKey);
+      s.chunks.forEach((chunk, i) =>
+        expect(openAiIssues('CreateChatCompletionStreamResponse', chunk), `chunk ${i}`).to.deep.equal([]),
+      );
+      const answer = await post(`${fake.url}/v1/chat/completions`, toOpenAIRequest(params(), false), {
+        bearer: fake.apiKey,
+      });
+      expect(openAiIssues('CreateChatCompletionResponse', answer.body)).to.deep.equal([]);
+      for (const usage of [s.chunks.at(-1).usage, answer.body.usage]) {
+        expect(usage).to.deep.include({ prompt_tokens: 2_000, completion_tokens: 33, total_tokens: 2_033 });
+        expect(usage.prompt_tokens_details.cached_tokens).to.equal(1_024);
+        expect(usage.completion_tokens_details.reasoning_tokens).to.equal(32);
+      }
     });
   });
 

@@ -5,6 +5,7 @@ import type {
   ChatCompletionCreateParamsStreaming,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
+import type { CompletionUsage } from 'openai/resources/completions';
 import { postForEvents, postForJson, UpstreamHttpError } from '../sse-request.js';
 import {
   assertComplete,
@@ -110,6 +111,23 @@ function* toolCallEvents(
 }
 
 /**
+ * OpenAI's usage as the ledger takes it. Its prompt and completion counts already include the
+ * cached and reasoning tokens; OpenAI-compatible servers that send no details report none.
+ */
+function usageEvent(usage: CompletionUsage, model: string | undefined): CompletionEvent {
+  const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
+  const reasoning = usage.completion_tokens_details?.reasoning_tokens ?? 0;
+  return {
+    type: 'usage',
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    ...(cached > 0 ? { cached_tokens: cached } : {}),
+    ...(reasoning > 0 ? { reasoning_tokens: reasoning } : {}),
+    model,
+  };
+}
+
+/**
  * OpenAI chat completions, for OpenAI itself and for every OpenAI-compatible provider (a plug-in
  * of its own, or a vLLM, Ollama or llama.cpp server behind OPENAI_BASE_URL): the streaming
  * endpoint over keep-alive HTTP, events read by eventsource-parser (sse-request.ts), typed with
@@ -162,13 +180,7 @@ export class OpenAIProvider implements Provider {
             yield { type: 'finish', index: choice.index, reason: choice.finish_reason };
           }
         }
-        if (chunk.usage)
-          yield {
-            type: 'usage',
-            prompt_tokens: chunk.usage.prompt_tokens,
-            completion_tokens: chunk.usage.completion_tokens,
-            model,
-          };
+        if (chunk.usage) yield usageEvent(chunk.usage, model);
       }
       assertComplete(this.label, expected, finished);
       call.complete();
@@ -203,12 +215,6 @@ export class OpenAIProvider implements Provider {
       }
     }
     assertComplete(this.label, p.n ?? 1, finished);
-    if (answer.usage)
-      yield {
-        type: 'usage',
-        prompt_tokens: answer.usage.prompt_tokens,
-        completion_tokens: answer.usage.completion_tokens,
-        model: answer.model || undefined,
-      };
+    if (answer.usage) yield usageEvent(answer.usage, answer.model || undefined);
   }
 }

@@ -3,6 +3,7 @@
 // Each provider file supplies only its wire format.
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { TokenUsage } from '../types.js';
 
 export interface RecordedRequest {
   method: string;
@@ -35,6 +36,20 @@ export interface ErrorReply {
   body?: unknown;
 }
 
+/**
+ * What a fake says a request used, in neutral words each wire format states its own way: `prompt`
+ * is every prompt token, `cached` those of them read from the prompt cache; `completion` is the
+ * answer's tokens and `thoughts` the thinking before it (OpenAI counts thoughts inside
+ * completion_tokens as reasoning_tokens, Gemini beside them as thoughtsTokenCount). A detail the
+ * script leaves out is left off the wire, as OpenAI-compatible servers (vLLM, Ollama) leave it.
+ */
+export interface ScriptedUsage {
+  prompt: number;
+  completion: number;
+  cached?: number;
+  thoughts?: number;
+}
+
 /** Answer with a (possibly misbehaving) completion. */
 export interface StreamScript {
   /** The text pieces of every choice; each piece is one streamed token. */
@@ -48,11 +63,8 @@ export interface StreamScript {
    * streamed as its argument pieces; the finish is the provider's word for a tool call.
    */
   toolCalls?: { id?: string; name: string; arguments: string[] }[];
-  /**
-   * Usage to report; null leaves it out. Defaults to a rough count of the request and the tokens
-   * sent. `thoughts` is Gemini's thoughtsTokenCount (thinking tokens, billed as output).
-   */
-  usage?: { prompt: number; completion: number; thoughts?: number } | null;
+  /** Usage to report; null leaves it out. Defaults to a rough count of the request and the tokens sent. */
+  usage?: ScriptedUsage | null;
   /**
    * The model's thinking, sent before the answer where the provider sends it (an Anthropic
    * thinking block, a Gemini part marked `thought`); OpenAI's wire has no place for it.
@@ -118,7 +130,7 @@ export interface Plan {
   choices: PlannedChoice[];
   /** The script's own finish reason (provider words), if it set one. */
   finishOverride: string | undefined;
-  usage: { prompt: number; completion: number; thoughts?: number } | null;
+  usage: ScriptedUsage | null;
   thinking: string | undefined;
 }
 
@@ -344,7 +356,8 @@ export interface Collected {
   events: { type: string; [k: string]: unknown }[];
   texts: string[];
   finishes: Record<number, string>;
-  usage?: { prompt_tokens: number; completion_tokens: number };
+  /** The usage event's counts, parts (cached, reasoning, ...) only where the adapter reported them. */
+  usage?: TokenUsage;
   error?: unknown;
 }
 
@@ -356,8 +369,10 @@ export async function collectEvents(stream: AsyncIterable<{ type: string; [k: st
       out.events.push(e);
       if (e.type === 'delta') out.texts[e.index] = (out.texts[e.index] ?? '') + e.content;
       else if (e.type === 'finish') out.finishes[e.index] = e.reason;
-      else if (e.type === 'usage')
-        out.usage = { prompt_tokens: e.prompt_tokens, completion_tokens: e.completion_tokens };
+      else if (e.type === 'usage') {
+        const { type: _usage, model: _model, ...counts } = e;
+        out.usage = counts as TokenUsage;
+      }
     }
   } catch (err) {
     out.error = err;
