@@ -69,3 +69,49 @@ export function addDays(day: string, n: number): string {
 /** An API as the console names it, after OpenAI's own names for them. */
 export const apiName = (api: 'chat.completions' | 'responses'): string =>
   api === 'responses' ? 'Responses' : 'Chat Completions';
+
+/** 1_234_567 -> "1.2M", 820_000 -> "820K", 950 -> "950": a headline's token count (tables give the exact one). */
+export function compactCount(n: number): string {
+  for (const [size, unit] of [
+    [1e9, 'B'],
+    [1e6, 'M'],
+    [1e3, 'K'],
+  ] as const) {
+    if (n >= size) {
+      const v = n / size;
+      // One decimal below 10 ("1.2M"), none above ("820K"); never "1000K".
+      const shown = v < 9.95 ? v.toFixed(1).replace(/\.0$/, '') : String(Math.round(v));
+      if (shown !== '1000') return `${shown}${unit}`;
+    }
+  }
+  return count(n);
+}
+
+/** `part` as a share of `whole`: whole percents, and one decimal under 1% rather than a misleading "0%". */
+export function percent(part: number, whole: number): string {
+  const p = whole > 0 ? (100 * part) / whole : 0;
+  return `${p > 0 && p < 1 ? p.toFixed(1) : Math.round(p)}%`;
+}
+
+/** Exact decimal amounts ("0.25", "-0.000125") added without a float. */
+export function addDecimals(amounts: string[]): string {
+  const parts = amounts.map((a) => {
+    const [whole = '0', frac = ''] = a.replace(/^-/, '').split('.');
+    return { negative: a.startsWith('-'), whole, frac };
+  });
+  const scale = Math.max(0, ...parts.map((p) => p.frac.length));
+  const total = parts.reduce((sum, p) => {
+    const v = BigInt(`${p.whole}${p.frac.padEnd(scale, '0')}`);
+    return p.negative ? sum - v : sum + v;
+  }, 0n);
+  const digits = (total < 0n ? -total : total).toString().padStart(scale + 1, '0');
+  const whole = digits.slice(0, digits.length - scale);
+  const frac = digits.slice(digits.length - scale).replace(/0+$/, '');
+  return `${total < 0n ? '-' : ''}${whole}${frac ? `.${frac}` : ''}`;
+}
+
+/** An exact decimal amount that is zero ("0", "0.000000"), read without a float. */
+export const isZeroAmount = (amount: string): boolean => /^-?0*(\.0*)?$/.test(amount);
+
+/** An exact decimal amount below zero ("-0.0001"; "-0" is not). */
+export const isNegativeAmount = (amount: string): boolean => amount.startsWith('-') && !isZeroAmount(amount);

@@ -28,10 +28,19 @@ export interface SubscriptionInfo {
 
 export interface Figures {
   requests: number;
+  /** Every prompt token, cached and cache-written ones included. */
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
   cost_usd: string;
+  /** Prompt tokens the provider read from its prompt cache (part of prompt_tokens). */
+  cached_tokens: number;
+  /** Prompt tokens written to the provider's prompt cache (part of prompt_tokens). */
+  cache_write_tokens: number;
+  /** Completion tokens spent reasoning (part of completion_tokens). */
+  reasoning_tokens: number;
+  /** Paid-tier cost with every prompt token at the input price, less the cost: negative when writes cost more than reads saved. */
+  cache_savings_usd: string;
 }
 
 export interface MonthUsage {
@@ -78,6 +87,10 @@ export interface RequestRow {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** Parts of prompt_tokens and completion_tokens, as in Figures. */
+  cached_tokens: number;
+  cache_write_tokens: number;
+  reasoning_tokens: number;
   cost_usd: string;
   key_id: string | null;
   key_name: string | null;
@@ -111,6 +124,10 @@ export interface SubscriptionResult {
 export interface TierPrice {
   input_price_per_million: string;
   cached_input_price_per_million: string;
+  /** A prompt part written to the cache for 5 minutes (Anthropic's default TTL); the input price where writing costs nothing more. */
+  cache_write_price_per_million: string;
+  /** The same for 1 hour (cache_control's ttl "1h"). */
+  cache_write_1h_price_per_million: string;
   output_price_per_million: string;
 }
 

@@ -1,7 +1,7 @@
 import { api, type Session } from '../api.js';
 import { Show, TableScroll, useLoad } from '../components.js';
-import { count, usd } from '../format.js';
-import type { Model, ModelList } from '../types.js';
+import { addDecimals, count, isZeroAmount, usd } from '../format.js';
+import type { Model, ModelList, TierPrice } from '../types.js';
 
 /** "Text, images; tools; reasoning effort": what a request to the model may carry. */
 function accepts(m: Model): string {
@@ -12,6 +12,33 @@ function accepts(m: Model): string {
 }
 
 const perMillion = (price: string | undefined): string => (price === undefined ? '—' : usd(price));
+
+/** Two exact decimal prices equal ("1.25" and "1.250"), without a float. */
+const samePrice = (a: string, b: string): boolean => isZeroAmount(addDecimals([a, `-${b}`]));
+
+/**
+ * What writing a prompt part to the cache costs, by how long it stays (Anthropic's 5 minutes and 1
+ * hour); "As input" where a write costs the input price, as with providers that cache by themselves.
+ */
+function CacheWrites(props: { price: TierPrice | undefined }) {
+  const p = props.price;
+  if (!p) return <>—</>;
+  const writes = [
+    { ttl: '5 minutes', price: p.cache_write_price_per_million },
+    { ttl: '1 hour', price: p.cache_write_1h_price_per_million },
+  ];
+  if (writes.every((w) => w.price === undefined || samePrice(w.price, p.input_price_per_million)))
+    return <span class="muted">As input</span>;
+  return (
+    <span class="write-prices">
+      {writes.map((w) => (
+        <span key={w.ttl} data-ttl={w.ttl}>
+          {perMillion(w.price)} <span class="muted">{w.ttl}</span>
+        </span>
+      ))}
+    </span>
+  );
+}
 
 /**
  * The models as a table (one block of labelled lines per model on a phone): context length, what
@@ -42,6 +69,9 @@ function ModelTable(props: { id: string; label: string; models: Model[] }) {
               Paid: cached input
             </th>
             <th scope="col" role="columnheader" class="num">
+              Paid: cache writes
+            </th>
+            <th scope="col" role="columnheader" class="num">
               Paid: output
             </th>
           </tr>
@@ -69,6 +99,9 @@ function ModelTable(props: { id: string; label: string; models: Model[] }) {
               <td role="cell" data-label="Paid: cached input" class="num" data-field="paid-cached-input">
                 {perMillion(m.pricing.paid?.cached_input_price_per_million)}
               </td>
+              <td role="cell" data-label="Paid: cache writes" class="num" data-field="paid-cache-writes">
+                <CacheWrites price={m.pricing.paid} />
+              </td>
               <td role="cell" data-label="Paid: output" class="num" data-field="paid-output">
                 {perMillion(m.pricing.paid?.output_price_per_million)}
               </td>
@@ -89,7 +122,10 @@ export function ModelsPage(props: { session: Extract<Session, { signed_in: true 
     <>
       <p>
         Prices are in US dollars per million tokens: input is the prompt, output the completion. Cached input is the
-        part of a prompt the provider served from its prompt cache, counted and billed with the prompt.{' '}
+        part of a prompt the provider served from its prompt cache. Anthropic models cache what a request marks with{' '}
+        <code>cache_control</code> and bill the write above the input price, by how long it is kept: 5 minutes, or an
+        hour with <code>"ttl": "1h"</code>; the other models cache long prompts by themselves, a write at the input
+        price.{' '}
         {free ? (
           <>
             On the free tier your models cost nothing, within its <a href="/console/">rate limits</a>.

@@ -1,9 +1,21 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, describeError } from '../api.js';
 import { Notice, Show, TableScroll, useLoad } from '../components.js';
-import { addDays, apiName, count, isoDay, usd, usdChartValue, usdTicks, utcDateTime } from '../format.js';
+import {
+  addDays,
+  apiName,
+  count,
+  isoDay,
+  isZeroAmount,
+  percent,
+  usd,
+  usdChartValue,
+  usdTicks,
+  utcDateTime,
+} from '../format.js';
 import { navigate, useLocation } from '../router.js';
 import type { Api, DailyUsage, KeyUsage, RequestRow } from '../types.js';
+import { CachingSection } from './usage-caching.js';
 
 const RANGES: [string, string][] = [
   ['month', 'This month'],
@@ -12,6 +24,9 @@ const RANGES: [string, string][] = [
   ['90d', 'Last 90 days'],
   ['custom', 'Chosen dates'],
 ];
+
+/** How the figures name a range's period, where it has a name (the others say their dates). */
+const WHEN: Record<string, string> = { month: 'this month', 'last-month': 'last month' };
 
 /** The period a range names, in UTC days (undefined: the service's default, this month). */
 function period(range: string, query: URLSearchParams): { start?: string; end?: string } {
@@ -50,7 +65,10 @@ const breakableAtSlashes = (path: string) =>
   path.split('/').flatMap((part, i) => (i === 0 ? [part] : [<wbr key={i} />, `/${part}`]));
 
 function toCsv(u: DailyUsage): string {
-  const lines = ['date,model,api,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd'];
+  // The cache and reasoning counts after the columns the CSV always had, so readers by position keep working.
+  const lines = [
+    'date,model,api,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd,cached_tokens,cache_write_tokens,reasoning_tokens,cache_savings_usd',
+  ];
   for (const r of u.data)
     lines.push(
       [
@@ -62,6 +80,10 @@ function toCsv(u: DailyUsage): string {
         r.completion_tokens,
         r.total_tokens,
         r.cost_usd,
+        r.cached_tokens,
+        r.cache_write_tokens,
+        r.reasoning_tokens,
+        r.cache_savings_usd,
       ].join(','),
     );
   return `${lines.join('\n')}\n`;
@@ -108,7 +130,7 @@ export function UsagePage() {
         )}
       </form>
       <Show of={usage} what="usage">
-        {(u) => <UsageView usage={u} />}
+        {(u) => <UsageView usage={u} when={WHEN[range]} />}
       </Show>
       <RecentRequests />
     </>
@@ -131,7 +153,8 @@ function CustomDates(props: { start: string; end: string; onApply: (start: strin
   );
 }
 
-function UsageView(props: { usage: DailyUsage }) {
+/** `when`: how the figures name the period ("this month"; its dates by default). */
+function UsageView(props: { usage: DailyUsage; when?: string | undefined }) {
   const u = props.usage;
   const models = [...new Set(u.data.map((r) => r.model))].sort();
   const days = daysBetween(u.start_date, u.end_date);
@@ -155,6 +178,7 @@ function UsageView(props: { usage: DailyUsage }) {
         {period}: <strong>{count(u.totals.total_tokens)}</strong> tokens, <strong>{count(u.totals.requests)}</strong>{' '}
         requests, <strong>{usd(u.totals.cost_usd)}</strong>.
       </p>
+      <CachingSection usage={u} when={props.when ?? `from ${period}`} />
       <ApiSplit usage={u} />
       <KeySplit usage={u} />
       <section aria-labelledby="tokens-chart">
@@ -169,7 +193,7 @@ function UsageView(props: { usage: DailyUsage }) {
       </section>
       <section aria-labelledby="cost-chart">
         <h2 id="cost-chart">Cost per day, by model</h2>
-        {isZero(u.totals.cost_usd) ? (
+        {isZeroAmount(u.totals.cost_usd) ? (
           // An empty axis would say nothing; this says why it would be empty.
           <Notice kind="info">
             Costs are zero: every request from {period} cost $0.00. The free tier costs nothing; on the paid tier this
@@ -205,6 +229,9 @@ function UsageView(props: { usage: DailyUsage }) {
                   Prompt tokens
                 </th>
                 <th scope="col" class="num">
+                  Cached tokens
+                </th>
+                <th scope="col" class="num">
                   Completion tokens
                 </th>
                 <th scope="col" class="num">
@@ -223,6 +250,7 @@ function UsageView(props: { usage: DailyUsage }) {
                   <td>{apiName(r.api)}</td>
                   <td class="num">{count(r.requests)}</td>
                   <td class="num">{count(r.prompt_tokens)}</td>
+                  <td class="num">{count(r.cached_tokens)}</td>
                   <td class="num">{count(r.completion_tokens)}</td>
                   <td class="num">{count(r.total_tokens)}</td>
                   <td class="num">{usd(r.cost_usd)}</td>
@@ -239,6 +267,9 @@ function UsageView(props: { usage: DailyUsage }) {
                 </td>
                 <td class="num" data-total="prompt_tokens">
                   {count(u.totals.prompt_tokens)}
+                </td>
+                <td class="num" data-total="cached_tokens">
+                  {count(u.totals.cached_tokens)}
                 </td>
                 <td class="num" data-total="completion_tokens">
                   {count(u.totals.completion_tokens)}
@@ -304,8 +335,6 @@ function KeySplit(props: { usage: DailyUsage }) {
   const keys = props.usage.by_key;
   const total = props.usage.totals.total_tokens;
   const share = (k: KeyUsage) => (total > 0 ? (100 * k.total_tokens) / total : 0);
-  // A share under 1% says so with a decimal rather than rounding to a misleading 0%.
-  const percent = (p: number) => `${p > 0 && p < 1 ? p.toFixed(1) : Math.round(p)}%`;
   return (
     <section aria-labelledby="by-key">
       <h2 id="by-key">By key</h2>
@@ -363,7 +392,7 @@ function KeySplit(props: { usage: DailyUsage }) {
                       <span class="share-bar" aria-hidden="true">
                         <span class="share-fill" style={{ width: `${share(k)}%` }} />
                       </span>
-                      <span class="share-value">{percent(share(k))}</span>
+                      <span class="share-value">{percent(k.total_tokens, total)}</span>
                     </span>
                   </td>
                 </tr>
@@ -375,9 +404,6 @@ function KeySplit(props: { usage: DailyUsage }) {
     </section>
   );
 }
-
-/** An exact decimal amount that is zero ("0", "0.000000"), read without a float. */
-const isZero = (amount: string): boolean => /^-?0*(\.0*)?$/.test(amount);
 
 function Chart(props: {
   label: string;
@@ -452,6 +478,9 @@ function RecentRequests() {
                         Tokens
                       </th>
                       <th scope="col" class="num">
+                        Cached input
+                      </th>
+                      <th scope="col" class="num">
                         Cost
                       </th>
                       <th scope="col">Request id</th>
@@ -467,6 +496,9 @@ function RecentRequests() {
                         <td>{r.stream ? 'yes' : 'no'}</td>
                         <td class={`outcome-${r.status}`}>{r.status}</td>
                         <td class="num">{count(r.total_tokens)}</td>
+                        <td class="num" data-field="cached_tokens">
+                          {count(r.cached_tokens)}
+                        </td>
                         <td class="num">{usd(r.cost_usd)}</td>
                         <td>
                           <code>{r.id}</code>

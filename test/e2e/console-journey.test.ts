@@ -309,7 +309,9 @@ describe('the console in a real browser (headless Chromium)', function () {
         page.getByRole('button', { name: 'Download CSV' }).click(),
       ]);
       const csv = (await readFile(await download.path(), 'utf8')).trim().split('\n');
-      expect(csv[0]).to.equal('date,model,api,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd');
+      expect(csv[0]).to.equal(
+        'date,model,api,requests,prompt_tokens,completion_tokens,total_tokens,cost_usd,cached_tokens,cache_write_tokens,reasoning_tokens,cache_savings_usd',
+      );
       const apiColumn = csv.slice(1).map((line) => line.split(',')[2]);
       expect(apiColumn.filter((a) => a === 'chat.completions')).to.have.length(12);
       expect(apiColumn.filter((a) => a === 'responses')).to.have.length(6);

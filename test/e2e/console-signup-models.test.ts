@@ -176,6 +176,7 @@ describe('sign-up and the models page in a real browser (headless Chromium)', fu
             free: cell('free'),
             input: cell('paid-input'),
             cachedInput: cell('paid-cached-input'),
+            cacheWrites: cell('paid-cache-writes'),
             output: cell('paid-output'),
           };
         }),
@@ -191,8 +192,13 @@ describe('sign-up and the models page in a real browser (headless Chromium)', fu
         accepts: ['Text, images', 'tools', ...(m.reasoning ? ['reasoning effort'] : [])].join('; '),
         free: m.tiers.includes('free') ? 'Free' : 'Paid tier only',
         input: `$${m.input_price_per_million}`,
-        // Cached prompt tokens are billed as prompt tokens.
-        cachedInput: `$${m.input_price_per_million}`,
+        cachedInput: `$${m.cached_input_price_per_million}`,
+        // A write's price per TTL where it is not the input price (Anthropic's), one line each.
+        cacheWrites:
+          m.cache_write_price_per_million === m.input_price_per_million &&
+          m.cache_write_1h_price_per_million === m.input_price_per_million
+            ? 'As input'
+            : `$${m.cache_write_price_per_million} 5 minutes$${m.cache_write_1h_price_per_million} 1 hour`,
         output: `$${m.output_price_per_million}`,
       };
     };
