@@ -48,11 +48,8 @@ export interface StreamScript {
    * streamed as its argument pieces; the finish is the provider's word for a tool call.
    */
   toolCalls?: { id?: string; name: string; arguments: string[] }[];
-  /**
-   * Usage to report; null leaves it out. Defaults to a rough count of the request and the tokens
-   * sent. `thoughts` is Gemini's thoughtsTokenCount (thinking tokens, billed as output).
-   */
-  usage?: { prompt: number; completion: number; thoughts?: number } | null;
+  /** Usage to report; null leaves it out. Defaults to a rough count of the request and the tokens sent. */
+  usage?: ScriptedUsage | null;
   /**
    * The model's thinking, sent before the answer where the provider sends it (an Anthropic
    * thinking block, a Gemini part marked `thought`); OpenAI's wire has no place for it.
@@ -70,6 +67,23 @@ export interface StreamScript {
   hang?: boolean;
   /** Send this many tokens, then go silent without closing. */
   hangAfter?: number;
+}
+
+/**
+ * Token counts a fake reports, each in its provider's own fields. `prompt` is every prompt token,
+ * the cached and written ones included (OpenAI's meaning; Anthropic's input_tokens is what is left).
+ */
+export interface ScriptedUsage {
+  prompt: number;
+  /** The answer's tokens, thinking not included. */
+  completion: number;
+  /** Thinking tokens, billed as output: Gemini's thoughtsTokenCount, Anthropic's output_tokens_details.thinking_tokens. */
+  thoughts?: number;
+  /** Prompt tokens read from the provider's prompt cache (Anthropic's cache_read_input_tokens). */
+  cached?: number;
+  /** Prompt tokens written to Anthropic's prompt cache with the 5-minute TTL, and with the 1-hour TTL. */
+  cacheWrite5m?: number;
+  cacheWrite1h?: number;
 }
 
 export type FakeReply = ErrorReply | StreamScript;
@@ -118,7 +132,7 @@ export interface Plan {
   choices: PlannedChoice[];
   /** The script's own finish reason (provider words), if it set one. */
   finishOverride: string | undefined;
-  usage: { prompt: number; completion: number; thoughts?: number } | null;
+  usage: ScriptedUsage | null;
   thinking: string | undefined;
 }
 
