@@ -13,8 +13,11 @@ const MAX_TOOL_CALLS = 128;
 const MAX_TOOLS = 128;
 const ID_CHARS = 64;
 // Keys and punctuation of one content part or tool call, beyond the characters it carries (which
-// count against the message's 50,000): {"type":"image_url","image_url":{"url":"","detail":"high"}}.
-const PART_BYTES = 96;
+// count against the message's 50,000): {"type":"image_url","image_url":{"url":"","detail":"high"},
+// "cache_control":{"type":"ephemeral","ttl":"1h"}}.
+const PART_BYTES = 160;
+// A message's keys and punctuation: {"role":"","content":"","name":"","tool_call_id":"","cache_control":{…}}.
+const MESSAGE_BYTES = 128;
 const TOOL_CALL_BYTES = 128;
 
 /** What OpenAI allows as a function name (and Anthropic and Gemini as a tool name). */
@@ -31,22 +34,41 @@ export const MAX_CONTENT_CHARS = 50_000;
 /**
  * The largest valid request in bytes: JSON Schema counts characters as code points, and one
  * astral character escaped as a surrogate pair (\ud83d\ude00) is 12 bytes, so every message's
- * characters and role at 12 bytes a character, with 64 bytes of keys and punctuation each and more
+ * characters and role at 12 bytes a character, with its keys and punctuation and more
  * for each content part and tool call it may hold, plus 1 MiB for the fields without a bound of
  * their own (stop, logit_bias, tools, response_format), fields the service ignores, and whitespace.
  */
 export const CHAT_BODY_LIMIT_BYTES =
   MAX_MESSAGES *
     ((MAX_CONTENT_CHARS + MAX_ROLE_CHARS + ID_CHARS) * 12 +
-      64 +
+      MESSAGE_BYTES +
       MAX_PARTS * PART_BYTES +
       MAX_TOOL_CALLS * TOOL_CALL_BYTES) +
   1024 * 1024;
 
+/**
+ * A prompt-cache breakpoint in Anthropic's form, where OpenRouter and LiteLLM take it: on a content
+ * part, a whole message or a tool. Providers that cache on their own ignore it.
+ */
+const CacheControlSchema: JsonSchema = {
+  type: nullable('object'),
+  required: ['type'],
+  properties: {
+    type: { const: 'ephemeral' },
+    ttl: { type: nullable('string'), enum: ['5m', '1h', null], description: '5m (the default) or 1h' },
+  },
+  description:
+    'Anthropic models cache the prompt up to and including what this marks (at most 4 marks a request); other providers ignore it',
+};
+
 const TextPart: JsonSchema = {
   type: 'object',
   required: ['type', 'text'],
-  properties: { type: { const: 'text' }, text: { type: 'string', maxLength: MAX_CONTENT_CHARS } },
+  properties: {
+    type: { const: 'text' },
+    text: { type: 'string', maxLength: MAX_CONTENT_CHARS },
+    cache_control: CacheControlSchema,
+  },
 };
 
 const ImagePart: JsonSchema = {
@@ -68,6 +90,7 @@ const ImagePart: JsonSchema = {
         detail: { type: 'string', enum: ['auto', 'low', 'high'] },
       },
     },
+    cache_control: CacheControlSchema,
   },
 };
 
@@ -127,6 +150,10 @@ export const ChatMessageSchema: JsonSchema = {
       'x-text': 'line',
       description: 'In a tool message: the id of the call it answers, made by an earlier assistant message',
     },
+    cache_control: {
+      ...CacheControlSchema,
+      description: "A cache breakpoint after the whole message (LiteLLM's form): its last content part is marked",
+    },
   },
 };
 
@@ -152,6 +179,10 @@ export const ToolSchema: JsonSchema = {
         },
         strict: { type: nullable('boolean') },
       },
+    },
+    cache_control: {
+      ...CacheControlSchema,
+      description: 'A cache breakpoint after the tool definitions up to this one',
     },
   },
 };
@@ -299,8 +330,18 @@ export const ChatCompletionRequestSchema: JsonSchema = {
   },
 };
 
+export interface RequestCacheControl {
+  type: 'ephemeral';
+  ttl?: '5m' | '1h' | null;
+}
+
 export type ContentPart =
-  { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };
+  | { type: 'text'; text: string; cache_control?: RequestCacheControl | null }
+  | {
+      type: 'image_url';
+      image_url: { url: string; detail?: 'auto' | 'low' | 'high' };
+      cache_control?: RequestCacheControl | null;
+    };
 
 export interface RequestToolCall {
   id: string;
@@ -314,6 +355,7 @@ export interface RequestMessage {
   name?: string | null;
   tool_calls?: RequestToolCall[] | null;
   tool_call_id?: string | null;
+  cache_control?: RequestCacheControl | null;
 }
 
 export interface RequestTool {
@@ -324,6 +366,7 @@ export interface RequestTool {
     parameters?: Record<string, unknown> | null;
     strict?: boolean | null;
   };
+  cache_control?: RequestCacheControl | null;
 }
 
 export type ResponseFormat =

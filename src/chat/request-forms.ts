@@ -7,8 +7,14 @@ import type { CatalogModel } from '../catalog/catalog.js';
 import { validationError, type ValidationIssue } from '../errors.js';
 import { jsonSchemaProblems } from '../providers/json-schema.js';
 import { IMAGE_TYPES, messageChars, parseDataUrl } from '../providers/messages.js';
-import type { ChatMessage, CompletionParams, ToolDefinition } from '../providers/types.js';
-import { MAX_CONTENT_CHARS, type ChatCompletionRequest, type RequestMessage } from './chat.schema.js';
+import type { CacheControl, ChatMessage, CompletionParams, ContentPart, ToolDefinition } from '../providers/types.js';
+import {
+  MAX_CONTENT_CHARS,
+  type ChatCompletionRequest,
+  type ContentPart as RequestContentPart,
+  type RequestCacheControl,
+  type RequestMessage,
+} from './chat.schema.js';
 
 type Loc = (string | number)[];
 const issue = (loc: Loc, msg: string, type = 'value_error'): ValidationIssue => ({ loc: ['body', ...loc], msg, type });
@@ -120,8 +126,20 @@ function toolIssues(req: ChatCompletionRequest): ValidationIssue[] {
 const defined = <T extends object>(o: T): T =>
   Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null)) as T;
 
+/** A breakpoint as adapters read it: ttl only when given (Anthropic's default is 5m), null as unset. */
+function cacheControlOf(c: RequestCacheControl | null | undefined): { cache_control?: CacheControl } {
+  if (c == null) return {};
+  return { cache_control: c.ttl == null ? { type: 'ephemeral' } : { type: 'ephemeral', ttl: c.ttl } };
+}
+
+function partOf(part: RequestContentPart): ContentPart {
+  const { cache_control, ...rest } = part;
+  return { ...rest, ...cacheControlOf(cache_control) };
+}
+
 function messageOf(m: RequestMessage): ChatMessage {
-  const out: ChatMessage = { role: m.role, content: m.content ?? null };
+  const content = Array.isArray(m.content) ? m.content.map(partOf) : (m.content ?? null);
+  const out: ChatMessage = { role: m.role, content, ...cacheControlOf(m.cache_control) };
   if (m.name != null) out.name = m.name;
   if (m.tool_calls != null && m.tool_calls.length > 0) out.tool_calls = m.tool_calls;
   if (m.tool_call_id != null) out.tool_call_id = m.tool_call_id;
@@ -129,7 +147,11 @@ function messageOf(m: RequestMessage): ChatMessage {
 }
 
 function toolOf(t: NonNullable<ChatCompletionRequest['tools']>[number]): ToolDefinition {
-  return { type: 'function', function: defined({ ...t.function }) as ToolDefinition['function'] };
+  return {
+    type: 'function',
+    function: defined({ ...t.function }) as ToolDefinition['function'],
+    ...cacheControlOf(t.cache_control),
+  };
 }
 
 /**

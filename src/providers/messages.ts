@@ -21,7 +21,11 @@ export function imagesOf(content: ChatMessage['content']): Extract<ContentPart, 
  * image URL (a data URL whole), and each tool call's id, name and arguments. Code points, as JSON
  * Schema's maxLength counts.
  */
-export function messageChars(m: Pick<ChatMessage, 'content' | 'tool_calls'>): number {
+export function messageChars(m: {
+  content:
+    string | readonly ({ type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } })[] | null;
+  tool_calls?: ChatMessage['tool_calls'];
+}): number {
   let chars = 0;
   const count = (s: string) => (chars += [...s].length);
   if (typeof m.content === 'string') count(m.content);

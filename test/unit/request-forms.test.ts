@@ -100,4 +100,38 @@ describe('request forms after validation (what JSON Schema cannot say)', () => {
       completionParamsOf({ ...req, reasoning_effort: null }, { ...TEXT_ONLY, reasoning: true }),
     ).to.not.have.property('reasoning_effort');
   });
+
+  it('carries cache_control marks of parts, messages and tools to the adapters, a null mark or ttl as unset', () => {
+    const p = completionParamsOf(
+      {
+        model: 'm',
+        messages: [
+          { role: 'system', content: 'Rules.', cache_control: { type: 'ephemeral', ttl: '1h' } },
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'A', cache_control: { type: 'ephemeral', ttl: null } },
+              { type: 'text', text: 'B', cache_control: null },
+            ],
+            cache_control: null,
+          },
+        ],
+        tools: [{ type: 'function', function: { name: 'search' }, cache_control: { type: 'ephemeral', ttl: '5m' } }],
+      },
+      TEXT_ONLY,
+    );
+    expect(p.messages).to.deep.equal([
+      { role: 'system', content: 'Rules.', cache_control: { type: 'ephemeral', ttl: '1h' } },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'A', cache_control: { type: 'ephemeral' } },
+          { type: 'text', text: 'B' },
+        ],
+      },
+    ]);
+    expect(p.tools).to.deep.equal([
+      { type: 'function', function: { name: 'search' }, cache_control: { type: 'ephemeral', ttl: '5m' } },
+    ]);
+  });
 });

@@ -147,4 +147,73 @@ describe('request validation', () => {
       expect(r.body.error.param).to.equal('reasoning.effort');
     });
   });
+
+  describe('cache_control', () => {
+    const mark = (cache_control: unknown) => ({
+      model: 'm',
+      messages: [
+        { role: 'system', content: 'Rules.', cache_control },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'A long document.', cache_control },
+            { type: 'image_url', image_url: { url: 'https://example.com/a.png' }, cache_control },
+          ],
+        },
+      ],
+      tools: [{ type: 'function', function: { name: 'search' }, cache_control }],
+    });
+    const refusedAt = (value: unknown) => {
+      try {
+        validate(ChatCompletionRequestSchema, value, 'body');
+      } catch (err) {
+        const e = err as AppError;
+        expect(e.status).to.equal(422);
+        return (e.toBody() as { detail: { loc: unknown[]; type: string }[] }).detail.map((d) => [d.loc, d.type]);
+      }
+      throw new Error('expected a validation error');
+    };
+
+    it('takes an ephemeral mark, with a 5m or 1h ttl or none, on a message, a text or image part and a tool', () => {
+      for (const cacheControl of [
+        { type: 'ephemeral' },
+        { type: 'ephemeral', ttl: '5m' },
+        { type: 'ephemeral', ttl: '1h' },
+        { type: 'ephemeral', ttl: null },
+        null,
+      ])
+        expect(() => validate(ChatCompletionRequestSchema, mark(cacheControl), 'body')).to.not.throw();
+    });
+
+    it('refuses another type with a 422 at each mark’s type', () => {
+      expect(refusedAt(mark({ type: 'persistent' }))).to.deep.equal([
+        [['body', 'messages', 0, 'cache_control', 'type'], 'literal_error'],
+        [['body', 'messages', 1, 'content', 0, 'cache_control', 'type'], 'literal_error'],
+        [['body', 'messages', 1, 'content', 1, 'cache_control', 'type'], 'literal_error'],
+        [['body', 'tools', 0, 'cache_control', 'type'], 'literal_error'],
+      ]);
+    });
+
+    it('refuses a ttl other than 5m and 1h with a 422 at the ttl', () => {
+      const value = {
+        model: 'm',
+        messages: [
+          { role: 'user', content: [{ type: 'text', text: 'A', cache_control: { type: 'ephemeral', ttl: '24h' } }] },
+        ],
+      };
+      expect(refusedAt(value)).to.deep.equal([[['body', 'messages', 0, 'content', 0, 'cache_control', 'ttl'], 'enum']]);
+    });
+
+    it('refuses a mark that is not an object, or has no type, at the mark', () => {
+      const value = {
+        model: 'm',
+        messages: [{ role: 'user', content: 'A', cache_control: 'ephemeral' }],
+        tools: [{ type: 'function', function: { name: 'search' }, cache_control: { ttl: '1h' } }],
+      };
+      expect(refusedAt(value)).to.deep.equal([
+        [['body', 'messages', 0, 'cache_control'], 'dict_type'],
+        [['body', 'tools', 0, 'cache_control', 'type'], 'missing'],
+      ]);
+    });
+  });
 });

@@ -3,7 +3,8 @@
 // block, text_delta, input_json_delta of a tool_use block),
 // content_block_stop, message_delta
 // (stop_reason, cumulative usage) and message_stop; `event: error` in-stream; errors as
-// {type:'error', error:{type, message}} with a request-id header.
+// {type:'error', error:{type, message}} with a request-id header. Usage carries the prompt cache's
+// reads and writes (by TTL) and the thinking tokens as the API counts them (StreamScript.usage).
 import type { IncomingHttpHeaders } from 'node:http';
 import { FakeUpstream, type ChatRequest, type Plan, type WireFormat } from '../testing/upstream-fake.js';
 
@@ -50,13 +51,29 @@ const thinkingEvents = (thinking: string) =>
   }) +
   event('content_block_stop', { type: 'content_block_stop', index: 0 });
 
-function usage(plan: Plan, output: number) {
-  return {
-    input_tokens: plan.usage?.prompt ?? 0,
-    cache_creation_input_tokens: 0,
-    cache_read_input_tokens: 0,
-    output_tokens: output,
+/**
+ * The usage object of a stream's message_start, of its message_delta (cumulative) and of a whole
+ * message. input_tokens is the prompt less the cache's reads and writes; output_tokens counts the
+ * thinking too, known at the end only: message_start says 1. Only message_start and a whole
+ * message break the writes down by TTL (cache_creation), as the API does.
+ */
+function usage(plan: Plan, at: 'start' | 'delta' | 'whole') {
+  const u = plan.usage;
+  const read = u?.cached ?? 0;
+  const write5m = u?.cacheWrite5m ?? 0;
+  const write1h = u?.cacheWrite1h ?? 0;
+  const counts = {
+    input_tokens: (u?.prompt ?? 0) - read - write5m - write1h,
+    cache_creation_input_tokens: write5m + write1h,
+    cache_read_input_tokens: read,
   };
+  const byTtl = { cache_creation: { ephemeral_5m_input_tokens: write5m, ephemeral_1h_input_tokens: write1h } };
+  if (at === 'start') return { ...counts, ...byTtl, output_tokens: 1, output_tokens_details: null };
+  const output = {
+    output_tokens: (u?.completion ?? 0) + (u?.thoughts ?? 0),
+    output_tokens_details: u?.thoughts === undefined ? null : { thinking_tokens: u.thoughts },
+  };
+  return at === 'delta' ? { ...counts, ...output } : { ...counts, ...byTtl, ...output };
 }
 
 export const anthropicWire: WireFormat = {
@@ -87,7 +104,7 @@ export const anthropicWire: WireFormat = {
           model: plan.req.model,
           stop_reason: null,
           stop_sequence: null,
-          usage: usage(plan, 1),
+          usage: usage(plan, 'start'),
         },
       }) +
       (plan.thinking === undefined ? '' : thinkingEvents(plan.thinking)) +
@@ -135,7 +152,7 @@ export const anthropicWire: WireFormat = {
           stop_reason: reason,
           stop_sequence: reason === 'stop_sequence' ? (plan.req.body?.stop_sequences?.[0] ?? null) : null,
         },
-        usage: usage(plan, plan.usage?.completion ?? 0),
+        usage: usage(plan, 'delta'),
       }),
     end: () => event('message_stop', { type: 'message_stop' }),
     error: (_plan, message) =>
@@ -158,7 +175,7 @@ export const anthropicWire: WireFormat = {
     ],
     stop_reason: reasons[0],
     stop_sequence: null,
-    usage: usage(plan, plan.usage?.completion ?? 0),
+    usage: usage(plan, 'whole'),
   }),
 };
 

@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { AppError } from '../../errors.js';
 import { AnthropicProvider } from './anthropic.provider.js';
-import { ProviderError, type CompletionParams, type ToolDefinition } from '../types.js';
+import { ProviderError, type CacheControl, type CompletionParams, type ToolDefinition } from '../types.js';
 import { startFakeAnthropic, type FakeAnthropic } from './anthropic.fake.js';
-import { collectEvents } from '../testing/upstream-fake.js';
+import { collectEvents, type Collected } from '../testing/upstream-fake.js';
 import { expectAbortClosesTheUpstream } from '../testing/adapter-contract.js';
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
@@ -48,6 +48,15 @@ const ROUND_TRIP: CompletionParams['messages'] = [
   { role: 'tool', tool_call_id: 'call_1', content: '21 C' },
 ];
 const callEvents = (events: { type: string }[]) => events.filter((e) => e.type === 'tool_call');
+/** The usage event's counts, every part included. */
+function usageOf(r: Collected) {
+  const usage = r.events.find((e) => e.type === 'usage');
+  if (!usage) throw new Error(`no usage event: ${JSON.stringify(r.error ?? r.events)}`);
+  const { type: _type, model: _model, ...counts } = usage;
+  return counts;
+}
+const FIVE_MINUTES: CacheControl = { type: 'ephemeral' };
+const ONE_HOUR: CacheControl = { type: 'ephemeral', ttl: '1h' };
 
 describe('Anthropic adapter against a fake Anthropic API', () => {
   let fake: FakeAnthropic;
@@ -344,6 +353,223 @@ describe('Anthropic adapter against a fake Anthropic API', () => {
           provider.check(params({ messages: [{ role: 'assistant', content: null, tool_calls: [bad] }] })),
         ).loc,
       ).to.deep.equal(['body', 'messages', 0, 'tool_calls', 0, 'function', 'arguments']);
+    });
+  });
+
+  describe('prompt caching', () => {
+    const whole = (p: CompletionParams = params()) => collectEvents(provider.complete(p, new AbortController().signal));
+    const both = { streamed: () => run(), whole: () => whole() };
+
+    for (const [how, answer] of Object.entries(both)) {
+      it(`reports cache reads and 5-minute writes as parts of prompt_tokens (${how})`, async () => {
+        fake.script({ tokens: ['Hi'], usage: { prompt: 3000, completion: 20, cached: 2000, cacheWrite5m: 800 } });
+        expect(usageOf(await answer())).to.deep.equal({
+          prompt_tokens: 3000,
+          completion_tokens: 20,
+          cached_tokens: 2000,
+          cache_write_tokens: 800,
+        });
+      });
+
+      it(`reports 1-hour writes apart, within the cache writes (${how})`, async () => {
+        fake.script({
+          tokens: ['Hi'],
+          usage: { prompt: 6000, completion: 10, cached: 1000, cacheWrite5m: 500, cacheWrite1h: 4000 },
+        });
+        expect(usageOf(await answer())).to.deep.equal({
+          prompt_tokens: 6000,
+          completion_tokens: 10,
+          cached_tokens: 1000,
+          cache_write_tokens: 4500,
+          cache_write_1h_tokens: 4000,
+        });
+      });
+
+      it(`reports thinking tokens as reasoning_tokens, within completion_tokens (${how})`, async () => {
+        fake.script({ thinking: 'Greet.', tokens: ['Hi'], usage: { prompt: 12, completion: 5, thoughts: 40 } });
+        expect(usageOf(await answer())).to.deep.equal({
+          prompt_tokens: 12,
+          completion_tokens: 45,
+          reasoning_tokens: 40,
+        });
+      });
+    }
+
+    it('reports no cache or reasoning parts when Anthropic counts none', async () => {
+      fake.script({ tokens: ['Hi'], usage: { prompt: 30, completion: 2 } });
+      expect(usageOf(await run())).to.deep.equal({ prompt_tokens: 30, completion_tokens: 2 });
+    });
+
+    it('sends a marked system message as a system text block carrying its mark, TTL as given', async () => {
+      await run(
+        params({
+          messages: [
+            { role: 'system', content: 'You are a librarian.', cache_control: ONE_HOUR },
+            { role: 'developer', content: 'Answer briefly.' },
+            { role: 'user', content: 'Hello' },
+          ],
+        }),
+      );
+      expect(fake.lastRequest!.body.system).to.deep.equal([
+        { type: 'text', text: 'You are a librarian.', cache_control: { type: 'ephemeral', ttl: '1h' } },
+        { type: 'text', text: 'Answer briefly.' },
+      ]);
+    });
+
+    it('keeps the mark of each marked content part on its own block: system text, user text and image', async () => {
+      const png = 'data:image/png;base64,iVBORw0KGgo=';
+      await run(
+        params({
+          messages: [
+            {
+              role: 'system',
+              content: [
+                { type: 'text', text: 'Rules. ', cache_control: FIVE_MINUTES },
+                { type: 'text', text: 'Today is Monday.' },
+              ],
+            },
+            {
+              role: 'user',
+              content: [
+                { type: 'image_url', image_url: { url: png }, cache_control: ONE_HOUR },
+                { type: 'text', text: 'The long document.', cache_control: FIVE_MINUTES },
+                { type: 'text', text: 'What is it?' },
+              ],
+            },
+          ],
+        }),
+      );
+      const body = fake.lastRequest!.body;
+      expect(body.system).to.deep.equal([
+        { type: 'text', text: 'Rules. ', cache_control: { type: 'ephemeral' } },
+        { type: 'text', text: 'Today is Monday.' },
+      ]);
+      expect(body.messages).to.deep.equal([
+        {
+          role: 'user',
+          content: [
+            {
+              type: 'image',
+              source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' },
+              cache_control: { type: 'ephemeral', ttl: '1h' },
+            },
+            { type: 'text', text: 'The long document.', cache_control: { type: 'ephemeral' } },
+            { type: 'text', text: 'What is it?' },
+          ],
+        },
+      ]);
+    });
+
+    it("marks the last block of a message marked as a whole: user, assistant's tool call and tool result", async () => {
+      await run(
+        params({
+          messages: [
+            { role: 'user', content: 'Weather in Paris?', cache_control: FIVE_MINUTES },
+            { role: 'assistant', content: 'Checking.', tool_calls: [CALL], cache_control: FIVE_MINUTES },
+            { role: 'tool', tool_call_id: 'call_1', content: '21 C', cache_control: ONE_HOUR },
+          ],
+          tools: [WEATHER],
+        }),
+      );
+      expect(fake.lastRequest!.body.messages).to.deep.equal([
+        {
+          role: 'user',
+          content: [{ type: 'text', text: 'Weather in Paris?', cache_control: { type: 'ephemeral' } }],
+        },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'Checking.' },
+            {
+              type: 'tool_use',
+              id: 'call_1',
+              name: 'get_weather',
+              input: { city: 'Paris' },
+              cache_control: { type: 'ephemeral' },
+            },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            {
+              type: 'tool_result',
+              tool_use_id: 'call_1',
+              content: '21 C',
+              cache_control: { type: 'ephemeral', ttl: '1h' },
+            },
+          ],
+        },
+      ]);
+    });
+
+    it('marks a tool definition, so the tools up to it are cached', async () => {
+      const search: ToolDefinition = { type: 'function', function: { name: 'search' }, cache_control: ONE_HOUR };
+      await run(params({ tools: [WEATHER, search] }));
+      expect(fake.lastRequest!.body.tools).to.deep.equal([
+        { name: 'get_weather', description: 'The weather in a city', input_schema: WEATHER.function.parameters },
+        {
+          name: 'search',
+          input_schema: { type: 'object', properties: {} },
+          cache_control: { type: 'ephemeral', ttl: '1h' },
+        },
+      ]);
+    });
+
+    it('accepts four breakpoints', () => {
+      expect(() =>
+        provider.check(
+          params({
+            tools: [{ ...WEATHER, cache_control: ONE_HOUR }],
+            messages: [
+              { role: 'system', content: 'Rules.', cache_control: ONE_HOUR },
+              { role: 'user', content: [{ type: 'text', text: 'A', cache_control: FIVE_MINUTES }] },
+              { role: 'assistant', content: 'B' },
+              { role: 'user', content: 'C', cache_control: FIVE_MINUTES },
+            ],
+          }),
+        ),
+      ).to.not.throw();
+    });
+
+    it('refuses a fifth breakpoint with a 422 naming it', () => {
+      expect(
+        fieldOf422(() =>
+          provider.check(
+            params({
+              tools: [{ ...WEATHER, cache_control: FIVE_MINUTES }],
+              messages: [
+                { role: 'system', content: 'Rules.', cache_control: FIVE_MINUTES },
+                { role: 'user', content: [{ type: 'text', text: 'A', cache_control: FIVE_MINUTES }] },
+                { role: 'assistant', content: 'B', cache_control: FIVE_MINUTES },
+                {
+                  role: 'user',
+                  content: [
+                    { type: 'text', text: 'C' },
+                    { type: 'text', text: 'D', cache_control: FIVE_MINUTES },
+                  ],
+                },
+              ],
+            }),
+          ),
+        ),
+      ).to.deep.equal({ param: 'messages', loc: ['body', 'messages', 3, 'content', 1, 'cache_control'] });
+    });
+
+    it('refuses a 1-hour breakpoint after a 5-minute one in prompt order (tools, system, conversation), naming it', () => {
+      expect(
+        fieldOf422(() =>
+          provider.check(
+            params({
+              tools: [{ ...WEATHER, cache_control: FIVE_MINUTES }],
+              messages: [
+                { role: 'user', content: 'Hi' },
+                { role: 'system', content: 'Rules.', cache_control: ONE_HOUR },
+              ],
+            }),
+          ),
+        ),
+      ).to.deep.equal({ param: 'messages', loc: ['body', 'messages', 1, 'cache_control'] });
     });
   });
 

@@ -10,11 +10,13 @@ import {
 } from '../upstream.js';
 import {
   ProviderError,
+  type CacheControl,
   type ChatMessage,
   type CompletionEvent,
   type CompletionParams,
   type JsonSchemaObject,
   type Provider,
+  type TokenUsage,
 } from '../types.js';
 import { checkAnthropicRequest } from './anthropic.rules.js';
 import { thinkingOf } from './anthropic-thinking.js';
@@ -72,23 +74,43 @@ const inputOf = (args: string): unknown => (args.trim() === '' ? {} : JSON.parse
 const inputSchema = (schema: JsonSchemaObject | undefined): JsonSchemaObject =>
   schema === undefined ? { type: 'object', properties: {} } : { type: 'object', ...schema };
 
+const markOf = (c: CacheControl | undefined): { cache_control?: CacheControl } => (c ? { cache_control: c } : {});
+
+/** A message's own mark (LiteLLM's form) on its last block; string content becomes a text block to carry it. */
+function withMessageMark(content: string | Block[], c: CacheControl | undefined): string | Block[] {
+  if (!c || content.length === 0) return content;
+  if (typeof content === 'string') return [{ type: 'text', text: content, cache_control: c }];
+  return [...content.slice(0, -1), { ...content[content.length - 1], cache_control: c }];
+}
+
+const isMarked = (content: ChatMessage['content']): boolean =>
+  Array.isArray(content) && content.some((part) => part.cache_control);
+
+/** A message's text as text blocks, a marked part keeping its own block (the API refuses empty ones). */
+function textBlocks(content: ChatMessage['content']): Block[] {
+  if (content === null || typeof content === 'string') return content ? [{ type: 'text', text: content }] : [];
+  return content.flatMap((part) =>
+    part.type === 'text' && part.text ? [{ type: 'text', text: part.text, ...markOf(part.cache_control) }] : [],
+  );
+}
+
 function userBlocks(content: ChatMessage['content']): string | Block[] {
   if (content === null || typeof content === 'string') return content ?? '';
   return content.map((part) => {
-    if (part.type === 'text') return { type: 'text', text: part.text };
+    if (part.type === 'text') return { type: 'text', text: part.text, ...markOf(part.cache_control) };
     const data = parseDataUrl(part.image_url.url);
-    return data
-      ? { type: 'image', source: { type: 'base64', media_type: data.mediaType, data: data.data } }
-      : { type: 'image', source: { type: 'url', url: part.image_url.url } };
+    const source = data
+      ? { type: 'base64', media_type: data.mediaType, data: data.data }
+      : { type: 'url', url: part.image_url.url };
+    return { type: 'image', source, ...markOf(part.cache_control) };
   });
 }
 
 function assistantBlocks(m: ChatMessage): string | Block[] {
-  if (!m.tool_calls?.length) return textOf(m.content);
-  const text = textOf(m.content);
+  if (!m.tool_calls?.length && !isMarked(m.content)) return textOf(m.content);
   return [
-    ...(text ? [{ type: 'text', text }] : []),
-    ...m.tool_calls.map((c) => ({
+    ...(isMarked(m.content) ? textBlocks(m.content) : textBlocks(textOf(m.content))),
+    ...(m.tool_calls ?? []).map((c) => ({
       type: 'tool_use',
       id: c.id,
       name: c.function.name,
@@ -97,14 +119,28 @@ function assistantBlocks(m: ChatMessage): string | Block[] {
   ];
 }
 
+/** A tool message as a tool_result block: its text, marked when the message or one of its parts is. */
+function toolResult(m: ChatMessage): Block {
+  const partMark = Array.isArray(m.content)
+    ? m.content.findLast((part) => part.cache_control)?.cache_control
+    : undefined;
+  return {
+    type: 'tool_result',
+    tool_use_id: m.tool_call_id,
+    content: textOf(m.content),
+    ...markOf(m.cache_control ?? partMark),
+  };
+}
+
 /** user and assistant turns; tool results become tool_result blocks of one user turn. */
 function toAnthropicMessages(messages: readonly ChatMessage[]): MessageCreateBody['messages'] {
   const out: { role: 'user' | 'assistant'; content: string | Block[] }[] = [];
   for (const m of messages) {
-    if (m.role === 'user') out.push({ role: 'user', content: userBlocks(m.content) });
-    else if (m.role === 'assistant') out.push({ role: 'assistant', content: assistantBlocks(m) });
+    if (m.role === 'user') out.push({ role: 'user', content: withMessageMark(userBlocks(m.content), m.cache_control) });
+    else if (m.role === 'assistant')
+      out.push({ role: 'assistant', content: withMessageMark(assistantBlocks(m), m.cache_control) });
     else if (m.role === 'tool') {
-      const result = { type: 'tool_result', tool_use_id: m.tool_call_id, content: textOf(m.content) };
+      const result = toolResult(m);
       const last = out[out.length - 1];
       if (last?.role === 'user' && Array.isArray(last.content) && last.content.every((b) => b.type === 'tool_result'))
         last.content.push(result);
@@ -112,6 +148,22 @@ function toAnthropicMessages(messages: readonly ChatMessage[]): MessageCreateBod
     }
   }
   return out as MessageCreateBody['messages'];
+}
+
+const isSystem = (m: ChatMessage) => m.role === 'system' || m.role === 'developer';
+
+/**
+ * The system and developer messages as the top-level `system`: their texts joined by a blank line,
+ * or, once one of them carries a cache_control mark, text blocks (each marked part its own), so
+ * each mark stays where the client put it.
+ */
+function systemOf(messages: readonly ChatMessage[]): MessageCreateBody['system'] | undefined {
+  const system = messages.filter(isSystem);
+  if (system.length === 0) return undefined;
+  if (!system.some((m) => m.cache_control || isMarked(m.content)))
+    return system.map((m) => textOf(m.content)).join('\n\n');
+  const blocks = system.flatMap((m) => withMessageMark(textBlocks(m.content), m.cache_control) as Block[]);
+  return blocks as unknown as MessageCreateBody['system'];
 }
 
 /**
@@ -136,6 +188,7 @@ function toolsOf(p: CompletionParams): Pick<MessageCreateBody, 'tools' | 'tool_c
     name: t.function.name,
     ...(t.function.description ? { description: t.function.description } : {}),
     input_schema: inputSchema(t.function.parameters),
+    ...markOf(t.cache_control),
   }));
   const choice = p.tool_choice ?? (tools.length > 0 ? 'auto' : 'none');
   const answer = answerToolOf(p);
@@ -166,11 +219,12 @@ function toolsOf(p: CompletionParams): Pick<MessageCreateBody, 'tools' | 'tool_c
  * The Messages API request: system (and developer) messages become the top-level `system`,
  * stop becomes stop_sequences, user becomes metadata.user_id, tools and tool messages become
  * tools, tool_use and tool_result blocks, images image blocks, reasoning_effort thinking
- * (anthropic-thinking.ts). Consecutive turns of one role are sent as they are; the API accepts
- * and merges them. seed has no counterpart and is not sent.
+ * (anthropic-thinking.ts), and cache_control marks stay on the blocks and tools they mark, as
+ * given. Consecutive turns of one role are sent as they are; the API accepts and merges them.
+ * seed has no counterpart and is not sent.
  */
 export function toAnthropicRequest(p: CompletionParams, defaultMaxTokens: number): MessageCreateBody {
-  const system = p.messages.filter((m) => m.role === 'system' || m.role === 'developer').map((m) => textOf(m.content));
+  const system = systemOf(p.messages);
   const body: MessageCreateBody = {
     model: p.model,
     ...thinkingOf(p, defaultMaxTokens),
@@ -178,11 +232,39 @@ export function toAnthropicRequest(p: CompletionParams, defaultMaxTokens: number
     stream: true,
     ...toolsOf(p),
   };
-  if (system.length) body.system = system.join('\n\n');
+  if (system !== undefined) body.system = system;
   if (p.stop?.length) body.stop_sequences = p.stop;
   if (p.user !== undefined) body.metadata = { user_id: p.user };
   return body;
 }
+
+/** Anthropic's token counts: a whole message's, or a stream's so far (message_start, then message_delta). */
+type AnthropicUsage = Partial<Anthropic.Usage>;
+
+/**
+ * Anthropic's counts in OpenAI's meaning: the prompt is the uncached input plus the cache's reads
+ * and writes (each priced at its own rate downstream), the completion counts the thinking.
+ */
+function tokenUsageOf(u: AnthropicUsage): TokenUsage {
+  const read = u.cache_read_input_tokens ?? 0;
+  const written = u.cache_creation_input_tokens ?? 0;
+  const written1h = u.cache_creation?.ephemeral_1h_input_tokens ?? 0;
+  const thinking = u.output_tokens_details?.thinking_tokens ?? 0;
+  return {
+    prompt_tokens: (u.input_tokens ?? 0) + read + written,
+    completion_tokens: u.output_tokens ?? 0,
+    ...(read ? { cached_tokens: read } : {}),
+    ...(written ? { cache_write_tokens: written } : {}),
+    ...(written1h ? { cache_write_1h_tokens: written1h } : {}),
+    ...(thinking ? { reasoning_tokens: thinking } : {}),
+  };
+}
+
+/** message_delta's usage over what came before: its counts are cumulative, and null where it has none. */
+const withDelta = (u: AnthropicUsage, delta: Anthropic.MessageDeltaUsage): AnthropicUsage => ({
+  ...u,
+  ...Object.fromEntries(Object.entries(delta).filter(([, v]) => v !== null && v !== undefined)),
+});
 
 /**
  * Reads an answer's content blocks into events: text; tool_use blocks as tool calls (numbered in
@@ -257,8 +339,7 @@ export class AnthropicProvider implements Provider {
   async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
     const call = new UpstreamCall(signal, this.settings.timeoutMs);
     const finished = new Set<number>();
-    let promptTokens = 0;
-    let completionTokens = 0;
+    let usage: AnthropicUsage = {};
     let stopReason: string | null = null;
     let model: string | undefined;
     try {
@@ -271,12 +352,7 @@ export class AnthropicProvider implements Provider {
         switch (event.type) {
           case 'message_start':
             model = event.message.model || undefined;
-            // Prompt tokens include the prompt cache's reads and writes, all billed as input here.
-            promptTokens =
-              (event.message.usage.input_tokens ?? 0) +
-              (event.message.usage.cache_creation_input_tokens ?? 0) +
-              (event.message.usage.cache_read_input_tokens ?? 0);
-            completionTokens = event.message.usage.output_tokens ?? 0;
+            usage = event.message.usage;
             break;
           case 'content_block_start':
             yield* blocks.start(event.index, event.content_block);
@@ -288,21 +364,13 @@ export class AnthropicProvider implements Provider {
               yield* blocks.fragment(event.index, event.delta.partial_json);
             break;
           case 'message_delta':
-            // message_delta's usage is cumulative.
-            if (event.usage.output_tokens !== null && event.usage.output_tokens !== undefined)
-              completionTokens = event.usage.output_tokens;
-            if (event.usage.input_tokens !== null && event.usage.input_tokens !== undefined) {
-              promptTokens =
-                event.usage.input_tokens +
-                (event.usage.cache_creation_input_tokens ?? 0) +
-                (event.usage.cache_read_input_tokens ?? 0);
-            }
+            usage = withDelta(usage, event.usage);
             if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
             break;
           case 'message_stop':
             finished.add(0);
             yield blocks.finish(stopReason);
-            yield { type: 'usage', prompt_tokens: promptTokens, completion_tokens: completionTokens, model };
+            yield { type: 'usage', ...tokenUsageOf(usage), model };
             break;
           default:
             break;
@@ -335,13 +403,6 @@ export class AnthropicProvider implements Provider {
       }
     }
     yield blocks.finish(message.stop_reason);
-    const u = message.usage;
-    // Prompt tokens include the prompt cache's reads and writes, all billed as input here.
-    yield {
-      type: 'usage',
-      prompt_tokens: u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0),
-      completion_tokens: u.output_tokens,
-      model: message.model || undefined,
-    };
+    yield { type: 'usage', ...tokenUsageOf(message.usage), model: message.model || undefined };
   }
 }

@@ -1,9 +1,12 @@
 import { checkRoles, checkToolCallArguments, unsupported } from '../upstream.js';
 import { imagesOf, textOf } from '../messages.js';
+import { cacheBreakpointsAt, type CacheBreakpoint } from '../cache-control.js';
 import type { CompletionParams } from '../types.js';
 
 const PROVIDER = 'Anthropic';
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
+/** The most cache_control breakpoints the Messages API takes in one request. */
+export const MAX_CACHE_BREAKPOINTS = 4;
 
 /**
  * What Anthropic models accept. A request the API would refuse is refused here instead (422
@@ -59,5 +62,39 @@ export function checkAnthropicRequest(p: CompletionParams): void {
       'response_format',
       `Anthropic models answer in JSON by calling a tool named '${answerTool}'; a tool of yours has that name: rename one`,
       format?.type === 'json_schema' ? ['response_format', 'json_schema', 'name'] : ['response_format', 'type'],
+    );
+  checkCacheControl(p);
+}
+
+/**
+ * The request's cache_control marks in the order Anthropic reads the prompt: tools, then the
+ * system (and developer) messages, which become `system`, then the conversation.
+ */
+function breakpointsInPromptOrder(p: CompletionParams): CacheBreakpoint[] {
+  const place = (b: CacheBreakpoint) => {
+    if (b.at[0] === 'tools') return 0;
+    const role = p.messages[b.at[1] as number]?.role;
+    return role === 'system' || role === 'developer' ? 1 : 2;
+  };
+  return cacheBreakpointsAt(p).sort((a, b) => place(a) - place(b));
+}
+
+/** At most 4 breakpoints, and a 1-hour one never after a 5-minute one: the API refuses either. */
+function checkCacheControl(p: CompletionParams): void {
+  const marks = breakpointsInPromptOrder(p);
+  const extra = marks[MAX_CACHE_BREAKPOINTS];
+  if (extra)
+    throw unsupported(
+      String(extra.at[0]),
+      `Anthropic models take at most ${MAX_CACHE_BREAKPOINTS} cache_control breakpoints in a request; it has ${marks.length}`,
+      extra.at,
+    );
+  const firstShort = marks.findIndex((b) => b.mark.ttl !== '1h');
+  const lateLong = marks.find((b, i) => firstShort !== -1 && i > firstShort && b.mark.ttl === '1h');
+  if (lateLong)
+    throw unsupported(
+      String(lateLong.at[0]),
+      'Anthropic models take 1-hour cache_control breakpoints before 5-minute ones (the prompt is read as tools, system messages, then the conversation)',
+      lateLong.at,
     );
 }

@@ -401,6 +401,26 @@ describe('OpenAI adapter against a fake OpenAI', () => {
       });
     });
 
+    it("leaves Anthropic's cache_control marks out: OpenAI refuses unknown fields and caches prefixes on its own", async () => {
+      const mark = { type: 'ephemeral' as const, ttl: '1h' as const };
+      await run(
+        params({
+          messages: [
+            { role: 'system', content: 'Be brief.', cache_control: mark },
+            { role: 'user', content: [{ type: 'text', text: 'Say hello', cache_control: mark }] },
+          ],
+          tools: [{ ...WEATHER, cache_control: mark }],
+        }),
+      );
+      expect(fake.lastRequest!.body).to.deep.include({
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: [{ type: 'text', text: 'Say hello' }] },
+        ],
+        tools: [WEATHER],
+      });
+    });
+
     it('turns streamed tool_calls deltas into tool call events, and a whole answer the same', async () => {
       fake.script({ toolCalls: [{ id: 'call_9', name: 'get_weather', arguments: ['{"city"', ':"Paris"}'] }] });
       const streamed = await run(params({ tools: [WEATHER] }));

@@ -48,14 +48,20 @@ function classify(label: string, err: unknown): ProviderError {
   return connectionFailure(label, err);
 }
 
-/** The message as OpenAI takes it: the client's own fields, passed through. */
+/**
+ * The message as OpenAI takes it: the client's own fields, passed through, but for cache_control
+ * marks (Anthropic's, which OpenAI refuses as unknown fields: it caches prefixes on its own).
+ */
 function toOpenAIMessage(m: ChatMessage): ChatCompletionMessageParam {
-  const out: Record<string, unknown> = { role: m.role, content: m.content };
+  const content = Array.isArray(m.content) ? m.content.map(withoutCacheControl) : m.content;
+  const out: Record<string, unknown> = { role: m.role, content };
   if (m.name !== undefined) out.name = m.name;
   if (m.tool_calls !== undefined) out.tool_calls = m.tool_calls;
   if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
   return out as unknown as ChatCompletionMessageParam;
 }
+
+const withoutCacheControl = <T extends { cache_control?: unknown }>({ cache_control: _, ...rest }: T) => rest;
 
 /** The upstream request body: every field maps one to one (tools and structured output passed through). */
 export function toOpenAIRequest(p: CompletionParams): ChatCompletionCreateParamsStreaming;
@@ -83,7 +89,7 @@ export function toOpenAIRequest(
   if (p.logit_bias !== undefined) body.logit_bias = p.logit_bias;
   if (p.user !== undefined) body.user = p.user;
   if (p.seed !== undefined) body.seed = p.seed;
-  if (p.tools !== undefined) body.tools = p.tools;
+  if (p.tools !== undefined) body.tools = p.tools.map(withoutCacheControl);
   if (p.tool_choice !== undefined) body.tool_choice = p.tool_choice;
   if (p.parallel_tool_calls !== undefined) body.parallel_tool_calls = p.parallel_tool_calls;
   if (p.response_format !== undefined) body.response_format = p.response_format;

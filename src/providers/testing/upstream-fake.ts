@@ -84,6 +84,23 @@ export interface StreamScript {
   hangAfter?: number;
 }
 
+/**
+ * Token counts a fake reports, each in its provider's own fields. `prompt` is every prompt token,
+ * the cached and written ones included (OpenAI's meaning; Anthropic's input_tokens is what is left).
+ */
+export interface ScriptedUsage {
+  prompt: number;
+  /** The answer's tokens, thinking not included. */
+  completion: number;
+  /** Thinking tokens, billed as output: Gemini's thoughtsTokenCount, Anthropic's output_tokens_details.thinking_tokens. */
+  thoughts?: number;
+  /** Prompt tokens read from the provider's prompt cache (Anthropic's cache_read_input_tokens). */
+  cached?: number;
+  /** Prompt tokens written to Anthropic's prompt cache with the 5-minute TTL, and with the 1-hour TTL. */
+  cacheWrite5m?: number;
+  cacheWrite1h?: number;
+}
+
 export type FakeReply = ErrorReply | StreamScript;
 
 const isError = (r: FakeReply): r is ErrorReply => typeof (r as ErrorReply).status === 'number';
