@@ -22,7 +22,7 @@ interface Case {
   model: string;
   fake: () => FakeUpstream;
   /** What the provider reports, in the fakes' neutral words (upstream-fake.ts). */
-  usage: Required<ScriptedUsage>;
+  usage: Required<Pick<ScriptedUsage, 'prompt' | 'cached' | 'completion' | 'thoughts'>>;
   /** The answer's usage in OpenAI's meaning. */
   prompt: number;
   completion: number;

@@ -36,20 +36,6 @@ export interface ErrorReply {
   body?: unknown;
 }
 
-/**
- * What a fake says a request used, in neutral words each wire format states its own way: `prompt`
- * is every prompt token, `cached` those of them read from the prompt cache; `completion` is the
- * answer's tokens and `thoughts` the thinking before it (OpenAI counts thoughts inside
- * completion_tokens as reasoning_tokens, Gemini beside them as thoughtsTokenCount). A detail the
- * script leaves out is left off the wire, as OpenAI-compatible servers (vLLM, Ollama) leave it.
- */
-export interface ScriptedUsage {
-  prompt: number;
-  completion: number;
-  cached?: number;
-  thoughts?: number;
-}
-
 /** Answer with a (possibly misbehaving) completion. */
 export interface StreamScript {
   /** The text pieces of every choice; each piece is one streamed token. */
@@ -85,8 +71,12 @@ export interface StreamScript {
 }
 
 /**
- * Token counts a fake reports, each in its provider's own fields. `prompt` is every prompt token,
- * the cached and written ones included (OpenAI's meaning; Anthropic's input_tokens is what is left).
+ * What a fake says a request used, in neutral words each wire format states its own way: `prompt`
+ * is every prompt token, the cached and written ones included (OpenAI's meaning; Anthropic's
+ * input_tokens is what is left); `completion` is the answer's tokens and `thoughts` the thinking
+ * before it (OpenAI counts thoughts inside completion_tokens as reasoning_tokens, Anthropic inside
+ * output_tokens as thinking_tokens, Gemini beside them as thoughtsTokenCount). A detail the script
+ * leaves out is left off the wire, as OpenAI-compatible servers (vLLM, Ollama) leave it.
  */
 export interface ScriptedUsage {
   prompt: number;
