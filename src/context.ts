@@ -117,7 +117,7 @@ export class AppContext {
   }
 
   get providers(): ProviderRegistry {
-    return (this.built.providers ??= new ProviderRegistry(this.config, this.compute));
+    return (this.built.providers ??= new ProviderRegistry(this.config, this.compute, this.clock));
   }
 
   /** The process's compute threads (COMPUTE_THREADS), started by their first task: none in a web process. */

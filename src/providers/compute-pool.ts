@@ -4,6 +4,8 @@
 // prompt. A task past its time budget has its thread terminated and replaced (piscina).
 import { Piscina } from 'piscina';
 import { countPromptTokens, INLINE_TOKENIZE_MAX_CHARS, promptChars } from './tokenizer.js';
+import { promptPrefixes, type PromptPrefixes } from './local/prompt-prefixes.js';
+import { imagesOf } from './messages.js';
 import {
   answerProblem,
   type AnswerVerdict,
@@ -34,6 +36,13 @@ export class ComputeLimitError extends Error {
     this.name = 'ComputeLimitError';
   }
 }
+
+/** A prompt tokenized on the event loop: about a millisecond. */
+const isSmall = (messages: readonly ChatMessage[], extras: Pick<CompletionParams, 'tools' | 'response_format'>) =>
+  promptChars(messages, extras, INLINE_TOKENIZE_MAX_CHARS) <= INLINE_TOKENIZE_MAX_CHARS;
+
+const imageUrlChars = (messages: readonly ChatMessage[]) =>
+  messages.reduce((n, m) => imagesOf(m.content).reduce((k, image) => k + image.image_url.url.length, n), 0);
 
 // Abortable tasks never share a thread (piscina), so a started task owns its thread until it ends.
 const TASKS = new URL('./compute-tasks.js', import.meta.url).href;
@@ -66,9 +75,19 @@ export class ComputePool {
 
   /** countPromptTokens, on a thread when the prompt is large. */
   async promptTokens(messages: readonly ChatMessage[], extras: Pick<CompletionParams, 'tools' | 'response_format'>) {
-    if (promptChars(messages, extras, INLINE_TOKENIZE_MAX_CHARS) <= INLINE_TOKENIZE_MAX_CHARS)
-      return countPromptTokens(messages, extras);
+    if (isSmall(messages, extras)) return countPromptTokens(messages, extras);
     return this.run<number>('promptTokens', (taskId): PromptTokensTask => ({ taskId, messages, extras }));
+  }
+
+  /** The prompt's token count and its cacheable prefixes (the local model's cache), on a thread when the prompt is large. */
+  async promptPrefixes(
+    messages: readonly ChatMessage[],
+    extras: Pick<CompletionParams, 'tools' | 'response_format'>,
+  ): Promise<PromptPrefixes> {
+    // Its images' URLs are digested too (a data URL may be megabytes).
+    if (isSmall(messages, extras) && imageUrlChars(messages) <= INLINE_TOKENIZE_MAX_CHARS)
+      return promptPrefixes(messages, extras);
+    return this.run<PromptPrefixes>('promptPrefixesTask', (taskId): PromptTokensTask => ({ taskId, messages, extras }));
   }
 
   /**

@@ -3,6 +3,7 @@
 import { parentPort } from 'node:worker_threads';
 import { AppError } from '../errors.js';
 import { AnswerTooLarge, planChoice, type PlannedChoice } from './local/local-answer.js';
+import { promptPrefixes, type PromptPrefixes } from './local/prompt-prefixes.js';
 import { compileSchema, schemaMismatch } from './json-schema.js';
 import { countPromptTokens } from './tokenizer.js';
 import type { ChatMessage, CompletionParams, JsonSchemaObject } from './types.js';
@@ -57,6 +58,11 @@ export function planChoices({ taskId, params, maxAnswerChars }: PlanChoicesTask)
 export function promptTokens({ taskId, messages, extras }: PromptTokensTask): number {
   started(taskId);
   return countPromptTokens(messages, extras);
+}
+
+export function promptPrefixesTask({ taskId, messages, extras }: PromptTokensTask): PromptPrefixes {
+  started(taskId);
+  return promptPrefixes(messages, extras);
 }
 
 /** What checking a strict answer finds (see answerProblem). */

@@ -2,6 +2,7 @@
 // reads, and (loaded only by the registry) its request rules and adapter factory. This module and every <name>.plugin.ts import
 // nothing at run time, so config.ts reads every provider's settings through the list in
 // providers.ts without loading an adapter or an SDK.
+import type { Clock } from '../clock.js';
 import type { ComputePool } from './compute-pool.js';
 import type { CompletionParams, Provider } from './types.js';
 
@@ -37,6 +38,8 @@ export interface SharedSettings {
   defaultMaxTokens: number;
   /** The process's threads for CPU-heavy work (the local model's JSON, large prompts' token counts). */
   compute: ComputePool;
+  /** The process's clock (the local model's prompt cache expires by it). */
+  clock: Clock;
 }
 
 /** The part of a plug-in that needs its adapter module (and SDK): loaded by the registry, never by config.ts. */

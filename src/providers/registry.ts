@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 import { local } from './local/local.plugin.js';
 import { LocalProvider } from './local/local.provider.js';
@@ -62,6 +63,7 @@ export class ProviderRegistry {
   constructor(
     private readonly config: Pick<Config, 'providers' | 'limits'>,
     private readonly compute: ComputePool,
+    private readonly clock: Clock,
   ) {}
 
   for(model: ServedModel): Provider {
@@ -73,7 +75,7 @@ export class ProviderRegistry {
     if (!adapter) throw new Error(`provider ${name}: its adapter is not loaded (loadAdapters)`);
     if (providers.backend === 'local' && name !== 'local')
       return this.once(`local-as-${name}`, local, () =>
-        withCheckedOutput(new LocalProvider(providers.local, this.compute, adapter.rules), this.compute),
+        withCheckedOutput(new LocalProvider(providers.local, this.compute, this.clock, adapter.rules), this.compute),
       );
     // By the plug-in's name: the settings' type covers providers.ts's list, a test's own plug-in too.
     const settings = (providers as unknown as Record<string, SettingsOf<typeof plugin.settings>>)[name]!;
@@ -86,6 +88,7 @@ export class ProviderRegistry {
             timeoutMs: providers.requestTimeoutMs,
             defaultMaxTokens: limits.defaultCompletionReservation,
             compute: this.compute,
+            clock: this.clock,
           }),
         ),
         this.compute,

@@ -24,16 +24,31 @@ const LONG_RUN = new RegExp(`\\S{${MAX_RUN + 1},}|\\s{${MAX_RUN + 1},}`, 'g');
 export function countTokens(text: string): number {
   if (text.length <= MAX_RUN) return text.length === 0 ? 0 : bpeCount(text, PLAIN);
   let total = 0;
+  forEachSlice(text, (slice) => (total += bpeCount(slice, PLAIN)));
+  return total;
+}
+
+/** The token ids of `text`, sliced as countTokens slices it: as many as it counts. */
+export function encodeTokens(text: string): number[] {
+  if (text.length <= MAX_RUN) return text.length === 0 ? [] : encode(text, PLAIN);
+  const ids: number[] = [];
+  forEachSlice(text, (slice) => {
+    for (const id of encode(slice, PLAIN)) ids.push(id);
+  });
+  return ids;
+}
+
+/** The pieces a long text is tokenized in: the text between long runs, and each long run in MAX_RUN slices. */
+function forEachSlice(text: string, use: (slice: string) => void): void {
   let last = 0;
   LONG_RUN.lastIndex = 0;
   for (let m = LONG_RUN.exec(text); m !== null; m = LONG_RUN.exec(text)) {
-    if (m.index > last) total += bpeCount(text.slice(last, m.index), PLAIN);
+    if (m.index > last) use(text.slice(last, m.index));
     const run = m[0];
-    for (let i = 0; i < run.length; i += MAX_RUN) total += bpeCount(run.slice(i, i + MAX_RUN), PLAIN);
+    for (let i = 0; i < run.length; i += MAX_RUN) use(run.slice(i, i + MAX_RUN));
     last = m.index + run.length;
   }
-  if (last < text.length) total += bpeCount(text.slice(last), PLAIN);
-  return total;
+  if (last < text.length) use(text.slice(last));
 }
 
 // OpenAI's published accounting for chat models: every message costs 3 tokens of framing
@@ -51,9 +66,6 @@ export const IMAGE_TOKENS = 765;
 /** The framing of one tool call in a message, or of one tool definition. */
 export const TOKENS_PER_TOOL = 8;
 
-/** Tokens of a tool call or definition: its JSON text and its framing. */
-const jsonTokens = (value: unknown) => TOKENS_PER_TOOL + countTokens(JSON.stringify(value));
-
 /**
  * Prompt tokens of a chat request, the way OpenAI counts them for o200k models: every message's
  * role and text, each image (IMAGE_TOKENS), each tool call a message made and each tool result, the
@@ -64,17 +76,51 @@ export function countPromptTokens(
   messages: readonly ChatMessage[],
   extras: Pick<CompletionParams, 'tools' | 'response_format'> = {},
 ): number {
-  let total = REPLY_PRIMING_TOKENS;
-  for (const m of messages) {
-    total += TOKENS_PER_MESSAGE + countTokens(m.role) + countTokens(textOf(m.content));
-    total += imagesOf(m.content).length * IMAGE_TOKENS;
-    for (const call of m.tool_calls ?? []) total += jsonTokens(call.function);
-    if (m.tool_call_id !== undefined) total += countTokens(m.tool_call_id);
-  }
-  for (const tool of extras.tools ?? []) total += jsonTokens(tool.function);
-  const format = extras.response_format;
-  if (format?.type === 'json_schema') total += jsonTokens(format.json_schema);
+  let total = 0;
+  for (const piece of promptPieces(messages, extras))
+    total += typeof piece === 'string' ? countTokens(piece) : piece.tokens;
   return total;
+}
+
+/**
+ * A part of a prompt as its count reads it: text, to tokenize; or `tokens` tokens that are no text
+ * (a message's framing, an image), which `key` tells apart from every other such part.
+ */
+export type PromptPiece = string | { readonly tokens: number; readonly key: string };
+
+/**
+ * A chat request's prompt in the order a model reads it (the order its prefixes are cached in): the
+ * tool definitions and the json_schema, which the providers put first, then each message, then the
+ * reply's priming.
+ */
+export function* promptPieces(
+  messages: readonly ChatMessage[],
+  extras: Pick<CompletionParams, 'tools' | 'response_format'> = {},
+): Generator<PromptPiece> {
+  for (const tool of extras.tools ?? []) yield* jsonPieces('tool', tool.function);
+  const format = extras.response_format;
+  if (format?.type === 'json_schema') yield* jsonPieces('json_schema', format.json_schema);
+  for (const m of messages) {
+    const text = textOf(m.content);
+    const images = imagesOf(m.content);
+    // The framing says where each of the message's parts ends, so no other messages read as the same tokens.
+    const shape = [m.role.length, m.name ?? null, text.length, images.length, m.tool_calls?.length ?? 0];
+    yield { tokens: TOKENS_PER_MESSAGE, key: `message ${JSON.stringify(shape)} ${m.tool_call_id?.length ?? -1}` };
+    yield m.role;
+    yield text;
+    for (const { image_url } of images)
+      yield { tokens: IMAGE_TOKENS, key: `image ${image_url.detail} ${image_url.url}` };
+    for (const call of m.tool_calls ?? []) yield* jsonPieces('tool call', call.function);
+    if (m.tool_call_id !== undefined) yield m.tool_call_id;
+  }
+  yield { tokens: REPLY_PRIMING_TOKENS, key: 'reply' };
+}
+
+/** A tool call or definition: its framing, then its JSON text. */
+function* jsonPieces(kind: string, value: unknown): Generator<PromptPiece> {
+  const json = JSON.stringify(value);
+  yield { tokens: TOKENS_PER_TOOL, key: `${kind} ${json.length}` };
+  yield json;
 }
 
 /**

@@ -1,6 +1,12 @@
 import { expect } from 'chai';
-import { countTokens as libraryCount } from 'gpt-tokenizer/encoding/o200k_base';
-import { countPromptTokens, countTokens, tokenPieces } from '../../src/providers/tokenizer.js';
+import { countTokens as libraryCount, encode } from 'gpt-tokenizer/encoding/o200k_base';
+import {
+  countPromptTokens,
+  countTokens,
+  encodeTokens,
+  promptPieces,
+  tokenPieces,
+} from '../../src/providers/tokenizer.js';
 
 describe('tokenizer', () => {
   it('counts tokens with the o200k_base encoding', () => {
@@ -47,5 +53,27 @@ describe('tokenizer', () => {
     const pieces = tokenPieces(text);
     expect(pieces.join('')).to.equal(text);
     expect(pieces.length).to.equal(countTokens(text));
+  });
+
+  it('gives as many token ids as it counts tokens, long runs of one character included', () => {
+    for (const text of ['', 'Hello, world!', 'x'.repeat(50_000), `a${' \n'.repeat(2_000)}b`, 'word '.repeat(20_000)])
+      expect(encodeTokens(text).length, text.slice(0, 20)).to.equal(countTokens(text));
+  });
+
+  it("gives ordinary text the library's token ids", () => {
+    const prose = 'The quick brown fox jumps over the lazy dog. '.repeat(100);
+    expect(encodeTokens(prose)).to.deep.equal(encode(prose));
+  });
+
+  it('reads a prompt as a model does: tools and the json_schema first, then the messages, then the reply', () => {
+    const pieces = [
+      ...promptPieces([{ role: 'user', content: 'Hi' }], {
+        tools: [{ type: 'function', function: { name: 'f' } }],
+        response_format: { type: 'json_schema', json_schema: { name: 's', schema: {} } },
+      }),
+    ];
+    const texts = pieces.filter((p) => typeof p === 'string');
+    expect(texts).to.deep.equal(['{"name":"f"}', '{"name":"s","schema":{}}', 'user', 'Hi']);
+    expect(pieces.at(-1)).to.deep.include({ tokens: 3 });
   });
 });

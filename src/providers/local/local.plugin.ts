@@ -31,6 +31,6 @@ export const local = defineProvider({
       import('./local.provider.js'),
       import('./local.rules.js'),
     ]);
-    return { rules: checkLocalRequest, create: (s, shared) => new LocalProvider(s, shared.compute) };
+    return { rules: checkLocalRequest, create: (s, shared) => new LocalProvider(s, shared.compute, shared.clock) };
   },
 });

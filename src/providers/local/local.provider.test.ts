@@ -4,6 +4,7 @@ import { LocalProvider, LOCAL_MODEL_FINGERPRINT, type LocalModelOptions } from '
 import { planChoice } from './local-answer.js';
 import { ComputePool } from '../compute-pool.js';
 import { AppError } from '../../errors.js';
+import { ManualClock } from '../../clock.js';
 import { countPromptTokens, countTokens, countToolCallTokens } from '../tokenizer.js';
 import type { CompletionEvent, CompletionParams, ToolDefinition } from '../types.js';
 import { schemaMismatch } from '../json-schema.js';
@@ -11,8 +12,8 @@ import { schemaMismatch } from '../json-schema.js';
 // One compute thread for the whole file, as a worker process has its pool.
 const compute = new ComputePool({ threads: 1, threadHeapMb: 256, onError: () => undefined });
 const budgets = { generationBudgetMs: 5000, maxAnswerChars: 100_000 };
-const model = (opts: Partial<LocalModelOptions>) =>
-  new LocalProvider({ ttftMs: 0, tokensPerSecond: 1_000_000, ...budgets, ...opts }, compute);
+const model = (opts: Partial<LocalModelOptions>, clock = new ManualClock()) =>
+  new LocalProvider({ ttftMs: 0, tokensPerSecond: 1_000_000, ...budgets, ...opts }, compute, clock);
 const fast = model({});
 
 const params = (over: Partial<CompletionParams> = {}): CompletionParams => ({
@@ -414,6 +415,53 @@ describe('local model', () => {
       const r = await collect(fast, long);
       expect(r.usage!.prompt_tokens).to.equal(countPromptTokens(long.messages, long));
       expect(compute.completedTasks).to.equal(before + 1);
+    });
+  });
+
+  describe('the prompt cache', () => {
+    const rules = Array.from({ length: 160 }, (_, i) => `Rule ${i} is to answer briefly and politely.`).join(' ');
+    const long = (content = 'How do I keep a sourdough starter alive?', cache_scope: string | null = 'acct-1') =>
+      params({
+        messages: [
+          { role: 'system', content: rules },
+          { role: 'user', content },
+        ],
+        ...(cache_scope === null ? {} : { cache_scope }),
+      });
+    const usageOf = (r: Collected) => r.events.find((e) => e.type === 'usage');
+
+    it('reports the longest cached prefix of a second identical long prompt: 1,024 tokens and more, in steps of 128', async () => {
+      const local = model({});
+      const first = usageOf(await collect(local, long()));
+      const second = usageOf(await collect(local, long()));
+      const promptTokens = countPromptTokens(long().messages);
+      expect(promptTokens).to.be.above(1500);
+      expect(first).to.not.have.property('cached_tokens');
+      expect(second).to.include({ prompt_tokens: promptTokens, cached_tokens: Math.floor(promptTokens / 128) * 128 });
+    });
+
+    it("reads the cached system prompt under another question, and nothing from another scope's cache", async () => {
+      const local = model({});
+      await collect(local, long());
+      expect(usageOf(await collect(local, long('What is a monad?')))?.cached_tokens).to.be.at.least(1024);
+      expect(usageOf(await collect(local, long(undefined, 'acct-2')))).to.not.have.property('cached_tokens');
+    });
+
+    it('caches nothing for a request without a cache scope', async () => {
+      const local = model({});
+      await collect(local, long(undefined, null));
+      expect(usageOf(await collect(local, long(undefined, null)))).to.not.have.property('cached_tokens');
+    });
+
+    it('digests a prompt too large for the event loop on a compute thread, counted the same', async () => {
+      const local = model({});
+      const big = long(`Summarise: ${'the quick brown fox jumps over the lazy dog '.repeat(2_000)}`);
+      await collect(local, big);
+      const tasks = compute.completedTasks;
+      const second = usageOf(await collect(local, big));
+      expect(compute.completedTasks).to.equal(tasks + 1);
+      const promptTokens = countPromptTokens(big.messages);
+      expect(second).to.include({ prompt_tokens: promptTokens, cached_tokens: Math.floor(promptTokens / 128) * 128 });
     });
   });
 });

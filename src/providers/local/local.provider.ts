@@ -1,4 +1,5 @@
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import type { Clock } from '../../clock.js';
 import { AppError } from '../../errors.js';
 import { abortError } from '../abort.js';
 import { ComputeLimitError, type ComputePool } from '../compute-pool.js';
@@ -6,6 +7,7 @@ import { countTokens, TOKENS_PER_TOOL } from '../tokenizer.js';
 import type { CompletionEvent, CompletionParams, Provider } from '../types.js';
 import { checkLocalRequest } from './local.rules.js';
 import { planChoice, type PlannedChoice } from './local-answer.js';
+import { PromptCache } from './prompt-cache.js';
 
 export interface LocalModelOptions {
   /** Delay before the first token. 0 means "next turn of the event loop", no timer. */
@@ -37,11 +39,13 @@ async function pause(ms: number, signal: AbortSignal): Promise<void> {
  * parallel, interleaved; each timer tick emits every token that is due, merged into one delta per
  * choice, so a very high tokens-per-second rate costs a few ticks per answer, not one per token.
  * temperature, top_p, penalties, logit_bias, user and reasoning_effort are accepted and have no
- * effect (it does not think: its usage has no reasoning tokens).
+ * effect (it does not think: its usage has no reasoning tokens). It caches prompt prefixes as
+ * OpenAI does (prompt-cache.ts), per request scope (the account) and in this process only.
  */
 export class LocalProvider implements Provider {
   readonly name = 'local';
   readonly fingerprint = LOCAL_MODEL_FINGERPRINT;
+  private readonly promptCache: PromptCache;
 
   /**
    * `rules`: what requests to refuse. Standing in for another provider's model (MODEL_BACKEND=local),
@@ -51,8 +55,11 @@ export class LocalProvider implements Provider {
   constructor(
     private readonly opts: LocalModelOptions,
     private readonly compute: ComputePool,
+    clock: Clock,
     private readonly rules: (params: CompletionParams) => void = checkLocalRequest,
-  ) {}
+  ) {
+    this.promptCache = new PromptCache(clock);
+  }
 
   check(params: CompletionParams): void {
     this.rules(params);
@@ -62,7 +69,7 @@ export class LocalProvider implements Provider {
     if (signal.aborted) throw abortError();
     const n = params.n ?? 1;
     const choices = await this.plan(params, signal);
-    const promptTokens = await this.compute.promptTokens(params.messages, params);
+    const prompt = await this.promptTokens(params);
     const msPerToken = 1000 / this.opts.tokensPerSecond;
 
     await pause(this.opts.ttftMs, signal);
@@ -100,7 +107,21 @@ export class LocalProvider implements Provider {
       await pause(start + sent * msPerToken - performance.now(), signal);
     }
     // The model that answered is this one, whichever catalog model it stands in for.
-    yield { type: 'usage', prompt_tokens: promptTokens, completion_tokens: produced, model: LOCAL_MODEL_FINGERPRINT };
+    yield {
+      type: 'usage',
+      prompt_tokens: prompt.tokens,
+      completion_tokens: produced,
+      ...(prompt.cached > 0 ? { cached_tokens: prompt.cached } : {}),
+      model: LOCAL_MODEL_FINGERPRINT,
+    };
+  }
+
+  /** The prompt's tokens, and how many of them its scope's prompt cache holds (none without a scope). */
+  private async promptTokens(params: CompletionParams): Promise<{ tokens: number; cached: number }> {
+    const scope = params.cache_scope;
+    if (scope === undefined) return { tokens: await this.compute.promptTokens(params.messages, params), cached: 0 };
+    const { tokens, digests } = await this.compute.promptPrefixes(params.messages, params);
+    return { tokens, cached: this.promptCache.use(scope, digests) };
   }
 
   /**
