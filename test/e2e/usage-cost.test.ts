@@ -19,7 +19,8 @@ describe('usage.cost through the openai SDK, against the invoice', () => {
   it('adds up, per model and rounded to the cent, to the lines of the invoice for the same requests', async () => {
     const who = await createBillingAccount(s.app);
     const client = new OpenAI({ apiKey: who.apiKey, baseURL: `${s.web.url}/v1`, maxRetries: 0 });
-    // A long prompt, so a handful of requests costs some cents.
+    // A long prompt, so a handful of requests costs some cents: the first of each model at the input
+    // price, the others mostly at the cached-input price.
     const messages = [
       { role: 'user' as const, content: `Summarise: ${'the quick brown fox jumps over the lazy dog '.repeat(700)}` },
     ];
@@ -52,6 +53,7 @@ describe('usage.cost through the openai SDK, against the invoice', () => {
       Object.fromEntries([...spent].map(([m, pico]) => [m, cents(pico)])),
     );
     expect(r.body.invoice.amount_cents).to.equal([...spent.values()].reduce((sum, pico) => sum + cents(pico), 0));
-    expect(r.body.invoice.amount_cents).to.be.greaterThan(10);
+    // Some cents, though the repeats read most of the prompt from the local model's prompt cache.
+    expect(r.body.invoice.amount_cents).to.be.greaterThan(5);
   });
 });
