@@ -104,8 +104,8 @@ export function* promptPieces(
     const text = textOf(m.content);
     const images = imagesOf(m.content);
     // The framing says where each of the message's parts ends, so no other messages read as the same tokens.
-    const shape = [m.role.length, m.name ?? null, text.length, images.length, m.tool_calls?.length ?? 0];
-    yield { tokens: TOKENS_PER_MESSAGE, key: `message ${JSON.stringify(shape)} ${m.tool_call_id?.length ?? -1}` };
+    const shape = `${m.role.length} ${text.length} ${images.length} ${m.tool_calls?.length ?? 0} ${m.tool_call_id?.length ?? -1}`;
+    yield { tokens: TOKENS_PER_MESSAGE, key: `message ${shape} ${m.name ?? ''}` };
     yield m.role;
     yield text;
     for (const { image_url } of images)

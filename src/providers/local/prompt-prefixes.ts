@@ -25,9 +25,9 @@ export interface PromptPrefixes {
 export const prefixTokens = (i: number): number => CACHE_MIN_TOKENS + i * CACHE_STEP_TOKENS;
 
 /**
- * The prompt's token count and its prefixes' digests, in one pass over its token ids. The text's ids
- * are the tokenizer's; a part that is no text (framing, an image) reads as ids beyond the
- * vocabulary's, drawn from its key.
+ * The prompt's token count and its prefixes' digests, in one pass over its token ids: the
+ * tokenizer's for text; for a part that is no text (framing, an image), its key, then as many
+ * placeholder ids as it counts tokens.
  */
 export function promptPrefixes(
   messages: readonly ChatMessage[],
@@ -35,37 +35,51 @@ export function promptPrefixes(
 ): PromptPrefixes {
   const hasher = new PrefixHasher();
   for (const piece of promptPieces(messages, extras)) {
-    if (typeof piece === 'string') {
-      for (const id of encodeTokens(piece)) hasher.push(id);
-    } else {
-      const id = opaqueId(piece.key);
-      for (let i = 0; i < piece.tokens; i++) hasher.push(id);
-    }
+    if (typeof piece === 'string') hasher.text(encodeTokens(piece));
+    else hasher.opaque(piece.key, piece.tokens);
   }
   return { tokens: hasher.tokens, digests: hasher.digests };
 }
 
-/** An id of the upper half of 32 bits, which no vocabulary id (under 2^31) equals. */
-function opaqueId(key: string): number {
-  return (createHash('sha256').update(key).digest().readUInt32LE(0) | 0x8000_0000) >>> 0;
-}
+// Words no vocabulary id (under 2^31) equals: a key's record starts with KEY, its tokens are PLACEHOLDERs.
+const KEY = 0xffff_ffff;
+const PLACEHOLDER = 0xffff_fffe;
 
 /**
- * A running digest of token ids, copied at every step boundary from CACHE_MIN_TOKENS on. The ids go
- * into the hash a block of CACHE_STEP_TOKENS at a time.
+ * A running digest of a prompt's tokens, copied at every step boundary from CACHE_MIN_TOKENS on.
+ * What it reads is 32-bit words, ids and records of keys ([KEY, byte length, UTF-8 bytes]), so
+ * different prompts never read the same.
  */
 class PrefixHasher {
   tokens = 0;
   readonly digests: string[] = [];
   private readonly hash: Hash = createHash('sha256');
-  private readonly block = new Uint32Array(CACHE_STEP_TOKENS);
+  /** Ids not yet hashed: never more than a step's. */
+  private readonly pending = new Uint32Array(CACHE_STEP_TOKENS);
+  private filled = 0;
 
-  push(id: number): void {
-    this.block[this.tokens % CACHE_STEP_TOKENS] = id;
+  text(ids: readonly number[]): void {
+    for (const id of ids) this.push(id);
+  }
+
+  opaque(key: string, tokens: number): void {
+    this.flush();
+    this.hash.update(new Uint32Array([KEY, Buffer.byteLength(key)]));
+    this.hash.update(key);
+    for (let i = 0; i < tokens; i++) this.push(PLACEHOLDER);
+  }
+
+  private push(id: number): void {
+    this.pending[this.filled++] = id;
     this.tokens++;
     if (this.tokens % CACHE_STEP_TOKENS !== 0) return;
-    this.hash.update(this.block);
+    this.flush();
     // 128 bits: a collision within one account's few thousand prefixes is out of reach.
     if (this.tokens >= CACHE_MIN_TOKENS) this.digests.push(this.hash.copy().digest().toString('base64url', 0, 16));
+  }
+
+  private flush(): void {
+    if (this.filled > 0) this.hash.update(this.pending.subarray(0, this.filled));
+    this.filled = 0;
   }
 }
