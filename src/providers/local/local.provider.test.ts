@@ -447,6 +447,14 @@ describe('local model', () => {
       expect(usageOf(await collect(local, long(undefined, 'acct-2')))).to.not.have.property('cached_tokens');
     });
 
+    it('reads nothing cached for another model', async () => {
+      const local = model({});
+      await collect(local, long());
+      expect(usageOf(await collect(local, { ...long(), model: 'gemini-2.5-pro' }))).to.not.have.property(
+        'cached_tokens',
+      );
+    });
+
     it('caches nothing for a request without a cache scope', async () => {
       const local = model({});
       await collect(local, long(undefined, null));

@@ -116,12 +116,15 @@ export class LocalProvider implements Provider {
     };
   }
 
-  /** The prompt's tokens, and how many of them its scope's prompt cache holds (none without a scope). */
+  /**
+   * The prompt's tokens, and how many of them the prompt cache holds for its scope and model (none
+   * without a scope): as at OpenAI, a prompt cached for one model is not read for another.
+   */
   private async promptTokens(params: CompletionParams): Promise<{ tokens: number; cached: number }> {
     const scope = params.cache_scope;
     if (scope === undefined) return { tokens: await this.compute.promptTokens(params.messages, params), cached: 0 };
     const { tokens, digests } = await this.compute.promptPrefixes(params.messages, params);
-    return { tokens, cached: this.promptCache.use(scope, digests) };
+    return { tokens, cached: this.promptCache.use(`${scope} ${params.model}`, digests) };
   }
 
   /**
