@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { sql } from 'kysely';
 import OpenAI from 'openai';
-import { createBillingAccount, NO_CACHE } from '../support/billing.js';
+import { createBillingAccount } from '../support/billing.js';
 import { eventually, get, post } from '../support/http.js';
 import { webAndWorkerWithStripe } from '../support/stripe-service.js';
 
@@ -62,10 +62,19 @@ describe('usage by key, through the web and worker processes', () => {
       completion: string;
       cost: string;
       cents: string;
+      cached: string;
+      writes: string;
+      reasoning: string;
+      savings: string;
     }>`
       select key_id, count(*)::text as requests, count(*) filter (where tier = 'paid')::text as billable,
              sum(prompt_tokens)::text as prompt, sum(completion_tokens)::text as completion,
              trim_scale(coalesce(sum(cost_usd) filter (where tier = 'paid'), 0))::text as cost,
+             sum(cached_tokens)::text as cached, sum(cache_write_tokens)::text as writes,
+             sum(reasoning_tokens)::text as reasoning,
+             trim_scale(coalesce(sum((prompt_tokens * input_price_per_million
+                                      + completion_tokens * output_price_per_million) / 1000000 - cost_usd)
+                                 filter (where tier = 'paid'), 0))::text as savings,
              floor(coalesce(sum(cost_usd) filter (where tier = 'paid'), 0) * 100 + 0.5)::text as cents
         from usage_events where account_id = ${who.account.id}
        group by key_id`.execute(s.app.db);
@@ -79,8 +88,11 @@ describe('usage by key, through the web and worker processes', () => {
       prompt_tokens: Number(r.prompt),
       completion_tokens: Number(r.completion),
       total_tokens: Number(r.prompt) + Number(r.completion),
-      // Prompts far shorter than the 1,024 tokens a prompt cache starts at.
-      ...NO_CACHE,
+      // The second key's gpt-4.1 prompts are read from the local model's cache, which the first key's filled.
+      cached_tokens: Number(r.cached),
+      cache_write_tokens: Number(r.writes),
+      reasoning_tokens: Number(r.reasoning),
+      cache_savings_usd: r.savings,
       cost_usd: r.cost,
     });
     // The costlier key first (the second made twice as many gpt-4.1 requests, and a Sonnet one).
@@ -88,6 +100,7 @@ describe('usage by key, through the web and worker processes', () => {
       .sort((a, b) => Number(b.cost) - Number(a.cost))
       .map((r) => ({ ...label(r.key_id), ...figures(r) }));
     expect(expected[0]!.key_id).to.equal(second.id);
+    expect(expected[0]!.cached_tokens).to.be.at.least(2 * 1_024);
 
     const usage = await get(`${s.web.url}/v1/billing/usage`, { bearer: who.apiKey });
     expect(usage.status, usage.text).to.equal(200);
