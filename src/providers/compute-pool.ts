@@ -1,7 +1,8 @@
 // CPU-heavy work of a request runs on a few worker threads, never on the process's event loop,
 // which serves every other job's relay, heartbeats and queue locks: the local model's JSON answers
 // and tool calls (json-schema-faker, Ajv, tokenizing the answer) and the token count of a large
-// prompt. A task past its time budget has its thread terminated and replaced (piscina).
+// prompt (with its prefixes' digests, for the local model's prompt cache). A task past its time
+// budget has its thread terminated and replaced (piscina).
 import { Piscina } from 'piscina';
 import { countPromptTokens, INLINE_TOKENIZE_MAX_CHARS, promptChars } from './tokenizer.js';
 import { promptPrefixes, type PromptPrefixes } from './local/prompt-prefixes.js';

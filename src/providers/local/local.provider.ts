@@ -40,7 +40,7 @@ async function pause(ms: number, signal: AbortSignal): Promise<void> {
  * choice, so a very high tokens-per-second rate costs a few ticks per answer, not one per token.
  * temperature, top_p, penalties, logit_bias, user and reasoning_effort are accepted and have no
  * effect (it does not think: its usage has no reasoning tokens). It caches prompt prefixes as
- * OpenAI does (prompt-cache.ts), per request scope (the account) and in this process only.
+ * OpenAI does (prompt-cache.ts), per request scope (the account) and model, in this process only.
  */
 export class LocalProvider implements Provider {
   readonly name = 'local';
