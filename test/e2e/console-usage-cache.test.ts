@@ -14,13 +14,14 @@ import { startTestWeb, type TestWeb } from '../support/web.js';
 
 // Prompt caching in the console, in a real browser (Debian's Chromium through playwright-core) at
 // 375 and 1280 px with axe-core: the Usage page's cached input, cache writes and what caching saved,
-// per model too, and the Models page's cache prices. The service's clock stands in March 2022, a
-// month no other test records usage in, so "this month" on the Usage page is that month and no
-// invoicing run elsewhere meets these rows. Screenshots go to CONSOLE_SHOTS_DIR (var/console-screenshots/ by default).
+// per model too, and the Models page's cache prices. The service's clock stands in March 2031, a
+// month no other test records usage in, so "this month" on the Usage page is that month; and it is
+// after now, so no invoicing run elsewhere (each bills what was used before its month's end, the
+// latest being last month's in scheduler-processes) meets these rows or their Stripe-less customers. Screenshots go to CONSOLE_SHOTS_DIR (var/console-screenshots/ by default).
 
 const SHOTS = path.resolve(process.env.CONSOLE_SHOTS_DIR ?? path.join('var', 'console-screenshots'));
-const NOW = '2022-03-20T12:00:00Z';
-const march = (day: number) => new Date(Date.UTC(2022, 2, day, 12));
+const NOW = '2031-03-20T12:00:00Z';
+const march = (day: number) => new Date(Date.UTC(2031, 2, day, 12));
 
 /** An exact decimal as a plain string ("0.767500" -> "0.7675", "-0.60" -> "-0.6"), for comparing amounts. */
 const exact = (amount: string) => amount.replace(/(\.\d*?)0+$/, '$1').replace(/\.$/, '');
@@ -203,7 +204,7 @@ describe('prompt caching in the console (headless Chromium)', function () {
       );
       const byModel = (model: string) => lines.filter((l) => l.split(',')[1] === JSON.stringify(model));
       const haiku = byModel('claude-haiku-4-5')[0]!.split(',');
-      expect(haiku.slice(0, 3)).to.deep.equal(['2022-03-05', '"claude-haiku-4-5"', 'chat.completions']);
+      expect(haiku.slice(0, 3)).to.deep.equal(['2031-03-05', '"claude-haiku-4-5"', 'chat.completions']);
       expect(haiku.slice(8, 11)).to.deep.equal(['200000', '50000', '0']);
       expect(exact(haiku[11]!)).to.equal('0.1675');
       expect(byModel('gemini-2.5-flash')[0]!.split(',')[10]).to.equal('1200');
