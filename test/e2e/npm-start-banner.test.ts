@@ -67,14 +67,22 @@ describe('npm start (scripts/start.mjs) itself', function () {
   });
 });
 
-/** A port the system says is free now. */
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
+/**
+ * A port free now, below Linux's ephemeral range (32768 and up): the advice under test names the
+ * next free ports after these, and ports in that range can be handed to any outgoing connection
+ * between the advice and the second start.
+ */
+const freePort = async (): Promise<number> => {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const bound = await new Promise<boolean>((resolve) => {
+      const s = net.createServer();
+      s.once('error', () => resolve(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
     });
-  });
+    if (bound) return port;
+  }
+};
 
 describe('npm start twice on one machine (two checkouts)', function () {
   // Each start builds (quick when nothing changed), creates and migrates its database, and starts three roles.
