@@ -4,7 +4,8 @@
 const FEATURES =
   '^src/(accounts|account-closing|console-identity|billing|catalog|chat|health|limits|responses|scheduler|subscriptions|usage)/';
 const CONTEXT = '^src/(context|lifecycle|metrics-server)[.]ts$';
-const CORE = '^src/(calendar|clock|config|email-address|errors|ids|local-secret|logger|metrics|validation)[.]ts$|^db/';
+const CORE =
+  '^src/(calendar|clock|config|email-address|errors|ids|local-secret|logger|metrics|scheduled-job|validation)[.]ts$|^db/';
 // The provider list and each provider's plug-in (name and settings schema): config.ts reads them.
 const PLUGINS = '^src/providers/(providers|plugin)[.]ts$|^src/providers/[^/]+/[^/]+[.]plugin[.]ts$';
 // Tests beside the code may import anything.
@@ -59,6 +60,29 @@ const ROOMS = [...LAYERS.flatMap((l) => Object.values(l)), CONTEXT, '^src/http/'
 module.exports = {
   forbidden: [
     ...layerRules,
+    {
+      name: 'web-side-and-worker-side-meet-at-the-relay',
+      comment:
+        "A completion's web side (src/chat/request, and the HTTP edge) and its worker side (src/chat/job, and workers/) import each other only through what both share: src/chat/relay (the job's data, the relay's protocol) and src/chat/stream (the answer's shapes).",
+      severity: 'error',
+      from: { path: '^src/chat/request/|^src/http/', pathNot: TESTS },
+      to: { path: '^src/chat/job/' },
+    },
+    {
+      name: 'worker-side-does-not-import-the-web-side',
+      comment: 'See web-side-and-worker-side-meet-at-the-relay.',
+      severity: 'error',
+      from: { path: '^src/chat/job/|^workers/', pathNot: TESTS },
+      to: { path: '^src/chat/request/' },
+    },
+    {
+      name: 'relay-and-stream-are-shared-by-both-sides',
+      comment:
+        'src/chat/relay and src/chat/stream are what the web side and the worker side share, so they import neither side.',
+      severity: 'error',
+      from: { path: '^src/chat/(relay|stream)/', pathNot: TESTS },
+      to: { path: '^src/chat/(request|job)/' },
+    },
     {
       name: 'edges-are-not-imported',
       comment: 'src/http and workers are the two edges: nothing imports them (but themselves and the tests).',

@@ -1,5 +1,5 @@
 // Lint: typescript-eslint's recommended type-aware rules over the service, its scripts, the
-// benchmark and the tests. Which layer may import which, and import cycles, are
+// benchmark, the tests and the console. Which layer may import which, and import cycles, are
 // dependency-cruiser's (.dependency-cruiser.cjs). `npm test` runs both before the suite.
 import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';

@@ -161,7 +161,7 @@ export interface Config {
     relayCoalesceMs: number;
     /**
      * How often a web process tells the workers what it handed to its clients: a stream's messages
-     * past the last such acknowledgement and one more wait for the next (see relay-acks.ts).
+     * past the last such acknowledgement and one more wait for the next (see chat/relay/acks.ts).
      */
     relayAckIntervalMs: number;
     /**
@@ -177,7 +177,7 @@ export interface Config {
     lockDurationMs: number;
     /**
      * How long after its admission a job handed out again with no trace of an earlier run is still
-     * run: beyond it the request ended long ago and its state expired (see chat/run-job.ts).
+     * run: beyond it the request ended long ago and its state expired (see chat/job/run-job.ts).
      */
     rerunHorizonMs: number;
   };

@@ -20,10 +20,10 @@ import { AbuseBudget } from './limits/abuse-budget.service.js';
 import { StripeGuards } from './subscriptions/stripe-guards.service.js';
 import { ApiKeyCache } from './accounts/api-key-cache.js';
 import { createJwtVerifier, type JwtVerifier } from './accounts/jwt.js';
-import { RelayHub } from './chat/relay-hub.js';
-import { RelayLogTails } from './chat/relay-log-tail.js';
-import { Dispatcher } from './chat/dispatch.service.js';
-import type { CompletionJob } from './chat/completion-job.js';
+import { RelayHub } from './chat/relay/hub.js';
+import { RelayLogTails } from './chat/relay/log-tail.js';
+import { Dispatcher } from './chat/request/dispatch.service.js';
+import type { CompletionJob } from './chat/relay/completion-job.js';
 import type { UsageRecordedListener } from './usage/metering.service.js';
 import { queueReachedSpendAlerts } from './billing/spend-alerts.service.js';
 

@@ -2,17 +2,17 @@ import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { completionShards, createWorker } from '../src/infra/queues.js';
-import { settlementOf, type CompletionJob } from '../src/chat/completion-job.js';
+import { settlementOf, type CompletionJob } from '../src/chat/relay/completion-job.js';
 import {
   cancelChannel,
   detachedRequest,
   relayTtls,
   requestStateKey,
   STALLED_FIELD,
-} from '../src/chat/relay-protocol.js';
+} from '../src/chat/relay/protocol.js';
 import type { Watchdog } from '../src/infra/watchdog.js';
-import { ResumeGrace } from '../src/chat/resume-grace.js';
-import { RelayBatch } from '../src/chat/relay-publisher.js';
+import { ResumeGrace } from '../src/chat/relay/resume-grace.js';
+import { RelayBatch } from '../src/chat/relay/publisher.js';
 import {
   ClientWatch,
   ConnectionStability,
@@ -20,13 +20,13 @@ import {
   WorkerPresence,
   readWorkerSeen,
   WEB_PROCESS_GONE,
-} from '../src/chat/liveness.js';
-import { endAbandoned, runJob, type JobRuntime, type RunningJob } from '../src/chat/run-job.js';
-import { traceJob } from '../src/chat/completion-tracing.js';
+} from '../src/chat/relay/liveness.js';
+import { endAbandoned, runJob, type JobRuntime, type RunningJob } from '../src/chat/job/run-job.js';
+import { traceJob } from '../src/chat/relay/completion-tracing.js';
 import { recordUsageDirectly } from '../src/usage/metering.service.js';
 import { answerWrite, markEnded, markStarted } from '../src/responses/stored-responses.service.js';
 import { storedResponseBatch } from '../src/responses/stored-response-batch.js';
-import { endedResponse, startingResponse } from '../src/chat/presenters/response.presenter.js';
+import { endedResponse, startingResponse } from '../src/chat/stream/presenters/response.presenter.js';
 import { appendUsage } from '../src/usage/usage-stream.js';
 import { isDependencyDown } from '../src/infra/outage.js';
 import { eventLoopLag } from '../src/metrics.js';
@@ -133,7 +133,7 @@ export async function startCompletionWorker(
     startResponse: (job) => markStarted(app, job, startingResponse(job, 'in_progress')),
     endResponse: (job, status, error, delivered) => markEnded(app, job, endedResponse(job, status, error, delivered)),
     workerSeen: async (id) => {
-      // Absence means something only on a connection that has been up long enough (see liveness.ts).
+      // Absence means something only on a connection that has been up long enough (see src/chat/relay/liveness.ts).
       while (!stability.stableFor(settledAfterMs(ttl))) await new Promise((r) => setTimeout(r, 100));
       return readWorkerSeen(app.redis, prefix, id);
     },

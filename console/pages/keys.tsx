@@ -45,7 +45,8 @@ export function KeysPage() {
   const [shown, setShown] = useState<{ key: string; heading: string }>();
   const [said, setSaid] = useState('');
   const [error, setError] = useState<{ text: string; kind: 'info' | 'error' }>();
-  const [editing, setEditing] = useState<'new' | string>();
+  // 'new' while creating, else the id of the key being edited.
+  const [editing, setEditing] = useState<string>();
   const [confirming, setConfirming] = useState<Confirming>();
   const [nextAllowed, setNextAllowed] = useState<Date>();
   const [focusNext, setFocusNext] = useState<string>();

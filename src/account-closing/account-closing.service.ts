@@ -7,7 +7,8 @@ import {
   lockClosingAccount,
   type ClosingDeps,
 } from '../accounts/account-closing.service.js';
-import { getAccount, type Account } from '../accounts/accounts.service.js';
+import { getAccount } from '../accounts/accounts.service.js';
+import type { Account } from '../accounts/account.js';
 import { endAccountSessions } from '../console-identity/sessions.service.js';
 import { invoiceBeforeClosing, type InvoicingDeps } from '../billing/invoicing.service.js';
 import type { InvoiceView } from '../billing/invoices.presenter.js';

@@ -1,7 +1,8 @@
 import type { Db, Trx } from '../infra/db.js';
 import type { Tier } from '../../db/schema/accounts.js';
 import * as accounts from './accounts.repository.js';
-import type { Account, AccountBillingPatch } from './accounts.repository.js';
+import type { AccountBillingPatch } from './accounts.repository.js';
+import type { Account } from './account.js';
 
 // What billing and subscriptions read and change on an account: its row, the Stripe-mirrored
 // columns, the tier with its audit trail, the spending limit. Other features come here, never to

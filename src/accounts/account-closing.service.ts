@@ -8,13 +8,13 @@ import { onCommit, transaction, type Db, type Trx } from '../infra/db.js';
 import { markAccountChanging } from './api-key-cache.js';
 import { invalidateAccountKeys } from './auth.service.js';
 import {
-  type Account,
   closeVerificationTokens,
   eraseAccount,
   lockAccount,
   revokeActiveApiKeys,
   setClosingAt,
 } from './accounts.repository.js';
+import type { Account } from './account.js';
 import { deleteEmailsTo } from './email-outbox.repository.js';
 
 // The accounts' part of closing an account (docs/accounts.md#closing-an-account): its keys stop

@@ -4,8 +4,8 @@ import type { AccountsTable, Tier } from '../../db/schema/accounts.js';
 import type { EmailVerificationTokensTable } from '../../db/schema/email-verification-tokens.js';
 import type { ApiKeysTable } from '../../db/schema/api-keys.js';
 import type { GrantColumns } from './key-grant.js';
+import type { Account } from './account.js';
 
-export type Account = Selectable<AccountsTable>;
 export type VerificationToken = Selectable<EmailVerificationTokensTable>;
 
 // Every API request runs this lookup: it is built and compiled once per database handle, and

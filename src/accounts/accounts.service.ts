@@ -9,7 +9,6 @@ import { invalidateAccountKeys, prepareKeyRevocation } from './auth.service.js';
 import { generateApiKey } from './api-keys.js';
 import { accountExistsEmail, verificationEmail } from './accounts.emails.js';
 import {
-  type Account,
   closeVerificationTokens,
   findAccountByEmail,
   findAccountById,
@@ -23,12 +22,11 @@ import {
   setTokensNotBefore,
   useVerificationToken,
 } from './accounts.repository.js';
+import type { Account } from './account.js';
 import type { IssuedKeyResult, SignupInput } from './accounts.schema.js';
 import { queueEmail } from './email-outbox.service.js';
 import type { SignupLimits } from './signup-limits.js';
 import { generateVerificationToken, hashVerificationToken } from './verification-tokens.js';
-
-export type { Account } from './accounts.repository.js';
 
 /** What account management works with. */
 export interface AccountsDeps {

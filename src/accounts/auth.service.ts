@@ -5,7 +5,8 @@ import type { Logger } from '../logger.js';
 import { AppError } from '../errors.js';
 import { dependencyDown } from '../infra/outage.js';
 import { hashApiKey, isWellFormedApiKey, sameHash, API_KEY_PREFIX } from './api-keys.js';
-import { type Account, findAccountByApiKeyHash, findAccountByEmail, findAccountById } from './accounts.repository.js';
+import { findAccountByApiKeyHash, findAccountByEmail, findAccountById } from './accounts.repository.js';
+import type { Account } from './account.js';
 import {
   accountVersionKey,
   bumpAccountVersion,

@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import { validationError } from '../errors.js';
 import type { Db } from '../infra/db.js';
 import type { Tier } from '../../db/schema/index.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import type { Limiter } from '../limits/limiter.service.js';
 import { monthUsageByKey, monthUsageByModel, usageByMonth } from '../usage/ledger.service.js';
 import { keyLabels, type KeyLabel } from '../accounts/keys.service.js';

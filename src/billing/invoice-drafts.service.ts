@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import { transaction, type Db } from '../infra/db.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import {
   invoiceLinesOfReservedUsage,
   releaseUsageFromInvoice,

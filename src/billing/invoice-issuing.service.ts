@@ -5,7 +5,7 @@ import type { Db } from '../infra/db.js';
 import { callStripe, isStripeError, stripeFailure, type Stripe } from '../infra/stripe.js';
 import type { Logger } from '../logger.js';
 import type { BillingMetrics } from '../metrics.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import {
   invoiceLines,
   markInvoiceIssued,

@@ -6,7 +6,7 @@ import type { Db } from '../infra/db.js';
 import type { Stripe } from '../infra/stripe.js';
 import type { Logger } from '../logger.js';
 import type { BillingMetrics, MeteringMetrics } from '../metrics.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import { getAccount } from '../accounts/accounts.service.js';
 import { flushUsage, type UsageRecordedListener } from '../usage/metering.service.js';
 import {

@@ -13,7 +13,7 @@ import { flushUsage } from '../usage/metering.service.js';
 import { accountsToInvoice } from './invoices.repository.js';
 import { BUSY, withInvoicingLock } from './invoicing-lock.repository.js';
 import { describeDeferred, invoiceAccount, type InvoicingDeps } from './invoicing.service.js';
-import type { JobOptions, JobResult } from './job.js';
+import type { JobOptions, JobResult } from '../scheduled-job.js';
 import type { Month } from '../calendar.js';
 
 /*

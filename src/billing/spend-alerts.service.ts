@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { transaction, type Db } from '../infra/db.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import { paidAccountsWithSpendLimit } from '../accounts/account-billing.service.js';
 import { queueEmail } from '../accounts/email-outbox.service.js';
 import type { Limiter, SpendRefusal } from '../limits/limiter.service.js';

@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js';
 import { AppError, validationError } from '../errors.js';
 import { onCommit, transaction, type Db } from '../infra/db.js';
 import type { RedisClient } from '../infra/redis.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import { lockAccount, setMonthlySpendLimit } from '../accounts/account-billing.service.js';
 import { invalidateAccountKeys } from '../accounts/auth.service.js';
 import type { Limiter } from '../limits/limiter.service.js';

@@ -2,7 +2,7 @@ import { transaction, type Db } from '../infra/db.js';
 import type { Logger } from '../logger.js';
 import type { BillingMetrics } from '../metrics.js';
 import { rebuildDayTotals, rebuildMonthTotals } from '../usage/ledger.service.js';
-import type { JobOptions, JobResult } from './job.js';
+import type { JobOptions, JobResult } from '../scheduled-job.js';
 import type { Month } from '../calendar.js';
 
 /** What the totals audit works with: the ledger, and the metric and log of each repair. */

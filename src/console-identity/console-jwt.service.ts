@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import { mintJwt } from '../accounts/jwt.js';
-import type { Account } from '../accounts/accounts.service.js';
+import type { Account } from '../accounts/account.js';
 
 /**
  * The console issues JWTs only when the service verifies them with its own secret: with an

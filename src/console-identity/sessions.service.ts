@@ -3,13 +3,8 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { AppError } from '../errors.js';
 import { transaction, type Db, type Trx } from '../infra/db.js';
-import {
-  getAccount,
-  revokeJwtsIssuedBefore,
-  verifyEmail,
-  type Account,
-  type AccountsDeps,
-} from '../accounts/accounts.service.js';
+import { getAccount, revokeJwtsIssuedBefore, verifyEmail, type AccountsDeps } from '../accounts/accounts.service.js';
+import type { Account } from '../accounts/account.js';
 import { voidAccountSignInTokens } from './sign-in-tokens.repository.js';
 import {
   findLiveSession,

@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../infra/db.js';
 import type { Queue } from '../infra/queues.js';
 import { pingDatabase } from './health.repository.js';
-import { readFleet } from '../chat/liveness.js';
+import { readFleet } from '../chat/relay/liveness.js';
 
 export type CheckStatus = 'ok' | 'down';
 

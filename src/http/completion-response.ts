@@ -1,7 +1,7 @@
 import type { AppContext } from '../context.js';
-import { lostRelay } from '../chat/completion-errors.js';
-import { silenceLimitMs, type CompletionStream } from '../chat/completion-stream.js';
-import { CHAT_ENDING, RESPONSES_ENDING } from '../chat/sse.js';
+import { lostRelay } from '../chat/stream/completion-errors.js';
+import { silenceLimitMs, type CompletionStream } from '../chat/stream/completion-stream.js';
+import { CHAT_ENDING, RESPONSES_ENDING } from '../chat/stream/sse.js';
 import { SseResponse } from './sse-response.js';
 import type { HttpContext } from './route.js';
 

@@ -1,7 +1,7 @@
 import type { RouterContext } from '@koa/router';
 import type { AppContext } from '../context.js';
 import type { JsonSchema } from '../validation.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import type { ApiKeyGrant, KeyedAccount } from '../accounts/key-grant.js';
 import type { LiveSession } from '../console-identity/sessions.service.js';
 import type { BudgetSubject } from '../limits/abuse-budget.service.js';

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import type { AppError } from '../errors.js';
-import { CHAT_ENDING, HEARTBEAT, lastEventIdIn, type StreamEnding } from '../chat/sse.js';
+import { CHAT_ENDING, HEARTBEAT, lastEventIdIn, type StreamEnding } from '../chat/stream/sse.js';
 import type { Timers } from '../clock.js';
 import { KeepAlive } from './keep-alive.js';
 import type { HttpContext } from './route.js';

@@ -29,7 +29,7 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
     connectionName: `${config.redis.prefix}:${name}`,
     connectTimeout: 3000,
     // Reconnect forever, at least once a second: after a Redis restart every process is back
-    // within RECONNECT_MAX_DELAY_MS, which is what liveness checks wait for (see liveness.ts).
+    // within RECONNECT_MAX_DELAY_MS, which is what liveness checks wait for (see chat/relay/liveness.ts).
     retryStrategy: reconnectDelay,
     lazyConnect: false,
   };

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Db, Trx } from '../infra/db.js';
-import type { CompletionJob } from '../chat/completion-job.js';
+import type { CompletionJob } from '../chat/relay/completion-job.js';
 import type { StoredResponseStatus } from '../../db/schema/stored-responses.js';
 import {
   advanceStoredResponse,

@@ -1,6 +1,6 @@
 import type { Config } from '../config.js';
 import { invoiceMonth, type MonthlyInvoicingDeps } from '../billing/monthly-invoicing.service.js';
-import type { JobOptions, JobResult } from '../billing/job.js';
+import type { JobOptions, JobResult } from '../scheduled-job.js';
 import { parseMonthKey } from '../calendar.js';
 import { reconcileAccounts, type ReconcileDeps } from '../subscriptions/reconcile.service.js';
 import { auditUsageTotals, type UsageTotalsDeps } from '../billing/usage-totals.service.js';

@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Db } from '../infra/db.js';
 import { callStripe, type Stripe } from '../infra/stripe.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import { findAccount, updateAccountBilling } from '../accounts/account-billing.service.js';
 import { getAccount } from '../accounts/accounts.service.js';
 import { CARD_CHANGE_PURPOSE, retrieveSession, sessionNotOpenedHere, UUID } from './checkout-sessions.service.js';

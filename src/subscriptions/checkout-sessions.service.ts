@@ -2,7 +2,7 @@ import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Db } from '../infra/db.js';
 import { callStripe, isResourceMissing, stripeFailure, type Stripe } from '../infra/stripe.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import { findAccount, rememberOpenCheckoutSession } from '../accounts/account-billing.service.js';
 import { getAccount } from '../accounts/accounts.service.js';
 import { subscribeAndUpgrade, type PaidTierDeps } from './paid-tier.service.js';

@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import { transaction, type Db, type Trx } from '../infra/db.js';
 import type { Stripe } from '../infra/stripe.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import { lockAccount, updateAccountBilling } from '../accounts/account-billing.service.js';
 import { getAccount } from '../accounts/accounts.service.js';
 import type { PaymentMethodOnFile } from './stripe-customer.service.js';

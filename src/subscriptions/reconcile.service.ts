@@ -7,10 +7,11 @@ import { ACTIVE_STATUSES } from './stripe-subscription.service.js';
 import { transaction, type Db } from '../infra/db.js';
 import { changeTier, type TierDeps } from './tier.service.js';
 import type { Tier } from '../../db/schema/index.js';
-import type { Account, AccountBillingPatch } from '../accounts/accounts.repository.js';
+import type { AccountBillingPatch } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import { accountsWithCustomer, lockAccount, updateAccountBilling } from '../accounts/account-billing.service.js';
 import { refreshInvoiceStatuses } from '../billing/invoice-status.service.js';
-import type { JobOptions, JobResult } from '../billing/job.js';
+import type { JobOptions, JobResult } from '../scheduled-job.js';
 
 /*
  * Daily reconciliation: Stripe's subscription state is the truth; a webhook we never received

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Db } from '../infra/db.js';
 import { callStripe, type Stripe } from '../infra/stripe.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import { rememberStripeCustomer } from '../accounts/account-billing.service.js';
 import { getAccount } from '../accounts/accounts.service.js';
 

@@ -1,7 +1,7 @@
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import { callStripe, isResourceMissing, stripeFailure, type Stripe } from '../infra/stripe.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 
 /** Subscription statuses that mean "paying customer" and "no longer subscribed". */
 export const ACTIVE_STATUSES: ReadonlySet<string> = new Set(['active', 'trialing']);

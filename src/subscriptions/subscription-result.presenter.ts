@@ -1,5 +1,5 @@
 import type { Tier } from '../../db/schema/accounts.js';
-import type { Account } from '../accounts/accounts.repository.js';
+import type { Account } from '../accounts/account.js';
 import type { PaymentMethodOnFile } from './stripe-customer.service.js';
 
 export type SubscriptionOutcome =

@@ -39,7 +39,7 @@ export interface UsageEvent {
 
 /**
  * The API an event's request came through. An entry without it is from a worker that predates it:
- * a Responses request's id is `resp_…` (relay-protocol.ts), any other is a chat completion.
+ * a Responses request's id is `resp_…` (chat/relay/protocol.ts), any other is a chat completion.
  */
 export const apiOf = (e: Pick<UsageEvent, 'api' | 'request_id'>): UsageApi =>
   e.api ?? (e.request_id.startsWith('resp_') ? 'responses' : 'chat.completions');

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
-import { CHAT_BODY_LIMIT_BYTES } from '../../src/chat/chat.schema.js';
+import { CHAT_BODY_LIMIT_BYTES } from '../../src/chat/request/chat.schema.js';
 import { INFLATE_ALLOWANCE_BYTES } from '../../src/http/body-reader.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, randomId, testConfig } from '../support/env.js';

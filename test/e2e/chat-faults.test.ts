@@ -9,9 +9,9 @@ import { eventually, post } from '../support/http.js';
 import { PrivateRedis } from '../support/private-redis.js';
 import { rolesPerTest } from '../support/processes.js';
 import { openStream, postStream } from '../support/sse.js';
-import { deliveredChoices, readRelayLog } from '../../src/chat/relay-log.js';
-import { originOf, relayLogKey } from '../../src/chat/relay-protocol.js';
-import { countChoices } from '../../src/chat/completion-runner.js';
+import { deliveredChoices, readRelayLog } from '../../src/chat/relay/log.js';
+import { originOf, relayLogKey } from '../../src/chat/relay/protocol.js';
+import { countChoices } from '../../src/chat/job/completion-runner.js';
 
 const usageRow = (app: AppContext, requestId: string) =>
   eventually(

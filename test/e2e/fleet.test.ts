@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { readFleet } from '../../src/chat/liveness.js';
+import { readFleet } from '../../src/chat/relay/liveness.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createTestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { workerRegistryKey, type WorkerCapacity } from '../../src/chat/liveness.js';
+import { workerRegistryKey, type WorkerCapacity } from '../../src/chat/relay/liveness.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { HEALTH_CACHE_MS } from '../../src/health/health-views.js';

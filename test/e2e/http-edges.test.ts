@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createContext, type AppContext } from '../../src/context.js';
-import { CHAT_BODY_LIMIT_BYTES } from '../../src/chat/chat.schema.js';
+import { CHAT_BODY_LIMIT_BYTES } from '../../src/chat/request/chat.schema.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { isolatedPrefix, testConfig, uniqueEmail } from '../support/env.js';
 import { eventually, post, request } from '../support/http.js';

@@ -5,7 +5,7 @@ import { testConfig } from '../support/env.js';
 import { get, post } from '../support/http.js';
 import { openAiIssues } from '../support/openai-schemas.js';
 import { check } from '../../src/validation.js';
-import { ChatCompletionSchema } from '../../src/chat/chat.schema.js';
+import { ChatCompletionSchema } from '../../src/chat/request/chat.schema.js';
 import { startRole, type RoleProcess } from '../support/processes.js';
 import { postStream } from '../support/sse.js';
 

@@ -3,9 +3,13 @@ import { ManualClock } from '../../src/clock.js';
 import type { Config } from '../../src/config.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createRedis, whenReady, type RedisClient } from '../../src/infra/redis.js';
-import type { PreparedJob } from '../../src/chat/completion-job.js';
-import { silenceLimitMs, type CompletionEvent, type CompletionStream } from '../../src/chat/completion-stream.js';
-import { Dispatcher } from '../../src/chat/dispatch.service.js';
+import type { PreparedJob } from '../../src/chat/relay/completion-job.js';
+import {
+  silenceLimitMs,
+  type CompletionEvent,
+  type CompletionStream,
+} from '../../src/chat/stream/completion-stream.js';
+import { Dispatcher } from '../../src/chat/request/dispatch.service.js';
 import {
   completionId,
   encodeRelay,
@@ -17,9 +21,9 @@ import {
   relayLogKey,
   requestStateKey,
   type RelayKind,
-} from '../../src/chat/relay-protocol.js';
-import { READER_LEASE_MS } from '../../src/chat/readers.js';
-import { resumeCompletion, type ResumeDeps } from '../../src/chat/resumed-completion.js';
+} from '../../src/chat/relay/protocol.js';
+import { READER_LEASE_MS } from '../../src/chat/relay/readers.js';
+import { resumeCompletion, type ResumeDeps } from '../../src/chat/stream/resumed-completion.js';
 import type { AppError } from '../../src/errors.js';
 import { isolatedPrefix, randomId, testConfig } from '../support/env.js';
 import { eventually } from '../support/http.js';

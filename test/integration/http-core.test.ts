@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { AppError } from '../../src/errors.js';
 import { defineRoutes } from '../../src/http/route.js';
-import { CHAT_BODY_LIMIT_BYTES } from '../../src/chat/chat.schema.js';
+import { CHAT_BODY_LIMIT_BYTES } from '../../src/chat/request/chat.schema.js';
 import { post, get, request } from '../support/http.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 import { createTestAccount } from '../support/accounts.js';

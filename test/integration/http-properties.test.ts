@@ -6,7 +6,7 @@ import { closeOutboxFor, createTestAccount, type TestAccount } from '../support/
 import { isolatedPrefix } from '../support/env.js';
 import { request, type HttpResult } from '../support/http.js';
 import { invalidOf, validOf, type GenOptions } from '../support/schema-arbitraries.js';
-import { ContentPartSchema, ToolCallSchema, ToolSchema } from '../../src/chat/chat.schema.js';
+import { ContentPartSchema, ToolCallSchema, ToolSchema } from '../../src/chat/request/chat.schema.js';
 import { startTestWeb, type TestWeb } from '../support/web.js';
 
 // Property-based tests of every endpoint that takes a body, a query string or path parameters,
@@ -20,7 +20,7 @@ const params = { seed: SEED, numRuns: RUNS };
 const ROLES = ['system', 'developer', 'user', 'assistant'];
 const PNG = 'data:image/png;base64,iVBORw0KGgo=';
 
-/** A chat message as the rules after validation accept it (src/chat/request-forms.ts). */
+/** A chat message as the rules after validation accept it (src/chat/request/request-forms.ts). */
 function messageArbitrary(): fc.Arbitrary<unknown> {
   const text = fc.string({ maxLength: 200 });
   const part = validOf(ContentPartSchema, {

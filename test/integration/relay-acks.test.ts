@@ -1,13 +1,13 @@
 import { expect } from 'chai';
 import { createRedis, whenReady, type RedisClient } from '../../src/infra/redis.js';
-import { RelayAcks } from '../../src/chat/relay-acks.js';
-import { ACKED_FIELD, requestStateKey } from '../../src/chat/relay-protocol.js';
+import { RelayAcks } from '../../src/chat/relay/acks.js';
+import { ACKED_FIELD, requestStateKey } from '../../src/chat/relay/protocol.js';
 import { isolatedPrefix, randomId, testConfig } from '../support/env.js';
 
 const nextTurn = () => new Promise((r) => setImmediate(r));
 
 // A web process's acknowledgements against a real Redis: what reaches a client is never more than
-// one message past what the workers were told (see relay-acks.ts).
+// one message past what the workers were told (see chat/relay/acks.ts).
 describe('relay acknowledgements', () => {
   const config = testConfig({ REDIS_PREFIX: isolatedPrefix() });
   const prefix = config.redis.prefix;

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createRedis, whenReady, type RedisClient } from '../../src/infra/redis.js';
-import { claimRequest, RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay-publisher.js';
-import { cancelRequest } from '../../src/chat/request-cancel.js';
+import { claimRequest, RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay/publisher.js';
+import { cancelRequest } from '../../src/chat/relay/request-cancel.js';
 import { isolatedPrefix, randomId, testConfig } from '../support/env.js';
 
 describe('claiming a request', () => {

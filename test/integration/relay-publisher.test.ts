@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { createRedis, shardSubscribers, whenReady, type RedisClient } from '../../src/infra/redis.js';
-import { RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay-publisher.js';
-import { decodeRelay } from '../../src/chat/relay-protocol.js';
-import { readRelayLog } from '../../src/chat/relay-log.js';
+import { RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay/publisher.js';
+import { decodeRelay } from '../../src/chat/relay/protocol.js';
+import { readRelayLog } from '../../src/chat/relay/log.js';
 import { isolatedPrefix, randomId, testConfig } from '../support/env.js';
 
 const nextTurn = () => new Promise((r) => setImmediate(r));

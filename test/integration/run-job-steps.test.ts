@@ -6,11 +6,11 @@ import {
   takeOverSilenceMs,
   type JobRuntime,
   type RunningJob,
-} from '../../src/chat/run-job.js';
-import { Heartbeat, readWorkerSeen, workerAliveKey, workerSeenKey } from '../../src/chat/liveness.js';
-import { claimRequest, RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay-publisher.js';
-import { cancelRequest } from '../../src/chat/request-cancel.js';
-import type { CompletionJob } from '../../src/chat/completion-job.js';
+} from '../../src/chat/job/run-job.js';
+import { Heartbeat, readWorkerSeen, workerAliveKey, workerSeenKey } from '../../src/chat/relay/liveness.js';
+import { claimRequest, RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay/publisher.js';
+import { cancelRequest } from '../../src/chat/relay/request-cancel.js';
+import type { CompletionJob } from '../../src/chat/relay/completion-job.js';
 import { isolatedPrefix, randomId, testConfig } from '../support/env.js';
 
 // The worker's first step, against a real Redis: claim the request, decline it while the worker

@@ -1,6 +1,6 @@
 import type { AppContext } from '../../src/context.js';
 import { generateApiKey } from '../../src/accounts/api-keys.js';
-import type { Account } from '../../src/accounts/accounts.repository.js';
+import type { Account } from '../../src/accounts/account.js';
 import { mintJwt } from '../../src/accounts/jwt.js';
 import type { Tier } from '../../db/schema/index.js';
 import { accountOf, defineRoutes, type AuthMode, type HttpContext, type RouteSpec } from '../../src/http/route.js';

@@ -4,7 +4,7 @@ import {
   type CompletionEvent,
   type EndReason,
   type StreamState,
-} from '../../src/chat/completion-stream.js';
+} from '../../src/chat/stream/completion-stream.js';
 import { AppError } from '../../src/errors.js';
 
 // The stream's own state machine, without a source behind it: the live and the resumed

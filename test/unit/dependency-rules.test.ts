@@ -112,6 +112,47 @@ describe('dependency rules (.dependency-cruiser.cjs)', () => {
     ).to.deep.equal(['console-imports-no-service-code']);
   });
 
+  it('refuse a web-side chat module that imports the worker side (they meet at the relay)', async () => {
+    expect(
+      await violations({
+        'src/chat/job/run-job.ts': 'export const run = 1;',
+        'src/chat/request/admission.ts': "import { run } from '../job/run-job.js';\nexport const a = run;",
+      }),
+    ).to.deep.equal(['web-side-and-worker-side-meet-at-the-relay']);
+  });
+
+  it('refuse a worker-side chat module, or the worker entry, that imports the web side', async () => {
+    expect(
+      await violations({
+        'src/chat/request/admission.ts': 'export const admit = 1;',
+        'src/chat/job/run-job.ts': "import { admit } from '../request/admission.js';\nexport const r = admit;",
+        'workers/completion.ts': "import { admit } from '../src/chat/request/admission.js';\nexport const w = admit;",
+      }),
+    ).to.deep.equal(['worker-side-does-not-import-the-web-side']);
+  });
+
+  it('refuse a relay or stream module that imports either side', async () => {
+    expect(
+      await violations({
+        'src/chat/job/run-job.ts': 'export const run = 1;',
+        'src/chat/relay/publisher.ts': "import { run } from '../job/run-job.js';\nexport const p = run;",
+      }),
+    ).to.deep.equal(['relay-and-stream-are-shared-by-both-sides']);
+  });
+
+  it('accept both sides importing the relay and the stream', async () => {
+    expect(
+      await violations({
+        'src/chat/relay/protocol.ts': 'export const key = 1;',
+        'src/chat/stream/sse.ts': "import { key } from '../relay/protocol.js';\nexport const frame = key;",
+        'src/chat/request/dispatch.service.ts':
+          "import { key } from '../relay/protocol.js';\nimport { frame } from '../stream/sse.js';\nexport const d = [key, frame];",
+        'src/chat/job/run-job.ts':
+          "import { key } from '../relay/protocol.js';\nimport { frame } from '../stream/sse.js';\nexport const r = [key, frame];",
+      }),
+    ).to.deep.equal([]);
+  });
+
   it('refuse a feature that imports the HTTP edge', async () => {
     expect(
       await violations({

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { relayTtls, runningTtlSeconds } from '../../src/chat/relay-protocol.js';
+import { relayTtls, runningTtlSeconds } from '../../src/chat/relay/protocol.js';
 import { testConfig } from '../support/env.js';
 
 describe('a running request’s lifetime in Redis', () => {

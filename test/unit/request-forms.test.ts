@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { AppError } from '../../src/errors.js';
-import { completionParamsOf } from '../../src/chat/request-forms.js';
-import type { ChatCompletionRequest } from '../../src/chat/chat.schema.js';
+import { completionParamsOf } from '../../src/chat/request/request-forms.js';
+import type { ChatCompletionRequest } from '../../src/chat/request/chat.schema.js';
 
 const TEXT_ONLY = { id: 'text-model', upstream_model: 'text-model' };
 const WITH_IMAGES = { ...TEXT_ONLY, input_modalities: ['text' as const, 'image' as const] };

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { AppError } from '../../src/errors.js';
-import { translateResponsesRequest } from '../../src/chat/responses-request.js';
-import type { CreateResponseRequest } from '../../src/chat/responses.schema.js';
+import { translateResponsesRequest } from '../../src/chat/request/responses-request.js';
+import type { CreateResponseRequest } from '../../src/chat/request/responses.schema.js';
 
 const refusal = (body: unknown): AppError => {
   try {

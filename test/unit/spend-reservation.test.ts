@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { spendCheckOf } from '../../src/chat/chat.service.js';
-import type { PreparedJob } from '../../src/chat/completion-job.js';
+import { spendCheckOf } from '../../src/chat/request/chat.service.js';
+import type { PreparedJob } from '../../src/chat/relay/completion-job.js';
 import type { CompletionParams } from '../../src/providers/types.js';
 
 // What admission holds against a spending limit: the most a request can cost. Cache reads only

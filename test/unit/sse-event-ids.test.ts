@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { doneEvent, errorEvent, eventsAfter, lastEventIdIn, withEventId } from '../../src/chat/sse.js';
-import { completionId, originOf } from '../../src/chat/relay-protocol.js';
+import { doneEvent, errorEvent, eventsAfter, lastEventIdIn, withEventId } from '../../src/chat/stream/sse.js';
+import { completionId, originOf } from '../../src/chat/relay/protocol.js';
 
 const run = [1, 2, 3].map((n) => withEventId(n, `data: {"n":${n},"text":"id: 9\\n\\nid: 10"}\n\n`)).join('');
 

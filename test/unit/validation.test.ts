@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { AppError } from '../../src/errors.js';
 import { validate } from '../../src/validation.js';
-import { ChatCompletionRequestSchema } from '../../src/chat/chat.schema.js';
-import { CreateResponseSchema } from '../../src/chat/responses.schema.js';
+import { ChatCompletionRequestSchema } from '../../src/chat/request/chat.schema.js';
+import { CreateResponseSchema } from '../../src/chat/request/responses.schema.js';
 
 const schema = {
   type: 'object',

@@ -1,7 +1,7 @@
 import { AppError } from '../../errors.js';
-import { ChatCompletionSchema } from '../../chat/chat.schema.js';
-import { completionNotFound, resumeCompletion } from '../../chat/resumed-completion.js';
-import { findCompletion } from '../../chat/stored-completion.js';
+import { ChatCompletionSchema } from '../../chat/request/chat.schema.js';
+import { completionNotFound, resumeCompletion } from '../../chat/stream/resumed-completion.js';
+import { findCompletion } from '../../chat/stream/stored-completion.js';
 import { dependencyDown } from '../../infra/outage.js';
 import type { JsonSchema } from '../../validation.js';
 import { sendCompletion } from '../completion-response.js';

@@ -3,8 +3,8 @@ import {
   ChatCompletionRequestSchema,
   ChatCompletionSchema,
   type ChatCompletionRequest,
-} from '../../chat/chat.schema.js';
-import { admitCompletion } from '../../chat/admission.js';
+} from '../../chat/request/chat.schema.js';
+import { admitCompletion } from '../../chat/request/admission.js';
 import { sendCompletion } from '../completion-response.js';
 import { accountOf, defineRoutes, type RouteSpec } from '../route.js';
 

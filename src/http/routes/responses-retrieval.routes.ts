@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { resumeCompletion } from '../../chat/resumed-completion.js';
+import { resumeCompletion } from '../../chat/stream/resumed-completion.js';
 import { AppError, retryAdvice } from '../../errors.js';
 import {
   deleteResponse,
@@ -10,8 +10,8 @@ import {
 } from '../../responses/stored-responses.service.js';
 import type { StoredResponseRow } from '../../responses/stored-responses.repository.js';
 import type { AppContext } from '../../context.js';
-import { cancelRequest } from '../../chat/request-cancel.js';
-import { originOf, requestStateKey, runningTtlSeconds } from '../../chat/relay-protocol.js';
+import { cancelRequest } from '../../chat/relay/request-cancel.js';
+import { originOf, requestStateKey, runningTtlSeconds } from '../../chat/relay/protocol.js';
 import { dependencyDown } from '../../infra/outage.js';
 import type { JsonSchema } from '../../validation.js';
 import { sendCompletion } from '../completion-response.js';

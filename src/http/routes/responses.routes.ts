@@ -1,11 +1,15 @@
-import { CHAT_BODY_LIMIT_BYTES } from '../../chat/chat.schema.js';
-import { admitResponse } from '../../chat/responses-admission.js';
-import { CreateResponseSchema, ResponseSchema, type CreateResponseRequest } from '../../chat/responses.schema.js';
-import type { PriorItems } from '../../chat/responses-request.js';
+import { CHAT_BODY_LIMIT_BYTES } from '../../chat/request/chat.schema.js';
+import { admitResponse } from '../../chat/request/responses-admission.js';
+import {
+  CreateResponseSchema,
+  ResponseSchema,
+  type CreateResponseRequest,
+} from '../../chat/request/responses.schema.js';
+import type { PriorItems } from '../../chat/request/responses-request.js';
 import { AppError } from '../../errors.js';
 import { deleteResponse, priorItems, storeAnswer } from '../../responses/stored-responses.service.js';
-import type { PreparedJob } from '../../chat/completion-job.js';
-import { startingResponse } from '../../chat/presenters/response.presenter.js';
+import type { PreparedJob } from '../../chat/relay/completion-job.js';
+import { startingResponse } from '../../chat/stream/presenters/response.presenter.js';
 import type { AppContext } from '../../context.js';
 import { sendCompletion } from '../completion-response.js';
 import { accountOf, defineRoutes, type HttpContext, type RouteSpec } from '../route.js';
