@@ -12,7 +12,7 @@ import {
 } from '../src/chat/relay/protocol.js';
 import type { Watchdog } from '../src/infra/watchdog.js';
 import { ResumeGrace } from '../src/chat/relay/resume-grace.js';
-import { RelayBatch } from '../src/chat/relay/publisher.js';
+import { RelayBatch } from '../src/chat/relay/relay-batch.js';
 import {
   ClientWatch,
   ConnectionStability,

@@ -4,13 +4,13 @@
 import { AppError } from '../errors.js';
 import type { ComputePool } from './compute-pool.js';
 import type { AnswerVerdict } from './compute-tasks.js';
-import { ProviderError, type CompletionEvent, type CompletionParams, type Provider } from './types.js';
+import { ProviderError, type UpstreamEvent, type CompletionParams, type Provider } from './types.js';
 
 /** The provider with its strict json_schema answers checked (any other request passes untouched). */
 export function withCheckedOutput(inner: Provider, compute: ComputePool): Provider {
   const complete = inner.complete?.bind(inner);
   const checked =
-    (source: (p: CompletionParams, s: AbortSignal) => AsyncIterable<CompletionEvent>) =>
+    (source: (p: CompletionParams, s: AbortSignal) => AsyncIterable<UpstreamEvent>) =>
     (p: CompletionParams, signal: AbortSignal) => {
       const format = p.response_format;
       if (format?.type !== 'json_schema' || format.json_schema.strict !== true || !format.json_schema.schema)
@@ -32,10 +32,10 @@ export function withCheckedOutput(inner: Provider, compute: ComputePool): Provid
 }
 
 async function* checkAnswers(
-  events: AsyncIterable<CompletionEvent>,
+  events: AsyncIterable<UpstreamEvent>,
   name: string,
   problemOf: (text: string) => Promise<AnswerVerdict>,
-): AsyncGenerator<CompletionEvent> {
+): AsyncGenerator<UpstreamEvent> {
   const held = new Map<number, string>();
   for await (const ev of events) {
     if (ev.type === 'delta') {

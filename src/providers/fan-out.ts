@@ -2,9 +2,9 @@
 // Messages API has no n), the request is made as several calls whose events are merged into one
 // answer, so the worker sees one stream: each call's choices renumbered into their place, deltas
 // interleaved as they come, the usage summed and sent once at the end (one ledger row).
-import type { CompletionEvent, CompletionParams, Provider, TokenUsage } from './types.js';
+import type { UpstreamEvent, CompletionParams, Provider, TokenUsage } from './types.js';
 
-type Call = (params: CompletionParams, signal: AbortSignal) => AsyncIterable<CompletionEvent>;
+type Call = (params: CompletionParams, signal: AbortSignal) => AsyncIterable<UpstreamEvent>;
 
 /** The provider as it answers any n: itself where it can, n calls merged where it cannot. */
 export function withFanOut(inner: Provider): Provider {
@@ -28,7 +28,7 @@ export async function* fanOut(
   signal: AbortSignal,
   max: number,
   call: Call,
-): AsyncGenerator<CompletionEvent> {
+): AsyncGenerator<UpstreamEvent> {
   const n = p.n ?? 1;
   if (n <= max) {
     yield* call(p, signal);
@@ -38,7 +38,7 @@ export async function* fanOut(
   const all = new AbortController();
   const onAbort = () => all.abort(signal.reason);
   signal.addEventListener('abort', onAbort, { once: true });
-  const calls: { offset: number; it: AsyncIterator<CompletionEvent> }[] = [];
+  const calls: { offset: number; it: AsyncIterator<UpstreamEvent> }[] = [];
   for (let offset = 0; offset < n; offset += max) {
     const size = Math.min(max, n - offset);
     calls.push({ offset, it: call({ ...p, n: size }, all.signal)[Symbol.asyncIterator]() });

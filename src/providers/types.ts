@@ -117,7 +117,7 @@ export interface TokenUsage {
   reasoning_tokens?: number;
 }
 
-export type CompletionEvent =
+export type UpstreamEvent =
   /** A piece of text of choice `index`. */
   | { type: 'delta'; index: number; content: string }
   /**
@@ -148,7 +148,7 @@ export interface Provider {
    */
   check(params: CompletionParams): void;
   /** Streams the completion; aborting `signal` cancels the upstream request promptly. */
-  stream(params: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent>;
+  stream(params: CompletionParams, signal: AbortSignal): AsyncIterable<UpstreamEvent>;
   /**
    * The same events from one whole-answer upstream call, for a client that does not stream:
    * cheaper for both sides than streaming tokens nobody reads as they come. The answer must
@@ -157,7 +157,7 @@ export interface Provider {
    * cancelled before its first token, nothing is recorded as produced. Every upstream adapter
    * has one; the local model (no upstream) serves those clients from stream().
    */
-  complete?(params: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent>;
+  complete?(params: CompletionParams, signal: AbortSignal): AsyncIterable<UpstreamEvent>;
 }
 
 /** The adapter underneath any wrappers. */

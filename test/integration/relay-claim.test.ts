@@ -1,6 +1,9 @@
 import { expect } from 'chai';
 import { createRedis, whenReady, type RedisClient } from '../../src/infra/redis.js';
-import { claimRequest, RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay/publisher.js';
+import { claimRequest } from '../../src/chat/relay/claim.js';
+import { RelayBatch } from '../../src/chat/relay/relay-batch.js';
+import { RelayPublisher } from '../../src/chat/relay/publisher.js';
+import { relayTarget } from '../../src/chat/relay/protocol.js';
 import { cancelRequest } from '../../src/chat/relay/request-cancel.js';
 import { isolatedPrefix, randomId, testConfig } from '../support/env.js';
 

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { createRedis, shardSubscribers, whenReady, type RedisClient } from '../../src/infra/redis.js';
-import { RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay/publisher.js';
-import { decodeRelay } from '../../src/chat/relay/protocol.js';
+import { RelayBatch } from '../../src/chat/relay/relay-batch.js';
+import { RelayPublisher } from '../../src/chat/relay/publisher.js';
+import { decodeRelay, relayTarget } from '../../src/chat/relay/protocol.js';
 import { readRelayLog } from '../../src/chat/relay/log.js';
 import { isolatedPrefix, randomId, testConfig } from '../support/env.js';
 

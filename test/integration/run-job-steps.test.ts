@@ -8,7 +8,10 @@ import {
   type RunningJob,
 } from '../../src/chat/job/run-job.js';
 import { Heartbeat, readWorkerSeen, workerAliveKey, workerSeenKey } from '../../src/chat/relay/liveness.js';
-import { claimRequest, RelayBatch, RelayPublisher, relayTarget } from '../../src/chat/relay/publisher.js';
+import { claimRequest } from '../../src/chat/relay/claim.js';
+import { RelayBatch } from '../../src/chat/relay/relay-batch.js';
+import { RelayPublisher } from '../../src/chat/relay/publisher.js';
+import { relayTarget } from '../../src/chat/relay/protocol.js';
 import { cancelRequest } from '../../src/chat/relay/request-cancel.js';
 import type { CompletionJob } from '../../src/chat/relay/completion-job.js';
 import { isolatedPrefix, randomId, testConfig } from '../support/env.js';

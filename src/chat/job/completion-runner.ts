@@ -1,7 +1,7 @@
 import type { Config } from '../../config.js';
 import type { Logger } from '../../logger.js';
 import { AppError, retryAdvice } from '../../errors.js';
-import { ProviderError, type CompletionEvent, type Provider, type TokenUsage } from '../../providers/types.js';
+import { ProviderError, type UpstreamEvent, type Provider, type TokenUsage } from '../../providers/types.js';
 import type { UsageEvent } from '../../usage/usage-event.js';
 import type { UsageStatus } from '../../../db/schema/index.js';
 import { usageOf, type CompletionJob } from '../relay/completion-job.js';
@@ -36,7 +36,7 @@ export interface RunnerDeps {
   /** Failpoint for the crash-recovery test: called after the upstream answered, before recording. */
   beforeRecord?: () => void;
   /** The first attempt's events, when the caller started the upstream request already (see startNow). */
-  firstAttempt?: AsyncIterable<CompletionEvent>;
+  firstAttempt?: AsyncIterable<UpstreamEvent>;
   /** performance.now() when the caller started that request: the first attempt's start. */
   firstAttemptStartedAt?: number;
   /** Told, for a completed answer, how long the upstream took to its first token and how fast it went after. */
@@ -76,7 +76,7 @@ export function answerEvents(
   provider: Provider,
   job: CompletionJob,
   signal: AbortSignal,
-): AsyncIterable<CompletionEvent> {
+): AsyncIterable<UpstreamEvent> {
   return !job.stream && provider.complete ? provider.complete(job.params, signal) : provider.stream(job.params, signal);
 }
 
@@ -354,7 +354,7 @@ export async function runCompletion(job: CompletionJob, deps: RunnerDeps): Promi
     deps.firstAttempt && deps.firstAttemptStartedAt !== undefined ? deps.firstAttemptStartedAt : performance.now();
   let firstTokenAt: number | undefined;
   const upstream = traceUpstream(job, provider, attemptStarted);
-  const onEvent = (ev: CompletionEvent) => {
+  const onEvent = (ev: UpstreamEvent) => {
     if ((ev.type === 'delta' || ev.type === 'tool_call') && firstTokenAt === undefined)
       firstTokenAt = performance.now();
     if (ev.type === 'usage') {

@@ -25,15 +25,10 @@ import {
 } from './completion-runner.js';
 import { deliveredChoices, lastEventIdOf, readRelayLog, type LogEntry, type LoggedUsage } from '../relay/log.js';
 import type { GraceJob, ResumeGrace } from '../relay/resume-grace.js';
-import {
-  claimRequest,
-  relayTarget,
-  RelayPublisher,
-  type Claim,
-  type RelayBatch,
-  type RelayTarget,
-} from '../relay/publisher.js';
-import { runningTtlSeconds, type RelayError } from '../relay/protocol.js';
+import { claimRequest, type Claim } from '../relay/claim.js';
+import { RelayPublisher } from '../relay/publisher.js';
+import type { RelayBatch } from '../relay/relay-batch.js';
+import { relayTarget, runningTtlSeconds, type RelayError, type RelayTarget } from '../relay/protocol.js';
 import type { UsageEvent } from '../../usage/usage-event.js';
 import { isDependencyDown } from '../../infra/outage.js';
 import type { WorkerSeen } from '../relay/liveness.js';

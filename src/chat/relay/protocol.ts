@@ -160,3 +160,30 @@ export function responseId(instance: string): string {
 
 /** The web process that took the request with this id (undefined: not an id this service made). */
 export const originOf = (id: string): string | undefined => COMPLETION_ID.exec(id)?.[1];
+
+/**
+ * Where one request's relay goes: the web process's channel, the relay log, the request's state.
+ * All three carry the web process's hash tag, so a MULTI or script over them touches one slot.
+ */
+export interface RelayTarget {
+  requestId: string;
+  channel: string;
+  logKey: string;
+  stateKey: string;
+}
+
+export function relayTarget(prefix: string, relayTo: string, requestId: string): RelayTarget {
+  return {
+    requestId,
+    channel: relayChannel(prefix, relayTo),
+    logKey: relayLogKey(prefix, relayTo, requestId),
+    stateKey: requestStateKey(prefix, relayTo, requestId),
+  };
+}
+
+export interface RelayTtls {
+  /** How long a running request's log and state live without being touched (renewed as it runs). */
+  runningSeconds: number;
+  /** How long they are kept once the request has ended (a late reader, a resumed stream). */
+  endedSeconds: number;
+}

@@ -2,7 +2,7 @@
 // events (the worker) or from the chunks a stream carried (retrieval, and counting what an
 // interrupted stream delivered). One shape, so every reader assembles tool calls the same way.
 import { countTokens, countToolCallTokens } from '../../providers/tokenizer.js';
-import type { CompletionEvent } from '../../providers/types.js';
+import type { UpstreamEvent } from '../../providers/types.js';
 
 export interface AssembledCall {
   id: string;
@@ -40,7 +40,7 @@ function addCall(choice: ChoiceState, d: CallDelta): void {
  * Adds a provider's tool_call event to the choice and returns the chunk delta that streams it:
  * the first piece of a call carries its id, type and name (OpenAI's shape), later ones arguments.
  */
-export function takeToolCall(choice: ChoiceState, ev: Extract<CompletionEvent, { type: 'tool_call' }>): object {
+export function takeToolCall(choice: ChoiceState, ev: Extract<UpstreamEvent, { type: 'tool_call' }>): object {
   const delta: CallDelta = { index: ev.call };
   if (ev.id !== undefined || ev.name !== undefined) {
     delta.id = ev.id ?? '';

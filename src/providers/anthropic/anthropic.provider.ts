@@ -12,7 +12,7 @@ import {
   ProviderError,
   type CacheControl,
   type ChatMessage,
-  type CompletionEvent,
+  type UpstreamEvent,
   type CompletionParams,
   type JsonSchemaObject,
   type Provider,
@@ -279,7 +279,7 @@ class BlockReader {
   answered = false;
   constructor(private readonly answerTool: string | undefined) {}
 
-  *start(block: number, content: { type: string; id?: string; name?: string }): Generator<CompletionEvent> {
+  *start(block: number, content: { type: string; id?: string; name?: string }): Generator<UpstreamEvent> {
     if (content.type !== 'tool_use') return void this.kinds.set(block, 'text');
     if (content.name === this.answerTool) {
       this.answered = true;
@@ -297,7 +297,7 @@ class BlockReader {
     };
   }
 
-  *fragment(block: number, json: string): Generator<CompletionEvent> {
+  *fragment(block: number, json: string): Generator<UpstreamEvent> {
     if (json === '') return;
     if (this.kinds.get(block) === 'answer') yield { type: 'delta', index: 0, content: json };
     else if (this.kinds.get(block) === 'call')
@@ -305,7 +305,7 @@ class BlockReader {
   }
 
   /** A tool_use stop is tool_calls, unless the only tool used carried the answer. */
-  finish(stopReason: string | null): CompletionEvent {
+  finish(stopReason: string | null): UpstreamEvent {
     const reason =
       stopReason === 'tool_use' && this.calls === 0 ? 'stop' : (FINISH[stopReason ?? 'end_turn'] ?? 'stop');
     return { type: 'finish', index: 0, reason };
@@ -336,7 +336,7 @@ export class AnthropicProvider implements Provider {
     checkAnthropicRequest(p);
   }
 
-  async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+  async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<UpstreamEvent> {
     const call = new UpstreamCall(signal, this.settings.timeoutMs);
     const finished = new Set<number>();
     let usage: AnthropicUsage = {};
@@ -386,7 +386,7 @@ export class AnthropicProvider implements Provider {
   }
 
   /** One whole-answer call (stream: false) for a client that does not stream; see Provider.complete. */
-  async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+  async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<UpstreamEvent> {
     const message = await wholeAnswer(signal, this.settings.timeoutMs, PROVIDER, classify, (s) =>
       this.client.messages.create(
         { ...toAnthropicRequest(p, this.settings.defaultMaxTokens), stream: false },

@@ -12,7 +12,7 @@ import {
 import {
   ProviderError,
   type ChatMessage,
-  type CompletionEvent,
+  type UpstreamEvent,
   type CompletionParams,
   type JsonSchemaObject,
   type Provider,
@@ -211,7 +211,7 @@ const newState = (p: CompletionParams): AnswerState => ({
  * error inside it is thrown; a choice's finish is reported once, recorded in `state.finished`.
  * Gemini sends a function call whole and names no id: each gets one.
  */
-function* eventsOf(chunk: GeminiChunk, expected: number, state: AnswerState): Generator<CompletionEvent> {
+function* eventsOf(chunk: GeminiChunk, expected: number, state: AnswerState): Generator<UpstreamEvent> {
   const { finished } = state;
   if (chunk.error) {
     const status = chunk.error.code ?? 500;
@@ -257,7 +257,7 @@ function* eventsOf(chunk: GeminiChunk, expected: number, state: AnswerState): Ge
  * thinking tokens, which Google counts beside the answer's and bills as output, are added to the
  * completion and reported as its reasoning part.
  */
-function usageEvent(usage: NonNullable<GeminiChunk['usageMetadata']>, model: string | undefined): CompletionEvent {
+function usageEvent(usage: NonNullable<GeminiChunk['usageMetadata']>, model: string | undefined): UpstreamEvent {
   const cached = usage.cachedContentTokenCount ?? 0;
   const thoughts = usage.thoughtsTokenCount ?? 0;
   return {
@@ -319,7 +319,7 @@ export class GeminiProvider implements Provider {
     return res;
   }
 
-  async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+  async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<UpstreamEvent> {
     const call = new UpstreamCall(signal, this.settings.timeoutMs);
     const expected = p.n ?? 1;
     const state = newState(p);
@@ -349,7 +349,7 @@ export class GeminiProvider implements Provider {
   }
 
   /** One whole-answer call (:generateContent) for a client that does not stream; see Provider.complete. */
-  async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+  async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<UpstreamEvent> {
     const answer = await wholeAnswer(
       signal,
       this.settings.timeoutMs,

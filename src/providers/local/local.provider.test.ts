@@ -6,7 +6,7 @@ import { ComputePool } from '../compute-pool.js';
 import { AppError } from '../../errors.js';
 import { ManualClock } from '../../clock.js';
 import { countPromptTokens, countTokens, countToolCallTokens } from '../tokenizer.js';
-import type { CompletionEvent, CompletionParams, ToolDefinition } from '../types.js';
+import type { UpstreamEvent, CompletionParams, ToolDefinition } from '../types.js';
 import { schemaMismatch } from '../json-schema.js';
 
 // One compute thread for the whole file, as a worker process has its pool.
@@ -26,7 +26,7 @@ interface Collected {
   texts: string[];
   finishes: Record<number, string>;
   usage?: { prompt_tokens: number; completion_tokens: number };
-  events: CompletionEvent[];
+  events: UpstreamEvent[];
 }
 
 async function collect(

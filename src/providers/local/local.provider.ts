@@ -4,7 +4,7 @@ import { AppError } from '../../errors.js';
 import { abortError } from '../abort.js';
 import { ComputeLimitError, type ComputePool } from '../compute-pool.js';
 import { countTokens, TOKENS_PER_TOOL } from '../tokenizer.js';
-import type { CompletionEvent, CompletionParams, Provider } from '../types.js';
+import type { UpstreamEvent, CompletionParams, Provider } from '../types.js';
 import { checkLocalRequest } from './local.rules.js';
 import { planChoice, type PlannedChoice } from './local-answer.js';
 import { PromptCache } from './prompt-cache.js';
@@ -65,7 +65,7 @@ export class LocalProvider implements Provider {
     this.rules(params);
   }
 
-  async *stream(params: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+  async *stream(params: CompletionParams, signal: AbortSignal): AsyncIterable<UpstreamEvent> {
     if (signal.aborted) throw abortError();
     const n = params.n ?? 1;
     const choices = await this.plan(params, signal);

@@ -16,13 +16,7 @@ import {
   wholeAnswer,
   type UpstreamSettings,
 } from '../upstream.js';
-import {
-  ProviderError,
-  type ChatMessage,
-  type CompletionEvent,
-  type CompletionParams,
-  type Provider,
-} from '../types.js';
+import { ProviderError, type ChatMessage, type UpstreamEvent, type CompletionParams, type Provider } from '../types.js';
 import { checkOpenAIRequest } from './openai.rules.js';
 
 /** Which OpenAI-compatible provider an instance serves: from its plug-in (openai-compatible.plugin.ts). */
@@ -101,10 +95,10 @@ export function toOpenAIRequest(
 function* toolCallEvents(
   index: number,
   calls: readonly { index?: number; id?: string; function?: { name?: string; arguments?: string } }[] | undefined,
-): Generator<CompletionEvent> {
+): Generator<UpstreamEvent> {
   for (let i = 0; i < (calls?.length ?? 0); i++) {
     const c = calls![i]!;
-    const ev: CompletionEvent = {
+    const ev: UpstreamEvent = {
       type: 'tool_call',
       index,
       call: c.index ?? i,
@@ -120,7 +114,7 @@ function* toolCallEvents(
  * OpenAI's usage as the ledger takes it. Its prompt and completion counts already include the
  * cached and reasoning tokens; OpenAI-compatible servers that send no details report none.
  */
-function usageEvent(usage: CompletionUsage, model: string | undefined): CompletionEvent {
+function usageEvent(usage: CompletionUsage, model: string | undefined): UpstreamEvent {
   const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
   const reasoning = usage.completion_tokens_details?.reasoning_tokens ?? 0;
   return {
@@ -162,7 +156,7 @@ export class OpenAIProvider implements Provider {
     checkOpenAIRequest(p);
   }
 
-  async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+  async *stream(p: CompletionParams, signal: AbortSignal): AsyncIterable<UpstreamEvent> {
     const call = new UpstreamCall(signal, this.settings.timeoutMs);
     const expected = p.n ?? 1;
     const finished = new Set<number>();
@@ -198,7 +192,7 @@ export class OpenAIProvider implements Provider {
   }
 
   /** One whole-answer call (stream: false) for a client that does not stream; see Provider.complete. */
-  async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+  async *complete(p: CompletionParams, signal: AbortSignal): AsyncIterable<UpstreamEvent> {
     const answer = (await wholeAnswer(signal, this.settings.timeoutMs, this.label, this.classify, (s) =>
       postForJson(this.url, this.headers, toOpenAIRequest(p, false), s),
     )) as ChatCompletion & {

@@ -1,11 +1,11 @@
 // How a completion's answer is put on the wire: one presenter per wire format, fed by the one
 // loop that produces the tokens (completion-runner.ts). The worker frames everything the client
 // gets, so the relay log holds exactly those bytes and a resumed stream replays them as they were.
-import type { CompletionEvent } from '../../../providers/types.js';
+import type { UpstreamEvent } from '../../../providers/types.js';
 import type { ChoiceState } from '../choices.js';
 import type { RelayError } from '../../relay/protocol.js';
 
-export type ToolCallEvent = Extract<CompletionEvent, { type: 'tool_call' }>;
+export type ToolCallEvent = Extract<UpstreamEvent, { type: 'tool_call' }>;
 
 /**
  * The usage as the ledger has it, in chat's names (OpenAI's, with OpenRouter's cache_write_tokens
