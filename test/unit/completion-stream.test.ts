@@ -3,6 +3,7 @@ import {
   CompletionStream,
   type CompletionEvent,
   type EndReason,
+  type LogRead,
   type StreamState,
 } from '../../src/chat/stream/completion-stream.js';
 import { AppError } from '../../src/errors.js';
@@ -126,5 +127,100 @@ describe('a completion stream', () => {
       thrown = err;
     }
     expect(thrown).to.be.instanceOf(Error);
+  });
+});
+
+describe('a completion stream read from a relay log (fromLog)', () => {
+  const log = { warn: () => undefined };
+
+  function fromLog(read: (signal: AbortSignal) => LogRead) {
+    const ends: EndReason[] = [];
+    const stream = CompletionStream.fromLog('chatcmpl-test', read, { ended: (reason) => ends.push(reason) }, log);
+    return { stream, ends };
+  }
+
+  it('starts reading the log only when its reader begins, running', async () => {
+    let opened = 0;
+    const { stream } = fromLog(async function* () {
+      opened++;
+      yield { kind: 'caught_up' };
+      return { reason: 'completed', last: { kind: 'done', payload: '', lastEventId: 0 } };
+    });
+    expect(stream.state).to.equal('running');
+    await turn();
+    expect(opened).to.equal(0);
+    await readAll(stream);
+    expect(opened).to.equal(1);
+  });
+
+  it("gives the log's events, then ends as the log says it ended", async () => {
+    const { stream, ends } = fromLog(async function* () {
+      yield { kind: 'events', payload: 'id: 2\ndata: b\n\n' };
+      yield { kind: 'caught_up' };
+      return { reason: 'completed', last: { kind: 'done', payload: '', lastEventId: 2 } };
+    });
+    expect(await readAll(stream)).to.deep.equal([
+      { kind: 'events', payload: 'id: 2\ndata: b\n\n' },
+      { kind: 'caught_up' },
+      { kind: 'done', payload: '', lastEventId: 2 },
+    ]);
+    expect(ends).to.deep.equal(['completed']);
+  });
+
+  it('reads the next page of the log only once the reader has taken the one before', async () => {
+    const asked: number[] = [];
+    const { stream } = fromLog(async function* () {
+      for (let page = 1; page <= 3; page++) {
+        asked.push(page);
+        yield { kind: 'events', payload: `page ${page}` };
+      }
+      return { reason: 'completed', last: { kind: 'done', payload: '', lastEventId: 3 } };
+    });
+    const reader = stream[Symbol.asyncIterator]();
+    await reader.next();
+    await turn();
+    expect(asked).to.deep.equal([1]);
+    await reader.next();
+    await turn();
+    expect(asked).to.deep.equal([1, 2]);
+    await reader.return(undefined);
+  });
+
+  it('aborts the read and stops it when its reader leaves', async () => {
+    let aborted = false;
+    let stopped = false;
+    const { stream, ends } = fromLog(async function* (signal) {
+      signal.addEventListener('abort', () => (aborted = true));
+      try {
+        for (;;) yield { kind: 'events', payload: 'x' };
+      } finally {
+        stopped = true;
+      }
+    });
+    for await (const e of stream) if (e.kind === 'events') break;
+    await turn();
+    expect(ends).to.deep.equal(['client_left']);
+    expect(aborted).to.equal(true);
+    expect(stopped).to.equal(true);
+  });
+
+  it('ends as redis_down with a 503 when the log cannot be read before anything was sent', async () => {
+    const { stream, ends } = fromLog(async function* () {
+      yield* [];
+      throw new Error('connection refused');
+    });
+    const events = await readAll(stream);
+    expect(ends).to.deep.equal(['redis_down']);
+    expect(events.map((e) => e.kind === 'error' && e.error.status)).to.deep.equal([503]);
+  });
+
+  it('ends as redis_down with a lost relay when the log cannot be read after events were sent', async () => {
+    const { stream } = fromLog(async function* () {
+      yield { kind: 'events', payload: 'x' };
+      throw new Error('connection refused');
+    });
+    const events = await readAll(stream);
+    const last = events.at(-1);
+    expect(last?.kind === 'error' && last.error.code).to.equal('relay_interrupted');
   });
 });

@@ -5,7 +5,8 @@ import { entryIdAfter, type RelayLogTails } from './log-tail.js';
 import type { RelayError } from './protocol.js';
 import { eventsAfter, lastEventIdIn } from '../stream/sse.js';
 import { realTimers, type Timers } from '../../clock.js';
-import { silenceLimitMs } from '../stream/completion-stream.js';
+import { relayFailure, stalled } from '../stream/completion-errors.js';
+import { silenceLimitMs, type CompletionEvent, type LogRead, type StreamEnd } from '../stream/completion-stream.js';
 
 // A resumed stream reads its request's relay log: first what it holds (the replay), then each
 // entry as the worker appends it (the live tail, shared by the readers of the request on this
@@ -16,18 +17,6 @@ import { silenceLimitMs } from '../stream/completion-stream.js';
 // events are picked by their sequence number. Following the log rather than a web process's
 // channel lets any web process serve the stream, whichever holds (or held) the original
 // connection, and a detached request's worker publishes to its log alone.
-
-export type FollowEvent =
-  /** Events after the reader's last one, ready to write. */
-  | { kind: 'sse'; payload: string }
-  /** Everything the log held is out; from here on events are followed as the worker writes them. */
-  | { kind: 'live' }
-  /** The stream completed: its last events after the reader's (the usage chunk), then [DONE]. */
-  | { kind: 'done'; payload: string; lastEventId: number }
-  /** The stream ended with an error; `started`: it had carried events before (its headers were sent). */
-  | { kind: 'error'; error: RelayError; lastEventId: number; started: boolean }
-  /** Nothing came for longer than a worker can stay silent (its worker died and nobody took over). */
-  | { kind: 'idle'; lastEventId: number };
 
 export interface FollowDeps {
   /** The process's command connection: the replay. */
@@ -58,119 +47,173 @@ const after = (id: string): string => {
   return `${id.slice(0, dash)}-${Number(id.slice(dash + 1)) + 1}`;
 };
 
+/** What a reader has taken from the log, and what the entries it takes mean for its stream. */
+class LogPosition {
+  /** The last entry taken; undefined before the first. */
+  readThrough: string | undefined;
+  lastEventId = 0;
+  /** Whether the stream had carried events (its headers were sent), the reader's or not. */
+  private started = false;
+
+  constructor(private readonly afterEventId: number) {}
+
+  /** Whether an entry (from a tail that may be behind) is past the last taken. */
+  isNew(entryId: string): boolean {
+    return this.readThrough === undefined || entryIdAfter(entryId, this.readThrough);
+  }
+
+  /** The entries' events past the reader's last, as one write, and the stream's end if they hold it. */
+  take(entries: (LogEntry & { entryId: string })[]): { events: CompletionEvent[]; end?: StreamEnd } {
+    let payload = '';
+    const out = (end?: StreamEnd) => ({
+      events: payload === '' ? [] : [{ kind: 'events', payload } as const],
+      ...(end ? { end } : {}),
+    });
+    for (const e of entries) {
+      this.readThrough = e.entryId;
+      if (e.kind === 'sse') {
+        this.started = true;
+        this.lastEventId = lastEventIdIn(e.payload) ?? this.lastEventId;
+        payload += eventsAfter(e.payload, this.afterEventId);
+      } else if (e.kind === 'done' || e.kind === 'final') {
+        this.lastEventId = lastEventIdIn(e.payload) ?? this.lastEventId;
+        const last = e.kind === 'done' ? eventsAfter(e.payload, this.afterEventId) : '';
+        return out({ reason: 'completed', last: { kind: 'done', payload: last, lastEventId: this.lastEventId } });
+      } else if (e.kind === 'error') {
+        return out({ reason: 'failed', last: this.failed(e.payload) });
+      }
+    }
+    return out();
+  }
+
+  /**
+   * The worker's failure. A stream that had started ends with the error event, as it did; one
+   * that failed before its first event answered with the error's status, and so does this.
+   */
+  private failed(payload: string): CompletionEvent {
+    let error: RelayError;
+    try {
+      error = JSON.parse(payload) as RelayError;
+    } catch {
+      error = UNREADABLE;
+    }
+    return { kind: 'error', error: relayFailure(error), lastEventId: this.lastEventId, started: this.started };
+  }
+
+  /** Nothing came for longer than a worker can stay silent (its worker died and nobody took over). */
+  stalledEnd(): StreamEnd {
+    return { reason: 'idle', last: { kind: 'error', error: stalled(), lastEventId: this.lastEventId, started: false } };
+  }
+}
+
 /**
- * The events of a request's stream after event `afterEventId`, from its relay log, to its end.
- * Stops (returns) when `signal` aborts: the reader went away.
+ * The events of a request's stream after event `afterEventId`, from its relay log: what the log
+ * holds, then 'caught_up', then what its worker appends; returns how the stream ended, or
+ * undefined when `signal` aborts (the reader went away).
  */
 export async function* followRelayLog(
   deps: FollowDeps,
   logKey: string,
   afterEventId: number,
   signal: AbortSignal,
-): AsyncGenerator<FollowEvent> {
-  let lastEventId = 0;
-  let started = false;
-  let readThrough: string | undefined;
+): LogRead {
+  const at = new LogPosition(afterEventId);
+  const replayed = yield* readOn(deps.redis, logKey, at, signal);
+  if (replayed || signal.aborted) return replayed;
+  yield { kind: 'caught_up' };
+  return yield* followTail(deps, logKey, at, signal);
+}
 
-  /** The page's events as one write, and the end if the page holds it. */
-  const take = (entries: (LogEntry & { entryId: string })[]): FollowEvent[] => {
-    const out: FollowEvent[] = [];
-    let events = '';
-    const flush = () => {
-      if (events !== '') out.push({ kind: 'sse', payload: events });
-      events = '';
-    };
-    for (const e of entries) {
-      readThrough = e.entryId;
-      if (e.kind === 'sse') {
-        started = true;
-        lastEventId = lastEventIdIn(e.payload) ?? lastEventId;
-        events += eventsAfter(e.payload, afterEventId);
-      } else if (e.kind === 'done' || e.kind === 'final') {
-        lastEventId = lastEventIdIn(e.payload) ?? lastEventId;
-        flush();
-        out.push({ kind: 'done', payload: e.kind === 'done' ? eventsAfter(e.payload, afterEventId) : '', lastEventId });
-        return out;
-      } else if (e.kind === 'error') {
-        flush();
-        let error: RelayError;
-        try {
-          error = JSON.parse(e.payload) as RelayError;
-        } catch {
-          error = UNREADABLE;
-        }
-        out.push({ kind: 'error', error, lastEventId, started });
-        return out;
-      }
-    }
-    flush();
-    return out;
-  };
-  const ends = (events: FollowEvent[]) => events.some((e) => e.kind !== 'sse' && e.kind !== 'live');
-
-  /** Reads the log from past the last entry taken to its current end, in pages; true once the stream ended. */
-  async function* readOn(): AsyncGenerator<FollowEvent, boolean> {
-    for (;;) {
-      const rows = (await deps.redis.xrange(
-        logKey,
-        readThrough === undefined ? '-' : after(readThrough),
-        '+',
-        'COUNT',
-        PAGE,
-      )) as LogRows;
-      const events = take(parseLogRows(rows));
-      for (const e of events) yield e;
-      if (ends(events)) return true;
-      if (rows.length < PAGE || signal.aborted) return false;
-    }
+/** Reads the log from past the last entry taken to its current end, in pages; returns the stream's end if it came. */
+async function* readOn(
+  redis: RedisClient,
+  logKey: string,
+  at: LogPosition,
+  signal: AbortSignal,
+): AsyncGenerator<CompletionEvent, StreamEnd | undefined> {
+  for (;;) {
+    const from = at.readThrough === undefined ? '-' : after(at.readThrough);
+    const rows = (await redis.xrange(logKey, from, '+', 'COUNT', PAGE)) as LogRows;
+    const { events, end } = at.take(parseLogRows(rows));
+    for (const e of events) yield e;
+    if (end) return end;
+    if (rows.length < PAGE || signal.aborted) return undefined;
   }
+}
 
-  if (yield* readOn()) return;
-  if (signal.aborted) return;
-  yield { kind: 'live' };
-
-  const arrived: LogRows[] = [];
-  let wake: (() => void) | undefined;
-  const unfollow = deps.tails.follow(logKey, readThrough ?? '0-0', (rows) => {
-    arrived.push(rows);
-    wake?.();
-  });
-  const onAbort = () => wake?.();
-  signal.addEventListener('abort', onAbort, { once: true });
+/** What the worker appends once the replay is out, from the log's live tail, to the end or a silence too long. */
+async function* followTail(
+  deps: FollowDeps,
+  logKey: string,
+  at: LogPosition,
+  signal: AbortSignal,
+): AsyncGenerator<CompletionEvent, StreamEnd | undefined> {
+  const inbox = new TailInbox(deps.tails, logKey, at.readThrough ?? '0-0', signal);
   try {
     // What the log gained between the replay and joining the tail.
-    if (yield* readOn()) return;
+    const gained = yield* readOn(deps.redis, logKey, at, signal);
+    if (gained) return gained;
     const timers = deps.timers ?? realTimers;
     const idleMs = silenceLimitMs(deps.config);
     let idleAt = timers.now() + idleMs;
     while (!signal.aborted) {
-      const rows = arrived.shift();
+      const rows = inbox.shift();
       if (rows) {
-        const fresh = parseLogRows(rows).filter(
-          (e) => readThrough === undefined || entryIdAfter(e.entryId, readThrough),
-        );
+        const fresh = parseLogRows(rows).filter((e) => at.isNew(e.entryId));
         if (fresh.length === 0) continue;
         idleAt = timers.now() + idleMs;
-        const events = take(fresh);
+        const { events, end } = at.take(fresh);
         for (const e of events) yield e;
-        if (ends(events)) return;
+        if (end) return end;
         continue;
       }
       const left = idleAt - timers.now();
-      if (left <= 0) {
-        yield { kind: 'idle', lastEventId };
-        return;
-      }
-      let timer: unknown;
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        timer = timers.setTimeout(resolve, left);
-      });
-      timers.clearTimeout(timer);
-      wake = undefined;
+      if (left <= 0) return at.stalledEnd();
+      await inbox.wait(timers, left);
     }
+    return undefined;
   } finally {
-    signal.removeEventListener('abort', onAbort);
-    unfollow();
+    inbox.close();
+  }
+}
+
+/** The rows a live tail hands one reader, kept until it takes them. */
+class TailInbox {
+  private readonly arrived: LogRows[] = [];
+  private wake: (() => void) | undefined;
+  private readonly unfollow: () => void;
+  private readonly onAbort = () => this.wake?.();
+
+  constructor(
+    tails: RelayLogTails,
+    logKey: string,
+    from: string,
+    private readonly signal: AbortSignal,
+  ) {
+    this.unfollow = tails.follow(logKey, from, (rows) => {
+      this.arrived.push(rows);
+      this.wake?.();
+    });
+    signal.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  shift(): LogRows | undefined {
+    return this.arrived.shift();
+  }
+
+  /** Until rows arrive, the reader leaves or `ms` have passed. */
+  async wait(timers: Timers, ms: number): Promise<void> {
+    let timer: unknown;
+    await new Promise<void>((resolve) => {
+      this.wake = resolve;
+      timer = timers.setTimeout(resolve, ms);
+    });
+    timers.clearTimeout(timer);
+    this.wake = undefined;
+  }
+
+  close(): void {
+    this.signal.removeEventListener('abort', this.onAbort);
+    this.unfollow();
   }
 }

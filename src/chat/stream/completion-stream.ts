@@ -1,5 +1,7 @@
 import type { Config } from '../../config.js';
 import type { AppError } from '../../errors.js';
+import { dependencyDown } from '../../infra/outage.js';
+import { lostRelay } from './completion-errors.js';
 
 // A completion as its reader sees it, whether it is followed live from its worker or resumed
 // from its relay log: one stream of events, in order, with a state and one end(). The edge pipes
@@ -51,6 +53,18 @@ export type EndReason =
   /** The reader went away first. */
   | 'client_left';
 
+/** How a stream ended: why, and the last event its reader is told. */
+export interface StreamEnd {
+  reason: EndReason;
+  last: CompletionEvent;
+}
+
+/**
+ * A completion read from its relay log (relay/follower.ts): its events, in order, then how it
+ * ended; undefined when it stopped because its reader went away.
+ */
+export type LogRead = AsyncGenerator<CompletionEvent, StreamEnd | undefined>;
+
 /** Whoever feeds a stream. */
 export interface StreamOwner {
   /** Told once, when reading begins: a source that reads on demand starts then, not for a reader already gone. */
@@ -80,6 +94,32 @@ export class CompletionStream implements AsyncIterable<CompletionEvent> {
     initial: StreamState = 'queued',
   ) {
     this.current = initial;
+  }
+
+  /**
+   * A stream read from a relay log, already running: `read` starts when reading begins, and its
+   * signal aborts when the stream ends. `owner` is told of the end, as any stream's owner.
+   */
+  static fromLog(
+    requestId: string,
+    read: (signal: AbortSignal) => LogRead,
+    owner: Pick<StreamOwner, 'ended'>,
+    log: { warn(obj: object, msg: string): void },
+  ): CompletionStream {
+    const gone = new AbortController();
+    const stream: CompletionStream = new CompletionStream(
+      requestId,
+      undefined,
+      {
+        reading: () => void stream.feedFrom(read(gone.signal), log),
+        ended(reason, was, last) {
+          gone.abort();
+          owner.ended(reason, was, last);
+        },
+      },
+      'running',
+    );
+    return stream;
   }
 
   get state(): StreamState {
@@ -115,6 +155,33 @@ export class CompletionStream implements AsyncIterable<CompletionEvent> {
     if (last) this.unread.push({ event: last, taken: noop });
     this.wake?.();
     this.owner.ended(reason, was, last);
+  }
+
+  /** A log's events into the stream, each once the reader has taken the one before, then its end. */
+  private async feedFrom(read: LogRead, log: { warn(obj: object, msg: string): void }): Promise<void> {
+    // Once the reader has been sent anything, a failure can only be told as an error event.
+    let shown = false;
+    try {
+      for (;;) {
+        const next = await read.next();
+        if (this.current === 'ended') return void (await read.return(undefined));
+        if (next.done) {
+          if (next.value) this.end(next.value.reason, next.value.last);
+          return;
+        }
+        await new Promise<void>((taken) => this.push(next.value, taken));
+        shown = true;
+      }
+    } catch (err) {
+      if (this.current === 'ended') return;
+      log.warn({ requestId: this.requestId, err }, 'a resumed stream could not read its relay log');
+      this.end('redis_down', {
+        kind: 'error',
+        error: shown ? lostRelay() : dependencyDown(err),
+        lastEventId: 0,
+        started: false,
+      });
+    }
   }
 
   /** Read once; a reader that stops reading before the end ends the stream ('client_left'). */

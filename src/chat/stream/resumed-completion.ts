@@ -4,7 +4,6 @@ import { AppError, retryAdvice } from '../../errors.js';
 import { IN_FLIGHT_RETRY_MS, scriptNow } from '../../limits/limiter.service.js';
 import type { RedisClient } from '../../infra/redis.js';
 import { dependencyDown, type OutageLog } from '../../infra/outage.js';
-import { lostRelay, relayFailure, stalled } from './completion-errors.js';
 import { CompletionStream } from './completion-stream.js';
 import { attachReader, leaveReader, type Attached } from '../relay/readers.js';
 import { followRelayLog, type FollowDeps } from '../relay/follower.js';
@@ -36,6 +35,23 @@ export const completionNotFound = (config: Pick<Config, 'queue'>, id: string): A
       code: 'completion_not_found',
       param: 'completion_id',
     },
+  );
+
+const completionNotStreamed = (id: string): AppError =>
+  new AppError(
+    'invalid_request',
+    `The completion '${id}' was not streamed, so it has no events to resume: read it with GET /v1/chat/completions/${id}.`,
+    {
+      code: 'completion_not_streamed',
+      param: 'completion_id',
+    },
+  );
+
+const tooManyReaders = (id: string, maxReaders: number): AppError =>
+  new AppError(
+    'rate_limited',
+    `The completion '${id}' already has ${maxReaders} resumed streams following it, the most one completion may have at once. Close one of them, or try again once one has ended.`,
+    { code: 'too_many_readers', param: 'completion_id', headers: retryAdvice(IN_FLIGHT_RETRY_MS) },
   );
 
 /**
@@ -73,35 +89,15 @@ export async function resumeCompletion(
     throw dependencyDown(err, { log: deps.outages.redis, source: 'resumed stream' });
   }
   if (!attached) throw completionNotFound(deps.config, id);
-  if (!attached.stream) {
-    throw new AppError(
-      'invalid_request',
-      `The completion '${id}' was not streamed, so it has no events to resume: read it with GET /v1/chat/completions/${id}.`,
-      {
-        code: 'completion_not_streamed',
-        param: 'completion_id',
-      },
-    );
-  }
+  if (!attached.stream) throw completionNotStreamed(id);
   const { counted, lease } = attached;
-  if (!lease) {
-    throw new AppError(
-      'rate_limited',
-      `The completion '${id}' already has ${maxReaders} resumed streams following it, the most one completion may have at once. Close one of them, or try again once one has ended.`,
-      { code: 'too_many_readers', param: 'completion_id', headers: retryAdvice(IN_FLIGHT_RETRY_MS) },
-    );
-  }
-  const gone = new AbortController();
-  const stream = new CompletionStream(
+  if (!lease) throw tooManyReaders(id, maxReaders);
+  const follow = { redis: deps.redis, tails: deps.relayLogTails, config: deps.config, timers: deps.timers };
+  return CompletionStream.fromLog(
     id,
-    undefined,
+    (signal) => followRelayLog(follow, relayLogKey(prefix, origin, id), after, signal),
     {
-      reading() {
-        const follow = { redis: deps.redis, tails: deps.relayLogTails, config: deps.config, timers: deps.timers };
-        void feedFromLog(deps, stream, followRelayLog(follow, relayLogKey(prefix, origin, id), after, gone.signal));
-      },
       ended(reason) {
-        gone.abort();
         lease.release();
         // A reader that saw the end has nothing to count out: the request is over (its end is
         // published only once its usage is recorded).
@@ -112,54 +108,6 @@ export async function resumeCompletion(
         }
       },
     },
-    'running',
+    deps.log,
   );
-  return stream;
-}
-
-/** The log's events into the stream, each page once the reader has taken the one before. */
-async function feedFromLog(
-  deps: Pick<ResumeDeps, 'log'>,
-  stream: CompletionStream,
-  log: ReturnType<typeof followRelayLog>,
-): Promise<void> {
-  // Once the reader has been sent anything, a failure can only be told as an error event.
-  let shown = false;
-  try {
-    for await (const e of log) {
-      if (stream.state === 'ended') return;
-      switch (e.kind) {
-        case 'sse':
-          await new Promise<void>((taken) => stream.push({ kind: 'events', payload: e.payload }, taken));
-          shown = true;
-          break;
-        case 'live':
-          await new Promise<void>((taken) => stream.push({ kind: 'caught_up' }, taken));
-          shown = true;
-          break;
-        case 'done':
-          return stream.end('completed', { kind: 'done', payload: e.payload, lastEventId: e.lastEventId });
-        case 'error':
-          // A stream that had started ends with the error event, as it did; one that failed
-          // before its first event answered with the error's status, and so does this.
-          return stream.end('failed', {
-            kind: 'error',
-            error: relayFailure(e.error),
-            lastEventId: e.lastEventId,
-            started: e.started,
-          });
-        case 'idle':
-          return stream.end('idle', { kind: 'error', error: stalled(), lastEventId: e.lastEventId, started: false });
-      }
-    }
-  } catch (err) {
-    if (stream.state === 'ended') return;
-    deps.log.warn({ requestId: stream.requestId, err }, 'a resumed stream could not read its relay log');
-    stream.end('redis_down', {
-      kind: 'error',
-      error: shown ? lostRelay() : dependencyDown(err),
-      lastEventId: 0,
-      started: false,
-    });
-  }
 }
