@@ -12,7 +12,7 @@ import type { CompletionJob } from '../../relay/completion-job.js';
 import type { RelayError } from '../../relay/protocol.js';
 import type { RelayPublisher } from '../../relay/publisher.js';
 import { eventData } from '../sse.js';
-import type { AnswerPresenter, AnswerUsage, DeliveredAnswer } from './answer-presenter.js';
+import type { AnswerPresenter, AnswerUsage, DeliveredAnswer, ToolCallEvent } from './answer-presenter.js';
 
 type Status = 'completed' | 'incomplete' | 'failed' | 'cancelled';
 
@@ -167,56 +167,158 @@ function failureOf(error: RelayError): { code: string; message: string } {
 }
 
 export function responsePresenter(job: CompletionJob, publisher: RelayPublisher): AnswerPresenter {
-  const items: Item[] = [];
-  let open: Item | undefined;
-  let opened = false;
+  return new ResponsePresenter(job, publisher);
+}
+
+type EndExtra = { error?: { code: string; message: string }; incomplete_details?: { reason: string } | null };
+
+class ResponsePresenter implements AnswerPresenter {
+  private readonly items: Item[] = [];
+  private open: Item | undefined;
+  private opened = false;
   // The head of every text delta of the open message, serialised once per message.
-  let deltaHead = '';
+  private deltaHead = '';
   // The Response the end framed (completed, incomplete or failed after output), kept for storing.
-  let final: Record<string, unknown> | undefined;
+  private final: Record<string, unknown> | undefined;
+
+  constructor(
+    private readonly job: CompletionJob,
+    private readonly publisher: RelayPublisher,
+  ) {}
+
+  finalObject(): Record<string, unknown> | undefined {
+    return this.final;
+  }
+
+  text(_index: number, choice: ChoiceState, content: string): void {
+    choice.started = true;
+    const urgent = !this.opened;
+    this.opening();
+    if (this.open?.type !== 'message') {
+      this.closeNow('completed');
+      this.add({ type: 'message', id: messageId(), text: '' });
+    }
+    const item = this.open as MessageItem;
+    item.text += content;
+    this.publisher.sse(
+      `${this.deltaHead}${JSON.stringify(content)},"sequence_number":${this.publisher.nextEventId - 1}}\n\n`,
+      urgent,
+    );
+  }
+
+  toolCall(_index: number, choice: ChoiceState, ev: ToolCallEvent): void {
+    const urgent = !this.opened;
+    this.opening();
+    const call = choice.calls[ev.call]!;
+    if (this.open?.type !== 'function_call' || this.open.call !== ev.call) {
+      this.closeNow('completed');
+      this.add({
+        type: 'function_call',
+        id: callItemId(),
+        call_id: call.id,
+        name: call.name,
+        arguments: '',
+        call: ev.call,
+      });
+    }
+    const item = this.open as CallItem;
+    if (ev.arguments === '') return;
+    item.arguments += ev.arguments;
+    this.emit(
+      'response.function_call_arguments.delta',
+      { item_id: item.id, output_index: this.items.length - 1, delta: ev.arguments },
+      urgent,
+    );
+  }
+
+  finish(): void {
+    // The end events carry the finish; nothing is sent before the usage is known.
+  }
+
+  done(choices: readonly ChoiceState[], usage: AnswerUsage): string {
+    const { status, incomplete_details } = endOf(choices[0]?.finish ?? null);
+    return this.ending(status === 'completed' ? 'response.completed' : 'response.incomplete', status, usage, {
+      incomplete_details,
+    });
+  }
+
+  body(choices: readonly ChoiceState[], usage: AnswerUsage): string {
+    const { status, incomplete_details } = endOf(choices[0]?.finish ?? null);
+    const all = itemsOf(choices[0]);
+    const itemStatus = status === 'completed' ? 'completed' : 'incomplete';
+    const output = all.map((item, i) => itemJson(item, i === all.length - 1 ? itemStatus : 'completed'));
+    this.final = responseObject(this.job, { status, output, usage, incomplete_details });
+    return JSON.stringify(this.final);
+  }
+
+  error(error: RelayError, _choices: readonly ChoiceState[], usage: AnswerUsage): string {
+    // Before any output the failure is the HTTP answer itself (the web tier has sent nothing).
+    // A background response's client was answered at admission: its end is always a Response,
+    // kept in the store for its retrieval.
+    const background = this.job.wire?.background === true;
+    if (!this.job.stream || (!this.opened && !background)) return JSON.stringify(error);
+    const events = this.ending('response.failed', 'failed', usage, { error: failureOf(error) });
+    // Stopped by POST /v1/responses/{id}/cancel: OpenAI's status for it (its stream has no
+    // event of its own for it, and ends as failed).
+    if (background && error.error.code === 'request_cancelled')
+      this.final = { ...this.final, status: 'cancelled', error: null };
+    return JSON.stringify({ ...error, events } satisfies RelayError);
+  }
 
   /** One event, numbered: its sequence number counts from 0 where the `id:` lines count from 1. */
-  const frame = (type: string, fields: Record<string, unknown>): string =>
-    `event: ${type}\ndata: ${JSON.stringify({ type, ...fields, sequence_number: publisher.nextEventId - 1 })}\n\n`;
-  const emit = (type: string, fields: Record<string, unknown>, urgent = true) =>
-    publisher.sse(frame(type, fields), urgent);
+  private frame(type: string, fields: Record<string, unknown>): string {
+    return `event: ${type}\ndata: ${JSON.stringify({ type, ...fields, sequence_number: this.publisher.nextEventId - 1 })}\n\n`;
+  }
+
+  private emit(type: string, fields: Record<string, unknown>, urgent = true): void {
+    this.publisher.sse(this.frame(type, fields), urgent);
+  }
+
   /** An event of the end, numbered for the payload of the last message rather than published now. */
-  const last = (type: string, fields: Record<string, unknown>): string => publisher.numbered(frame(type, fields));
+  private last(type: string, fields: Record<string, unknown>): string {
+    return this.publisher.numbered(this.frame(type, fields));
+  }
+
   /**
    * The two events that open the stream, response.created and response.in_progress, each as
    * frame() frames it: both carry the same in-progress Response, serialised once for the two.
    */
-  const openingFrames = (out: (event: string) => void): void => {
-    const response = JSON.stringify(responseObject(job, { status: 'in_progress', output: [], usage: undefined }));
+  private openingFrames(out: (event: string) => void): void {
+    const response = JSON.stringify(responseObject(this.job, { status: 'in_progress', output: [], usage: undefined }));
     for (const type of ['response.created', 'response.in_progress'])
       out(
-        `event: ${type}\ndata: {"type":"${type}","response":${response},"sequence_number":${publisher.nextEventId - 1}}\n\n`,
+        `event: ${type}\ndata: {"type":"${type}","response":${response},"sequence_number":${this.publisher.nextEventId - 1}}\n\n`,
       );
-  };
+  }
 
-  const opening = (): void => {
-    if (opened) return;
-    opened = true;
-    openingFrames((event) => publisher.sse(event, true));
-  };
+  private opening(): void {
+    if (this.opened) return;
+    this.opened = true;
+    this.openingFrames((event) => this.publisher.sse(event, true));
+  }
 
-  const add = (item: Item): void => {
-    open = item;
-    items.push(item);
-    const output_index = items.length - 1;
-    emit('response.output_item.added', { output_index, item: itemJson(item, 'in_progress') });
+  private add(item: Item): void {
+    this.open = item;
+    this.items.push(item);
+    const output_index = this.items.length - 1;
+    this.emit('response.output_item.added', { output_index, item: itemJson(item, 'in_progress') });
     if (item.type === 'message') {
-      emit('response.content_part.added', { item_id: item.id, output_index, content_index: 0, part: outputText('') });
-      deltaHead = `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"${item.id}","output_index":${output_index},"content_index":0,"logprobs":[],"delta":`;
+      this.emit('response.content_part.added', {
+        item_id: item.id,
+        output_index,
+        content_index: 0,
+        part: outputText(''),
+      });
+      this.deltaHead = `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"${item.id}","output_index":${output_index},"content_index":0,"logprobs":[],"delta":`;
     }
-  };
+  }
 
   /** Closes the open item with its done events, framed by `out` (published, or kept for the end). */
-  const close = (status: string, out: (type: string, fields: Record<string, unknown>) => void): void => {
-    const item = open;
+  private close(status: string, out: (type: string, fields: Record<string, unknown>) => void): void {
+    const item = this.open;
     if (!item) return;
-    open = undefined;
-    const output_index = items.indexOf(item);
+    this.open = undefined;
+    const output_index = this.items.indexOf(item);
     if (item.type === 'message') {
       const base = { item_id: item.id, output_index, content_index: 0 };
       out('response.output_text.done', { ...base, text: item.text, logprobs: [] });
@@ -230,112 +332,40 @@ export function responsePresenter(job: CompletionJob, publisher: RelayPublisher)
       });
     }
     out('response.output_item.done', { output_index, item: itemJson(item, status) });
-  };
-  const closeNow = (status: string) => close(status, (type, fields) => emit(type, fields));
+  }
+
+  private closeNow(status: string): void {
+    this.close(status, (type, fields) => this.emit(type, fields));
+  }
 
   /** The closing events and the terminal one, as the payload of the stream's last message. */
-  const ending = (
-    type: string,
-    state: Status,
-    usage: AnswerUsage,
-    extra: { error?: { code: string; message: string }; incomplete_details?: { reason: string } | null },
-  ): string => {
+  private ending(type: string, state: Status, usage: AnswerUsage, extra: EndExtra): string {
     let out = '';
-    if (!opened) {
-      opened = true;
-      openingFrames((event) => (out += publisher.numbered(event)));
+    if (!this.opened) {
+      this.opened = true;
+      this.openingFrames((event) => (out += this.publisher.numbered(event)));
     }
-    if (items.length === 0) {
-      // An empty answer is still a message, as OpenAI answers it.
-      const item: MessageItem = { type: 'message', id: messageId(), text: '' };
-      items.push(item);
-      out += last('response.output_item.added', { output_index: 0, item: itemJson(item, 'in_progress') });
-      out += last('response.content_part.added', {
-        item_id: item.id,
-        output_index: 0,
-        content_index: 0,
-        part: outputText(''),
-      });
-      open = item;
-    }
+    if (this.items.length === 0) out += this.emptyMessage();
     const itemStatus = state === 'completed' ? 'completed' : 'incomplete';
-    close(itemStatus, (t, f) => (out += last(t, f)));
-    const output = items.map((item) => itemJson(item, item === items.at(-1) ? itemStatus : 'completed'));
-    const response = responseObject(job, { status: state, output, usage, ...extra });
-    final = response;
-    return out + last(type, { response });
-  };
+    this.close(itemStatus, (t, f) => (out += this.last(t, f)));
+    const output = this.items.map((item) => itemJson(item, item === this.items.at(-1) ? itemStatus : 'completed'));
+    const response = responseObject(this.job, { status: state, output, usage, ...extra });
+    this.final = response;
+    return out + this.last(type, { response });
+  }
 
-  return {
-    finalObject: () => final,
-    text(_index, choice, content) {
-      choice.started = true;
-      const urgent = !opened;
-      opening();
-      if (open?.type !== 'message') {
-        closeNow('completed');
-        add({ type: 'message', id: messageId(), text: '' });
-      }
-      const item = open as MessageItem;
-      item.text += content;
-      publisher.sse(
-        `${deltaHead}${JSON.stringify(content)},"sequence_number":${publisher.nextEventId - 1}}\n\n`,
-        urgent,
-      );
-    },
-    toolCall(_index, choice, ev) {
-      const urgent = !opened;
-      opening();
-      const call = choice.calls[ev.call]!;
-      if (open?.type !== 'function_call' || open.call !== ev.call) {
-        closeNow('completed');
-        add({
-          type: 'function_call',
-          id: callItemId(),
-          call_id: call.id,
-          name: call.name,
-          arguments: '',
-          call: ev.call,
-        });
-      }
-      const item = open as CallItem;
-      if (ev.arguments === '') return;
-      item.arguments += ev.arguments;
-      emit(
-        'response.function_call_arguments.delta',
-        { item_id: item.id, output_index: items.length - 1, delta: ev.arguments },
-        urgent,
-      );
-    },
-    finish() {
-      // The end events carry the finish; nothing is sent before the usage is known.
-    },
-    done(choices, usage) {
-      const { status, incomplete_details } = endOf(choices[0]?.finish ?? null);
-      return ending(status === 'completed' ? 'response.completed' : 'response.incomplete', status, usage, {
-        incomplete_details,
-      });
-    },
-    body(choices, usage) {
-      const { status, incomplete_details } = endOf(choices[0]?.finish ?? null);
-      const all = itemsOf(choices[0]);
-      const itemStatus = status === 'completed' ? 'completed' : 'incomplete';
-      const output = all.map((item, i) => itemJson(item, i === all.length - 1 ? itemStatus : 'completed'));
-      final = responseObject(job, { status, output, usage, incomplete_details });
-      return JSON.stringify(final);
-    },
-    error(error, _choices, usage) {
-      // Before any output the failure is the HTTP answer itself (the web tier has sent nothing).
-      // A background response's client was answered at admission: its end is always a Response,
-      // kept in the store for its retrieval.
-      const background = job.wire?.background === true;
-      if (!job.stream || (!opened && !background)) return JSON.stringify(error);
-      const events = ending('response.failed', 'failed', usage, { error: failureOf(error) });
-      // Stopped by POST /v1/responses/{id}/cancel: OpenAI's status for it (its stream has no
-      // event of its own for it, and ends as failed).
-      if (background && error.error.code === 'request_cancelled')
-        final = { ...final, status: 'cancelled', error: null };
-      return JSON.stringify({ ...error, events } satisfies RelayError);
-    },
-  };
+  /** An empty answer is still a message, as OpenAI answers it: opened here, for the end to close. */
+  private emptyMessage(): string {
+    const item: MessageItem = { type: 'message', id: messageId(), text: '' };
+    this.items.push(item);
+    let out = this.last('response.output_item.added', { output_index: 0, item: itemJson(item, 'in_progress') });
+    out += this.last('response.content_part.added', {
+      item_id: item.id,
+      output_index: 0,
+      content_index: 0,
+      part: outputText(''),
+    });
+    this.open = item;
+    return out;
+  }
 }
