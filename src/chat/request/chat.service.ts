@@ -1,6 +1,6 @@
 import type { Account } from '../../accounts/account.js';
 import { assertModelAllowed, type ApiKeyGrant } from '../../accounts/key-grant.js';
-import type { Catalog } from '../../catalog/catalog.js';
+import type { Catalog, CatalogModel } from '../../catalog/catalog.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config.js';
 import type { ProviderRegistry } from '../../providers/registry.js';
@@ -14,7 +14,7 @@ import {
 } from '../../providers/tokenizer.js';
 import { imagesOf, textOf } from '../../providers/messages.js';
 import { longestCacheTtl } from '../../providers/cache-control.js';
-import type { CompletionParams } from '../../providers/types.js';
+import type { CompletionParams, Provider } from '../../providers/types.js';
 import { UNSUPPORTED_OPENAI_FIELDS, type ChatCompletionRequest } from './chat.schema.js';
 import { pricesOf, type PreparedJob } from '../relay/completion-job.js';
 import type { SpendCheck } from '../../limits/limiter.service.js';
@@ -79,6 +79,40 @@ export function prepareCompletion(
   key?: ApiKeyGrant,
 ): PreparedJob {
   refuseUnsupportedFields(req);
+  const resumable = resumableOf(req);
+  const model = modelFor(app.catalog, account, req, key);
+  const persona = personaOf(app.catalog, req);
+
+  const params = completionParamsOf(req, model);
+  // The local model's prompt cache is the account's own (OpenAI's is per organisation).
+  params.cache_scope = account.id;
+
+  // Checked before the persona's system prompt goes in, so an error names the client's own message index.
+  const provider = app.providers.for(model);
+  provider.check(params);
+  if (persona !== undefined) params.messages.unshift({ role: 'system', content: persona });
+
+  const { promptTokens, reservedTokens } = reservationOf(params, provider, app.config);
+  return {
+    id: wire ? responseId(relayTo) : completionId(relayTo),
+    relayTo,
+    accountId: account.id,
+    ...(key ? { keyId: key.id } : {}),
+    tier: account.tier,
+    model: jobModelOf(model),
+    params,
+    stream: req.stream === true,
+    includeUsage: req.stream === true && req.stream_options?.include_usage === true,
+    resumable,
+    created: Math.floor(app.clock.now().getTime() / 1000),
+    promptTokens,
+    reservedTokens,
+    ...(wire ? { wire } : {}),
+  };
+}
+
+/** Whether the client may resume the stream: only a stream can be. */
+function resumableOf(req: ChatCompletionRequest): boolean {
   const resumable = req.stream_options?.resumable === true;
   if (resumable && req.stream !== true) {
     throw validationError([
@@ -89,7 +123,11 @@ export function prepareCompletion(
       },
     ]);
   }
-  const catalog = app.catalog;
+  return resumable;
+}
+
+/** The model asked for, if it exists and both the account's tier and the API key may use it. */
+function modelFor(catalog: Catalog, account: Account, req: ChatCompletionRequest, key?: ApiKeyGrant): CatalogModel {
   const model = catalog.find(req.model);
   if (!model) {
     throw new AppError(
@@ -112,59 +150,51 @@ export function prepareCompletion(
     );
   }
   assertModelAllowed(key, model.id);
-  let persona: string | undefined;
-  if (req.persona != null) {
-    persona = catalog.persona(req.persona);
-    if (persona === undefined) {
-      const known = Object.keys(catalog.personas);
-      throw validationError([
-        {
-          loc: ['body', 'persona'],
-          msg: `Unknown persona '${req.persona}'; available: ${known.join(', ') || 'none'}`,
-          type: 'value_error',
-        },
-      ]);
-    }
+  return model;
+}
+
+/** The system prompt of the persona asked for, if any. */
+function personaOf(catalog: Catalog, req: ChatCompletionRequest): string | undefined {
+  if (req.persona == null) return undefined;
+  const persona = catalog.persona(req.persona);
+  if (persona === undefined) {
+    const known = Object.keys(catalog.personas);
+    throw validationError([
+      {
+        loc: ['body', 'persona'],
+        msg: `Unknown persona '${req.persona}'; available: ${known.join(', ') || 'none'}`,
+        type: 'value_error',
+      },
+    ]);
   }
+  return persona;
+}
 
-  const params = completionParamsOf(req, model);
-  // The local model's prompt cache is the account's own (OpenAI's is per organisation).
-  params.cache_scope = account.id;
-
-  // Checked before the persona's system prompt goes in, so an error names the client's own message index.
-  const provider = app.providers.for(model);
-  provider.check(params);
-  if (persona !== undefined) params.messages.unshift({ role: 'system', content: persona });
-
+/** The tokens reserved in the daily quota: the prompt's estimate and the completion budget of every choice. */
+function reservationOf(
+  params: CompletionParams,
+  provider: Pick<Provider, 'maxChoices'>,
+  config: Pick<Config, 'limits'>,
+): { promptTokens: number; reservedTokens: number } {
   // Where a provider makes fewer choices per call than n, each of the n calls bills the prompt.
   const n = params.n ?? 1;
   const calls = n > (provider.maxChoices ?? n) ? n : 1;
   const promptTokens = estimatePromptTokens(params) * calls;
-  const completionBudget = (params.max_tokens ?? app.config.limits.defaultCompletionReservation) * n;
+  const completionBudget = (params.max_tokens ?? config.limits.defaultCompletionReservation) * n;
+  return { promptTokens, reservedTokens: promptTokens + completionBudget };
+}
+
+/** The model as the job carries it: where it is served and its prices as they were at admission. */
+function jobModelOf(model: CatalogModel): PreparedJob['model'] {
   return {
-    id: wire ? responseId(relayTo) : completionId(relayTo),
-    relayTo,
-    accountId: account.id,
-    ...(key ? { keyId: key.id } : {}),
-    tier: account.tier,
-    model: {
-      id: model.id,
-      provider: model.provider,
-      upstream_model: model.upstream_model,
-      input_price_per_million: model.input_price_per_million,
-      output_price_per_million: model.output_price_per_million,
-      cached_input_price_per_million: model.cached_input_price_per_million,
-      cache_write_price_per_million: model.cache_write_price_per_million,
-      cache_write_1h_price_per_million: model.cache_write_1h_price_per_million,
-    },
-    params,
-    stream: req.stream === true,
-    includeUsage: req.stream === true && req.stream_options?.include_usage === true,
-    resumable,
-    created: Math.floor(app.clock.now().getTime() / 1000),
-    promptTokens,
-    reservedTokens: promptTokens + completionBudget,
-    ...(wire ? { wire } : {}),
+    id: model.id,
+    provider: model.provider,
+    upstream_model: model.upstream_model,
+    input_price_per_million: model.input_price_per_million,
+    output_price_per_million: model.output_price_per_million,
+    cached_input_price_per_million: model.cached_input_price_per_million,
+    cache_write_price_per_million: model.cache_write_price_per_million,
+    cache_write_1h_price_per_million: model.cache_write_1h_price_per_million,
   };
 }
 
