@@ -1,4 +1,4 @@
-import type { Clock } from '../../clock.js';
+import { sleep, type Clock } from '../../clock.js';
 import type { Config } from '../../config.js';
 import type { RedisClient } from '../../infra/redis.js';
 import type { Logger } from '../../logger.js';
@@ -87,8 +87,6 @@ export interface JobRuntime {
 }
 
 export type JobOutcome = 'completed' | 'cancelled' | 'failed' | 'interrupted' | 'declined' | 'expired';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Runs one completion job, in named steps: claim it (or decline it, held by a live worker), take it

@@ -1,8 +1,7 @@
+import { sleep } from '../../clock.js';
 import type { RedisClient } from '../../infra/redis.js';
 import type { RelayTtls } from './protocol.js';
 import { RelayCall, type Message, type RelayReply } from './relay-call.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** What the batch asks of a request's publisher (RelayPublisher). */
 export interface BatchMember {

@@ -3,6 +3,7 @@
 // Each provider file supplies only its wire format.
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { sleep } from '../../clock.js';
 import type { TokenUsage } from '../types.js';
 
 export interface RecordedRequest {
@@ -355,8 +356,6 @@ export class FakeUpstream {
     res.end(out);
   }
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** What a provider's stream produced, gathered for assertions. */
 export interface Collected {
