@@ -1,5 +1,5 @@
-import { sleep } from '../../clock.js';
 import { replicated } from '../../infra/redis.js';
+import { untilRedisReady } from '../../infra/retry.js';
 import { kindCode, logEntryId, ACKED_FIELD, type RelayKind, type RelayTarget } from './protocol.js';
 import { withEventId } from '../stream/sse.js';
 import { deliveredChoices, readRelayLog } from './log.js';
@@ -303,9 +303,7 @@ export class RelayPublisher implements BatchMember {
           return;
       } catch (err) {
         if (performance.now() > deadline) throw err;
-        // A cluster stays 'ready' while one master fails over: pause between tries either way.
-        do await sleep(100);
-        while (this.batch.redis.status !== 'ready' && performance.now() <= deadline);
+        await untilRedisReady(this.batch.redis, 100, deadline);
       }
     }
   }
