@@ -27,7 +27,7 @@ export class StripePacer {
   ) {
     this.window = new RateLimiterRedis({
       storeClient: redis,
-      keyPrefix: redisKey(config, 'stripe-pace'),
+      keyPrefix: redisKey(config.redis.prefix, 'stripe-pace'),
       points: config.stripe.maxOpsPerSecond,
       duration: 1,
       rejectIfRedisNotReady: true,
