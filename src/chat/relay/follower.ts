@@ -26,8 +26,8 @@ export type FollowEvent =
   | { kind: 'done'; payload: string; lastEventId: number }
   /** The stream ended with an error; `started`: it had carried events before (its headers were sent). */
   | { kind: 'error'; error: RelayError; lastEventId: number; started: boolean }
-  /** Nothing came for longer than a worker can stay silent (its worker died and nobody took over). */
-  | { kind: 'idle'; lastEventId: number };
+  /** Nothing came for the silence limit (its worker died and nobody took over). */
+  | { kind: 'silence'; lastEventId: number };
 
 export interface FollowDeps {
   /** The process's command connection: the replay. */
@@ -141,8 +141,8 @@ export async function* followRelayLog(
     // What the log gained between the replay and joining the tail.
     if (yield* readOn()) return;
     const timers = deps.timers ?? realTimers;
-    const idleMs = silenceLimitMs(deps.config);
-    let idleAt = timers.now() + idleMs;
+    const silenceMs = silenceLimitMs(deps.config);
+    let tooSilentAt = timers.now() + silenceMs;
     while (!signal.aborted) {
       const rows = arrived.shift();
       if (rows) {
@@ -150,15 +150,15 @@ export async function* followRelayLog(
           (e) => readThrough === undefined || entryIdAfter(e.entryId, readThrough),
         );
         if (fresh.length === 0) continue;
-        idleAt = timers.now() + idleMs;
+        tooSilentAt = timers.now() + silenceMs;
         const events = take(fresh);
         for (const e of events) yield e;
         if (ends(events)) return;
         continue;
       }
-      const left = idleAt - timers.now();
+      const left = tooSilentAt - timers.now();
       if (left <= 0) {
-        yield { kind: 'idle', lastEventId };
+        yield { kind: 'silence', lastEventId };
         return;
       }
       let timer: unknown;

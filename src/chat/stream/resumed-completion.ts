@@ -4,7 +4,7 @@ import { AppError, retryAdvice } from '../../errors.js';
 import { IN_FLIGHT_RETRY_MS, scriptNow } from '../../limits/limiter.service.js';
 import type { RedisClient } from '../../infra/redis.js';
 import { dependencyDown, type OutageLog } from '../../infra/outage.js';
-import { lostRelay, relayFailure, stalled } from './completion-errors.js';
+import { lostRelay, relayFailure, silenceError } from './completion-errors.js';
 import { CompletionStream } from './completion-stream.js';
 import { attachReader, leaveReader, type Attached } from '../relay/readers.js';
 import { followRelayLog, type FollowDeps } from '../relay/follower.js';
@@ -148,8 +148,13 @@ async function feedFromLog(
             lastEventId: e.lastEventId,
             started: e.started,
           });
-        case 'idle':
-          return stream.end('idle', { kind: 'error', error: stalled(), lastEventId: e.lastEventId, started: false });
+        case 'silence':
+          return stream.end('silence', {
+            kind: 'error',
+            error: silenceError(),
+            lastEventId: e.lastEventId,
+            started: false,
+          });
       }
     }
   } catch (err) {
