@@ -69,6 +69,8 @@ export interface StreamScript {
   hang?: boolean;
   /** Send this many tokens, then go silent without closing. */
   hangAfter?: number;
+  /** Send this many tokens (fewer than the answer has), then the rest once `until` settles: a test holds streams open. */
+  holdAfter?: { tokens: number; until: Promise<unknown> };
 }
 
 /**
@@ -326,6 +328,11 @@ export class FakeUpstream {
       if (s.hangAfter === i) {
         flush();
         return;
+      }
+      if (s.holdAfter?.tokens === i) {
+        flush();
+        await s.holdAfter.until;
+        if (res.destroyed) return;
       }
       for (const c of plan.choices) {
         const piece = c.pieces[i];
