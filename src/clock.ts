@@ -22,6 +22,25 @@ export const realTimers: Timers = {
   clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 
+/**
+ * The one sleep: waits `ms` on a real timer, or less if `signal` aborts first. It never rejects, so
+ * a caller that passes a signal checks `signal.aborted` after it.
+ */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
+    const aborted = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', aborted);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', aborted, { once: true });
+  });
+}
+
 /** A clock a test sets and advances by hand. */
 export class ManualClock implements Clock {
   private t: number;

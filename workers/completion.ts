@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { sleep } from '../src/clock.js';
 import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { completionShards, createWorker } from '../src/infra/queues.js';
@@ -134,7 +135,7 @@ export async function startCompletionWorker(
     endResponse: (job, status, error, delivered) => markEnded(app, job, endedResponse(job, status, error, delivered)),
     workerSeen: async (id) => {
       // Absence means something only on a connection that has been up long enough (see src/chat/relay/liveness.ts).
-      while (!stability.stableFor(settledAfterMs(ttl))) await new Promise((r) => setTimeout(r, 100));
+      while (!stability.stableFor(settledAfterMs(ttl))) await sleep(100);
       return readWorkerSeen(app.redis, prefix, id);
     },
     metrics,

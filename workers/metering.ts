@@ -1,3 +1,4 @@
+import { sleep } from '../src/clock.js';
 import type { AppContext } from '../src/context.js';
 import type { BackgroundService } from '../src/lifecycle.js';
 import { drainUsageOnce, ensureMeteringGroups } from '../src/usage/metering.service.js';
@@ -7,8 +8,6 @@ import { dependencyOf } from '../src/infra/outage.js';
 const BATCH_WINDOW_MS = 100;
 /** Entries per stream and pass; a pass that fills it starts the next at once. */
 const BATCH_MAX = 500;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Drains the usage streams into the ledger continuously; each worker replica is one consumer of each stream's group. */
 export async function startMetering(app: AppContext): Promise<BackgroundService> {

@@ -106,7 +106,7 @@ export class ApiKeyCache {
  * can read it next to them on a Redis Cluster too.
  */
 export function accountVersionKey(config: Pick<Config, 'redis'>, accountId: string): string {
-  return redisKey(config, 'authv', `{${accountId}}`);
+  return redisKey(config.redis.prefix, 'authv', `{${accountId}}`);
 }
 
 /** What a version starts with while a change to the account is being committed. */

@@ -52,7 +52,7 @@ export class SignupLimits {
     const make = (what: string, points: number) =>
       new RateLimiterRedis({
         storeClient: deps.redis,
-        keyPrefix: redisKey(deps.config, purpose, what),
+        keyPrefix: redisKey(deps.config.redis.prefix, purpose, what),
         points,
         duration: HOUR_SECONDS,
         rejectIfRedisNotReady: true,

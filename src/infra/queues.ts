@@ -1,6 +1,6 @@
 import { Queue, QueueEvents, RateLimitError, Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
 import type { Config } from '../config.js';
-import { hashTag, shardTag, type RedisClient } from './redis.js';
+import { hashTag, redisKey, shardTag, type RedisClient } from './redis.js';
 
 export const COMPLETIONS_QUEUE = 'completions';
 /** Scheduled work (invoicing a month, reconciling with Stripe, auditing totals), enqueued by the scheduler, run by workers. */
@@ -22,7 +22,7 @@ export function bullPrefix(config: Pick<Config, 'redis'>, queue: QueueRef): stri
     typeof queue === 'string'
       ? hashTag(config.redis.prefix, `q.${queue}`)
       : shardTag(config.redis.prefix, queue.shard, config.redis.shards);
-  return `${config.redis.prefix}:bull:${tag}`;
+  return redisKey(config.redis.prefix, 'bull', tag);
 }
 
 function nameOf(queue: QueueRef): string {

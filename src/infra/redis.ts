@@ -136,8 +136,8 @@ export function onNodeChange(client: RedisClient, fn: () => void): void {
 }
 
 /** Every key and channel the service uses goes through here, so one prefix isolates a deployment or a test run. */
-export function redisKey(config: Pick<Config, 'redis'>, ...parts: (string | number)[]): string {
-  return [config.redis.prefix, ...parts].join(':');
+export function redisKey(prefix: string, ...parts: (string | number)[]): string {
+  return [prefix, ...parts].join(':');
 }
 
 /**

@@ -1,5 +1,6 @@
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import Stripe from 'stripe';
+import { sleep } from '../clock.js';
 import type { Config } from '../config.js';
 import { redisKey, type RedisClient } from './redis.js';
 
@@ -26,7 +27,7 @@ export class StripePacer {
   ) {
     this.window = new RateLimiterRedis({
       storeClient: redis,
-      keyPrefix: redisKey(config, 'stripe-pace'),
+      keyPrefix: redisKey(config.redis.prefix, 'stripe-pace'),
       points: config.stripe.maxOpsPerSecond,
       duration: 1,
       rejectIfRedisNotReady: true,
@@ -45,7 +46,7 @@ export class StripePacer {
         const pause = Math.max(1, err.msBeforeNext);
         if (this.maxWaitMs !== undefined && waited + pause > this.maxWaitMs) return false;
         waited += pause;
-        await new Promise((resolve) => setTimeout(resolve, pause));
+        await sleep(pause);
       }
     }
   }
@@ -100,7 +101,7 @@ export function pacedHttpClient(pacer: StripePacer, inner: HttpClient = Stripe.c
         if (res.getStatusCode() !== 429 || resend >= RATE_LIMIT_RESENDS) return res;
         await res.toJSON().catch(() => undefined);
         const pause = RATE_LIMIT_FIRST_PAUSE_MS * 2 ** resend;
-        await new Promise((resolve) => setTimeout(resolve, pause / 2 + Math.random() * pause));
+        await sleep(pause / 2 + Math.random() * pause);
       }
     }
   })();

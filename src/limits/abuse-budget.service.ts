@@ -31,7 +31,7 @@ export class AbuseBudget {
     const make = (budget: string, spent: Spent, points: number) =>
       new RateLimiterRedis({
         storeClient: deps.redis,
-        keyPrefix: redisKey(deps.config, 'abuse-budget', budget, spent),
+        keyPrefix: redisKey(deps.config.redis.prefix, 'abuse-budget', budget, spent),
         points,
         duration: MINUTE_SECONDS,
         rejectIfRedisNotReady: true,

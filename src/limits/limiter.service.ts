@@ -175,7 +175,7 @@ export const scriptNow = (app: Pick<LimiterDeps, 'clock'>): string =>
 
 // The hash tag keeps every key of one account in one cluster slot, as a multi-key script needs.
 const accountKey = (config: Pick<Config, 'redis'>, accountId: string, ...parts: string[]): string =>
-  redisKey(config, 'limits', `{${accountId}}`, ...parts);
+  redisKey(config.redis.prefix, 'limits', `{${accountId}}`, ...parts);
 
 export function usageKeys(
   config: Pick<Config, 'redis'>,

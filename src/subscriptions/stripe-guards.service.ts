@@ -62,7 +62,7 @@ export class StripeGuards {
     const make = (what: string, points: number, duration: number) =>
       new RateLimiterRedis({
         storeClient: deps.redis,
-        keyPrefix: redisKey(deps.config, 'stripe-guard', what),
+        keyPrefix: redisKey(deps.config.redis.prefix, 'stripe-guard', what),
         points,
         duration,
         rejectIfRedisNotReady: true,
@@ -141,11 +141,11 @@ export class StripeGuards {
   }
 
   private checkoutKey(sessionId: string): string {
-    return redisKey(this.deps.config, 'stripe-guard', 'checkout', sessionId);
+    return redisKey(this.deps.config.redis.prefix, 'stripe-guard', 'checkout', sessionId);
   }
 
   private inFlightKey(kind: InFlightKind, accountId: string): string {
-    return redisKey(this.deps.config, 'stripe-guard', 'in-flight', kind, accountId);
+    return redisKey(this.deps.config.redis.prefix, 'stripe-guard', 'in-flight', kind, accountId);
   }
 
   private refusal(err: unknown, message: string, code: string): AppError {

@@ -13,7 +13,7 @@ export const METERING_GROUP = 'metering';
 
 /** The usage stream of shard `shard`. */
 export const usageStreamKey = (config: Pick<Config, 'redis'>, shard: number): string =>
-  redisKey(config, 'usage', shardTag(config.redis.prefix, shard, config.redis.shards));
+  redisKey(config.redis.prefix, 'usage', shardTag(config.redis.prefix, shard, config.redis.shards));
 
 /** Every shard's usage stream. */
 export const usageStreamKeys = (config: Pick<Config, 'redis'>): string[] =>

@@ -202,7 +202,7 @@ describe('completion streams', () => {
       expect(stream.state).to.equal('running');
       timers.advance(1);
       expect(errorOf(await next(reader)).code).to.equal('worker_timeout');
-      expect(stream.endReason).to.equal('idle');
+      expect(stream.endReason).to.equal('silence');
       await eventually(async () => ((await stateOf(job)).cancelled === '1' ? true : undefined), 'the cancel recorded');
     });
 
@@ -326,7 +326,7 @@ describe('completion streams', () => {
       const e = await idle;
       expect(errorOf(e).code).to.equal('worker_timeout');
       expect(e).to.include({ lastEventId: 1 });
-      expect(stream.endReason).to.equal('idle');
+      expect(stream.endReason).to.equal('silence');
     });
 
     it('ends with 503 when Redis goes away before anything was sent', async () => {

@@ -62,10 +62,10 @@ describe('a completion stream', () => {
       lastEventId: 0,
       started: false,
     };
-    stream.end('idle', last);
+    stream.end('silence', last);
     stream.end('client_left');
-    expect(ends).to.deep.equal([{ reason: 'idle', was: 'running', last }]);
-    expect(stream.endReason).to.equal('idle');
+    expect(ends).to.deep.equal([{ reason: 'silence', was: 'running', last }]);
+    expect(stream.endReason).to.equal('silence');
   });
 
   it('ended by its reader while queued, tells its owner it was queued', () => {

@@ -1,3 +1,4 @@
+import { sleep } from '../../clock.js';
 import type { Config } from '../../config.js';
 import type { Logger } from '../../logger.js';
 import { AppError, retryAdvice } from '../../errors.js';
@@ -85,13 +86,6 @@ export interface RunOutcome {
   promptTokens: number;
   completionTokens: number;
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-  });
 
 /** Exponential backoff with jitter, or the upstream's own Retry-After when it gave one. */
 export function retryDelayMs(attempt: number, retryAfterMs: number | undefined): number {

@@ -1,4 +1,4 @@
-import type { Clock } from '../../clock.js';
+import { sleep, type Clock } from '../../clock.js';
 import type { Config } from '../../config.js';
 import type { RedisClient } from '../../infra/redis.js';
 import type { Logger } from '../../logger.js';
@@ -31,6 +31,7 @@ import type { RelayBatch } from '../relay/relay-batch.js';
 import { relayTarget, runningTtlSeconds, type RelayError, type RelayTarget } from '../relay/protocol.js';
 import type { UsageEvent } from '../../usage/usage-event.js';
 import { isDependencyDown } from '../../infra/outage.js';
+import { retry } from '../../infra/retry.js';
 import type { WorkerSeen } from '../relay/liveness.js';
 import type { DeliveredAnswer } from '../stream/presenters/answer-presenter.js';
 import { endedResponse, responseInEnd } from '../stream/presenters/response.presenter.js';
@@ -87,8 +88,6 @@ export interface JobRuntime {
 }
 
 export type JobOutcome = 'completed' | 'cancelled' | 'failed' | 'interrupted' | 'declined' | 'expired';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Runs one completion job, in named steps: claim it (or decline it, held by a live worker), take it
@@ -284,17 +283,13 @@ export async function claimJob(
     resumableFor: running.resumable ? job.relayTo : undefined,
   };
   const ttl = runningTtlSeconds(app.config);
-  const claimOnce = async (force = false) => {
-    for (;;) {
-      try {
-        return await claimRequest(app.redis, target, rt.workerId, ttl, claimed, force);
-      } catch (err) {
-        if (!isDependencyDown(err) || performance.now() > deadline) throw err;
-        app.outages.redis.failure('claim', err);
-        await sleep(250);
-      }
-    }
-  };
+  const claimOnce = (force = false) =>
+    retry(() => claimRequest(app.redis, target, rt.workerId, ttl, claimed, force), {
+      retryable: isDependencyDown,
+      pauseMs: 250,
+      deadline,
+      onRetry: (err) => app.outages.redis.failure('claim', err),
+    });
   try {
     const claim = await claimOnce();
     if (claim.recorded) return 'declined';

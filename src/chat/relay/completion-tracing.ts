@@ -44,8 +44,8 @@ export function traceAdmission<A extends { allowed: boolean; reason?: string }>(
 
 /** How a queued request's dispatch ended, as its spans record it; the failures mark the span failed. */
 export type DispatchOutcome =
-  'final' | 'done' | 'error' | 'gap' | 'idle' | 'cancelled' | 'detached' | 'no_worker' | 'queue_unavailable';
-const FAILED: ReadonlySet<DispatchOutcome> = new Set(['error', 'gap', 'idle', 'no_worker', 'queue_unavailable']);
+  'final' | 'done' | 'error' | 'gap' | 'silence' | 'cancelled' | 'detached' | 'no_worker' | 'queue_unavailable';
+const FAILED: ReadonlySet<DispatchOutcome> = new Set(['error', 'gap', 'silence', 'no_worker', 'queue_unavailable']);
 
 /** The web process's spans of a queued request: the wait for a worker, then the relay of its answer. */
 export interface DispatchTrace {

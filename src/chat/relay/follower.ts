@@ -5,7 +5,7 @@ import { entryIdAfter, type RelayLogTails } from './log-tail.js';
 import type { RelayError } from './protocol.js';
 import { eventsAfter, lastEventIdIn } from '../stream/sse.js';
 import { realTimers, type Timers } from '../../clock.js';
-import { relayFailure, stalled } from '../stream/completion-errors.js';
+import { relayFailure, silenceError } from '../stream/completion-errors.js';
 import { silenceLimitMs, type CompletionEvent, type LogRead, type StreamEnd } from '../stream/completion-stream.js';
 
 // A resumed stream reads its request's relay log: first what it holds (the replay), then each
@@ -101,8 +101,11 @@ class LogPosition {
   }
 
   /** Nothing came for longer than a worker can stay silent (its worker died and nobody took over). */
-  stalledEnd(): StreamEnd {
-    return { reason: 'idle', last: { kind: 'error', error: stalled(), lastEventId: this.lastEventId, started: false } };
+  silenceEnd(): StreamEnd {
+    return {
+      reason: 'silence',
+      last: { kind: 'error', error: silenceError(), lastEventId: this.lastEventId, started: false },
+    };
   }
 }
 
@@ -154,21 +157,21 @@ async function* followTail(
     const gained = yield* readOn(deps.redis, logKey, at, signal);
     if (gained) return gained;
     const timers = deps.timers ?? realTimers;
-    const idleMs = silenceLimitMs(deps.config);
-    let idleAt = timers.now() + idleMs;
+    const silenceMs = silenceLimitMs(deps.config);
+    let tooSilentAt = timers.now() + silenceMs;
     while (!signal.aborted) {
       const rows = inbox.shift();
       if (rows) {
         const fresh = parseLogRows(rows).filter((e) => at.isNew(e.entryId));
         if (fresh.length === 0) continue;
-        idleAt = timers.now() + idleMs;
+        tooSilentAt = timers.now() + silenceMs;
         const { events, end } = at.take(fresh);
         for (const e of events) yield e;
         if (end) return end;
         continue;
       }
-      const left = idleAt - timers.now();
-      if (left <= 0) return at.stalledEnd();
+      const left = tooSilentAt - timers.now();
+      if (left <= 0) return at.silenceEnd();
       await inbox.wait(timers, left);
     }
     return undefined;

@@ -1,6 +1,7 @@
 import {
   hashTag,
   onNodeChange,
+  redisKey,
   RECONNECT_MAX_DELAY_MS,
   shardSubscribers,
   type RedisClient,
@@ -22,12 +23,12 @@ export const settledAfterMs = (ttlMs: number): number => ttlMs + RECONNECT_MAX_D
 // writes per process per TTL.
 const fleetTag = (prefix: string): string => hashTag(prefix, 'fleet');
 export const webAliveKey = (prefix: string, instance: string): string =>
-  `${prefix}:alive:${fleetTag(prefix)}:web:${instance}`;
+  redisKey(prefix, 'alive', fleetTag(prefix), 'web', instance);
 export const workerAliveKey = (prefix: string, workerId: string): string =>
-  `${prefix}:alive:${fleetTag(prefix)}:worker:${workerId}`;
+  redisKey(prefix, 'alive', fleetTag(prefix), 'worker', workerId);
 /** When a worker last wrote its liveness key, by Redis's clock: outlives the key, so a reader knows how long it has been missing. */
 export const workerSeenKey = (prefix: string, workerId: string): string =>
-  `${prefix}:alive:${fleetTag(prefix)}:seen:${workerId}`;
+  redisKey(prefix, 'alive', fleetTag(prefix), 'seen', workerId);
 
 /** How long a worker's last-seen time is kept: long past any take-over, short enough to leave nothing behind. */
 const SEEN_TTL_MS = 600_000;
@@ -237,7 +238,7 @@ export interface WorkerCapacity {
   until: number;
 }
 
-export const workerRegistryKey = (prefix: string): string => `${prefix}:workers:${fleetTag(prefix)}`;
+export const workerRegistryKey = (prefix: string): string => redisKey(prefix, 'workers', fleetTag(prefix));
 
 /**
  * A worker's liveness key and its entry in the workers registry (one hash for every worker, so a

@@ -1,3 +1,4 @@
+import { sleep } from '../../clock.js';
 import type { RedisClient } from '../../infra/redis.js';
 import type { LogRows } from './log.js';
 
@@ -39,7 +40,7 @@ class Tail {
       } catch {
         if (this.closed) return;
         // Redis is away: its connection waits for it; readers that hear nothing for too long give up.
-        await new Promise((r) => setTimeout(r, 250));
+        await sleep(250);
         continue;
       }
       const rows = reply?.[0]?.[1] ?? [];

@@ -1,7 +1,7 @@
 import type { RedisClient } from '../../infra/redis.js';
 import type { Timers } from '../../clock.js';
 import { failedEvent, type CompletionStream } from '../stream/completion-stream.js';
-import { lostRelay, relayFailure, stalled } from '../stream/completion-errors.js';
+import { lostRelay, relayFailure, silenceError } from '../stream/completion-errors.js';
 import type { RelayHandler } from './hub.js';
 import type { AckGate } from './acks.js';
 import { readRelayLog } from './log.js';
@@ -20,7 +20,7 @@ export class InOrderRelay implements RelayHandler {
   private highestSeen = -1;
   /** Whether the stream has carried events (its headers were sent). */
   private started = false;
-  private idleTimer: unknown;
+  private silenceTimer: unknown;
   private resyncing: Promise<void> | undefined;
   private resyncAgain = false;
 
@@ -62,7 +62,7 @@ export class InOrderRelay implements RelayHandler {
   }
 
   stop(): void {
-    this.deps.timers.clearTimeout(this.idleTimer);
+    this.deps.timers.clearTimeout(this.silenceTimer);
     this.deps.gate.close();
   }
 
@@ -90,9 +90,9 @@ export class InOrderRelay implements RelayHandler {
   private take(m: RelayMessage): void {
     const { stream, deps } = this;
     this.expected = m.seq + 1;
-    deps.timers.clearTimeout(this.idleTimer);
-    this.idleTimer = deps.timers.setTimeout(
-      () => stream.end('idle', failedEvent(stalled(), this.started)),
+    deps.timers.clearTimeout(this.silenceTimer);
+    this.silenceTimer = deps.timers.setTimeout(
+      () => stream.end('silence', failedEvent(silenceError(), this.started)),
       deps.silenceLimitMs,
     );
     if (stream.state === 'queued') {

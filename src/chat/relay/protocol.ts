@@ -1,5 +1,5 @@
 import type { Config } from '../../config.js';
-import { hashTag } from '../../infra/redis.js';
+import { hashTag, redisKey } from '../../infra/redis.js';
 import { randomIdPart } from '../../ids.js';
 
 // What a worker publishes to the web process holding the client's connection. One message is
@@ -83,9 +83,10 @@ export interface RelayError {
 const webTag = (prefix: string, relayTo: string): string => hashTag(prefix, `w.${relayTo}`);
 
 /** The web process's one channel (sharded pub/sub): every message names its request. */
-export const relayChannel = (prefix: string, relayTo: string): string => `${prefix}:relay:${webTag(prefix, relayTo)}`;
+export const relayChannel = (prefix: string, relayTo: string): string =>
+  redisKey(prefix, 'relay', webTag(prefix, relayTo));
 export const relayLogKey = (prefix: string, relayTo: string, requestId: string): string =>
-  `${prefix}:rlog:${webTag(prefix, relayTo)}:${requestId}`;
+  redisKey(prefix, 'rlog', webTag(prefix, relayTo), requestId);
 /**
  * How long a running request's state and log live unless renewed: three times the upstream
  * timeout (at least three minutes), so a stream that is still going never loses them.
@@ -116,13 +117,13 @@ export const STALLED_FIELD = 'stalled';
 export const ACKED_FIELD = 'acked';
 
 export const requestStateKey = (prefix: string, relayTo: string, requestId: string): string =>
-  `${prefix}:req:${webTag(prefix, relayTo)}:${requestId}`;
+  redisKey(prefix, 'req', webTag(prefix, relayTo), requestId);
 /** The leases of a request's resumed readers, beside its state (see readers.ts). */
 export const readerLeasesKey = (prefix: string, relayTo: string, requestId: string): string =>
-  `${prefix}:readers:${webTag(prefix, relayTo)}:${requestId}`;
+  redisKey(prefix, 'readers', webTag(prefix, relayTo), requestId);
 /** A worker process's one cancellation channel: a message is the id of a request to stop, or a detach notice. */
 export const cancelChannel = (prefix: string, workerId: string): string =>
-  `${prefix}:cancel:${hashTag(prefix, `k.${workerId}`)}`;
+  redisKey(prefix, 'cancel', hashTag(prefix, `k.${workerId}`));
 
 /**
  * On a worker's cancel channel: a reader of a resumable request left (its client went away). The

@@ -1,4 +1,5 @@
 import { replicated } from '../../infra/redis.js';
+import { untilRedisReady } from '../../infra/retry.js';
 import { kindCode, logEntryId, ACKED_FIELD, type RelayKind, type RelayTarget } from './protocol.js';
 import { withEventId } from '../stream/sse.js';
 import { deliveredChoices, readRelayLog } from './log.js';
@@ -9,8 +10,6 @@ import type { BatchMember, RelayBatch } from './relay-batch.js';
 /** How long a stream's end waits for a replica's confirmation, and how often it is sent again unconfirmed. */
 const END_REPLICA_WAIT_MS = 1000;
 const END_CONFIRMATIONS = 3;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** How often a finished stream's worker reads whether the web process has acknowledged its answer. */
 const ACK_POLL_MS = 10;
@@ -304,9 +303,7 @@ export class RelayPublisher implements BatchMember {
           return;
       } catch (err) {
         if (performance.now() > deadline) throw err;
-        // A cluster stays 'ready' while one master fails over: pause between tries either way.
-        do await sleep(100);
-        while (this.batch.redis.status !== 'ready' && performance.now() <= deadline);
+        await untilRedisReady(this.batch.redis, 100, deadline);
       }
     }
   }

@@ -1,8 +1,7 @@
 import type { RedisClient } from '../../infra/redis.js';
+import { untilRedisReady } from '../../infra/retry.js';
 import type { RelayTtls } from './protocol.js';
 import { RelayCall, type Message, type RelayReply } from './relay-call.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** What the batch asks of a request's publisher (RelayPublisher). */
 export interface BatchMember {
@@ -103,12 +102,11 @@ export class RelayBatch {
     return true;
   }
 
-  /** Waits for the connection to be ready again (polling, since ready may come and go), then flushes. */
+  /** Waits for the connection to be ready again, then flushes. */
   private async retryLater(): Promise<void> {
     if (this.retrying) return;
     this.retrying = true;
-    do await sleep(100);
-    while (this.redis.status !== 'ready');
+    await untilRedisReady(this.redis);
     this.retrying = false;
     if (this.dirty.size > 0 && !this.scheduled) {
       this.scheduled = true;

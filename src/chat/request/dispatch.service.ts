@@ -140,8 +140,8 @@ function outcomeOf(reason: EndReason, last: CompletionEvent | undefined, resumab
     case 'relay_gap':
     case 'redis_down':
       return 'gap';
-    case 'idle':
-      return 'idle';
+    case 'silence':
+      return 'silence';
     case 'no_worker':
       return 'no_worker';
     case 'client_left':
@@ -222,7 +222,7 @@ function release(
 ): void {
   switch (reason) {
     case 'relay_gap':
-    case 'idle':
+    case 'silence':
       // The client is told its answer broke off: its worker stops too, and bills what it produced.
       void app.hub.cancel(job.id);
       return;

@@ -19,5 +19,6 @@ export const lostRelay = (): AppError =>
     code: 'relay_interrupted',
   });
 
-export const stalled = (): AppError =>
+/** The silence limit passed: the client is told the worker stopped answering (`worker_timeout`, public API). */
+export const silenceError = (): AppError =>
   new AppError('upstream', 'The worker stopped answering; please retry.', { code: 'worker_timeout' });

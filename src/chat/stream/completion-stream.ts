@@ -44,8 +44,8 @@ export type EndReason =
   | 'failed'
   /** No worker took the job in time; it was withdrawn. */
   | 'no_worker'
-  /** Nothing came for longer than a worker may stay silent. */
-  | 'idle'
+  /** Nothing came for the silence limit (silenceLimitMs); the client is answered `worker_timeout`. */
+  | 'silence'
   /** A relay message was lost and could not be read from the log. */
   | 'relay_gap'
   /** Redis could not be read. */

@@ -1,5 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { resumeCompletion } from '../../chat/stream/resumed-completion.js';
+import { sleep } from '../../clock.js';
 import { AppError, retryAdvice } from '../../errors.js';
 import {
   deleteResponse,
@@ -92,7 +92,7 @@ async function resumeResponse(ctx: HttpContext, app: AppContext, id: string, sta
       if (err.status !== 404) throw err;
       const row = await findResponse(app, accountOf(ctx).id, id);
       if (row?.status !== 'queued' || performance.now() > deadline) throw notStarted(id, row);
-      await sleep(START_POLL_MS, undefined, { signal: left.signal }).catch(() => undefined);
+      await sleep(START_POLL_MS, left.signal);
       if (left.signal.aborted) return;
     }
   }

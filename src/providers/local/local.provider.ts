@@ -1,5 +1,5 @@
-import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
-import type { Clock } from '../../clock.js';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { sleep, type Clock } from '../../clock.js';
 import { AppError } from '../../errors.js';
 import { abortError } from '../abort.js';
 import { ComputeLimitError, type ComputePool } from '../compute-pool.js';
@@ -25,13 +25,10 @@ export const LOCAL_MODEL_FINGERPRINT = 'local-model-v1';
 // ---- pacing --------------------------------------------------------------------------------
 
 async function pause(ms: number, signal: AbortSignal): Promise<void> {
-  try {
-    // ms rounds down to 0 at high rates: yield to the event loop without a timer.
-    if (ms < 1) await nextTurn(undefined, { signal });
-    else await sleep(ms, undefined, { signal });
-  } catch {
-    throw abortError();
-  }
+  // ms rounds down to 0 at high rates: yield to the event loop without a timer.
+  if (ms < 1) await nextTurn(undefined, { signal }).catch(() => undefined);
+  else await sleep(ms, signal);
+  if (signal.aborted) throw abortError();
 }
 
 /**

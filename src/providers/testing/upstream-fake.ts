@@ -3,6 +3,7 @@
 // Each provider file supplies only its wire format.
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { sleep } from '../../clock.js';
 import type { TokenUsage } from '../types.js';
 
 export interface RecordedRequest {
@@ -68,6 +69,8 @@ export interface StreamScript {
   hang?: boolean;
   /** Send this many tokens, then go silent without closing. */
   hangAfter?: number;
+  /** Send this many tokens (fewer than the answer has), then the rest once `until` settles: a test holds streams open. */
+  holdAfter?: { tokens: number; until: Promise<unknown> };
 }
 
 /**
@@ -326,6 +329,11 @@ export class FakeUpstream {
         flush();
         return;
       }
+      if (s.holdAfter?.tokens === i) {
+        flush();
+        await s.holdAfter.until;
+        if (res.destroyed) return;
+      }
       for (const c of plan.choices) {
         const piece = c.pieces[i];
         if (piece !== undefined) out += this.wire.sse.token(plan, c.index, piece);
@@ -355,8 +363,6 @@ export class FakeUpstream {
     res.end(out);
   }
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** What a provider's stream produced, gathered for assertions. */
 export interface Collected {
