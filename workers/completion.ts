@@ -77,20 +77,22 @@ export async function startCompletionWorker(
   app.compute.start();
 
   const lag = eventLoopLag();
-  const presence = new WorkerPresence(app.redis, prefix, workerId, ttl, () => ({
-    concurrency: config.queue.workerConcurrency,
-    active: running.size,
-    lagMs: lag.takeMaxMs(),
-  }));
+  const presence = new WorkerPresence({
+    redis: app.redis,
+    prefix,
+    workerId,
+    ttlMs: ttl,
+    capacity: () => ({ concurrency: config.queue.workerConcurrency, active: running.size, lagMs: lag.takeMaxMs() }),
+  });
   await presence.start();
-  const watch = new ClientWatch(
-    app.redis,
+  const watch = new ClientWatch({
+    redis: app.redis,
     stability,
     running,
-    ttl,
+    ttlMs: ttl,
     prefix,
-    (requestId) => app.log.info({ requestId }, 'the web process holding this request is gone; stopping it'),
-    (requestId) => {
+    onGone: (requestId) => app.log.info({ requestId }, 'the web process holding this request is gone; stopping it'),
+    onDetached: (requestId) => {
       const job = running.get(requestId);
       if (!job) return;
       // A resumable request none of whose events reached the web process: its client never held
@@ -106,7 +108,7 @@ export async function startCompletionWorker(
       }
       grace.detached(requestId, job);
     },
-  );
+  });
   watch.start();
 
   // Answers that end together are stored in one statement (stored-response-batch.ts).
@@ -114,16 +116,16 @@ export async function startCompletionWorker(
   const runtime: JobRuntime = {
     app,
     workerId,
-    batch: new RelayBatch(
-      app.redis,
-      relayTtls(config),
-      (err) => {
+    batch: new RelayBatch({
+      redis: app.redis,
+      ttls: relayTtls(config),
+      onFailure: (err) => {
         metrics.relayPublishFailures.inc();
         if (isDependencyDown(err)) app.outages.redis.failure('relay', err);
         else app.log.error({ err }, 'Redis refused a relay command');
       },
-      config.queue.relayCoalesceMs,
-    ),
+      coalesceMs: config.queue.relayCoalesceMs,
+    }),
     running,
     // The usage stream and the account's quota keys live in different slots: two commands, sent together.
     record: (job, usage) =>

@@ -164,7 +164,7 @@ describe('a completion job’s claim step', () => {
   it('declines a request whose usage is recorded', async () => {
     const job = newJob();
     await claimRequest(redis, targetOf(job), 'w1', 360, request);
-    const batch = new RelayBatch(redis, { runningSeconds: 360, endedSeconds: 120 });
+    const batch = new RelayBatch({ redis, ttls: { runningSeconds: 360, endedSeconds: 120 } });
     await new RelayPublisher(batch, targetOf(job), { seq: 1, eventId: 0 }).finish('done', '', async () => undefined);
     expect(await claimJob(runtime('w2'), job, targetOf(job), newRunning(job))).to.equal('declined');
   });
