@@ -157,7 +157,11 @@ export class ClientWatch {
   constructor(
     private readonly deps: {
       redis: RedisClient;
-      stability: ConnectionStability;
+      /**
+       * Whether this worker's connection has been up long enough (settledAfterMs) for a missing
+       * key or subscriber to mean its web process is gone.
+       */
+      settled: () => boolean;
       /** The jobs this worker runs, by request id. */
       running: ReadonlyMap<string, WatchedJob>;
       ttlMs: number;
@@ -182,7 +186,7 @@ export class ClientWatch {
   }
 
   private get settled(): boolean {
-    return this.deps.running.size > 0 && this.deps.stability.stableFor(settledAfterMs(this.deps.ttlMs));
+    return this.deps.running.size > 0 && this.deps.settled();
   }
 
   private get instances(): string[] {
