@@ -37,8 +37,14 @@ const RULES: [string, (f: Frame) => boolean][] = [
   ['Responses: request translation', (f) => /\/chat\/responses-|\/http\/routes\/responses\./.test(f.url)],
   ['prompt token count', (f) => /\/providers\/tokenizer\.|gpt-tokenizer/.test(f.url)],
   ['upstream request and SSE parse', (f) => /\/providers\/|eventsource-parser/.test(f.url)],
-  ['completion run: framing chunks, choices', (f) => f.url.includes('/chat/completion-runner.')],
-  ['claim and job control', (f) => /\/chat\/run-job\.|\/workers\/completion\./.test(f.url)],
+  [
+    'completion run: framing chunks, choices',
+    (f) => /\/chat\/job\/(upstream-loop|billable|delivery|settle)\./.test(f.url),
+  ],
+  [
+    'claim and job control',
+    (f) => /\/chat\/job\/(run-job|claim-job|take-over|completion-jobs)\.|\/workers\/completion\./.test(f.url),
+  ],
   ['usage stream append (worker)', (f) => f.url.includes('/usage/usage-stream.')],
   ['limits script: admission (web), settlement (worker)', (f) => f.url.includes('/limits/limiter.service.')],
   [

@@ -177,7 +177,7 @@ export interface Config {
     lockDurationMs: number;
     /**
      * How long after its admission a job handed out again with no trace of an earlier run is still
-     * run: beyond it the request ended long ago and its state expired (see chat/job/run-job.ts).
+     * run: beyond it the request ended long ago and its state expired (see chat/job/take-over.ts).
      */
     rerunHorizonMs: number;
   };

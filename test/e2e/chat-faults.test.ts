@@ -11,7 +11,7 @@ import { rolesPerTest } from '../support/processes.js';
 import { openStream, postStream } from '../support/sse.js';
 import { deliveredChoices, readRelayLog } from '../../src/chat/relay/log.js';
 import { originOf, relayLogKey } from '../../src/chat/relay/protocol.js';
-import { countChoices } from '../../src/chat/job/completion-runner.js';
+import { countChoices } from '../../src/chat/job/billable.js';
 
 const usageRow = (app: AppContext, requestId: string) =>
   eventually(

@@ -25,7 +25,7 @@ import {
 import { usageStreamKeys } from '../../src/usage/usage-stream.js';
 import { deliveredChoices, readRelayLog } from '../../src/chat/relay/log.js';
 import { originOf, relayLogKey } from '../../src/chat/relay/protocol.js';
-import { countChoices } from '../../src/chat/job/completion-runner.js';
+import { countChoices } from '../../src/chat/job/billable.js';
 import { countTokens } from '../../src/providers/tokenizer.js';
 import { runLoad, type LoadWire, type Outcome } from './load.js';
 

@@ -22,7 +22,7 @@ describe('claiming a request', () => {
   it('leaves an ended request its ended lifetime when its job is handed out again (after a Redis restart)', async () => {
     const target = relayTarget(prefix, randomId(), randomId());
     await claimRequest(redis, target, 'worker-a', 360, request);
-    const batch = new RelayBatch(redis, { runningSeconds: 360, endedSeconds: 120 });
+    const batch = new RelayBatch({ redis, ttls: { runningSeconds: 360, endedSeconds: 120 } });
     await new RelayPublisher(batch, target, { seq: 1, eventId: 0 }).finish('done', '', async () => undefined);
     // BullMQ hands the job out again, to the worker that ran it and to another taking it over.
     const again = await claimRequest(redis, target, 'worker-a', 360, request);
@@ -51,7 +51,7 @@ describe('claiming a request', () => {
   it('records no cancel for a request that has ended', async () => {
     const target = relayTarget(prefix, randomId(), randomId());
     await claimRequest(redis, target, 'worker-a', 360, request);
-    const batch = new RelayBatch(redis, { runningSeconds: 360, endedSeconds: 120 });
+    const batch = new RelayBatch({ redis, ttls: { runningSeconds: 360, endedSeconds: 120 } });
     await new RelayPublisher(batch, target, { seq: 1, eventId: 0 }).finish('done', '', async () => undefined);
     await cancelRequest(redis, prefix, target.stateKey, target.requestId, 360);
     expect(await redis.hget(target.stateKey, 'cancelled')).to.equal(null);

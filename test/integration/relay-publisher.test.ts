@@ -30,7 +30,7 @@ describe('relay publisher', () => {
       if (channel === target.channel) received.push(decodeRelay(raw).message!.seq);
     });
     await sub.ssubscribe(target.channel);
-    const batch = new RelayBatch(redis, { runningSeconds: 60, endedSeconds: 60 });
+    const batch = new RelayBatch({ redis, ttls: { runningSeconds: 60, endedSeconds: 60 } });
     const publisher = new RelayPublisher(batch, target, { seq: 1, eventId: 0 });
     // One event per event-loop turn: a Redis round trip spans several turns, so several batches
     // are in flight at once.
@@ -55,7 +55,7 @@ describe('relay publisher', () => {
 
   it('knows the last message a subscriber took, and what each choice held up to it', async () => {
     const target = relayTarget(config.redis.prefix, randomId(), randomId());
-    const batch = new RelayBatch(redis, { runningSeconds: 60, endedSeconds: 60 });
+    const batch = new RelayBatch({ redis, ttls: { runningSeconds: 60, endedSeconds: 60 } });
     const publisher = new RelayPublisher(batch, target, { seq: 1, eventId: 0 });
     const chunk = (text: string) => `data: {"choices":[{"index":0,"delta":{"content":"${text}"}}]}\n\n`;
     // Nobody subscribes yet: published, logged, taken by no one.
@@ -92,7 +92,7 @@ describe('relay publisher', () => {
   it("sends a stream's first token at once and lets later ones within the coalescing time share a message", async () => {
     const target = relayTarget(config.redis.prefix, randomId(), randomId());
     // A long window, so the test does not depend on how fast the machine is.
-    const batch = new RelayBatch(redis, { runningSeconds: 60, endedSeconds: 60 }, () => undefined, 60_000);
+    const batch = new RelayBatch({ redis, ttls: { runningSeconds: 60, endedSeconds: 60 }, coalesceMs: 60_000 });
     const publisher = new RelayPublisher(batch, target, { seq: 1, eventId: 0 });
     publisher.sse('data: first\n\n', true);
     for (let i = 0; i < 20 && (await readRelayLog(redis, target.logKey)).length === 0; i++)

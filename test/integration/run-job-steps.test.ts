@@ -1,12 +1,7 @@
 import { expect } from 'chai';
 import { createRedis, whenReady, type RedisClient } from '../../src/infra/redis.js';
-import {
-  claimJob,
-  takeOverGraceMs,
-  takeOverSilenceMs,
-  type JobRuntime,
-  type RunningJob,
-} from '../../src/chat/job/run-job.js';
+import { claimJob, takeOverGraceMs, takeOverSilenceMs, type ClaimDeps } from '../../src/chat/job/claim-job.js';
+import type { RunningJob } from '../../src/chat/job/run-job.js';
 import { Heartbeat, readWorkerSeen, workerAliveKey, workerSeenKey } from '../../src/chat/relay/liveness.js';
 import { claimRequest } from '../../src/chat/relay/claim.js';
 import { RelayBatch } from '../../src/chat/relay/relay-batch.js';
@@ -24,13 +19,14 @@ describe('a completion job’s claim step', () => {
   let redis: RedisClient;
   const alive = new Set<string>();
 
-  const runtime = (workerId: string): JobRuntime =>
-    ({
-      app: { redis, config, outages: { redis: { failure: () => undefined } } },
-      workerId,
-      // No last-seen times here: the take-over counts the grace from the claim (see the tests below for the other way).
-      workerSeen: async (id: string) => ({ alive: alive.has(id) }),
-    }) as unknown as JobRuntime;
+  const runtime = (workerId: string): ClaimDeps => ({
+    redis,
+    config,
+    outages: { redis: { failure: () => undefined } },
+    workerId,
+    // No last-seen times here: the take-over counts the grace from the claim (see the tests below for the other way).
+    workerSeen: async (id: string) => ({ alive: alive.has(id) }),
+  });
   const newJob = (): CompletionJob =>
     ({ id: randomId(), relayTo: randomId(), accountId: 'acct', stream: true, resumable: false }) as CompletionJob;
   const newRunning = (job: CompletionJob): RunningJob => ({
@@ -65,7 +61,7 @@ describe('a completion job’s claim step', () => {
     const job = newJob();
     await claimRequest(redis, targetOf(job), 'w1', 360, request);
     let asked = 0;
-    const rt = { ...runtime('w2'), workerSeen: async () => ({ alive: ++asked >= 3 }) } as JobRuntime;
+    const rt = { ...runtime('w2'), workerSeen: async () => ({ alive: ++asked >= 3 }) } as ClaimDeps;
     expect(await claimJob(rt, job, targetOf(job), newRunning(job))).to.equal('declined');
     expect(asked).to.equal(3);
     expect(await redis.hget(targetOf(job).stateKey, 'worker')).to.equal('w1');
@@ -82,7 +78,7 @@ describe('a completion job’s claim step', () => {
   });
 
   describe('with the worker’s last-seen time, by Redis’s clock', () => {
-    const seenRuntime = (workerId: string, reads: { n: number }): JobRuntime => ({
+    const seenRuntime = (workerId: string, reads: { n: number }): ClaimDeps => ({
       ...runtime(workerId),
       workerSeen: async (id: string) => {
         reads.n++;
@@ -164,7 +160,7 @@ describe('a completion job’s claim step', () => {
   it('declines a request whose usage is recorded', async () => {
     const job = newJob();
     await claimRequest(redis, targetOf(job), 'w1', 360, request);
-    const batch = new RelayBatch(redis, { runningSeconds: 360, endedSeconds: 120 });
+    const batch = new RelayBatch({ redis, ttls: { runningSeconds: 360, endedSeconds: 120 } });
     await new RelayPublisher(batch, targetOf(job), { seq: 1, eventId: 0 }).finish('done', '', async () => undefined);
     expect(await claimJob(runtime('w2'), job, targetOf(job), newRunning(job))).to.equal('declined');
   });

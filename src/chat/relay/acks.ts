@@ -11,7 +11,7 @@ import { ACKED_FIELD, requestStateKey } from './protocol.js';
 // with part of the answer (a stream's first tokens, a whole answer) only once it is acknowledged
 // itself. Whatever else arrives waits for the next acknowledgement. So what the client received
 // always lies between the acknowledged message and the one after it, and a stopped job bills
-// through the one after it (relay/publisher.ts, `billedThrough`).
+// through the one after it (job/billable.ts, `billedThrough`).
 //
 // Acknowledgements cost no Redis write per token: one script call per web process covers every
 // request with messages waiting, sent every RELAY_ACK_INTERVAL_MS while any wait, and at the end

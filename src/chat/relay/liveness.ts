@@ -131,6 +131,13 @@ export const WEB_PROCESS_GONE = 'client_gone';
 /** How often a worker counts the subscribers of the channels its jobs publish on. */
 export const RECEIVER_CHECK_MS = 50;
 
+/** What the watch reads of a running job. */
+export interface WatchedJob {
+  controller: AbortController;
+  relayTo: string;
+  resumable?: boolean;
+}
+
 /**
  * A worker's watch on the web processes its jobs answer to, two ways. Every RECEIVER_CHECK_MS it
  * counts the subscribers of their relay channels: a web process that dies (SIGKILL, a crash) has
@@ -149,20 +156,26 @@ export class ClientWatch {
   private countingReceivers = false;
 
   constructor(
-    private readonly redis: RedisClient,
-    private readonly stability: ConnectionStability,
-    private readonly running: ReadonlyMap<
-      string,
-      { controller: AbortController; relayTo: string; resumable?: boolean }
-    >,
-    private readonly ttlMs: number,
-    private readonly prefix: string,
-    private readonly onGone: (requestId: string) => void,
-    private readonly onDetached: (requestId: string) => void = () => undefined,
+    private readonly deps: {
+      redis: RedisClient;
+      /**
+       * Whether this worker's connection has been up long enough (settledAfterMs) for a missing
+       * key or subscriber to mean its web process is gone.
+       */
+      settled: () => boolean;
+      /** The jobs this worker runs, by request id. */
+      running: ReadonlyMap<string, WatchedJob>;
+      ttlMs: number;
+      prefix: string;
+      /** A job that is not resumable was stopped: its web process is gone. */
+      onGone: (requestId: string) => void;
+      /** A resumable job's web process is gone: it runs on for its grace period. */
+      onDetached: (requestId: string) => void;
+    },
   ) {}
 
   start(): void {
-    this.timer = setInterval(() => void this.check(), Math.max(50, Math.floor(this.ttlMs / 4)));
+    this.timer = setInterval(() => void this.check(), Math.max(50, Math.floor(this.deps.ttlMs / 4)));
     this.timer.unref();
     this.receiversTimer = setInterval(() => void this.countReceivers(), RECEIVER_CHECK_MS);
     this.receiversTimer.unref();
@@ -174,11 +187,11 @@ export class ClientWatch {
   }
 
   private get settled(): boolean {
-    return this.running.size > 0 && this.stability.stableFor(settledAfterMs(this.ttlMs));
+    return this.deps.running.size > 0 && this.deps.settled();
   }
 
   private get instances(): string[] {
-    return [...new Set([...this.running.values()].map((j) => j.relayTo))];
+    return [...new Set([...this.deps.running.values()].map((j) => j.relayTo))];
   }
 
   private async check(): Promise<void> {
@@ -186,7 +199,7 @@ export class ClientWatch {
     this.busy = true;
     try {
       const instances = this.instances;
-      const alive = await this.redis.mget(...instances.map((i) => webAliveKey(this.prefix, i)));
+      const alive = await this.deps.redis.mget(...instances.map((i) => webAliveKey(this.deps.prefix, i)));
       this.stopJobsOf(new Set(instances.filter((_, i) => alive[i] === null)));
     } catch {
       // Redis went away mid-check: the next check, once it is back and settled, decides.
@@ -201,7 +214,7 @@ export class ClientWatch {
     try {
       const instances = this.instances;
       const counts = await Promise.all(
-        instances.map((i) => shardSubscribers(this.redis, relayChannel(this.prefix, i))),
+        instances.map((i) => shardSubscribers(this.deps.redis, relayChannel(this.deps.prefix, i))),
       );
       // Asked again only if the connection stayed up throughout: a reply from just before a restart proves nothing.
       // Resumable jobs wait for the liveness key: a subscription lost for a moment must not stop
@@ -216,13 +229,13 @@ export class ClientWatch {
 
   private stopJobsOf(gone: Set<string>, resumableToo = true): void {
     if (gone.size === 0) return;
-    for (const [requestId, job] of this.running) {
+    for (const [requestId, job] of this.deps.running) {
       if (!gone.has(job.relayTo) || job.controller.signal.aborted || (job.resumable && !resumableToo)) continue;
       if (job.resumable) {
-        this.onDetached(requestId);
+        this.deps.onDetached(requestId);
       } else {
         job.controller.abort(WEB_PROCESS_GONE);
-        this.onGone(requestId);
+        this.deps.onGone(requestId);
       }
     }
   }
@@ -248,22 +261,24 @@ export class WorkerPresence {
   private readonly heartbeat: Heartbeat;
 
   constructor(
-    private readonly redis: RedisClient,
-    private readonly prefix: string,
-    private readonly workerId: string,
-    private readonly ttlMs: number,
-    capacity: () => { concurrency: number; active: number; lagMs: number },
-    now: () => number = () => Date.now(),
+    private readonly deps: {
+      redis: RedisClient;
+      prefix: string;
+      workerId: string;
+      ttlMs: number;
+      /** What the worker offers now, written with each renewal. */
+      capacity: () => { concurrency: number; active: number; lagMs: number };
+      now?: () => number;
+    },
   ) {
+    const { redis, prefix, workerId, ttlMs, capacity, now = () => Date.now() } = deps;
     this.heartbeat = new Heartbeat(
       redis,
       workerAliveKey(prefix, workerId),
       ttlMs,
       () => {
         const entry: WorkerCapacity = { ...capacity(), until: now() + ttlMs };
-        void this.redis
-          .hset(workerRegistryKey(this.prefix), this.workerId, JSON.stringify(entry))
-          .catch(() => undefined);
+        void redis.hset(workerRegistryKey(prefix), workerId, JSON.stringify(entry)).catch(() => undefined);
         return '1';
       },
       workerSeenKey(prefix, workerId),
@@ -275,8 +290,9 @@ export class WorkerPresence {
   }
 
   async stop(): Promise<void> {
+    const { redis, prefix, workerId } = this.deps;
     await this.heartbeat.stop();
-    await this.redis.hdel(workerRegistryKey(this.prefix), this.workerId).catch(() => undefined);
+    await redis.hdel(workerRegistryKey(prefix), workerId).catch(() => undefined);
   }
 }
 

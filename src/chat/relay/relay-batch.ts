@@ -27,18 +27,28 @@ export class RelayBatch {
   private waiting = new Set<BatchMember>();
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(
-    readonly redis: RedisClient,
-    readonly ttls: RelayTtls,
-    private readonly onFailure: (err: unknown) => void = () => undefined,
+  readonly redis: RedisClient;
+  readonly ttls: RelayTtls;
+  private readonly onFailure: (err: unknown) => void;
+  private readonly coalesceMs: number;
+
+  constructor(deps: {
+    redis: RedisClient;
+    ttls: RelayTtls;
+    onFailure?: (err: unknown) => void;
     /**
      * How long events that are not urgent may wait to share a message (0: to the end of the turn).
      * A stream's first token goes at once; later ones from an upstream faster than one token per
      * `coalesceMs` travel a few at a time, which saves a log append, a publish and a client write
      * each, at the cost of at most `coalesceMs` on their way.
      */
-    private readonly coalesceMs = 0,
-  ) {}
+    coalesceMs?: number;
+  }) {
+    this.redis = deps.redis;
+    this.ttls = deps.ttls;
+    this.onFailure = deps.onFailure ?? (() => undefined);
+    this.coalesceMs = deps.coalesceMs ?? 0;
+  }
 
   add(publisher: BatchMember, urgent = true): void {
     if (!urgent && this.coalesceMs > 0) {

@@ -7,7 +7,7 @@ import { startFakeOpenAI, type FakeOpenAI } from './openai.fake.js';
 import { collectEvents } from '../testing/upstream-fake.js';
 import { expectAbortClosesTheUpstream, expectCachedAndReasoningTokens } from '../testing/adapter-contract.js';
 import { isAbortError } from '../abort.js';
-import { startNow } from '../../chat/job/completion-runner.js';
+import { startNow } from '../../chat/job/upstream-loop.js';
 import { eventually, post } from '../../../test/support/http.js';
 import { openAiIssues } from '../../../test/support/openai-schemas.js';
 import { postStream } from '../../../test/support/sse.js';

@@ -1,5 +1,5 @@
 // How a completion's answer is put on the wire: one presenter per wire format, fed by the one
-// loop that produces the tokens (completion-runner.ts). The worker frames everything the client
+// loop that produces the tokens (job/upstream-loop.ts). The worker frames everything the client
 // gets, so the relay log holds exactly those bytes and a resumed stream replays them as they were.
 import type { UpstreamEvent } from '../../../providers/types.js';
 import type { ChoiceState } from '../choices.js';
