@@ -68,7 +68,14 @@ export async function startRole(role: Role, env: Env = {}, readyTimeoutMs = 20_0
     },
   };
   running.add(handle);
-  handle.url = await ready;
+  try {
+    handle.url = await ready;
+  } catch (err) {
+    // A role that never became ready is stopped now: left running to the end of the run it adds
+    // load to a machine that was already too slow, and later starts fail in turn.
+    await handle.stop('SIGKILL');
+    throw err;
+  }
   return handle;
 }
 

@@ -19,13 +19,8 @@ const PACKAGES: Tree = Object.fromEntries(
   ]),
 );
 
+// Each case writes its own tree under a fresh temporary root (see the describe's hooks).
 let root: string;
-beforeEach(async () => {
-  root = await mkdtemp(path.join(os.tmpdir(), 'layers-'));
-});
-afterEach(async () => {
-  await rm(root, { recursive: true, force: true });
-});
 
 async function cruiseTree(tree: Tree): Promise<ICruiseResult> {
   for (const [file, text] of Object.entries({ ...PACKAGES, ...tree })) {
@@ -81,6 +76,13 @@ function importOf(from: string, to: string): string {
 }
 
 describe('dependency rules (.dependency-cruiser.cjs)', () => {
+  beforeEach(async () => {
+    root = await mkdtemp(path.join(os.tmpdir(), 'layers-'));
+  });
+  afterEach(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
   it('accept a feature that imports the core, infra and its own repository', async () => {
     expect(
       await violations({
