@@ -58,7 +58,8 @@ export function answerEnd(
   const usage = answerUsage(outcome.usage);
   // Failed or stopped: should a client still be there (its web process was only thought gone), it
   // must not take the cut answer for a whole one.
-  if (outcome.status !== 'completed') return { kind: 'error', payload: present.error(outcome.error, choices, usage) };
+  if (outcome.status !== 'completed')
+    return { kind: 'error', payload: present.errorPayload(outcome.error, choices, usage) };
   if (!job.stream) return { kind: 'final', payload: present.body(choices, usage) };
   const done = present.done(choices, usage);
   const oneHour = outcome.usage.cache_write_1h_tokens;

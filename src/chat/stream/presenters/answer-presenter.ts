@@ -41,9 +41,9 @@ export interface AnswerPresenter {
   /** The whole answer of a request that does not stream: the `final` message's body. */
   body(choices: readonly ChoiceState[], usage: AnswerUsage): string;
   /** The `error` message's payload of a request that failed or was stopped. */
-  error(error: RelayError, choices: readonly ChoiceState[], usage: AnswerUsage): string;
+  errorPayload(error: RelayError, choices: readonly ChoiceState[], usage: AnswerUsage): string;
   /**
-   * The answer as the object its client last saw, once `done`, `body` or `error` framed it, for a
+   * The answer as the object its client last saw, once `done`, `body` or `errorPayload` framed it, for a
    * wire format that stores answers (the Responses API's Response); undefined otherwise.
    */
   finalObject(): Record<string, unknown> | undefined;

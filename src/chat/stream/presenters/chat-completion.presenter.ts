@@ -47,6 +47,6 @@ export function chatCompletionPresenter(
         })),
         usage,
       }),
-    error: (error) => JSON.stringify(error),
+    errorPayload: (error) => JSON.stringify(error),
   };
 }

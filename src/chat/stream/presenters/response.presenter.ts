@@ -251,7 +251,7 @@ class ResponsePresenter implements AnswerPresenter {
     return JSON.stringify(this.final);
   }
 
-  error(error: RelayError, _choices: readonly ChoiceState[], usage: AnswerUsage): string {
+  errorPayload(error: RelayError, _choices: readonly ChoiceState[], usage: AnswerUsage): string {
     // Before any output the failure is the HTTP answer itself (the web tier has sent nothing).
     // A background response's client was answered at admission: its end is always a Response,
     // kept in the store for its retrieval.
