@@ -1,6 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis, type ChainableCommander, type RedisOptions } from 'ioredis';
 import type { Config } from '../config.js';
+import { loadScriptsWhenReady } from './redis-scripts.js';
 
 /**
  * A connection to the deployment's Redis: one server (REDIS_URL) or a Redis Cluster
@@ -67,6 +68,8 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
   }
   // ioredis emits 'error' on every failed reconnect; without a listener Node would crash.
   client.on('error', () => {});
+  // The service's scripts run on command connections (see redis-scripts.ts).
+  if (role === 'command') loadScriptsWhenReady(client);
   return client;
 }
 
