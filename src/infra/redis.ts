@@ -35,7 +35,9 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
     lazyConnect: false,
   };
   const byRole: Record<RedisRole, RedisOptions> = {
-    command: { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: 2000 },
+    // Auto-pipelining: the commands of one event-loop turn go out in one write (the service's
+    // scripts are plain EVALSHA, safe in a pipeline: see redis-scripts.ts).
+    command: { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: 2000, enableAutoPipelining: true },
     subscriber: { maxRetriesPerRequest: null, enableOfflineQueue: true },
     'queue-producer': { maxRetriesPerRequest: 1, enableOfflineQueue: false },
     'queue-worker': { maxRetriesPerRequest: null, enableOfflineQueue: true },
@@ -44,10 +46,16 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
   const options = { ...base, ...byRole[role] };
   let client: RedisClient;
   if (config.redis.clusterNodes.length > 0) {
-    const { retryStrategy: _nodesReconnectThroughTheCluster, enableOfflineQueue, ...redisOptions } = options;
+    const {
+      retryStrategy: _nodesReconnectThroughTheCluster,
+      enableOfflineQueue,
+      enableAutoPipelining,
+      ...redisOptions
+    } = options;
     client = new Cluster(config.redis.clusterNodes, {
       redisOptions,
       enableOfflineQueue,
+      enableAutoPipelining,
       clusterRetryStrategy: reconnectDelay,
       // During a failover a command is retried on the new slot map for a moment before it fails.
       retryDelayOnFailover: 200,

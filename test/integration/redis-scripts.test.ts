@@ -40,6 +40,19 @@ describe('Redis scripts', () => {
     expect(await runScriptNow(client, script, ['k'], [1])).to.deep.equal(['k', '1']);
   });
 
+  it('runs the scripts of one event-loop turn in one auto-pipeline, one the server lacks included', async () => {
+    const client = await connect();
+    expect(client.options.enableAutoPipelining).to.equal(true);
+    // Declared after the connection was ready: every node answers NOSCRIPT inside the pipeline first.
+    const unloaded = uniqueScript();
+    const loadedScript = uniqueScript();
+    await Promise.all(mastersOf(client).map((node) => node.script('LOAD', loadedScript.lua)));
+    const calls = Array.from({ length: 60 }, (_, i) =>
+      runScript(client, i % 2 ? unloaded : loadedScript, [`{k${i}}`], [String(i)]),
+    );
+    expect(await Promise.all(calls)).to.deep.equal(Array.from({ length: 60 }, (_, i) => [`{k${i}}`, String(i)]));
+  });
+
   it(`loads them again after Redis restarts, which forgets every script ${ONE_REDIS_SERVER}`, async () => {
     const server = await new PrivateRedis().start();
     servers.push(server);
