@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { Cluster, type Redis } from 'ioredis';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { createRedis, whenReady, type RedisClient } from '../../src/infra/redis.js';
 import { redisScript, runScript, runScriptNow } from '../../src/infra/redis-scripts.js';
 import { isolatedPrefix, ONE_REDIS_SERVER, randomId, testConfig } from '../support/env.js';
@@ -51,6 +52,22 @@ describe('Redis scripts', () => {
       runScript(client, i % 2 ? unloaded : loadedScript, [`{k${i}}`], [String(i)]),
     );
     expect(await Promise.all(calls)).to.deep.equal(Array.from({ length: 60 }, (_, i) => [`{k${i}}`, String(i)]));
+  });
+
+  it('sends a command a library defines on the connection mid-turn on its own, not in the open auto-pipeline', async () => {
+    const client = await connect();
+    // ECHO opens this turn's auto-pipeline; rate-limiter-flexible then defines its counter script
+    // on the connection (as the abuse budget and sign-up limits do when built) and calls it.
+    const echo = client.echo('open');
+    const limiter = new RateLimiterRedis({
+      storeClient: client,
+      keyPrefix: `${isolatedPrefix()}:rl`,
+      points: 5,
+      duration: 60,
+    });
+    const [opened, consumed] = await Promise.all([echo, limiter.consume('k')]);
+    expect(opened).to.equal('open');
+    expect(consumed.remainingPoints).to.equal(4);
   });
 
   it(`loads them again after Redis restarts, which forgets every script ${ONE_REDIS_SERVER}`, async () => {
