@@ -1,5 +1,5 @@
 import type { RedisClient } from '../../infra/redis.js';
-import { redisScript, runScriptNow } from '../../infra/redis-scripts.js';
+import { redisScript, runScript } from '../../infra/redis-scripts.js';
 import type { LogKind } from './protocol.js';
 
 export interface Message {
@@ -75,13 +75,9 @@ export class RelayCall {
     return (this.keys.length - 1) / 2;
   }
 
-  /**
-   * Sends it at once: per request, the error an append met and the last seq a subscriber took. A
-   * call already carries a whole turn's messages, so it is not held for an auto-pipeline, which
-   * would send it a turn later (a stream's first token with it).
-   */
+  /** Sends it: per request, the error an append met and the last seq a subscriber took. */
   async send(redis: RedisClient): Promise<RelayReply> {
-    const [errors, received] = (await runScriptNow(redis, RELAY, this.keys, this.args)) as [string[], number[]];
+    const [errors, received] = (await runScript(redis, RELAY, this.keys, this.args)) as [string[], number[]];
     return { errors, received: received.map(Number) };
   }
 }
