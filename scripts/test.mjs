@@ -36,6 +36,7 @@ const CLUSTER_SUITE = [
   'test/e2e/fleet.test.js',
   'test/integration/limiter.test.js',
   'test/integration/limits-remaining.test.js',
+  'test/integration/redis-scripts.test.js',
   'test/integration/metering-totals.test.js',
 ];
 

@@ -1,6 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis, type ChainableCommander, type RedisOptions } from 'ioredis';
 import type { Config } from '../config.js';
+import { loadScriptsWhenReady } from './redis-scripts.js';
 
 /**
  * A connection to the deployment's Redis: one server (REDIS_URL) or a Redis Cluster
@@ -19,6 +20,14 @@ export type { ChainableCommander };
  */
 export type RedisRole = 'command' | 'subscriber' | 'queue-producer' | 'queue-worker' | 'blocking';
 
+/**
+ * Commands that libraries define on a command connection with ioredis's defineCommand:
+ * rate-limiter-flexible's counter script (the abuse budget, sign-up limits, Stripe pacing and
+ * guards), defined when each limiter is built. An auto-pipeline opened before that does not know
+ * the command, and a call put into it breaks the whole pipeline ("results[i] is not iterable").
+ */
+export const LIBRARY_DEFINED_COMMANDS = ['rlflxIncr'] as const;
+
 /** The longest a connection waits between two reconnect attempts. */
 export const RECONNECT_MAX_DELAY_MS = 1000;
 
@@ -34,7 +43,16 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
     lazyConnect: false,
   };
   const byRole: Record<RedisRole, RedisOptions> = {
-    command: { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: 2000 },
+    command: {
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      commandTimeout: 2000,
+      // Auto-pipelining: the commands of one event-loop turn go out in one write. The service's
+      // scripts are plain EVALSHA, safe in a pipeline (see redis-scripts.ts); a command a library
+      // defines on the connection is not (ioredis issue #1931), so it goes out on its own.
+      enableAutoPipelining: true,
+      autoPipeliningIgnoredCommands: [...LIBRARY_DEFINED_COMMANDS],
+    },
     subscriber: { maxRetriesPerRequest: null, enableOfflineQueue: true },
     'queue-producer': { maxRetriesPerRequest: 1, enableOfflineQueue: false },
     'queue-worker': { maxRetriesPerRequest: null, enableOfflineQueue: true },
@@ -43,10 +61,18 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
   const options = { ...base, ...byRole[role] };
   let client: RedisClient;
   if (config.redis.clusterNodes.length > 0) {
-    const { retryStrategy: _nodesReconnectThroughTheCluster, enableOfflineQueue, ...redisOptions } = options;
+    const {
+      retryStrategy: _nodesReconnectThroughTheCluster,
+      enableOfflineQueue,
+      enableAutoPipelining,
+      autoPipeliningIgnoredCommands,
+      ...redisOptions
+    } = options;
     client = new Cluster(config.redis.clusterNodes, {
       redisOptions,
       enableOfflineQueue,
+      enableAutoPipelining,
+      ...(autoPipeliningIgnoredCommands ? { autoPipeliningIgnoredCommands } : {}),
       clusterRetryStrategy: reconnectDelay,
       // During a failover a command is retried on the new slot map for a moment before it fails.
       retryDelayOnFailover: 200,
@@ -67,6 +93,8 @@ export function createRedis(config: Config, role: RedisRole, name: string = role
   }
   // ioredis emits 'error' on every failed reconnect; without a listener Node would crash.
   client.on('error', () => {});
+  // The service's scripts run on command connections (see redis-scripts.ts).
+  if (role === 'command') loadScriptsWhenReady(client);
   return client;
 }
 

@@ -7,6 +7,7 @@ import { systemClock } from '../clock.js';
 import type { Db } from '../infra/db.js';
 import { AppError, describeReset, retryAdvice } from '../errors.js';
 import { redisKey, type RedisClient } from '../infra/redis.js';
+import { redisScript, runScript } from '../infra/redis-scripts.js';
 import { monthOf, type Month } from '../calendar.js';
 import { ledgerSpendNanoUsd } from '../usage/month-spend.service.js';
 import { usdOfNano } from '../usage/usage-cost.js';
@@ -139,13 +140,6 @@ export interface MonthSpend {
   heldNanoUsd: bigint;
 }
 
-type LimiterRedis = RedisClient & {
-  limitsAdmit(...keysThenArgs: (string | number)[]): Promise<(number | string)[]>;
-  limitsSettle(...keysThenArgs: (string | number)[]): Promise<number>;
-  limitsCooldown(...keysThenArgs: (string | number)[]): Promise<number[]>;
-  limitsWindowCount(...keysThenArgs: (string | number)[]): Promise<number[]>;
-};
-
 /** What the limiter works with: Redis, the clock its windows use, its configuration, its metrics. */
 export interface LimiterDeps {
   redis: RedisClient;
@@ -157,17 +151,10 @@ export interface LimiterDeps {
   outages: { redis: OutageLog; postgres: OutageLog };
 }
 
-// ioredis sends EVAL the first time on each connection and EVALSHA after, so every call is one round trip.
-function scripts(app: LimiterDeps): LimiterRedis {
-  const redis = app.redis as LimiterRedis;
-  if (typeof redis.limitsAdmit !== 'function') {
-    redis.defineCommand('limitsAdmit', { numberOfKeys: 6, lua: ADMIT_LUA });
-    redis.defineCommand('limitsSettle', { numberOfKeys: 5, lua: SETTLE_LUA });
-    redis.defineCommand('limitsCooldown', { numberOfKeys: 1, lua: COOLDOWN_LUA });
-    redis.defineCommand('limitsWindowCount', { numberOfKeys: 1, lua: WINDOW_COUNT_LUA });
-  }
-  return redis;
-}
+const ADMIT = redisScript('limits-admit', ADMIT_LUA);
+const SETTLE = redisScript('limits-settle', SETTLE_LUA);
+const COOLDOWN = redisScript('limits-cooldown', COOLDOWN_LUA);
+const WINDOW_COUNT = redisScript('limits-window-count', WINDOW_COUNT_LUA);
 
 /** '' tells the scripts to read Redis's TIME: production processes then share one clock. */
 export const scriptNow = (app: Pick<LimiterDeps, 'clock'>): string =>
@@ -230,14 +217,16 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
   const limits = limitsForTier(app.config, input.tier);
   const keys = usageKeys(app.config, input.accountId);
   const month = monthOf(input.spend ? new Date(input.spend.admittedAt) : app.clock.now());
+  const scriptKeys = [
+    ...keys,
+    // Unguarded, the fourth key is only a placeholder in the same slot; the script does not read it.
+    input.guard?.key ?? keys[0],
+    spendKey(app.config, input.accountId, month),
+    // Without a key's own minute, a placeholder in the same slot; the script does not read it.
+    key?.requestsPerMinute !== undefined ? accountKey(app.config, input.accountId, 'key', key.id) : keys[0],
+  ];
   const call = (seed: { account?: bigint; key?: bigint }) =>
-    scripts(app).limitsAdmit(
-      ...keys,
-      // Unguarded, the fourth key is only a placeholder in the same slot; the script does not read it.
-      input.guard?.key ?? keys[0],
-      spendKey(app.config, input.accountId, month),
-      // Without a key's own minute, a placeholder in the same slot; the script does not read it.
-      key?.requestsPerMinute !== undefined ? accountKey(app.config, input.accountId, 'key', key.id) : keys[0],
+    runScript(app.redis, ADMIT, scriptKeys, [
       scriptNow(app),
       limits.requestsPerMinute,
       limits.requestsPerHour,
@@ -256,7 +245,7 @@ async function admit(app: LimiterDeps, input: AdmitInput): Promise<Admission> {
       keyLimit === null ? '' : keyLimit.toString(),
       seed.key === undefined ? '' : seed.key.toString(),
       key?.id ?? '',
-    );
+    ]) as Promise<(number | string)[]>;
   let reply: (number | string)[];
   try {
     reply = await call({});
@@ -475,18 +464,23 @@ function spendLimitError(admission: Admission, s: SpendRefusal): AppError {
   );
 }
 
-function settleKeysAndArgs(app: LimiterDeps, input: SettleInput): (string | number)[] {
+function settleKeysAndArgs(app: LimiterDeps, input: SettleInput): [string[], (string | number)[]] {
   const keys = usageKeys(app.config, input.accountId);
-  return [
+  const scriptKeys = [
     ...keys,
     accountKey(app.config, input.accountId, 'settled', input.requestId),
     input.spend ? spendKey(app.config, input.accountId, monthOf(new Date(input.spend.admittedAt))) : keys[0],
-    scriptNow(app),
-    input.requestId,
-    input.actualTokens,
-    app.config.limits.settledMarkerTtlMs,
-    input.spend ? input.spend.costNanoUsd.toString() : '',
-    input.keyId ?? '',
+  ];
+  return [
+    scriptKeys,
+    [
+      scriptNow(app),
+      input.requestId,
+      input.actualTokens,
+      app.config.limits.settledMarkerTtlMs,
+      input.spend ? input.spend.costNanoUsd.toString() : '',
+      input.keyId ?? '',
+    ],
   ];
 }
 
@@ -501,7 +495,7 @@ async function settle(app: LimiterDeps, input: SettleInput): Promise<void> {
   if (input.spend) requireNano('spend.costNanoUsd', input.spend.costNanoUsd);
   if (input.keyId !== undefined) requireId('keyId', input.keyId);
   try {
-    await scripts(app).limitsSettle(...settleKeysAndArgs(app, input));
+    await runScript(app.redis, SETTLE, ...settleKeysAndArgs(app, input));
   } catch (err) {
     throw unavailable(app, err);
   }
@@ -542,11 +536,12 @@ async function admitKeyRegeneration(
   requireId('accountId', accountId);
   let reply: number[];
   try {
-    reply = await scripts(app).limitsCooldown(
-      accountKey(app.config, accountId, 'key-regeneration'),
-      scriptNow(app),
-      app.config.auth.regenerateWindowMs,
-    );
+    reply = (await runScript(
+      app.redis,
+      COOLDOWN,
+      [accountKey(app.config, accountId, 'key-regeneration')],
+      [scriptNow(app), app.config.auth.regenerateWindowMs],
+    )) as number[];
   } catch (err) {
     throw unavailable(app, err);
   }
@@ -581,12 +576,12 @@ async function admitCompletionRead(app: LimiterDeps, accountId: string): Promise
   const limit = app.config.limits.completionReads.perMinute;
   let reply: number[];
   try {
-    reply = await scripts(app).limitsWindowCount(
-      accountKey(app.config, accountId, 'reads'),
-      scriptNow(app),
-      limit,
-      MINUTE,
-    );
+    reply = (await runScript(
+      app.redis,
+      WINDOW_COUNT,
+      [accountKey(app.config, accountId, 'reads')],
+      [scriptNow(app), limit, MINUTE],
+    )) as number[];
   } catch (err) {
     throw unavailable(app, err);
   }

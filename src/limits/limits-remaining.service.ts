@@ -2,6 +2,7 @@ import type { Config } from '../config.js';
 import type { Clock } from '../clock.js';
 import type { Tier } from '../../db/schema/index.js';
 import type { RedisClient } from '../infra/redis.js';
+import { redisScript, runScript } from '../infra/redis-scripts.js';
 import { scriptNow, usageKeys } from './limiter.service.js';
 import { REMAINING_LUA } from './limits-remaining.scripts.js';
 import { limitsForTier } from './tier-limits.js';
@@ -18,16 +19,7 @@ export interface WindowsRemaining {
   resets_at: Windows<string>;
 }
 
-type RemainingRedis = RedisClient & {
-  limitsRemaining(...keysThenArgs: (string | number)[]): Promise<(number | string)[]>;
-};
-
-function script(redis: RedisClient): RemainingRedis {
-  const r = redis as RemainingRedis;
-  if (typeof r.limitsRemaining !== 'function')
-    r.defineCommand('limitsRemaining', { numberOfKeys: 3, lua: REMAINING_LUA });
-  return r;
-}
+const REMAINING = redisScript('limits-remaining', REMAINING_LUA);
 
 /** The account's windows under its tier's limits, as the next admission would see them. Throws when Redis cannot answer. */
 export async function windowsRemaining(
@@ -36,9 +28,9 @@ export async function windowsRemaining(
   tier: Tier,
 ): Promise<WindowsRemaining> {
   const limits = limitsForTier(app.config, tier);
-  const reply = (await script(app.redis).limitsRemaining(...usageKeys(app.config, accountId), scriptNow(app))).map(
-    Number,
-  );
+  const reply = (
+    (await runScript(app.redis, REMAINING, usageKeys(app.config, accountId), [scriptNow(app)])) as (number | string)[]
+  ).map(Number);
   const [minute, hour, day, tokens, minuteEnd, hourEnd, dayEnd] = reply as [
     number,
     number,

@@ -493,8 +493,8 @@ describe('rate limiter and token quota', () => {
         await eventually(async () => (seen.some((a) => a[1] === marker) ? true : undefined), 'the marker on MONITOR');
         const commands = seen.filter((a) => a[1] !== marker).map((a) => a[0]!.toLowerCase());
         expect(commands).to.have.length(6);
-        // The first call on a connection sends the script itself, later ones its SHA.
-        expect(commands).to.deep.equal(['eval', 'evalsha', 'evalsha', 'evalsha', 'evalsha', 'evalsha']);
+        // Every call names the script by its SHA: the connection loaded it when it became ready.
+        expect(commands).to.deep.equal(['evalsha', 'evalsha', 'evalsha', 'evalsha', 'evalsha', 'evalsha']);
       } finally {
         monitor.stop();
       }

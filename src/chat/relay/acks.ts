@@ -1,4 +1,5 @@
 import type { RedisClient } from '../../infra/redis.js';
+import { redisScript, runScriptNow } from '../../infra/redis-scripts.js';
 import { ACKED_FIELD, requestStateKey } from './protocol.js';
 
 // What a web process tells the workers about what it handed to its clients, so that a job stopped
@@ -21,11 +22,14 @@ import { ACKED_FIELD, requestStateKey } from './protocol.js';
 // process killed between the two writes bills at most what that one call covered.
 
 /** KEYS: request states; ARGV: the acknowledged seq of each. A state that expired is not made again. */
-const ACK_LUA = `
+const ACK = redisScript(
+  'relay-ack',
+  `
 for i = 1, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('HSET', KEYS[i], '${ACKED_FIELD}', ARGV[i]) end
 end
-return #KEYS`;
+return #KEYS`,
+);
 
 interface Held {
   seq: number;
@@ -108,7 +112,8 @@ export class RelayAcks {
     }
     const keys = waiting.map(([id]) => requestStateKey(prefix, instance, id));
     const seqs = waiting.map(([, g]) => String(g.held.at(-1)!.seq));
-    redis.eval(ACK_LUA, keys.length, ...keys, ...seqs).catch((err: unknown) => this.deps.onFailure?.(err));
+    // Written now, before the messages go to their clients (see above), never held for an auto-pipeline.
+    runScriptNow(redis, ACK, keys, seqs).catch((err: unknown) => this.deps.onFailure?.(err));
     for (const [, gate] of waiting) {
       const held = gate.held;
       gate.held = [];

@@ -1,4 +1,5 @@
 import type { RedisClient } from '../../infra/redis.js';
+import { redisScript, runScript } from '../../infra/redis-scripts.js';
 import { encodeRelay, readerField, STALLED_FIELD, type RelayTarget } from './protocol.js';
 
 // The claim, in one round trip: take the request if nobody holds it (a first run) or if told to
@@ -35,20 +36,7 @@ end
 return { 1, owner or '', recorded, left, cancelled, stalled, takeovers }
 `;
 
-type ClaimRedis = RedisClient & {
-  relayClaim(
-    stateKey: string,
-    logKey: string,
-    channel: string,
-    workerId: string,
-    picked: string,
-    ttl: number,
-    force: string,
-    account: string,
-    stream: string,
-    reader: string,
-  ): Promise<[number, string, string, number, number, number, number]>;
-};
+const CLAIM = redisScript('relay-claim', CLAIM_LUA);
 
 export interface Claim {
   /** This worker holds the request now. */
@@ -87,21 +75,21 @@ export async function claimRequest(
   request: ClaimedRequest,
   force = false,
 ): Promise<Claim> {
-  const r = redis as ClaimRedis;
-  if (typeof r.relayClaim !== 'function') r.defineCommand('relayClaim', { numberOfKeys: 3, lua: CLAIM_LUA });
   const reader = request.resumableFor === undefined ? '' : readerField(request.resumableFor);
-  const [taken, owner, recorded, left, cancelled, stalled, takeovers] = await r.relayClaim(
-    target.stateKey,
-    target.logKey,
-    target.channel,
-    workerId,
-    encodeRelay(target.requestId, 0, 'picked'),
-    ttlSeconds,
-    force ? '1' : '0',
-    request.accountId,
-    request.stream ? '1' : '0',
-    reader,
-  );
+  const [taken, owner, recorded, left, cancelled, stalled, takeovers] = (await runScript(
+    redis,
+    CLAIM,
+    [target.stateKey, target.logKey, target.channel],
+    [
+      workerId,
+      encodeRelay(target.requestId, 0, 'picked'),
+      ttlSeconds,
+      force ? '1' : '0',
+      request.accountId,
+      request.stream ? '1' : '0',
+      reader,
+    ],
+  )) as [number, string, string, number, number, number, number];
   // This worker as the previous owner: a retried claim whose first reply was lost (it had taken the
   // request then). That is still a first run, not a take-over.
   return {

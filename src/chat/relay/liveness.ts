@@ -6,6 +6,7 @@ import {
   shardSubscribers,
   type RedisClient,
 } from '../../infra/redis.js';
+import { redisScript, runScript } from '../../infra/redis-scripts.js';
 import { relayChannel } from './protocol.js';
 
 // Processes say they are alive with a key that expires unless renewed: a worker learns that the
@@ -37,13 +38,19 @@ const SEEN_TTL_MS = 600_000;
 const REDIS_NOW_MS = "local t = redis.call('TIME') local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))";
 
 /** KEYS: the liveness key, the last-seen key. ARGV: value, TTL ms, last-seen TTL ms. */
-const BEAT_AND_STAMP = `${REDIS_NOW_MS}
+const BEAT_AND_STAMP = redisScript(
+  'liveness-beat',
+  `${REDIS_NOW_MS}
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('SET', KEYS[2], now, 'PX', ARGV[3])`;
+redis.call('SET', KEYS[2], now, 'PX', ARGV[3])`,
+);
 
 /** KEYS: the liveness key, the last-seen key. Reply: { 1 if the key is there, last seen ms or '', Redis's now ms }. */
-const READ_SEEN = `${REDIS_NOW_MS}
-return { redis.call('EXISTS', KEYS[1]), redis.call('GET', KEYS[2]) or '', now }`;
+const READ_SEEN = redisScript(
+  'liveness-read-seen',
+  `${REDIS_NOW_MS}
+return { redis.call('EXISTS', KEYS[1]), redis.call('GET', KEYS[2]) or '', now }`,
+);
 
 /** Whether a worker is alive, and if not, how long since it last wrote its liveness key (undefined when that is not known). */
 export interface WorkerSeen {
@@ -53,12 +60,10 @@ export interface WorkerSeen {
 
 /** Reads a worker's liveness and last-seen time in one call (both keys share the fleet's hash tag). */
 export async function readWorkerSeen(redis: RedisClient, prefix: string, workerId: string): Promise<WorkerSeen> {
-  const [alive, seen, now] = (await redis.eval(
-    READ_SEEN,
-    2,
+  const [alive, seen, now] = (await runScript(redis, READ_SEEN, [
     workerAliveKey(prefix, workerId),
     workerSeenKey(prefix, workerId),
-  )) as [number, string, string];
+  ])) as [number, string, string];
   if (alive === 1) return { alive: true };
   return seen === '' ? { alive: false } : { alive: false, silentMs: Math.max(0, Number(now) - Number(seen)) };
 }
@@ -94,7 +99,7 @@ export class Heartbeat {
     const write =
       this.seenKey === undefined
         ? this.redis.set(this.key, this.value(), 'PX', this.ttlMs)
-        : this.redis.eval(BEAT_AND_STAMP, 2, this.key, this.seenKey, this.value(), this.ttlMs, SEEN_TTL_MS);
+        : runScript(this.redis, BEAT_AND_STAMP, [this.key, this.seenKey], [this.value(), this.ttlMs, SEEN_TTL_MS]);
     await write.catch(() => undefined);
   }
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { realTimers, type Timers } from '../../clock.js';
 import type { RedisClient } from '../../infra/redis.js';
+import { redisScript, runScript } from '../../infra/redis-scripts.js';
 import { NOW } from '../../limits/limiter.scripts.js';
 import { webAliveKey } from './liveness.js';
 import { cancelChannel, detachNotice, READER_FIELD_PREFIX, readerField } from './protocol.js';
@@ -64,21 +65,9 @@ if redis.call('HGET', KEYS[1], 'recorded') == '1' then return '' end
 return redis.call('HGET', KEYS[1], 'worker') or ''
 `;
 
-type ReadersRedis = RedisClient & {
-  readersAttach(...keysThenArgs: (string | number)[]): Promise<[string, number, number] | null>;
-  readersRenew(leasesKey: string, now: string, leaseMs: number, leaseId: string): Promise<number>;
-  readersLeave(stateKey: string, field: string, ttlSeconds: number): Promise<string>;
-};
-
-function scripts(redis: RedisClient): ReadersRedis {
-  const r = redis as ReadersRedis;
-  if (typeof r.readersAttach !== 'function') {
-    r.defineCommand('readersAttach', { numberOfKeys: 2, lua: ATTACH_LUA });
-    r.defineCommand('readersRenew', { numberOfKeys: 1, lua: RENEW_LUA });
-    r.defineCommand('readersLeave', { numberOfKeys: 1, lua: LEAVE_LUA });
-  }
-  return r;
-}
+const ATTACH = redisScript('readers-attach', ATTACH_LUA);
+const RENEW = redisScript('readers-renew', RENEW_LUA);
+const LEAVE = redisScript('readers-leave', LEAVE_LUA);
 
 export interface Attached {
   /** The request streams (a non-streaming one has no events to resume, and takes no lease). */
@@ -104,16 +93,12 @@ export interface AttachInput {
 /** Undefined when the request is unknown, expired or belongs to another account. One round trip. */
 export async function attachReader(redis: RedisClient, input: AttachInput): Promise<Attached | undefined> {
   const leaseId = randomUUID();
-  const reply = await scripts(redis).readersAttach(
-    input.stateKey,
-    input.leasesKey,
-    input.now(),
-    input.accountId,
-    readerField(input.instance),
-    input.maxReaders,
-    READER_LEASE_MS,
-    leaseId,
-  );
+  const reply = (await runScript(
+    redis,
+    ATTACH,
+    [input.stateKey, input.leasesKey],
+    [input.now(), input.accountId, readerField(input.instance), input.maxReaders, READER_LEASE_MS, leaseId],
+  )) as [string, number, number] | null;
   if (!reply) return undefined;
   const attached: Attached = { stream: reply[0] === '1', counted: Number(reply[1]) === 1 };
   if (Number(reply[2]) === 1) attached.lease = new ReaderLease(redis, input.leasesKey, leaseId, input);
@@ -141,8 +126,7 @@ export class ReaderLease {
 
   private schedule(): void {
     this.timer = this.timers.setTimeout(() => {
-      void scripts(this.redis)
-        .readersRenew(this.key, this.clock.now(), READER_LEASE_MS, this.id)
+      void runScript(this.redis, RENEW, [this.key], [this.clock.now(), READER_LEASE_MS, this.id])
         .catch(() => undefined)
         .finally(() => {
           if (!this.released) this.schedule();
@@ -171,7 +155,7 @@ export async function leaveReader(
   instance: string,
   ttlSeconds: number,
 ): Promise<void> {
-  const worker = await scripts(redis).readersLeave(stateKey, readerField(instance), ttlSeconds);
+  const worker = (await runScript(redis, LEAVE, [stateKey], [readerField(instance), ttlSeconds])) as string;
   if (worker) await redis.spublish(cancelChannel(prefix, worker), detachNotice(requestId));
 }
 

@@ -1,4 +1,5 @@
 import type { RedisClient } from '../../infra/redis.js';
+import { redisScript, runScript } from '../../infra/redis-scripts.js';
 import type { LogKind } from './protocol.js';
 
 export interface Message {
@@ -51,9 +52,7 @@ end
 return { errors, received }
 `;
 
-type RelayRedis = RedisClient & {
-  relayAppend(numKeys: number, keys: string[], args: string[]): Promise<[string[], number[]]>;
-};
+const RELAY = redisScript('relay-append', RELAY_LUA);
 
 /** A relay call's reply, per request in call order. */
 export interface RelayReply {
@@ -78,9 +77,7 @@ export class RelayCall {
 
   /** Sends it: per request, the error an append met and the last seq a subscriber took. */
   async send(redis: RedisClient): Promise<RelayReply> {
-    const r = redis as RelayRedis;
-    if (typeof r.relayAppend !== 'function') r.defineCommand('relayAppend', { lua: RELAY_LUA });
-    const [errors, received] = await r.relayAppend(this.keys.length, this.keys, this.args);
+    const [errors, received] = (await runScript(redis, RELAY, this.keys, this.args)) as [string[], number[]];
     return { errors, received: received.map(Number) };
   }
 }

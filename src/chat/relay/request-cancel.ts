@@ -1,4 +1,5 @@
 import type { RedisClient } from '../../infra/redis.js';
+import { redisScript, runScript } from '../../infra/redis-scripts.js';
 import { cancelChannel } from './protocol.js';
 
 // A cancel is recorded with the request, in its state hash, before the worker holding it is told:
@@ -11,14 +12,15 @@ import { cancelChannel } from './protocol.js';
  * none does or it has ended). A state created here (the client left before any claim) gets the
  * running request's lifetime, as the claim would give it.
  */
-const CANCEL_LUA = `
+const CANCEL = redisScript(
+  'request-cancel',
+  `
 if redis.call('HGET', KEYS[1], 'recorded') == '1' then return '' end
 redis.call('HSET', KEYS[1], 'cancelled', '1')
 if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return redis.call('HGET', KEYS[1], 'worker') or ''
-`;
-
-type CancelRedis = RedisClient & { requestCancel(stateKey: string, ttlSeconds: number): Promise<string> };
+`,
+);
 
 /** Records that the request's client left, and tells the worker holding it to stop now. */
 export async function cancelRequest(
@@ -28,8 +30,6 @@ export async function cancelRequest(
   requestId: string,
   ttlSeconds: number,
 ): Promise<void> {
-  const r = redis as CancelRedis;
-  if (typeof r.requestCancel !== 'function') r.defineCommand('requestCancel', { numberOfKeys: 1, lua: CANCEL_LUA });
-  const worker = await r.requestCancel(stateKey, ttlSeconds);
+  const worker = (await runScript(redis, CANCEL, [stateKey], [ttlSeconds])) as string;
   if (worker) await redis.spublish(cancelChannel(prefix, worker), requestId);
 }
