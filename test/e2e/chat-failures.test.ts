@@ -213,8 +213,15 @@ describe('chat completions when things go wrong', () => {
   it('sends no upstream request for a stalled job whose first run already streamed: it only ends the stream', async () => {
     const openai = await startFakeOpenAI();
     try {
-      // 100 tokens, 50 ms apart: the first worker is killed well before the answer ends.
-      openai.script({ tokens: Array.from({ length: 100 }, () => ' tok'), tokenDelayMs: 50 });
+      // The answer is held after its fifth token until the first worker is dead, so it cannot end
+      // first however long the survivor takes to start on a loaded machine.
+      let killed!: () => void;
+      const firstKilled = new Promise<void>((resolve) => (killed = resolve));
+      openai.script({
+        tokens: Array.from({ length: 100 }, () => ' tok'),
+        tokenDelayMs: 50,
+        holdAfter: { tokens: 5, until: firstKilled },
+      });
       const env = {
         REDIS_PREFIX: isolatedPrefix(),
         QUEUE_STALLED_INTERVAL_MS: '500',
@@ -228,6 +235,7 @@ describe('chat completions when things go wrong', () => {
       await s.waitFor(3);
       await start('worker', env); // the survivor that will find the stalled job
       await first.stop('SIGKILL');
+      killed();
       await s.finished;
       expect(JSON.parse(s.events.at(-2)!).error.code).to.equal('worker_interrupted');
       await usageRow(app, chunkId(s.events[0]!));
