@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { ManualClock } from '../../src/clock.js';
+import { LATE_RETURN_MS } from '../../src/subscriptions/stripe-guards.service.js';
 import { FakeStripe, type FakeCard } from '../fakes/stripe.js';
 import { createTestAccount, type TestAccount } from '../support/accounts.js';
 import { get, post } from '../support/http.js';
@@ -623,13 +624,15 @@ describe('subscription endpoints (upgrade, checkout, setup intents, downgrade, i
     });
 
     it('refuses a completed card-change session returned to more than an hour after it expired, changing nothing', async () => {
-      // A second web tier whose clock is 25 hours on: the session (24 hours) has expired for it.
-      const later = new ManualClock(Date.now() + 25 * 3_600_000);
+      // A second web tier whose clock is set from the session itself: a second past its expiry plus
+      // the hour's grace, however long the setup took.
+      const later = new ManualClock();
       const late = await startTestWeb({ env: fake.env(), clock: later });
       try {
         const who = await createTestAccount(web.app);
-        const { id } = await startCardChange(who);
+        const { id, expires_at } = await startCardChange(who);
         fake.completeCheckoutSession(id);
+        later.set(Date.parse(expires_at) + LATE_RETURN_MS + 1_000);
         const r = await get(`${late.url}/v1/subscription/payment-method-success?session_id=${id}`);
         expect(r.status).to.equal(409);
         expect(r.body.error.code).to.equal('checkout_session_expired');
