@@ -18,6 +18,7 @@ import {
   ensurePgBouncer,
   ensurePostgres,
   ensurePrometheus,
+  ensureContainerTools,
   ensureRedis,
   main,
   migrate,
@@ -72,6 +73,7 @@ await main(async () => {
   ensureChromium();
   ensurePgBouncer();
   ensurePrometheus();
+  ensureContainerTools();
 
   // `npm test -- path/to/file.test.js --grep x` runs a part (on one Redis server, or with
   // --cluster on the cluster); with no file given, the whole suite, then its cluster part.

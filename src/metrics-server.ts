@@ -3,14 +3,24 @@ import type { AddressInfo } from 'node:net';
 import type { AppContext } from './context.js';
 import type { BackgroundService } from './lifecycle.js';
 
+/** The path a worker's or scheduler's liveness probe asks, as the web tier's. */
+export const LIVENESS_PATH = '/health/live';
+
 /**
  * Workers and the scheduler have no web tier: with WORKER_METRICS_PORT or SCHEDULER_METRICS_PORT
- * set, the process serves its Prometheus registry at GET /metrics on that port, for scraping.
+ * set, the process serves its Prometheus registry at GET /metrics on that port, for scraping, and
+ * answers GET /health/live while its event loop turns.
  */
 export async function startMetricsServer(app: AppContext, port: number): Promise<BackgroundService & { url: string }> {
   const registry = app.metrics.registry;
   const server = http.createServer((req, res) => {
-    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+    const route = (req.url ?? '').split('?')[0];
+    // Liveness for the container runtime (Kubernetes' livenessProbe): this event loop answers.
+    if (req.method === 'GET' && route === LIVENESS_PATH) {
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end('{"status":"ok"}');
+      return;
+    }
+    if (req.method !== 'GET' || route !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
       return;
     }

@@ -130,6 +130,30 @@ export function ensurePgBouncer() {
   );
 }
 
+// ---------------------------------------------------------------- Containers
+
+/**
+ * The image tests build the Containerfile and run its roles with Debian's podman (runc as its
+ * runtime), on a base made from Debian's packages by mmdebstrap, and read compose.yaml with
+ * podman-compose; the manifest tests render
+ * deploy/kubernetes with kubectl's kustomize. The Debian packages are installed with apt-get when
+ * missing and we are root; kubectl is no Debian package: without it a message says so, and the
+ * manifest tests fail with the same advice.
+ */
+export function ensureContainerTools() {
+  const missing = ['podman', 'runc', 'mmdebstrap', 'podman-compose'].filter(
+    (bin) => !which(bin) && !existsSync(`/usr/sbin/${bin}`),
+  );
+  if (missing.length && !(aptInstall(missing) && missing.every((bin) => which(bin) || existsSync(`/usr/sbin/${bin}`))))
+    say(
+      `no ${missing.join(', ')}: install them (apt-get install ${missing.join(' ')}), or the container image tests fail`,
+    );
+  if (!which('kubectl'))
+    say(
+      'no kubectl (https://kubernetes.io/docs/tasks/tools/): the Kubernetes manifest tests fail without its kustomize',
+    );
+}
+
 // ---------------------------------------------------------------- Prometheus
 
 export const PROMETHEUS = '/usr/bin/prometheus';

@@ -33,6 +33,18 @@ export function publicHealth(report: HealthReport): PublicHealth {
   return { status: report.status, reason: reasonOf(report, first) };
 }
 
+/**
+ * Whether this web process can serve, for a load balancer's or Kubernetes' readiness probe: its own
+ * dependencies (Postgres, Redis, the queue) answer. The workers are the fleet's concern, not this
+ * process's: without one it still answers every request, a completion with 503 no_worker_available
+ * in the API's own error envelope, which taking it out of rotation would replace with the proxy's.
+ */
+export function readiness(report: HealthReport): PublicHealth {
+  const first = report.down.find((name) => name !== 'workers');
+  if (first === undefined) return { status: 'ok' };
+  return { status: 'unavailable', reason: reasonOf(report, first) };
+}
+
 function reasonOf(report: HealthReport, down: string): HealthReason {
   switch (down) {
     case 'postgres':

@@ -68,6 +68,18 @@ describe('/health when a dependency goes away', () => {
     await eventually(when(200), '/health to recover after Redis returns');
   });
 
+  it('takes the web process out of readiness when Postgres stops, keeps it live, and puts it back when Postgres returns', async () => {
+    await pgProxy.cut();
+    const notReady = await eventually(async () => {
+      const r = await get(`${web.url}/health/ready`);
+      return r.status === 503 ? r : undefined;
+    }, '/health/ready to report Postgres down');
+    expect(notReady.body).to.deep.equal({ status: 'unavailable', reason: 'postgres_unreachable' });
+    expect((await get(`${web.url}/health/live`)).status).to.equal(200);
+    await pgProxy.restore();
+    await eventually(async () => (await get(`${web.url}/health/ready`)).status === 200 || undefined, 'ready again');
+  });
+
   it('turns 503 naming postgres when Postgres stops, and recovers when it returns', async () => {
     await pgProxy.cut();
     const down = await eventually(when(503), '/health to report Postgres down');

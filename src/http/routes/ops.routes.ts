@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { checkHealth } from '../../health/health.service.js';
-import { HEALTH_REASONS, HealthCache, publicHealth } from '../../health/health-views.js';
+import { HEALTH_REASONS, HealthCache, publicHealth, readiness } from '../../health/health-views.js';
 import { AppError } from '../../errors.js';
 import { isOperatorToken } from '../admin/operator-credential.js';
 import { FAVICON_LINKS } from '../favicon.js';
@@ -105,10 +105,55 @@ function fromOperator(ctx: HttpContext, token: string | undefined): boolean {
   return m !== null && isOperatorToken(token, m[1]!);
 }
 
-/** /health, /metrics, /openapi.json and /docs. `openApi` is filled in by the app once every route is known. */
+const ProbeSchema: JsonSchema = {
+  type: 'object',
+  required: ['status'],
+  properties: {
+    status: { type: 'string', enum: ['ok', 'unavailable'] },
+    reason: { type: 'string', enum: [...HEALTH_REASONS] },
+  },
+};
+
+/** /health (and its probes), /metrics, /openapi.json and /docs. `openApi` is filled in by the app once every route is known. */
 export function opsRoutes(openApi: () => unknown): RouteSpec[] {
   let health: HealthCache | undefined;
   return defineRoutes([
+    {
+      method: 'get',
+      path: '/health/live',
+      operationId: 'healthLive',
+      summary: "Liveness: the process's event loop answers",
+      description:
+        'Checks nothing outside the process, so an outage of Postgres or Redis never restarts the web tier: a liveness probe (Kubernetes `livenessProbe`, the image HEALTHCHECK) restarts only a process that stopped answering.',
+      tag: 'operations',
+      auth: 'none',
+      responses: { 200: { description: 'The process answers', schema: ProbeSchema } },
+      handler: (ctx) => {
+        ctx.set('Cache-Control', 'no-store');
+        ctx.body = { status: 'ok' };
+      },
+    },
+    {
+      method: 'get',
+      path: '/health/ready',
+      operationId: 'healthReady',
+      summary: 'Readiness: this web process can serve (Postgres, Redis and the queue answer)',
+      description:
+        "For a load balancer or a Kubernetes `readinessProbe`. Unlike /health it leaves the workers out: with none live this process still answers completions with 503 `no_worker_available`, in the API's own error format. Shares /health's one round of checks a second.",
+      tag: 'operations',
+      auth: 'none',
+      responses: {
+        200: { description: 'Ready', schema: ProbeSchema },
+        503: { description: "One of the process's dependencies is down; `reason` names it", schema: ProbeSchema },
+      },
+      handler: async (ctx, app) => {
+        health ??= new HealthCache(app.clock);
+        const ready = readiness(await health.read(() => checkHealth(app)));
+        ctx.status = ready.status === 'ok' ? 200 : 503;
+        ctx.set('Cache-Control', 'no-store');
+        ctx.body = ready;
+      },
+    },
     {
       method: 'get',
       path: '/health',
