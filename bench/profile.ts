@@ -25,21 +25,29 @@ interface CpuProfile {
 
 /** First match wins, tried on each frame from the leaf up. */
 const RULES: [string, (f: Frame) => boolean][] = [
-  ['relay: publish and log (worker)', (f) => f.url.includes('/chat/relay-publisher.')],
+  [
+    'relay: publish, log and acknowledgements',
+    (f) => /\/chat\/relay\/(publisher|relay-call|relay-batch|log|acks|claim)\./.test(f.url),
+  ],
   [
     'relay: receive and write to the client (web)',
     (f) =>
-      /\/chat\/(relay-hub|sse)\./.test(f.url) ||
-      (f.url.includes('/chat/dispatch.service.') && f.functionName !== 'dispatch'),
+      /\/chat\/relay\/(hub|follower|log-tail|readers|order)\.|\/chat\/stream\/(sse|completion-stream|resumed-completion)\./.test(
+        f.url,
+      ) ||
+      (f.url.includes('/chat/request/dispatch.service.') && f.functionName !== 'dispatch'),
   ],
   ['Responses: stored-response write', (f) => f.url.includes('/responses/stored-response')],
-  ['Responses: framing events (presenter)', (f) => f.url.includes('/chat/presenters/response.')],
-  ['Responses: request translation', (f) => /\/chat\/responses-|\/http\/routes\/responses\./.test(f.url)],
+  ['Responses: framing events (presenter)', (f) => f.url.includes('/chat/stream/presenters/response')],
+  ['Responses: request translation', (f) => /\/chat\/request\/responses-|\/http\/routes\/responses\./.test(f.url)],
   ['prompt token count', (f) => /\/providers\/tokenizer\.|gpt-tokenizer/.test(f.url)],
   ['upstream request and SSE parse', (f) => /\/providers\/|eventsource-parser/.test(f.url)],
   [
     'completion run: framing chunks, choices',
-    (f) => /\/chat\/job\/(upstream-loop|billable|delivery|settle)\./.test(f.url),
+    (f) =>
+      /\/chat\/job\/(upstream-loop|billable|delivery|settle|answer)\.|\/chat\/stream\/(presenters\/|choices\.)/.test(
+        f.url,
+      ),
   ],
   [
     'claim and job control',
@@ -52,10 +60,13 @@ const RULES: [string, (f: Frame) => boolean][] = [
     (f) => f.url.includes('/usage/metering.') || f.url.includes('/workers/metering.'),
   ],
   ['email outbox poll', (f) => f.url.includes('email-outbox') || f.url.includes('email-sender')],
-  ['liveness and presence keys', (f) => f.url.includes('/chat/liveness.')],
+  ['liveness and presence keys', (f) => f.url.includes('/chat/relay/liveness.')],
   [
     'admission: validation, queue add',
-    (f) => /\/http\/routes\/chat\.routes\.|\/chat\/chat\.service\.|\/chat\/dispatch\.service\./.test(f.url),
+    (f) =>
+      /\/http\/routes\/chat\.routes\.|\/chat\/request\/(chat\.service|dispatch\.service|admission|request-forms)\./.test(
+        f.url,
+      ),
   ],
   [
     'HTTP middleware (auth, body, logging, metrics)',

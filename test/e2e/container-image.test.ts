@@ -121,9 +121,9 @@ describe('the container image (podman)', function () {
     expect(top.stdout).not.to.match(/\broot\b/);
   });
 
-  it('stays within its documented size target of 600 MB', async () => {
+  it('stays within its documented size target of 400 MB', async () => {
     const [info] = JSON.parse((await podman(['image', 'inspect', IMAGE])).stdout) as { Size: number }[];
-    expect(info!.Size / 1e6).to.be.at.most(600);
+    expect(info!.Size / 1e6).to.be.at.most(400);
   });
 
   it("passes the image's HEALTHCHECK on the web role", async () => {
