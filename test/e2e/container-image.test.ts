@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
-import pg from 'pg';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import type { Stream } from 'openai/streaming';
 import { sql } from 'kysely';
@@ -19,6 +18,7 @@ import {
 } from '../support/containers.js';
 import { isolatedPrefix, testConfig } from '../support/env.js';
 import { eventually } from '../support/http.js';
+import { migrationDatabase } from '../support/migration-database.js';
 import { freePort } from '../support/private-redis.js';
 import { openStream } from '../support/sse.js';
 
@@ -32,9 +32,6 @@ const ask = { model: 'gemini-2.5-flash', messages: [{ role: 'user' as const, con
 describe('the container image (podman)', function () {
   // The build runs every layer whose inputs changed: the TypeScript build at least, on each change.
   this.timeout(20 * 60_000);
-  const runDatabase = new URL(process.env.DATABASE_URL!).pathname.slice(1);
-  const database = `${runDatabase}_image`;
-  let admin: pg.Client;
   let app: AppContext;
   let account: TestAccount;
   let web: { url: string; container: Container };
@@ -43,15 +40,16 @@ describe('the container image (podman)', function () {
   let migration: { code: number; output: string };
   let env: Record<string, string>;
 
+  // Mocha runs hooks in the order they are declared: the containers and the context go before
+  // the database does, and the database is there before anything uses it.
+  after(async () => {
+    await removeAllContainers();
+    await app?.close();
+  });
+  // An empty database of its own, for `migrate` to bring to the latest schema.
+  const database = migrationDatabase('image');
   before(async () => {
     if (!havePodman()) throw new Error('podman is not installed: apt-get install podman runc mmdebstrap');
-    const server = new URL(process.env.PG_SERVER_URL ?? process.env.DATABASE_URL!);
-    server.pathname = '/postgres';
-    admin = new pg.Client({ connectionString: server.toString() });
-    await admin.connect();
-    await admin.query(`drop database if exists "${database}" with (force)`);
-    await admin.query(`create database "${database}"`);
-    server.pathname = `/${database}`;
     const [webPort, workerPort, schedulerPort] = [await freePort(), await freePort(), await freePort()];
     env = {
       NODE_ENV: 'production',
@@ -59,7 +57,7 @@ describe('the container image (podman)', function () {
       PORT: String(webPort),
       WORKER_METRICS_PORT: String(workerPort),
       SCHEDULER_METRICS_PORT: String(schedulerPort),
-      DATABASE_URL: server.toString(),
+      DATABASE_URL: database.url(),
       REDIS_URL: process.env.REDIS_URL!,
       REDIS_PREFIX: isolatedPrefix(),
       JWT_SECRET: 'container-test-secret-0123456789abcdef',
@@ -88,12 +86,6 @@ describe('the container image (podman)', function () {
       role: 'test',
     });
     account = await createTestAccount(app, { tier: 'paid' });
-  });
-  after(async () => {
-    await removeAllContainers();
-    await app?.close();
-    await admin?.query(`drop database if exists "${database}" with (force)`);
-    await admin?.end();
   });
 
   const sdk = () => new OpenAI({ apiKey: account.apiKey, baseURL: `${web.url}/v1`, maxRetries: 0 });

@@ -10,12 +10,15 @@ import { migrations } from '../../db/migrations/index.js';
  */
 export function migrationDatabase(suffix: string): {
   db: () => Kysely<unknown>;
+  /** Its connection URL, for a process of its own (a container's DATABASE_URL). */
+  url: () => string;
   migrateTo: (names: string[]) => Promise<MigrationResultSet>;
 } {
   const runDatabase = new URL(process.env.DATABASE_URL!).pathname.slice(1);
   const database = `${runDatabase}_${suffix}`;
   let admin: pg.Client | undefined;
   let db: Kysely<unknown> | undefined;
+  let url: string | undefined;
 
   before(async () => {
     const server = new URL(process.env.PG_SERVER_URL ?? process.env.DATABASE_URL!);
@@ -25,7 +28,8 @@ export function migrationDatabase(suffix: string): {
     await admin.query(`drop database if exists "${database}" with (force)`);
     await admin.query(`create database "${database}"`);
     server.pathname = `/${database}`;
-    const pool = new pg.Pool({ connectionString: server.toString() });
+    url = server.toString();
+    const pool = new pg.Pool({ connectionString: url });
     // The forced drop at the end ends any connection still open; that is expected, not a failure.
     pool.on('error', () => {});
     pool.on('connect', (client) => client.on('error', () => {}));
@@ -39,6 +43,7 @@ export function migrationDatabase(suffix: string): {
 
   return {
     db: () => db!,
+    url: () => url!,
     migrateTo: (names) =>
       new Migrator({
         db: db!,
