@@ -38,22 +38,30 @@ export type ScriptArg = string | number;
 
 const noScript = (err: unknown): boolean => err instanceof Error && err.message.startsWith('NOSCRIPT');
 
+/** EVALSHA by `send`, then the body by EVAL once if the server answers NOSCRIPT. */
+async function shaThenBody(
+  script: RedisScript,
+  send: (command: 'evalsha' | 'eval', body: string) => Promise<unknown>,
+): Promise<unknown> {
+  try {
+    return await send('evalsha', script.sha);
+  } catch (err) {
+    if (!noScript(err)) throw err;
+    return send('eval', script.lua);
+  }
+}
+
 /**
  * Runs `script` on `keys` with `args` (one round trip; two when the server has lost it). A script
  * that writes must be safe to send again after NOSCRIPT, which Redis answers without running it.
  */
-export async function runScript(
+export function runScript(
   redis: RedisClient,
   script: RedisScript,
   keys: readonly string[],
   args: readonly ScriptArg[] = [],
 ): Promise<unknown> {
-  try {
-    return await redis.evalsha(script.sha, keys.length, ...keys, ...args);
-  } catch (err) {
-    if (!noScript(err)) throw err;
-    return redis.eval(script.lua, keys.length, ...keys, ...args);
-  }
+  return shaThenBody(script, (command, body) => redis[command](body, keys.length, ...keys, ...args));
 }
 
 /**
@@ -61,22 +69,19 @@ export async function runScript(
  * auto-pipeline at the end of the event-loop turn: for a caller whose next step (a write to a
  * client) must come after Redis has the command on its way.
  */
-export async function runScriptNow(
+export function runScriptNow(
   redis: RedisClient,
   script: RedisScript,
   keys: readonly string[],
   args: readonly ScriptArg[] = [],
 ): Promise<unknown> {
-  const send = (name: 'evalsha' | 'eval', body: string) =>
-    redis.sendCommand(
-      new Command(name, [body, keys.length, ...keys, ...args], { replyEncoding: 'utf8' }),
-    ) as Promise<unknown>;
-  try {
-    return await send('evalsha', script.sha);
-  } catch (err) {
-    if (!noScript(err)) throw err;
-    return send('eval', script.lua);
-  }
+  return shaThenBody(
+    script,
+    (command, body) =>
+      redis.sendCommand(
+        new Command(command, [body, keys.length, ...keys, ...args], { replyEncoding: 'utf8' }),
+      ) as Promise<unknown>,
+  );
 }
 
 /** Loads every declared script on `node`, in one round trip; a failure is left to NOSCRIPT. */

@@ -115,12 +115,18 @@ function portNumber(container: Manifest, port: string | number): number | undefi
   return (container.ports ?? []).find((p: Manifest) => p.name === port)?.containerPort;
 }
 
-const ROLE_OF_ARGS: Record<string, 'web' | 'worker' | 'scheduler' | 'migrate'> = {
-  web: 'web',
-  worker: 'worker',
-  scheduler: 'scheduler',
-  migrate: 'migrate',
-};
+const ROLES = ['web', 'worker', 'scheduler', 'migrate'] as const;
+type Role = (typeof ROLES)[number];
+const isRole = (arg: unknown): arg is Role => ROLES.includes(arg as Role);
+
+/** Every metric the service's registry exports, by name (one registry, made on first use). */
+let exported: Set<string> | undefined;
+const metricNames = () =>
+  (exported ??= new Set(
+    createMetrics('manifests')
+      .registry.getMetricsAsArray()
+      .map((m) => m.name),
+  ));
 
 /**
  * Everything in rendered manifests that disagrees with how the service runs on the same settings:
@@ -138,8 +144,8 @@ export function disagreements(docs: Manifest[]): string[] {
     const pod = w.spec.template.spec;
     for (const c of pod.containers as Manifest[]) {
       const where = `${w.kind} ${w.metadata.name}, container ${c.name}`;
-      const role = ROLE_OF_ARGS[(c.args ?? [])[0]];
-      if (!role) {
+      const role = (c.args ?? [])[0];
+      if (!isRole(role)) {
         out.push(
           `${where}: args ${JSON.stringify(c.args)} name no role of the image (web, worker, scheduler, migrate)`,
         );
@@ -241,11 +247,6 @@ function referenceDisagreements(docs: Manifest[]): string[] {
     ...docs.filter((d) => d.kind === 'HorizontalPodAutoscaler').map((h) => [h, h.spec.scaleTargetRef.name] as const),
     ...docs.filter((d) => d.kind === 'ScaledObject').map((s) => [s, s.spec.scaleTargetRef.name] as const),
   ];
-  const metricNames = new Set(
-    createMetrics('manifests')
-      .registry.getMetricsAsArray()
-      .map((m) => m.name),
-  );
   for (const [a, target] of scaled) {
     if (!deployments.some((d) => d.metadata.name === target))
       out.push(`${a.kind} ${a.metadata.name}: no Deployment ${target}`);
@@ -257,7 +258,7 @@ function referenceDisagreements(docs: Manifest[]): string[] {
         .flatMap((t: Manifest) => [...String(t.metadata.query).matchAll(/\b([a-z_]+)\s*(?:\{|\))/g)].map((m) => m[1])),
     ].filter((n) => !['sum', 'max', 'min', 'avg', 'vector', 'rate', 'increase'].includes(n));
     for (const n of named)
-      if (!metricNames.has(n)) out.push(`${a.kind} ${a.metadata.name}: the service exports no metric ${n}`);
+      if (!metricNames().has(n)) out.push(`${a.kind} ${a.metadata.name}: the service exports no metric ${n}`);
     if (named.length === 0 && a.kind === 'ScaledObject')
       out.push(`${a.kind} ${a.metadata.name}: scales on no metric of the service`);
   }
