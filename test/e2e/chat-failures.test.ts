@@ -79,13 +79,13 @@ describe('chat completions when things go wrong', () => {
   it('answers a request whose worker died before announcing it once a live worker takes it over, never 503 no_worker_available', async function () {
     this.timeout(60_000);
     // The pickup wait runs out while the job is still with the dead worker, its lock lapsed, and
-    // before the live worker's second stalled-job check (15 s after its first, at its start) hands
-    // it over. The live worker is registered well before the wait runs out (12 s), even on a
-    // Redis Cluster, where a worker takes longer to start.
+    // before the live worker's second stalled-job check (25 s after its first, at its start) hands
+    // it over. The live worker must be registered before the wait runs out (20 s): a worker on a
+    // Redis Cluster, started right after a build, once took more than 12 s.
     const env = {
       REDIS_PREFIX: isolatedPrefix(),
-      QUEUE_PICKUP_TIMEOUT_MS: '12000',
-      QUEUE_STALLED_INTERVAL_MS: '15000',
+      QUEUE_PICKUP_TIMEOUT_MS: '20000',
+      QUEUE_STALLED_INTERVAL_MS: '25000',
       LOCAL_MODEL_TTFT_MS: '0',
     };
     const ctx = createContext(testConfig(env), { role: 'test' });
